@@ -1,0 +1,1 @@
+"""Rewriting of ONNX models: Gather, GatherElements and GatherND become GatherMultiaxis."""

@@ -1,0 +1,153 @@
+"""The vectorised NumPy kernel of gatherMultiaxis.
+
+The kernel turns every output coordinate into one flat input offset and reads them all with a single
+``np.take``. Offsets are built from the indices (one term per axis) plus one ``arange`` term per
+non-broadcast input dimension, added with NumPy broadcasting, so neither the input nor the indices are
+ever materialised at the output shape. Trailing dimensions that are copied whole (not in ``axes``,
+size 1 in the indices, same size in input and output) are read as contiguous blocks.
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Sequence
+
+import numpy as np
+
+from .geometry import GatherGeometry
+
+MODES = ("error", "zero", "clamp")
+INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+# Refuse outputs whose element or byte count cannot be represented before anything is allocated.
+_MAX_ELEMENTS = np.iinfo(np.int64).max
+
+
+class GatherIndexError(IndexError):
+    """An index value lies outside the valid range of its axis (mode="error")."""
+
+
+def zero_element(dtype: np.dtype):
+    """The value written for out-of-range indices in mode "zero": 0, False, or an empty string."""
+    if dtype == object:
+        return ""
+    return np.zeros((), dtype)[()]
+
+
+def _position_text(position: Sequence[int]) -> str:
+    return "[" + ", ".join(str(int(p)) for p in position) + "]"
+
+
+def _checked_coordinate(indices: np.ndarray, coordinate: np.ndarray, j: int, geometry: GatherGeometry,
+                        mode: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Normalise one coordinate component (logical shape, any int dtype) to int64 in [0, dim).
+
+    Returns the normalised values and, in mode "zero", the mask of out-of-range positions.
+    """
+    axis = geometry.axes[j]
+    dim = geometry.input_shape[axis]
+    values = coordinate.astype(np.int64)
+    np.add(values, dim, out=values, where=values < 0)  # negatives count from the end, once
+    bad = (values < 0) | (values >= dim)
+    if mode == "clamp":
+        np.clip(values, 0, dim - 1, out=values)
+        return values, None
+    if not bad.any():
+        return values, None
+    if mode == "zero":
+        values[bad] = 0
+        return values, bad
+    logical_position = np.unravel_index(int(np.argmax(bad)), bad.shape)
+    k = len(geometry.axes)
+    position = (*logical_position[:-1], logical_position[-1] * k + j) if k > 1 else logical_position
+    value = int(indices[position]) if indices.ndim else int(indices)
+    raise GatherIndexError(
+        f"index {value} at indices{_position_text(position)} is out of range for axis {axis} of size {dim} "
+        f"(valid range [{-dim}, {dim - 1}]; input shape {_position_text(geometry.input_shape)}, "
+        f"axes {list(geometry.axes)})")
+
+
+def _block_start(geometry: GatherGeometry) -> int:
+    """First dimension of the trailing run that is copied as contiguous blocks."""
+    start = geometry.rank
+    while start > 0:
+        d = start - 1
+        if d in geometry.axes or geometry.logical_indices_shape[d] != 1:
+            break
+        if geometry.input_shape[d] != geometry.output_shape[d]:
+            break
+        start = d
+    return start
+
+
+def gather_multiaxis(input, indices, axes: Sequence[int], mode: str = "error") -> np.ndarray:
+    """Gather elements of ``input`` at the coordinates in ``indices`` along ``axes``.
+
+    Shape contract (see ``gathermultiaxis.ops.geometry``): ``input.ndim == indices.ndim``; for
+    ``len(axes) = k > 1`` the last indices dimension holds ``k``-tuples in the order of ``axes``; the
+    output takes the logical indices size on every axis and the broadcast of input and logical indices
+    on every other dimension.
+
+    ``output[o] = input[c]`` where ``c[d] = o[d]`` (0 where ``input.shape[d] == 1``) for ``d`` not in
+    ``axes`` and ``c[axes[j]]`` is the ``j``-th component of the coordinate tuple found at ``o``
+    (broadcast) in the logical indices.
+
+    Indices are int32 or int64; a negative index counts from the end once (``[-dim, dim - 1]``).
+    Out-of-range indices: ``mode="error"`` raises ``GatherIndexError`` naming the value, its position
+    in ``indices``, the axis and the valid range; ``"zero"`` writes 0 / False / "" for that element;
+    ``"clamp"`` clamps to ``[0, dim - 1]``. Returns a new C-contiguous array of ``input``'s dtype.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    data = np.asarray(input)
+    index_array = np.asarray(indices)
+    if index_array.dtype not in INDEX_DTYPES:
+        raise TypeError(f"indices must be int32 or int64, got {index_array.dtype}")
+    geometry = GatherGeometry.infer(data.shape, index_array.shape, axes)
+    if geometry.output_size > _MAX_ELEMENTS // max(data.dtype.itemsize, 8):
+        raise MemoryError(
+            f"the output shape {list(geometry.output_shape)} has {geometry.output_size} elements, "
+            f"more than can be addressed")
+    if not geometry.axes:  # nothing to index: a pure broadcast of the input
+        return np.array(np.broadcast_to(data, geometry.output_shape), order="C")
+
+    k = len(geometry.axes)
+    logical = geometry.logical_indices_shape
+    coordinates = index_array.reshape(*logical, k) if k > 1 else index_array[..., np.newaxis]
+
+    block_start = _block_start(geometry)
+    lead_shape = geometry.input_shape[:block_start]
+    block_size = prod(geometry.input_shape[block_start:])
+    row_strides = [prod(lead_shape[d + 1:]) for d in range(block_start)]
+
+    # Offsets (in blocks) contributed by the indices: one term per axis, in the logical indices shape.
+    offsets = None
+    out_of_range = None
+    for j, axis in enumerate(geometry.axes):
+        values, bad = _checked_coordinate(index_array, coordinates[..., j], j, geometry, mode)
+        values *= row_strides[axis]
+        offsets = values if offsets is None else np.add(offsets, values, out=offsets)
+        if bad is not None:
+            out_of_range = bad if out_of_range is None else (out_of_range | bad)
+    offsets = offsets.reshape(logical[:block_start])  # the block dimensions have logical size 1
+
+    # Offsets contributed by the non-axis dimensions the input really has (not broadcast ones).
+    grid = None
+    for d in range(block_start):
+        if d in geometry.axes or geometry.input_shape[d] == 1:
+            continue
+        term = np.arange(geometry.output_shape[d], dtype=np.int64) * row_strides[d]
+        term = term.reshape((-1,) + (1,) * (block_start - d - 1))
+        grid = term if grid is None else grid + term
+    lead_out = geometry.output_shape[:block_start]
+    flat = np.empty(lead_out, dtype=np.int64)
+    np.add(offsets, 0 if grid is None else grid, out=flat)
+
+    if block_size == 1:
+        result = np.take(data.reshape(-1), flat)
+    else:
+        result = np.take(data.reshape(prod(lead_shape), block_size), flat, axis=0)
+    result = result.reshape(geometry.output_shape)
+    if out_of_range is not None:
+        result[np.broadcast_to(out_of_range.reshape(logical), geometry.output_shape)] = zero_element(data.dtype)
+    return result

@@ -1,0 +1,124 @@
+"""GatherMultiaxis inside ONNX Runtime sessions: bit-identical to the kernel for every registered type."""
+
+import threading
+from functools import lru_cache
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from hypothesis import given, settings
+from onnx import TensorProto, helper
+from support import assert_bit_identical, gather_cases, gather_multiaxis_model
+
+from gathermultiaxis import GatherIndexError, GatherShapeError, gather_multiaxis, session_options
+from gathermultiaxis.ops import DATA_TYPES, INDEX_TYPES, bridge_info, register
+
+
+def numpy_dtype(elem_type):
+    return np.dtype(object) if elem_type == TensorProto.STRING else helper.tensor_dtype_to_np_dtype(elem_type)
+
+
+@lru_cache(maxsize=None)
+def session(elem_type, index_type, mode):
+    model = gather_multiaxis_model(elem_type, index_type, mode)
+    return ort.InferenceSession(model.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
+
+
+def run(case, elem_type):
+    index_type = helper.np_dtype_to_tensor_dtype(case.indices.dtype)
+    feeds = {"input": case.as_dtype(numpy_dtype(elem_type)), "indices": case.indices,
+             "axes": np.array(case.axes, dtype=np.int64)}
+    return session(elem_type, index_type, case.mode).run(None, feeds)[0], feeds
+
+
+def test_registered_types():
+    assert len(DATA_TYPES) == 12 and len(INDEX_TYPES) == 2
+    assert bridge_info()["registrations"] == 24
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=gather_cases())
+def test_ort_matches_kernel_for_every_registered_type(case):
+    for elem_type in DATA_TYPES:
+        try:
+            expected = gather_multiaxis(case.as_dtype(numpy_dtype(elem_type)), case.indices, case.axes, case.mode)
+        except GatherIndexError as error:
+            with pytest.raises(GatherIndexError) as raised:
+                run(case, elem_type)
+            assert str(raised.value) == f"GatherMultiaxis: {error}"
+            continue
+        actual, _ = run(case, elem_type)
+        assert_bit_identical(actual, expected)
+
+
+def test_error_reaches_caller_and_session_survives():
+    sess = session(TensorProto.FLOAT, TensorProto.INT64, "error")
+    feeds = {"input": np.zeros((2, 3), np.float32), "indices": np.array([[0, 5]]), "axes": np.array([1])}
+    with pytest.raises(GatherIndexError, match=r"GatherMultiaxis: index 5 at indices\[0, 1\] is out of range "
+                                               r"for axis 1 of size 3 \(valid range \[-3, 2\]"):
+        sess.run(None, feeds)
+    feeds["indices"] = np.array([[2, -3]])
+    np.testing.assert_array_equal(sess.run(None, feeds)[0], np.zeros((2, 2)))
+    feeds["indices"] = np.array([[0, 1, 2]])
+    with pytest.raises(GatherShapeError, match="last indices dimension"):
+        sess.run(None, {**feeds, "axes": np.array([0, 1])})
+    with pytest.raises(ValueError, match=r"axes must be a 1-D int64 tensor, got shape \[1, 1\]"):
+        sess.run(None, {**feeds, "axes": np.array([[1]])})
+
+
+def test_session_options_is_idempotent_and_accepts_existing_options():
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    assert session_options(options) is options
+    assert session_options(options) is options  # a second registration would break session creation
+    model = gather_multiaxis_model(TensorProto.INT32, TensorProto.INT32)
+    sess = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    output = sess.run(None, {"input": np.arange(4, dtype=np.int32), "indices": np.array([3, 0], np.int32),
+                             "axes": np.array([0])})[0]
+    np.testing.assert_array_equal(output, [3, 0])
+
+
+@pytest.mark.parametrize("handback", [True, False], ids=["array-handback", "list-fallback"])
+def test_output_paths_agree(handback):
+    """The array handback and the bridge's default list path give the same bytes, strings included."""
+    assert bridge_info()["handback_supported"], "the installed bridge no longer passes arrays through"
+    try:
+        register(handback=handback)
+        assert bridge_info()["handback_active"] is handback
+        rng = np.random.default_rng(0)
+        data = rng.standard_normal((64, 32)).astype(np.float32)
+        indices = rng.integers(-64, 64, (16, 1))
+        for elem_type, values in [(TensorProto.FLOAT, data), (TensorProto.STRING, data.astype(str).astype(object)),
+                                  (TensorProto.BOOL, data > 0), (TensorProto.UINT16, (data * 100).astype(np.uint16))]:
+            sess = session(elem_type, TensorProto.INT64, "error")
+            output = sess.run(None, {"input": values, "indices": indices, "axes": np.array([0])})[0]
+            assert_bit_identical(output, values[indices[:, 0]])
+    finally:
+        register()
+
+
+def test_threads_share_a_session():
+    sess = session(TensorProto.DOUBLE, TensorProto.INT64, "error")
+    data = np.arange(1000, dtype=np.float64).reshape(100, 10)
+    failures = []
+
+    def worker(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(50):
+            bad = rng.integers(0, 5) == 0
+            indices = rng.integers(0, 100 if not bad else 200, (7, 1))
+            indices[0, 0] = 150 if bad else indices[0, 0]
+            try:
+                output = sess.run(None, {"input": data, "indices": indices, "axes": np.array([0])})[0]
+                if bad or not np.array_equal(output, data[indices[:, 0]]):
+                    failures.append((seed, "wrong result"))
+            except GatherIndexError as error:
+                if not bad or "index 150 at indices[0, 0]" not in str(error):
+                    failures.append((seed, str(error)))
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
