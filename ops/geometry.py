@@ -95,9 +95,13 @@ class GatherGeometry:
                     f"dimension {d} is not broadcastable: input size {size_in} vs logical indices size {size_idx} "
                     f"(need equal sizes or one of them 1; input shape {_shape_text(input_shape)}, "
                     f"logical indices shape {_shape_text(logical)}, axes {list(axes)})")
-        for axis in axes:
-            if input_shape[axis] == 0 and prod(logical) > 0:
+        return cls(input_shape, indices_shape, axes, tuple(logical), tuple(output))
+
+    def check_addressable(self) -> None:
+        """Raise when an axis of size 0 is to be indexed by a non-empty set of coordinates."""
+        coordinates = prod(self.logical_indices_shape)
+        for axis in self.axes:
+            if self.input_shape[axis] == 0 and coordinates > 0:
                 raise GatherShapeError(
                     f"axis {axis} of the input has size 0, so no index can address it, but the indices hold "
-                    f"{prod(logical)} coordinates (input shape {_shape_text(input_shape)})")
-        return cls(input_shape, indices_shape, axes, tuple(logical), tuple(output))
+                    f"{coordinates} coordinates (input shape {_shape_text(self.input_shape)})")

@@ -16,7 +16,7 @@ import numpy as np
 
 from .geometry import GatherGeometry
 
-MODES = ("error", "zero", "clamp")
+MODES = ("error", "error_nonempty", "zero", "clamp")
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
 # Refuse outputs whose element or byte count cannot be represented before anything is allocated.
@@ -94,8 +94,12 @@ def gather_multiaxis(input, indices, axes: Sequence[int], mode: str = "error") -
 
     Indices are int32 or int64; a negative index counts from the end once (``[-dim, dim - 1]``).
     Out-of-range indices: ``mode="error"`` raises ``GatherIndexError`` naming the value, its position
-    in ``indices``, the axis and the valid range; ``"zero"`` writes 0 / False / "" for that element;
-    ``"clamp"`` clamps to ``[0, dim - 1]``. Returns a new C-contiguous array of ``input``'s dtype.
+    in ``indices``, the axis and the valid range (every index is checked, even when the output is
+    empty, as ONNX Gather does in ORT); ``"error_nonempty"`` is the same except that an empty output is
+    returned without looking at the indices (ORT's GatherND); ``"zero"`` writes 0 / False / "" for that
+    element; ``"clamp"`` clamps to ``[0, dim - 1]``. Indexing an axis of size 0 with a non-empty set
+    of coordinates is a ``GatherShapeError`` (in "error_nonempty" only when the output is not empty).
+    Returns a new C-contiguous array of ``input``'s dtype.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -110,6 +114,9 @@ def gather_multiaxis(input, indices, axes: Sequence[int], mode: str = "error") -
             f"more than can be addressed")
     if not geometry.axes:  # nothing to index: a pure broadcast of the input
         return np.array(np.broadcast_to(data, geometry.output_shape), order="C")
+    if mode == "error_nonempty" and geometry.output_size == 0:  # nothing is read, so nothing is checked
+        return np.empty(geometry.output_shape, dtype=data.dtype)
+    geometry.check_addressable()
 
     k = len(geometry.axes)
     logical = geometry.logical_indices_shape

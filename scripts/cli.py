@@ -1,11 +1,100 @@
-"""The ``gathermultiaxis`` command line."""
+"""The ``gathermultiaxis`` command line: ``rewrite``, ``check``, ``example``.
+
+Exit status: 0 on success, 1 when ``check`` finds a mismatch, 2 on bad input (unreadable or invalid
+model, unwritable output), with one line on stderr naming the file and nothing written.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 from . import __version__
+
+
+class CommandError(Exception):
+    """One line for the user; exit status 2."""
+
+
+def write_text_atomic(path: Path, text: str, overwrite: bool) -> None:
+    write_file_atomic(path, text.encode(), overwrite)
+
+
+def write_file_atomic(path: Path, content: bytes, overwrite: bool) -> None:
+    """Write ``content`` to ``path`` through a temporary file in the same folder, then rename it."""
+    if path.exists() and not overwrite:
+        raise CommandError(f"{path}: already exists (pass --force to overwrite it)")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise CommandError(f"{path}: the output folder {str(folder)!r} does not exist")
+    try:
+        handle, staged = tempfile.mkstemp(prefix=".gathermultiaxis-", dir=folder)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(content)
+        os.replace(staged, path)
+    except OSError as error:
+        if "staged" in locals() and os.path.exists(staged):
+            os.unlink(staged)
+        raise CommandError(f"{path}: cannot write ({error.strerror or error})") from None
+
+
+def _op_list(text: str) -> list[str]:
+    from .graphs import GATHER_OPS
+
+    ops = [op.strip() for op in text.split(",") if op.strip()]
+    unknown = [op for op in ops if op not in GATHER_OPS]
+    if unknown or not ops:
+        raise argparse.ArgumentTypeError(f"choose from {','.join(GATHER_OPS)} (got {text!r})")
+    return ops
+
+
+def run_rewrite(args) -> int:
+    import onnx
+
+    from .graphs import rewrite_model
+    from .graphs.io import ModelFileError, load_model, save_model
+
+    source = Path(args.model)
+    if args.in_place:
+        if args.output is not None:
+            raise CommandError("give either -o/--output or --in-place, not both")
+        target = source
+    elif args.output is None:
+        raise CommandError("no output: give -o OUT.onnx (or --in-place to replace the input)")
+    else:
+        target = Path(args.output)
+        if target.resolve() == source.resolve():
+            raise CommandError(f"{target}: the output is the input file; pass --in-place to replace it")
+    if args.json and Path(args.json).exists() and not args.force:
+        raise CommandError(f"{args.json}: already exists (pass --force to overwrite it)")
+    try:
+        model, external = load_model(source)
+        rewritten, report = rewrite_model(model, args.ops)
+        try:
+            onnx.checker.check_model(rewritten)
+        except ValueError:  # over 2 GB: the checker needs a file, which save_model writes below
+            pass
+        save_model(rewritten, target, external_data=external, overwrite=args.force or args.in_place)
+    except ModelFileError as error:
+        raise CommandError(str(error)) from None
+    print(report.table())
+    print(f"wrote {target}")
+    if args.json:
+        write_text_atomic(Path(args.json), json.dumps(report.as_dict(), indent=2) + "\n", overwrite=True)
+    return 0
+
+
+def run_example(args) -> int:
+    from .examples import EXAMPLE_PATH
+
+    target = Path(args.output)
+    write_file_atomic(target, EXAMPLE_PATH.read_bytes(), overwrite=args.force)
+    print(f"wrote the bundled example model to {target}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -13,7 +102,29 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gathermultiaxis",
         description="One gather operator for ONNX Runtime: rewrite models to GatherMultiaxis and check them.")
     parser.add_argument("--version", action="version", version=f"gathermultiaxis {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    rewrite = commands.add_parser(
+        "rewrite", help="replace Gather, GatherElements and GatherND nodes by GatherMultiaxis",
+        description="Rewrite every Gather, GatherElements and GatherND node of a model (subgraphs and "
+                    "model-local functions included) as GatherMultiaxis plus rank-alignment nodes.")
+    rewrite.add_argument("model", help="the ONNX model to rewrite")
+    rewrite.add_argument("-o", "--output", help="where to write the rewritten model")
+    rewrite.add_argument("--in-place", action="store_true", help="replace the input file")
+    rewrite.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    rewrite.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    rewrite.add_argument("--ops", type=_op_list, default=None, metavar="OPS",
+                         help="comma-separated op types to rewrite (default: Gather,GatherElements,GatherND)")
+    rewrite.set_defaults(run=run_rewrite)
+
+    example = commands.add_parser("example", help="write the bundled example model to a file")
+    example.add_argument("output", help="where to write it")
+    example.add_argument("--force", action="store_true", help="overwrite an existing file")
+    example.set_defaults(run=run_example)
+
+    from .check import add_check_command
+
+    add_check_command(commands)
     return parser
 
 
@@ -23,7 +134,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return args.run(args)
+    if getattr(args, "ops", "unset") is None:
+        from .graphs import GATHER_OPS
+
+        args.ops = list(GATHER_OPS)
+    try:
+        return args.run(args)
+    except CommandError as error:
+        print(f"gathermultiaxis {args.command}: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -28,14 +28,18 @@ def reference_gather_multiaxis(data, indices, axes, mode="error"):
     logical = list(indices.shape)
     if k > 1:
         logical[-1] //= k
+    out_shape = [logical[d] if d in axes else (data.shape[d] if logical[d] == 1 else logical[d])
+                 for d in range(rank)]
+    if mode == "error_nonempty":
+        if 0 in out_shape:
+            return np.empty(out_shape, dtype=data.dtype)
+        mode = "error"
     if mode == "error":  # every index value must be in range, used or not
         for position in np.ndindex(*indices.shape):
             dim = data.shape[axes[position[-1] % k if k > 1 else 0]] if k else 0
             value = int(indices[position])
             if k and not -dim <= value < dim:
                 raise ReferenceIndexError(value)
-    out_shape = [logical[d] if d in axes else (data.shape[d] if logical[d] == 1 else logical[d])
-                 for d in range(rank)]
     output = np.empty(out_shape, dtype=data.dtype)
     zero = "" if data.dtype == object else np.zeros((), data.dtype)[()]
     for o in np.ndindex(*out_shape):
@@ -80,7 +84,7 @@ class GatherCase:
 
 
 @st.composite
-def gather_cases(draw, modes=("error", "zero", "clamp"), max_rank=5, out_of_range=True):
+def gather_cases(draw, modes=("error", "error_nonempty", "zero", "clamp"), max_rank=5, out_of_range=True):
     """Random valid gatherMultiaxis calls: ranks 0-5, dims 0-4 with 1s and broadcasts, axes in any
     order (some negative), int32/int64 indices with negative values and, optionally, out-of-range ones."""
     rank = draw(st.integers(0, max_rank))
@@ -99,13 +103,14 @@ def gather_cases(draw, modes=("error", "zero", "clamp"), max_rank=5, out_of_rang
             logical.append(draw(st.sampled_from([0] + [1, 2, 3] * 5)))
         else:
             logical.append(draw(st.sampled_from([size_in, 1])))
-    # indexing an empty axis needs an empty index set
+    mode = draw(st.sampled_from(modes))
+    # indexing an empty axis needs an empty index set (or, in error_nonempty, an empty output)
     if any(input_shape[a] == 0 for a in normalized) and rank:
-        logical[normalized[0]] = 0
+        if not (mode == "error_nonempty" and draw(st.booleans())):
+            logical[normalized[0]] = 0
     actual = list(logical)
     if len(axes) > 1:
         actual[-1] *= len(axes)
-    mode = draw(st.sampled_from(modes))
     index_dtype = draw(st.sampled_from([np.int32, np.int64]))
     size = int(np.prod(actual)) if rank else 1
     values = []

@@ -1,0 +1,89 @@
+"""Emits the small helper nodes of a rewrite in the form the graph's opset requires.
+
+Unsqueeze and Squeeze take ``axes`` as an attribute before opset 13 and as an input from 13 on; Cast
+takes an integer ``to`` from opset 6. Constants are Constant nodes (not initializers) so that the same
+code serves the main graph, subgraphs and function bodies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from onnx import NodeProto, TensorProto, helper, numpy_helper
+
+from ..ops import DOMAIN, OP_TYPE
+
+
+@dataclass
+class NameScope:
+    """Hands out tensor and node names that are not used anywhere in the model yet."""
+
+    taken: set[str]
+
+    def fresh(self, base: str) -> str:
+        name, n = base, 0
+        while name in self.taken:
+            n += 1
+            name = f"{base}_{n}"
+        self.taken.add(name)
+        return name
+
+
+@dataclass
+class NodeBuilder:
+    """Builds the replacement of one node; new names are derived from the replaced node's name."""
+
+    opset: int
+    names: NameScope
+    prefix: str
+    nodes: list[NodeProto] = field(default_factory=list)
+
+    def _emit(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
+        output = self.names.fresh(f"{self.prefix}/{role}")
+        node_name = self.names.fresh(f"{self.prefix}/{role}")
+        self.nodes.append(helper.make_node(op_type, inputs, [output], name=node_name, **attributes))
+        return output
+
+    def constant(self, values, role: str) -> str:
+        tensor = numpy_helper.from_array(np.asarray(values, dtype=np.int64), name="")
+        return self._emit("Constant", [], role, value=tensor)
+
+    def _with_axes(self, op_type: str, x: str, axes: list[int], role: str) -> str:
+        if not axes:
+            return x
+        if self.opset >= 13:
+            return self._emit(op_type, [x, self.constant(axes, role + "_axes")], role)
+        return self._emit(op_type, [x], role, axes=list(axes))
+
+    def unsqueeze(self, x: str, axes: list[int], role: str) -> str:
+        return self._with_axes("Unsqueeze", x, axes, role)
+
+    def squeeze(self, x: str, axes: list[int], role: str) -> str:
+        return self._with_axes("Squeeze", x, axes, role)
+
+    def cast(self, x: str, to: int, role: str) -> str:
+        return self._emit("Cast", [x], role, to=to)
+
+    def shape(self, x: str, role: str) -> str:
+        return self._emit("Shape", [x], role)
+
+    def slice(self, x: str, starts: str, ends: str, axes: str, role: str) -> str:
+        return self._emit("Slice", [x, starts, ends, axes], role)
+
+    def concat(self, parts: list[str], role: str) -> str:
+        return parts[0] if len(parts) == 1 else self._emit("Concat", parts, role, axis=0)
+
+    def gather_multiaxis(self, data: str, indices: str, axes: list[int], output: str, name: str,
+                         mode: str) -> None:
+        axes_input = self.constant(axes, "axes")
+        self.nodes.append(helper.make_node(OP_TYPE, [data, indices, axes_input], [output], name=name,
+                                           domain=DOMAIN, mode=mode))
+
+    def rename_last_output(self, output: str) -> None:
+        """Make the last emitted node write ``output`` (the replaced node's output name)."""
+        self.nodes[-1].output[0] = output
+
+
+INT64_MAX = np.iinfo(np.int64).max
+FLOAT = TensorProto.FLOAT

@@ -1,0 +1,143 @@
+"""Random single-node gather models for ``gathermultiaxis check --fuzz N --seed S``.
+
+Case ``i`` is drawn from seed ``S + i`` alone, so ``--fuzz 1 --seed S+i`` replays it. A failing case
+is saved as a backend-test folder (model.onnx + test_data_set_0/input_*.pb), which
+``gathermultiaxis check FOLDER`` runs again.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from .check import CheckCase, CheckResult, check_case
+
+IR_VERSION = 8
+OPSETS = {"Gather": (7, 11, 13), "GatherElements": (11, 13), "GatherND": (11, 12, 13)}
+ELEMENT_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT8, TensorProto.INT16, TensorProto.INT32,
+                 TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64,
+                 TensorProto.BOOL, TensorProto.STRING, TensorProto.FLOAT16, TensorProto.BFLOAT16)
+
+
+def _dims(rng, rank: int) -> list[int]:
+    return [int(rng.choice([0, 1, 1, 2, 3, 4, 2, 3], p=None)) for _ in range(rank)]
+
+
+def _values(rng, shape, dim: int, allow_out_of_range: bool) -> np.ndarray:
+    low, high = -dim, max(dim, 1)
+    values = rng.integers(low, high, shape) if dim else np.zeros(shape, dtype=np.int64)
+    if allow_out_of_range and values.size and rng.random() < 0.15:
+        values.reshape(-1)[rng.integers(values.size)] = int(rng.choice([dim, dim + 2, -dim - 1, -dim - 5]))
+    return values
+
+
+def _data(rng, elem_type: int, shape) -> np.ndarray:
+    if elem_type == TensorProto.STRING:
+        return rng.integers(0, 1000, shape).astype(str).astype(object)
+    if elem_type == TensorProto.BFLOAT16:
+        return rng.standard_normal(shape).astype(np.float32)  # converted by the tensor helper below
+    dtype = helper.tensor_dtype_to_np_dtype(elem_type)
+    if dtype == bool:
+        return rng.random(shape) < 0.5
+    if dtype.kind == "f":
+        values = rng.standard_normal(shape).astype(dtype)
+        values.reshape(-1)[: values.size // 7] = np.nan
+        return values
+    info = np.iinfo(dtype)
+    return rng.integers(max(info.min, -(1 << 62)), min(info.max, 1 << 62), shape, dtype=np.int64).astype(dtype)
+
+
+def _random_node(rng):
+    """(op_type, opset, attributes, data shape, indices array) of one random gather."""
+    op_type = str(rng.choice(list(OPSETS)))
+    opset = int(rng.choice(OPSETS[op_type]))
+    r = int(rng.integers(1, 6))
+    data_shape = _dims(rng, r)
+    oor = True
+    if op_type == "Gather":
+        axis = int(rng.integers(-r, r))
+        q = int(rng.integers(0, 6 - r + 1)) if r < 5 else int(rng.integers(0, 2))
+        indices = _values(rng, _dims(rng, q), data_shape[axis], oor)
+        return op_type, opset, {"axis": axis}, data_shape, indices
+    if op_type == "GatherElements":
+        axis = int(rng.integers(-r, r))
+        # torch.gather semantics: indices may be smaller than the data on the other dimensions
+        shape = [int(rng.integers(0, d + 1)) if i != axis % r and rng.random() < 0.3 else d
+                 for i, d in enumerate(data_shape)]
+        shape[axis % r] = int(rng.choice([0, 1, 2, 3]))
+        indices = _values(rng, shape, data_shape[axis % r], oor)
+        return op_type, opset, {"axis": axis}, data_shape, indices
+    b = int(rng.integers(0, r)) if opset >= 12 and rng.random() < 0.5 else 0
+    k = int(rng.integers(1, r - b + 1))
+    lead = data_shape[:b] + _dims(rng, int(rng.integers(0, 6 - b - 1 + 1)) if b < 5 else 0)[: max(0, 4 - b)]
+    indices = np.stack([_values(rng, lead, data_shape[b + j], oor) for j in range(k)], axis=-1) \
+        if lead else np.array([_values(rng, [], data_shape[b + j], oor) for j in range(k)])
+    attributes = {"batch_dims": b} if opset >= 12 else {}
+    return op_type, opset, attributes, data_shape, indices.reshape(lead + [k])
+
+
+def _value_info(rng, name: str, elem_type: int, shape) -> onnx.ValueInfoProto:
+    mode = rng.integers(0, 3)
+    if mode == 0:
+        return helper.make_tensor_value_info(name, elem_type, list(shape))
+    if mode == 1:  # some dims symbolic
+        dims = [f"{name}_d{i}" if rng.random() < 0.5 else d for i, d in enumerate(shape)]
+        return helper.make_tensor_value_info(name, elem_type, dims)
+    return helper.make_tensor_value_info(name, elem_type, [None] * len(shape))  # rank only
+
+
+def fuzz_case(seed: int) -> CheckCase:
+    rng = np.random.default_rng(seed)
+    op_type, opset, attributes, data_shape, indices = _random_node(rng)
+    if op_type != "GatherND" and rng.random() < 0.5:  # GatherND takes int64 indices only
+        indices = indices.astype(np.int32)
+    elem_type = int(rng.choice([t for t in ELEMENT_TYPES if t != TensorProto.BFLOAT16 or opset >= 13]))
+    data = _data(rng, elem_type, data_shape)
+    data_tensor = numpy_helper.from_array(data, "data") if elem_type != TensorProto.BFLOAT16 else \
+        helper.make_tensor("data", TensorProto.BFLOAT16, data.shape, data.reshape(-1).tolist())
+    feeds = {"data": numpy_helper.to_array(data_tensor), "indices": indices}
+    index_type = helper.np_dtype_to_tensor_dtype(indices.dtype)
+    node = helper.make_node(op_type, ["data", "indices"], ["output"], name=f"fuzz_{op_type}", **attributes)
+    graph = helper.make_graph(
+        [node], "fuzz", [_value_info(rng, "data", elem_type, data_shape),
+                         _value_info(rng, "indices", index_type, indices.shape)],
+        [helper.make_tensor_value_info("output", elem_type, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_VERSION)
+    description = (f"seed {seed}: {op_type}-{opset} {TensorProto.DataType.Name(elem_type)} data{data_shape} "
+                   f"indices{list(indices.shape)} {attributes}")
+    return CheckCase(description, model, [(feeds, None)], "fuzz")
+
+
+def save_reproducer(case: CheckCase, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(case.model, str(folder / "model.onnx"))
+    data_dir = folder / "test_data_set_0"
+    data_dir.mkdir(exist_ok=True)
+    for number, (name, value) in enumerate(case.data_sets[0][0].items()):
+        elem = next(v.type.tensor_type.elem_type for v in case.model.graph.input if v.name == name)
+        tensor = numpy_helper.from_array(value, name) if elem != TensorProto.BFLOAT16 else \
+            helper.make_tensor(name, elem, value.shape, value.astype(np.float32).reshape(-1).tolist())
+        (data_dir / f"input_{number}.pb").write_bytes(tensor.SerializeToString())
+    return folder
+
+
+def fuzz_results(count: int, seed: int, save_dir: Path | None, progress=None) -> list[CheckResult]:
+    results = []
+    for offset in range(count):
+        case_seed = seed + offset
+        case = fuzz_case(case_seed)
+        result = check_case(case)
+        if result.verdict == "failed":
+            folder = (save_dir or Path(tempfile.mkdtemp(prefix="gathermultiaxis-fuzz-"))) / f"seed-{case_seed}"
+            save_reproducer(case, folder)
+            result.detail += f" (replay: gathermultiaxis check --fuzz 1 --seed {case_seed}; reproducer: {folder})"
+        results.append(result)
+        if progress is not None:
+            progress.step(case.name)
+    if progress is not None:
+        progress.close()
+    return results
