@@ -40,9 +40,8 @@ class NodeBuilder:
     nodes: list[NodeProto] = field(default_factory=list)
 
     def _emit(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
-        output = self.names.fresh(f"{self.prefix}/{role}")
-        node_name = self.names.fresh(f"{self.prefix}/{role}")
-        self.nodes.append(helper.make_node(op_type, inputs, [output], name=node_name, **attributes))
+        output = self.names.fresh(f"{self.prefix}/{role}")  # the node takes its output's (unique) name
+        self.nodes.append(helper.make_node(op_type, inputs, [output], name=output, **attributes))
         return output
 
     def constant(self, values, role: str) -> str:

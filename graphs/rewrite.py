@@ -13,6 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import onnx
+import onnx.inliner
+import onnx.shape_inference
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TypeProto
 
 from ..ops import DOMAIN

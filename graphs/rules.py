@@ -61,7 +61,8 @@ def _normalized_axis(axis: int, rank: int, what: str) -> int:
 
 
 def _same_dim(a: Dim, b: Dim) -> bool:
-    return a is not None and a == b
+    # Only concrete sizes: ORT does not enforce that equal symbolic names have equal sizes at run time.
+    return isinstance(a, int) and a == b
 
 
 def align_gather(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Alignment:
@@ -83,7 +84,7 @@ def align_gather(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Alig
 
 def align_gather_elements(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Alignment:
     """GatherElements maps directly; indices smaller than the data on other dimensions (which ORT
-    accepts) need the data cut to the indices' extents first, unless the shapes are known equal."""
+    accepts) need the data cut to the indices' extents first, unless both sizes are known and equal."""
     r = data.rank
     if indices.rank != r:
         raise LeftUnchanged(f"GatherElements with data rank {r} and indices rank {indices.rank}")
