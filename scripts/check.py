@@ -142,8 +142,9 @@ def _file_case(path: Path) -> CheckCase | CheckResult:
 
 # -- generated inputs ----------------------------------------------------------------------------
 
-def _index_bounds(model: ModelProto) -> dict[str, int]:
-    """For graph inputs used directly as gather indices: the size of the axis they index, when known."""
+def _index_bounds(model: ModelProto, symbolic_size: int) -> dict[str, int]:
+    """For graph inputs used directly as gather indices: the size of the axis they index (symbolic
+    dims count as ``symbolic_size``, the size generated inputs give them)."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:  # noqa: BLE001
@@ -151,7 +152,7 @@ def _index_bounds(model: ModelProto) -> dict[str, int]:
     shapes = {}
     for value in (*inferred.graph.input, *inferred.graph.value_info):
         dims = value.type.tensor_type.shape.dim
-        shapes[value.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+        shapes[value.name] = [d.dim_value if d.HasField("dim_value") else symbolic_size for d in dims]
     for init in inferred.graph.initializer:
         shapes[init.name] = list(init.dims)
     bounds = {}
@@ -161,10 +162,12 @@ def _index_bounds(model: ModelProto) -> dict[str, int]:
         data_shape = shapes.get(node.input[0])
         if not data_shape:
             continue
-        axis = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "axis"), 0)
+        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         if node.op_type == "GatherND":
-            size = min((d for d in data_shape if d), default=None)
+            batch_dims = attributes.get("batch_dims", 0)
+            size = min(data_shape[batch_dims:], default=None)  # every coordinate fits every indexed dim
         else:
+            axis = attributes.get("axis", 0)
             size = data_shape[axis] if -len(data_shape) <= axis < len(data_shape) else None
         if size:
             bounds[node.input[1]] = min(size, bounds.get(node.input[1], size))
@@ -175,7 +178,7 @@ def generated_inputs(model: ModelProto, seed: int = 0, symbolic_size: int = 3) -
     """Seeded inputs for a model without test data; index inputs of gathers stay in range."""
     rng = np.random.default_rng(seed)
     initializers = {init.name for init in model.graph.initializer}
-    bounds = _index_bounds(model)
+    bounds = _index_bounds(model, symbolic_size)
     feeds = {}
     for value in model.graph.input:
         if value.name in initializers:
@@ -185,15 +188,16 @@ def generated_inputs(model: ModelProto, seed: int = 0, symbolic_size: int = 3) -
         dtype = np.dtype(object) if tensor_type.elem_type == TensorProto.STRING else \
             helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)
         if value.name in bounds:
-            feeds[value.name] = rng.integers(-bounds[value.name], bounds[value.name], shape).astype(dtype)
+            values = rng.integers(-bounds[value.name], bounds[value.name], shape)
         elif dtype == object:
-            feeds[value.name] = rng.integers(0, 100, shape).astype(str).astype(object)
+            values = rng.integers(0, 100, shape).astype(str)
         elif dtype == bool:
-            feeds[value.name] = rng.random(shape) < 0.5
+            values = rng.random(shape) < 0.5
         elif dtype.kind in "iu":
-            feeds[value.name] = rng.integers(0, 2, shape).astype(dtype)
+            values = rng.integers(0, 2, shape)
         else:
-            feeds[value.name] = rng.standard_normal(shape).astype(dtype)
+            values = rng.standard_normal(shape)
+        feeds[value.name] = np.asarray(values).astype(dtype)  # a 0-d array, never a NumPy scalar, for rank 0
     return feeds
 
 
