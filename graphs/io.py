@@ -30,7 +30,7 @@ def load_model(path: str | os.PathLike) -> tuple[ModelProto, bool]:
     try:
         header = onnx.load_model(str(path), load_external_data=False)
     except Exception as error:  # noqa: BLE001 - protobuf raises several types for garbage
-        raise ModelFileError(f"{path}: not a readable ONNX model ({_first_line(error)})") from None
+        raise ModelFileError(f"{path}: not a readable ONNX model ({first_line(error)})") from None
     if not header.graph.node and not header.graph.output:
         raise ModelFileError(f"{path}: not an ONNX model (it has no graph)")
     external = _uses_external_data(header)
@@ -48,11 +48,12 @@ def load_model(path: str | os.PathLike) -> tuple[ModelProto, bool]:
         onnx.checker.check_model(str(path))
         model = onnx.load_model(str(path), load_external_data=True) if external else header
     except Exception as error:  # noqa: BLE001
-        raise ModelFileError(f"{path}: invalid ONNX model ({_first_line(error)})") from None
+        raise ModelFileError(f"{path}: invalid ONNX model ({first_line(error)})") from None
     return model, external
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message (its type name when it has none)."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
 

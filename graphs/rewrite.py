@@ -143,6 +143,15 @@ def _subgraphs(attribute: AttributeProto) -> list[GraphProto]:
     return []
 
 
+def holds_gather(model: ModelProto, ops: tuple[str, ...] = GATHER_OPS) -> bool:
+    """Whether any graph of the model (main graph, subgraphs, model-local functions) holds one of ``ops``."""
+    def graph_holds(nodes) -> bool:
+        return any(_is_target(node, ops) or any(graph_holds(sub.node) for a in node.attribute for sub in _subgraphs(a))
+                   for node in nodes)
+
+    return graph_holds(model.graph.node) or any(graph_holds(f.node) for f in model.functions)
+
+
 def _is_target(node: NodeProto, ops: tuple[str, ...]) -> bool:
     return node.op_type in ops and node.domain in _ONNX_DOMAINS
 
@@ -226,4 +235,4 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     return result, report
 
 
-__all__ = ["GATHER_OPS", "NodeOutcome", "RewriteReport", "rewrite_model"]
+__all__ = ["GATHER_OPS", "NodeOutcome", "RewriteReport", "holds_gather", "rewrite_model"]

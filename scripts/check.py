@@ -22,7 +22,8 @@ import numpy as np
 import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
-GATHER_OPS = ("Gather", "GatherElements", "GatherND")
+from .graphs import GATHER_OPS, holds_gather
+from .graphs.io import first_line
 
 
 @dataclass
@@ -49,20 +50,6 @@ class CheckResult:
 
 # -- finding cases -------------------------------------------------------------------------------
 
-def _holds_gather(model: ModelProto) -> bool:
-    def graph_holds(graph) -> bool:
-        for node in graph.node:
-            if node.op_type in GATHER_OPS and node.domain in ("", "ai.onnx"):
-                return True
-            for attribute in node.attribute:
-                subgraphs = [attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else list(attribute.graphs)
-                if any(graph_holds(sub) for sub in subgraphs if sub.ByteSize()):
-                    return True
-        return False
-
-    return graph_holds(model.graph) or any(graph_holds(f) for f in model.functions)
-
-
 def default_suite() -> list[CheckCase]:
     """ONNX's own node test cases holding a gather anywhere, plus the bundled example model."""
     import warnings
@@ -76,7 +63,7 @@ def default_suite() -> list[CheckCase]:
         testcases = collect_testcases()
     cases = []
     for testcase in testcases:
-        if testcase.model is None or not _holds_gather(testcase.model):
+        if testcase.model is None or not holds_gather(testcase.model):
             continue
         data_sets = []
         for inputs, outputs in testcase.data_sets:
@@ -133,7 +120,7 @@ def _guarded_case(path: Path, make) -> CheckCase | CheckResult:
     try:
         return make(path)
     except Exception as error:  # noqa: BLE001
-        return CheckResult(str(path), "failed", detail=f"cannot read: {str(error).splitlines()[0] if str(error) else error!r}")
+        return CheckResult(str(path), "failed", detail=f"cannot read: {_first_line(error)}")
 
 
 def _file_case(path: Path) -> CheckCase | CheckResult:
@@ -217,8 +204,7 @@ def _session(model: ModelProto, custom: bool):
 
 
 def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return (text.splitlines()[0] if text else type(error).__name__)[:300]
+    return first_line(error)[:300]
 
 
 def bit_identical(a, b) -> bool:

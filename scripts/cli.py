@@ -55,7 +55,7 @@ def _op_list(text: str) -> list[str]:
 def run_rewrite(args) -> int:
     import onnx
 
-    from .graphs import rewrite_model
+    from .graphs import GATHER_OPS, rewrite_model
     from .graphs.io import ModelFileError, load_model, save_model
 
     source = Path(args.model)
@@ -73,7 +73,7 @@ def run_rewrite(args) -> int:
         raise CommandError(f"{args.json}: already exists (pass --force to overwrite it)")
     try:
         model, external = load_model(source)
-        rewritten, report = rewrite_model(model, args.ops)
+        rewritten, report = rewrite_model(model, args.ops or GATHER_OPS)
         try:
             onnx.checker.check_model(rewritten)
         except ValueError:  # over 2 GB: the checker needs a file, which save_model writes below
@@ -134,10 +134,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    if getattr(args, "ops", "unset") is None:
-        from .graphs import GATHER_OPS
-
-        args.ops = list(GATHER_OPS)
     try:
         return args.run(args)
     except CommandError as error:
