@@ -142,8 +142,19 @@ def _type_name(elem_type: int) -> str:
     return TensorProto.DataType.Name(elem_type) if elem_type else "unknown"
 
 
+def _equal_ranks(data: TensorInfo, indices: TensorInfo) -> tuple[TensorInfo, TensorInfo]:
+    """GatherElements requires equal ranks, so a known rank tells the unknown one (sizes stay unknown)."""
+    if data.rank is None and indices.rank is not None:
+        data = TensorInfo(data.elem_type, (None,) * indices.rank)
+    elif indices.rank is None and data.rank is not None:
+        indices = TensorInfo(indices.elem_type, (None,) * data.rank)
+    return data, indices
+
+
 def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, builder: NodeBuilder) -> None:
     """Append the replacement of ``node`` to ``builder``; raises LeftUnchanged when it cannot."""
+    if node.op_type == "GatherElements":
+        data, indices = _equal_ranks(data, indices)
     if data.rank is None or indices.rank is None:
         unknown = [name for name, info in zip(node.input, (data, indices)) if info.rank is None]
         raise LeftUnchanged(f"the rank of {', '.join(repr(n) for n in unknown)} is not known")

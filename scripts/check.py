@@ -334,6 +334,7 @@ def format_table(results: list[CheckResult]) -> str:
                      f"{r.builtin_ms:>10.2f} {r.rewritten_ms:>12.2f}")
         if r.verdict != "passed" and r.detail:  # failures, not-runnable reasons, builtin bugs
             lines.append(f"{'':<{width}}    {r.detail}")
+        lines.extend(f"{'':<{width}}    left {reason}" for reason in r.left_reasons)
     return "\n".join(lines)
 
 

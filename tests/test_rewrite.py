@@ -159,6 +159,15 @@ def test_unknown_rank_is_left_and_reported():
     assert rewritten.graph == model.graph
 
 
+def test_gather_elements_rank_of_one_input_tells_the_other():
+    node = helper.make_node("GatherElements", ["data", "indices"], ["output"], axis=1)
+    model = make_model([node], [helper.make_tensor_value_info("data", T.FLOAT, [3, 4]),
+                                helper.make_tensor_value_info("indices", T.INT64, None)],
+                       [helper.make_tensor_value_info("output", T.FLOAT, None)])
+    report = assert_rewrite_matches(model, feeds(DATA[0, :3, :4], np.array([[3, 0], [1, 1], [-1, 2]])))
+    assert (report.rewritten, report.left) == (1, 0)
+
+
 def test_shape_computation_gathers():
     nodes = [helper.make_node("Shape", ["x"], ["shape"]),
              helper.make_node("Gather", ["shape", "zero"], ["batch"], axis=0),
