@@ -25,12 +25,14 @@ def _uses_external_data(model: ModelProto) -> bool:
 def load_model(path: str | os.PathLike) -> tuple[ModelProto, bool]:
     """Load and check a model; returns it (external data loaded) and whether it had external data."""
     path = Path(path)
+    if path.is_dir():
+        raise ModelFileError(f"{path}: is a folder, not a model file")
     if not path.is_file():
         raise ModelFileError(f"{path}: no such file")
     try:
         header = onnx.load_model(str(path), load_external_data=False)
     except Exception as error:  # noqa: BLE001 - protobuf raises several types for garbage
-        raise ModelFileError(f"{path}: not a readable ONNX model ({first_line(error)})") from None
+        raise ModelFileError(f"{path}: not a readable ONNX model ({one_line(error)})") from None
     if not header.graph.node and not header.graph.output:
         raise ModelFileError(f"{path}: not an ONNX model (it has no graph)")
     external = _uses_external_data(header)
@@ -48,14 +50,15 @@ def load_model(path: str | os.PathLike) -> tuple[ModelProto, bool]:
         onnx.checker.check_model(str(path))
         model = onnx.load_model(str(path), load_external_data=True) if external else header
     except Exception as error:  # noqa: BLE001
-        raise ModelFileError(f"{path}: invalid ONNX model ({first_line(error)})") from None
+        raise ModelFileError(f"{path}: invalid ONNX model ({one_line(error)})") from None
     return model, external
 
 
-def first_line(error: BaseException) -> str:
-    """The first line of an exception's message (its type name when it has none)."""
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+def one_line(error: BaseException, limit: int = 500) -> str:
+    """An exception's message on one line (checker messages span several), or its type name."""
+    text = " ".join(str(error).split())
+    text = text or type(error).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def save_model(model: ModelProto, path: str | os.PathLike, *, external_data: bool = False,

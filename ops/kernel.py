@@ -9,6 +9,7 @@ size 1 in the indices, same size in input and output) are read as contiguous blo
 
 from __future__ import annotations
 
+import os
 from math import prod
 from typing import Sequence
 
@@ -19,8 +20,14 @@ from .geometry import GatherGeometry
 MODES = ("error", "error_nonempty", "zero", "clamp")
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
-# Refuse outputs whose element or byte count cannot be represented before anything is allocated.
-_MAX_ELEMENTS = np.iinfo(np.int64).max
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 class GatherIndexError(IndexError):
@@ -67,6 +74,20 @@ def _checked_coordinate(indices: np.ndarray, coordinate: np.ndarray, j: int, geo
         f"axes {list(geometry.axes)})")
 
 
+def _check_output_fits(geometry: GatherGeometry, dtype: np.dtype) -> None:
+    """Fail before allocating when the output (plus its int64 offsets) cannot exist on this machine."""
+    size = geometry.output_size  # a Python int: exact however large
+    if size > _INT64_MAX:
+        raise MemoryError(f"the output shape {list(geometry.output_shape)} has {size} elements, which overflows "
+                          f"int64 (input shape {list(geometry.input_shape)}, indices shape "
+                          f"{list(geometry.indices_shape)}, axes {list(geometry.axes)})")
+    needed = size * (dtype.itemsize + (8 if geometry.axes else 0))
+    memory = _physical_memory()
+    if memory is not None and needed > memory:
+        raise MemoryError(f"the output shape {list(geometry.output_shape)} ({size} elements of {dtype}) needs "
+                          f"{needed / 2**30:.1f} GiB, more than this machine's {memory / 2**30:.1f} GiB of memory")
+
+
 def _block_start(geometry: GatherGeometry) -> int:
     """First dimension of the trailing run that is copied as contiguous blocks."""
     start = geometry.rank
@@ -108,10 +129,7 @@ def gather_multiaxis(input, indices, axes: Sequence[int], mode: str = "error") -
     if index_array.dtype not in INDEX_DTYPES:
         raise TypeError(f"indices must be int32 or int64, got {index_array.dtype}")
     geometry = GatherGeometry.infer(data.shape, index_array.shape, axes)
-    if geometry.output_size > _MAX_ELEMENTS // max(data.dtype.itemsize, 8):
-        raise MemoryError(
-            f"the output shape {list(geometry.output_shape)} has {geometry.output_size} elements, "
-            f"more than can be addressed")
+    _check_output_fits(geometry, data.dtype)
     if not geometry.axes:  # nothing to index: a pure broadcast of the input
         return np.array(np.broadcast_to(data, geometry.output_shape), order="C")
     if mode == "error_nonempty" and geometry.output_size == 0:  # nothing is read, so nothing is checked

@@ -23,7 +23,7 @@ import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from .graphs import GATHER_OPS, holds_gather
-from .graphs.io import first_line
+from .graphs.io import one_line
 
 
 @dataclass
@@ -120,7 +120,7 @@ def _guarded_case(path: Path, make) -> CheckCase | CheckResult:
     try:
         return make(path)
     except Exception as error:  # noqa: BLE001
-        return CheckResult(str(path), "failed", detail=f"cannot read: {_first_line(error)}")
+        return CheckResult(str(path), "failed", detail=f"cannot read: {one_line(error)}")
 
 
 def _file_case(path: Path) -> CheckCase | CheckResult:
@@ -203,8 +203,6 @@ def _session(model: ModelProto, custom: bool):
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-def _first_line(error: BaseException) -> str:
-    return first_line(error)[:300]
 
 
 def bit_identical(a, b) -> bool:
@@ -258,18 +256,18 @@ def check_case(case: CheckCase, seed: int = 0) -> CheckResult:
     try:
         rewritten, report = rewrite_model(case.model)
     except Exception as error:  # noqa: BLE001
-        return CheckResult(case.name, "failed", detail=f"rewrite raised: {_first_line(error)}")
+        return CheckResult(case.name, "failed", detail=f"rewrite raised: {one_line(error)}")
     result.rewritten, result.left = report.rewritten, report.left
     result.left_reasons = [f"{o.op_type} {o.node!r}: {o.reason}" for o in report.outcomes if not o.rewritten]
     try:
         builtin = _session(case.model, custom=False)
     except Exception as error:  # noqa: BLE001
-        result.verdict, result.detail = "not runnable", _first_line(error)
+        result.verdict, result.detail = "not runnable", one_line(error)
         return result
     try:
         custom = _session(rewritten, custom=True)
     except Exception as error:  # noqa: BLE001
-        result.verdict, result.detail = "failed", f"the rewritten model does not load: {_first_line(error)}"
+        result.verdict, result.detail = "failed", f"the rewritten model does not load: {one_line(error)}"
         return result
     data_sets = case.data_sets or [(generated_inputs(case.model, seed), None)]
     agreements = []
@@ -282,13 +280,13 @@ def check_case(case: CheckCase, seed: int = 0) -> CheckResult:
         if want_error is not None:
             if got_error is None:
                 result.verdict = "failed"
-                result.detail = where + f"builtin raised ({_first_line(want_error)}) but the rewrite did not"
+                result.detail = where + f"builtin raised ({one_line(want_error)}) but the rewrite did not"
                 return result
             result.both_raised += 1
-            result.detail = f"both raise: builtin {_first_line(want_error)} | rewrite {_first_line(got_error)}"
+            result.detail = f"both raise: builtin {one_line(want_error)} | rewrite {one_line(got_error)}"
             continue
         if got_error is not None:
-            result.verdict, result.detail = "failed", where + f"the rewrite raised: {_first_line(got_error)}"
+            result.verdict, result.detail = "failed", where + f"the rewrite raised: {one_line(got_error)}"
             return result
         differing = [i for i, (g, w) in enumerate(zip(got, want)) if not bit_identical(g, w)]
         if differing:

@@ -1,6 +1,5 @@
 """Running a model on plain ORT and its rewrite with the custom op, and comparing them bit for bit."""
 
-import numpy as np
 import onnxruntime as ort
 from support import assert_bit_identical
 
