@@ -21,11 +21,11 @@ def run_check(args, tmp_path, capsys):
     return status, json.loads(report.read_text()), capsys.readouterr().out
 
 
-def test_default_suite_passes_everything_ort_can_run(tmp_path, capsys):
+def test_default_suite_passes_everything_ort_can_run(tmp_path, capsys, report_line):
     status, report, out = run_check(["-q"], tmp_path, capsys)
     results = report["results"]
     verdicts = {r["name"]: r["verdict"] for r in results}
-    print(report["summary"])
+    report_line(f"gathermultiaxis check (default suite): {report['summary']}")
     assert status == 0
     assert set(verdicts.values()) <= {"passed", "not runnable"}
     assert sum(v == "passed" for v in verdicts.values()) >= 79
@@ -39,9 +39,9 @@ def test_default_suite_passes_everything_ort_can_run(tmp_path, capsys):
     assert out.strip().splitlines()[-1] == report["summary"]
 
 
-def test_fuzz_cases(tmp_path, capsys):
+def test_fuzz_cases(tmp_path, capsys, report_line):
     status, report, out = run_check(["--fuzz", "300", "--seed", "1000", "-q"], tmp_path, capsys)
-    print(report["summary"])
+    report_line(f"gathermultiaxis check --fuzz 300 --seed 1000: {' '.join(report['summary'].split())}")
     assert status == 0, out
     counts = {v: sum(r["verdict"] == v for r in report["results"]) for v in ("passed", "failed", "not runnable")}
     assert counts["failed"] == 0 and counts["passed"] >= 280

@@ -149,6 +149,16 @@ def test_types_the_bridge_cannot_carry_are_left_and_reported(elem_type):
     assert rewritten.graph == model.graph
 
 
+def test_gathers_of_other_domains_are_not_touched():
+    node = helper.make_node("GatherND", ["data", "indices"], ["output"], domain="com.microsoft", name="ms")
+    model = make_model([node], [helper.make_tensor_value_info("data", T.FLOAT, [3, 4]),
+                                helper.make_tensor_value_info("indices", T.INT64, [2, 1])],
+                       [helper.make_tensor_value_info("output", T.FLOAT, None)],
+                       extra_opsets=[helper.make_opsetid("com.microsoft", 1)])
+    rewritten, report = rewrite_model(model)
+    assert report.outcomes == [] and rewritten == model
+
+
 def test_unknown_rank_is_left_and_reported():
     node = helper.make_node("Gather", ["data", "indices"], ["output"], name="blind", axis=0)
     model = make_model([node], [helper.make_tensor_value_info("data", T.FLOAT, None),

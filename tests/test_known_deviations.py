@@ -1,0 +1,51 @@
+"""Inputs outside the ONNX spec where ORT's builtin kernels and the rewrite part ways. Each test states
+ORT's behaviour and is a strict xfail: it starts failing (and must be turned into a normal test) the
+day the rewrite reproduces ORT there."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+from sessions import builtin_session, custom_session
+from support import make_model
+
+from gathermultiaxis.graphs import rewrite_model
+
+DATA = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+
+def outcome(session, feeds):
+    try:
+        return session.run(None, feeds)[0].tolist()
+    except Exception as error:  # noqa: BLE001
+        return f"raises {type(error).__name__}"
+
+
+def model(op_type, data_shape, indices_shape, **attributes):
+    node = helper.make_node(op_type, ["data", "indices"], ["output"], **attributes)
+    return make_model([node], [helper.make_tensor_value_info("data", TensorProto.FLOAT, data_shape),
+                               helper.make_tensor_value_info("indices", TensorProto.INT64, indices_shape)],
+                      [helper.make_tensor_value_info("output", TensorProto.FLOAT, None)], opset=13)
+
+
+DEVIATIONS = {
+    # ORT flattens GatherND batch dims and accepts an indices batch that is a multiple of the data's
+    "gathernd-indices-batch-multiple-of-data-batch": (
+        model("GatherND", [None, None, None], [None, 1], batch_dims=1), DATA, np.zeros((4, 1), np.int64)),
+    # ... and rejects an indices batch of 1 against a larger data batch, which the rewrite broadcasts
+    "gathernd-indices-batch-1": (
+        model("GatherND", [None, None, None], [None, 1], batch_dims=1), DATA, np.zeros((1, 1), np.int64)),
+    # ORT rejects GatherElements indices larger than the data on another dimension, even a size-1 one
+    "gatherelements-indices-larger-than-size-1-data-dim": (
+        model("GatherElements", [None, None, None], [None, None, None], axis=2), DATA[:, :1], np.zeros((2, 3, 4), np.int64)),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="out-of-spec shapes: ORT's GatherND/GatherElements batch and bounds "
+                                       "rules differ from broadcasting (see the module docstring)")
+@pytest.mark.parametrize("name", sorted(DEVIATIONS))
+def test_rewrite_reproduces_ort_on_out_of_spec_shapes(name):
+    original, data, indices = DEVIATIONS[name]
+    feeds = {"data": data, "indices": indices}
+    rewritten, _ = rewrite_model(original)
+    builtin, ours = outcome(builtin_session(original), feeds), outcome(custom_session(rewritten), feeds)
+    assert ours == builtin
