@@ -1,7 +1,7 @@
 """Rewriting of ONNX models: Gather, GatherElements and GatherND become GatherMultiaxis."""
 
 from .rewrite import GATHER_OPS, NodeOutcome, RewriteReport, holds_gather, rewrite_model
-from .rules import RULES, Alignment, LeftUnchanged, TensorInfo
+from .rules import RULES, LeftUnchanged, Replacement, TensorInfo
 
-__all__ = ["GATHER_OPS", "RULES", "Alignment", "LeftUnchanged", "NodeOutcome", "RewriteReport", "TensorInfo",
+__all__ = ["GATHER_OPS", "RULES", "LeftUnchanged", "Replacement", "NodeOutcome", "RewriteReport", "TensorInfo",
            "holds_gather", "rewrite_model"]

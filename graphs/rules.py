@@ -1,9 +1,9 @@
 """One rewrite rule per ONNX gather: match -> rank alignment -> GatherMultiaxis.
 
-A rule only decides the *alignment*: which size-1 dimensions to insert into the data and the
-indices, which axes GatherMultiaxis reads, and which size-1 dimensions to drop from its output. It
-needs ranks (and GatherND's coordinate size), never concrete sizes, so symbolic dimensions are fine.
-``emit_replacement`` turns an alignment into nodes, shared by all rules.
+A rule decides the *alignment* (``gathermultiaxis.ops.alignment``, shared with the NumPy variants):
+which size-1 dimensions to insert into the data and the indices, which axes GatherMultiaxis reads,
+and which size-1 dimensions to drop from its output. It needs ranks (and GatherND's coordinate size),
+never concrete sizes, so symbolic dimensions are fine. ``emit_replacement`` turns it into nodes.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from typing import Callable
 from onnx import NodeProto, TensorProto, helper
 
 from ..ops import DATA_TYPES
+from ..ops.alignment import (Alignment, AlignmentError, gather_alignment, gather_elements_alignment,
+                             gather_nd_alignment)
 from .builder import INT64_MAX, NodeBuilder
 
 Dim = int | str | None  # a concrete size, a symbolic name, or unknown
@@ -36,15 +38,12 @@ class LeftUnchanged(Exception):
 
 
 @dataclass(frozen=True)
-class Alignment:
-    """How one gather maps onto GatherMultiaxis (all positions are dimension numbers)."""
+class Replacement:
+    """What a rule decides for one node: the alignment, plus the graph-only details."""
 
-    axes: tuple[int, ...]
-    data_unsqueeze: tuple[int, ...] = ()     # Unsqueeze axes for the data
-    indices_unsqueeze: tuple[int, ...] = ()  # Unsqueeze axes for the indices
-    output_squeeze: tuple[int, ...] = ()     # Squeeze axes for the GatherMultiaxis output
-    slice_data_except: int | None = None     # GatherElements: cut data to the indices' extents but on this axis
-    mode: str = "error"                      # "error_nonempty" for GatherND: ORT checks nothing when nothing is read
+    alignment: Alignment
+    slice_data_except: int | None = None  # GatherElements: cut data to the indices' extents but on this axis
+    mode: str = "error"                   # "error_nonempty" for GatherND: ORT checks nothing when nothing is read
 
 
 def _attribute(node: NodeProto, name: str, default: int) -> int:
@@ -54,84 +53,36 @@ def _attribute(node: NodeProto, name: str, default: int) -> int:
     return default
 
 
-def _normalized_axis(axis: int, rank: int, what: str) -> int:
-    if not -rank <= axis < rank:
-        raise LeftUnchanged(f"{what} {axis} is out of range for data rank {rank}")
-    return axis % rank
-
-
 def _same_dim(a: Dim, b: Dim) -> bool:
     # Only concrete sizes: ORT does not enforce that equal symbolic names have equal sizes at run time.
     return isinstance(a, int) and a == b
 
 
-def align_gather(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Alignment:
-    """Gather: output = data.shape[:axis] + indices.shape + data.shape[axis+1:].
-
-    The indices dimensions are lined up in front of the data axis: q-1 ones are inserted into the data
-    before the axis, the indices get ``axis`` leading and ``r-axis-1`` trailing ones, and the read axis
-    is the last indices dimension. A scalar index reads through a size-1 axis that is squeezed away.
-    """
-    r, q = data.rank, indices.rank
-    if r == 0:
-        raise LeftUnchanged("Gather of a scalar")
-    axis = _normalized_axis(_attribute(node, "axis", 0), r, "axis")
-    if q == 0:
-        return Alignment(axes=(axis,), indices_unsqueeze=tuple(range(r)), output_squeeze=(axis,))
-    return Alignment(axes=(axis + q - 1,), data_unsqueeze=tuple(range(axis, axis + q - 1)),
-                     indices_unsqueeze=tuple(range(axis)) + tuple(range(axis + q, r + q - 1)))
+def rule_gather(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Replacement:
+    return Replacement(gather_alignment(data.rank, indices.rank, _attribute(node, "axis", 0)))
 
 
-def align_gather_elements(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Alignment:
-    """GatherElements maps directly; indices smaller than the data on other dimensions (which ORT
-    accepts) need the data cut to the indices' extents first, unless both sizes are known and equal."""
-    r = data.rank
-    if indices.rank != r:
-        raise LeftUnchanged(f"GatherElements with data rank {r} and indices rank {indices.rank}")
-    if r == 0:
-        raise LeftUnchanged("GatherElements of a scalar")
-    axis = _normalized_axis(_attribute(node, "axis", 0), r, "axis")
+def rule_gather_elements(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Replacement:
+    """Indices smaller than the data on other dimensions (which ORT accepts) need the data cut to the
+    indices' extents first, unless both sizes are known and equal."""
+    alignment = gather_elements_alignment(data.rank, indices.rank, _attribute(node, "axis", 0))
+    axis = alignment.axes[0]
     same = all(_same_dim(a, b) for d, (a, b) in enumerate(zip(data.shape, indices.shape)) if d != axis)
-    return Alignment(axes=(axis,), slice_data_except=None if same else axis)
+    return Replacement(alignment, slice_data_except=None if same else axis)
 
 
-def align_gather_nd(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Alignment:
-    """GatherND with b batch dims and k-tuples: output = indices.shape[:-1] + data.shape[b+k:].
-
-    Aligned layout: b batch dims, then an index region of M = max(k, q-1-b) dims (the data's k indexed
-    dims or the indices' q-1-b index dims, each padded with ones), then the data's T = r-b-k trailing
-    dims. The k-tuples already sit in the last indices dimension, which must be a padding one; when
-    there is none (T = 0, q-1-b >= k) one trailing dimension is added and squeezed afterwards.
-    """
-    r, q = data.rank, indices.rank
-    b = _attribute(node, "batch_dims", 0)
-    k = indices.shape[-1] if q else None
-    if q == 0:
-        raise LeftUnchanged("GatherND with scalar indices")
-    if not isinstance(k, int):
+def rule_gather_nd(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Replacement:
+    k = indices.shape[-1] if indices.rank else 0
+    if indices.rank and not isinstance(k, int):
         raise LeftUnchanged("the coordinate size (last indices dimension) is not known statically")
-    if k == 0:
-        raise LeftUnchanged("GatherND with empty coordinate tuples (last indices dimension 0)")
-    if not (0 <= b < min(r, q) and b + k <= r):
-        raise LeftUnchanged(f"batch_dims {b} and coordinate size {k} do not fit data rank {r}, indices rank {q}")
-    trailing = r - b - k
-    region = max(k, q - 1 - b)
-    aligned_rank = b + region + trailing
-    data_unsqueeze = tuple(range(b + k, b + region))
-    output_squeeze = tuple(range(q - 1, b + region))
-    if aligned_rank < q:  # no padding dimension left for the folded coordinates
-        data_unsqueeze += (aligned_rank,)
-        output_squeeze += (aligned_rank,)
-        aligned_rank += 1
-    return Alignment(axes=tuple(range(b, b + k)), data_unsqueeze=data_unsqueeze,
-                     indices_unsqueeze=tuple(range(q - 1, aligned_rank - 1)), output_squeeze=output_squeeze,
-                     mode="error_nonempty")
+    alignment = gather_nd_alignment(data.rank, indices.rank, k, _attribute(node, "batch_dims", 0))
+    return Replacement(alignment, mode="error_nonempty")
 
 
-RULES: dict[str, Callable[[NodeProto, TensorInfo, TensorInfo], Alignment]] = {
-    "Gather": align_gather,
-    "GatherElements": align_gather_elements,
-    "GatherND": align_gather_nd,
+RULES: dict[str, Callable[[NodeProto, TensorInfo, TensorInfo], Replacement]] = {
+    "Gather": rule_gather,
+    "GatherElements": rule_gather_elements,
+    "GatherND": rule_gather_nd,
 }
 
 # Types the bridge cannot carry but that survive a round trip through float32 exactly.
@@ -163,11 +114,15 @@ def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, bui
         raise LeftUnchanged(f"{_type_name(data.elem_type)} needs a Cast, which opset {builder.opset} lacks for it")
     if not cast_to_float and data.elem_type not in DATA_TYPES:
         raise LeftUnchanged(f"data type {_type_name(data.elem_type)} cannot cross the PyOp bridge")
-    alignment = RULES[node.op_type](node, data, indices)
+    try:
+        replacement = RULES[node.op_type](node, data, indices)
+    except AlignmentError as error:
+        raise LeftUnchanged(str(error)) from None
+    alignment = replacement.alignment
 
     x, idx = node.input[0], node.input[1]
-    if alignment.slice_data_except is not None:
-        x = _slice_like(builder, x, idx, alignment.slice_data_except, data.rank)
+    if replacement.slice_data_except is not None:
+        x = _slice_like(builder, x, idx, replacement.slice_data_except, data.rank)
     if cast_to_float:
         x = builder.cast(x, TensorProto.FLOAT, "to_float")
     x = builder.unsqueeze(x, list(alignment.data_unsqueeze), "align_data")
@@ -175,7 +130,7 @@ def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, bui
     output = node.output[0]
     needs_tail = bool(alignment.output_squeeze) or cast_to_float
     gathered = builder.names.fresh(f"{builder.prefix}/gathered") if needs_tail else output
-    builder.gather_multiaxis(x, idx, list(alignment.axes), gathered, node.name or builder.prefix, alignment.mode)
+    builder.gather_multiaxis(x, idx, list(alignment.axes), gathered, node.name or builder.prefix, replacement.mode)
     y = builder.squeeze(gathered, list(alignment.output_squeeze), "restore_rank")
     if cast_to_float:
         y = builder.cast(y, data.elem_type, "from_float")

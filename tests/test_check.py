@@ -62,8 +62,9 @@ def broken_gather_elements(monkeypatch):
     real = rules.RULES["GatherElements"]
 
     def wrong_axis(node, data, indices):
-        alignment = real(node, data, indices)
-        return rules.Alignment(axes=((alignment.axes[0] + 1) % data.rank,), slice_data_except=alignment.slice_data_except)
+        replacement = real(node, data, indices)
+        wrong = rules.Alignment(axes=((replacement.alignment.axes[0] + 1) % data.rank,))
+        return rules.Replacement(wrong, slice_data_except=replacement.slice_data_except)
 
     monkeypatch.setitem(rules.RULES, "GatherElements", wrong_axis)
 

@@ -1,0 +1,87 @@
+"""How the classic gathers map onto gatherMultiaxis: rank alignment from ranks and attributes alone.
+
+An ``Alignment`` says which size-1 dimensions to insert into the data and the indices, which axes to
+read, and which size-1 dimensions to drop from the result. The graph rewriter turns it into
+Unsqueeze/Squeeze nodes, the NumPy variants into ``np.expand_dims``/``np.squeeze``: one piece of math
+for both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class AlignmentError(ValueError):
+    """The ranks and attributes do not describe a valid gather."""
+
+
+@dataclass(frozen=True)
+class Alignment:
+    axes: tuple[int, ...]
+    data_unsqueeze: tuple[int, ...] = ()     # positions of the ones inserted into the data
+    indices_unsqueeze: tuple[int, ...] = ()  # positions of the ones inserted into the indices
+    output_squeeze: tuple[int, ...] = ()     # size-1 dimensions removed from the result
+
+
+def normalized_axis(axis: int, rank: int, what: str = "axis") -> int:
+    if not -rank <= axis < rank:
+        raise AlignmentError(f"{what} {axis} is out of range for data rank {rank}")
+    return axis % rank
+
+
+def gather_alignment(data_rank: int, indices_rank: int, axis: int, batch_dims: int = 0) -> Alignment:
+    """Gather with ``b`` batch dims (ONNX Gather: b = 0; OpenVINO Gather-7/8, tf.gather: any b <= axis):
+    output = data.shape[:axis] + indices.shape[b:] + data.shape[axis+1:].
+
+    The indices' batch dims line up with the data's first b dims; their other q-b dims go in front of
+    the data axis (q-b-1 ones are inserted into the data there) and the read axis is the last of them.
+    With q = b (no index dims) the axis is read through a size-1 indices dim that is squeezed away.
+    """
+    r, q, b = data_rank, indices_rank, batch_dims
+    if r == 0:
+        raise AlignmentError("Gather of a scalar")
+    axis = normalized_axis(axis, r)
+    if not 0 <= b <= min(axis, q):
+        raise AlignmentError(f"batch_dims {b} must lie in [0, min(axis={axis}, indices rank={q})]")
+    index_dims = q - b
+    if index_dims == 0:
+        return Alignment(axes=(axis,), indices_unsqueeze=tuple(range(b, r)), output_squeeze=(axis,))
+    return Alignment(axes=(axis + index_dims - 1,), data_unsqueeze=tuple(range(axis, axis + index_dims - 1)),
+                     indices_unsqueeze=tuple(range(b, axis)) + tuple(range(axis + index_dims, r + index_dims - 1)))
+
+
+def gather_elements_alignment(data_rank: int, indices_rank: int, axis: int) -> Alignment:
+    """GatherElements / take_along_axis / torch.gather: the same rank, read along ``axis``."""
+    if indices_rank != data_rank:
+        raise AlignmentError(f"GatherElements with data rank {data_rank} and indices rank {indices_rank}")
+    if data_rank == 0:
+        raise AlignmentError("GatherElements of a scalar")
+    return Alignment(axes=(normalized_axis(axis, data_rank),))
+
+
+def gather_nd_alignment(data_rank: int, indices_rank: int, k: int, batch_dims: int = 0) -> Alignment:
+    """GatherND with b batch dims and k-tuples: output = indices.shape[:-1] + data.shape[b+k:].
+
+    Aligned layout: b batch dims, then an index region of M = max(k, q-1-b) dims (the data's k indexed
+    dims or the indices' q-1-b index dims, each padded with ones), then the data's T = r-b-k trailing
+    dims. The k-tuples already sit in the last indices dimension, which must be a padding one; when
+    there is none (T = 0, q-1-b >= k) one trailing dimension is added and squeezed afterwards.
+    """
+    r, q, b = data_rank, indices_rank, batch_dims
+    if q == 0:
+        raise AlignmentError("GatherND with scalar indices")
+    if k == 0:
+        raise AlignmentError("GatherND with empty coordinate tuples (last indices dimension 0)")
+    if not (0 <= b < min(r, q) and b + k <= r):
+        raise AlignmentError(f"batch_dims {b} and coordinate size {k} do not fit data rank {r}, indices rank {q}")
+    trailing = r - b - k
+    region = max(k, q - 1 - b)
+    aligned_rank = b + region + trailing
+    data_unsqueeze = tuple(range(b + k, b + region))
+    output_squeeze = tuple(range(q - 1, b + region))
+    if aligned_rank < q:  # no padding dimension left for the folded coordinates
+        data_unsqueeze += (aligned_rank,)
+        output_squeeze += (aligned_rank,)
+        aligned_rank += 1
+    return Alignment(axes=tuple(range(b, b + k)), data_unsqueeze=data_unsqueeze,
+                     indices_unsqueeze=tuple(range(q - 1, aligned_rank - 1)), output_squeeze=output_squeeze)
