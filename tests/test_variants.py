@@ -209,7 +209,7 @@ def test_torch_random(report_line):
 
 
 def test_tensorflow_random(report_line):
-    tf = pytest.importorskip("tensorflow", reason="TensorFlow is not installed (not part of the peers extra)")
+    tf = pytest.importorskip("tensorflow", reason="TensorFlow is not installed (pip install -e '.[peers]')")
     rng = np.random.default_rng(5)
     for _ in range(CASES):
         data, indices, axis, batch_dims = random_gather_case(rng, negative=False)
