@@ -29,6 +29,8 @@ def _shape_text(shape: Sequence[int]) -> str:
 
 def normalize_axes(axes: Sequence[int], rank: int) -> tuple[int, ...]:
     """Axes as non-negative ints; raises GatherShapeError for non-ints, out-of-range or repeated axes."""
+    if all(type(axis) is int and 0 <= axis < rank for axis in axes) and len(set(axes)) == len(axes):
+        return tuple(axes)  # the common case, cheaply
     normalized = []
     for axis in axes:
         try:

@@ -9,13 +9,16 @@ size 1 in the indices, same size in input and output) are read as contiguous blo
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
+from dataclasses import dataclass
 from math import prod
 from typing import Sequence
 
 import numpy as np
 
-from .geometry import GatherGeometry
+from .geometry import GatherGeometry, normalize_axes
 
 MODES = ("error", "error_nonempty", "zero", "clamp")
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
@@ -45,46 +48,55 @@ def _position_text(position: Sequence[int]) -> str:
     return "[" + ", ".join(str(int(p)) for p in position) + "]"
 
 
-def _checked_coordinate(indices: np.ndarray, coordinate: np.ndarray, j: int, geometry: GatherGeometry,
-                        mode: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """Normalise one coordinate component (logical shape, any int dtype) to int64 in [0, dim).
-
-    Returns the normalised values and, in mode "zero", the mask of out-of-range positions.
+def _coordinate_term(indices: np.ndarray, coordinate: np.ndarray, j: int, geometry: GatherGeometry, mode: str,
+                     stride: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """The flat-offset term of one coordinate component (logical shape): its values, checked and with
+    negatives counted from the end, times ``stride``. Returns the term and, in mode "zero", the mask of
+    out-of-range positions. The term may be a view of the caller's indices: never write to it.
     """
     axis = geometry.axes[j]
     dim = geometry.input_shape[axis]
+    if coordinate.size <= 16:  # tiny: Python's min/max beat two NumPy reductions
+        values_list = coordinate.ravel().tolist()
+        in_range = not values_list or (min(values_list) >= 0 and max(values_list) < dim)
+    else:
+        in_range = coordinate.min() >= 0 and coordinate.max() < dim
+    if in_range:  # the common case
+        return (coordinate if stride == 1 else np.multiply(coordinate, stride, dtype=np.int64)), None
     values = coordinate.astype(np.int64)
     np.add(values, dim, out=values, where=values < 0)  # negatives count from the end, once
     bad = (values < 0) | (values >= dim)
     if mode == "clamp":
         np.clip(values, 0, dim - 1, out=values)
-        return values, None
-    if not bad.any():
-        return values, None
-    if mode == "zero":
+        bad = None
+    elif not bad.any():
+        bad = None
+    elif mode == "zero":
         values[bad] = 0
-        return values, bad
-    logical_position = np.unravel_index(int(np.argmax(bad)), bad.shape)
-    k = len(geometry.axes)
-    position = (*logical_position[:-1], logical_position[-1] * k + j) if k > 1 else logical_position
-    value = int(indices[position]) if indices.ndim else int(indices)
-    raise GatherIndexError(
-        f"index {value} at indices{_position_text(position)} is out of range for axis {axis} of size {dim} "
-        f"(valid range [{-dim}, {dim - 1}]; input shape {_position_text(geometry.input_shape)}, "
-        f"axes {list(geometry.axes)})")
+    else:
+        logical_position = np.unravel_index(int(np.argmax(bad)), bad.shape)
+        k = len(geometry.axes)
+        position = (*logical_position[:-1], logical_position[-1] * k + j) if k > 1 else logical_position
+        value = int(indices[position]) if indices.ndim else int(indices)
+        raise GatherIndexError(
+            f"index {value} at indices{_position_text(position)} is out of range for axis {axis} of size {dim} "
+            f"(valid range [{-dim}, {dim - 1}]; input shape {_position_text(geometry.input_shape)}, "
+            f"axes {list(geometry.axes)})")
+    values *= stride
+    return values, bad
 
 
-def _check_output_fits(geometry: GatherGeometry, dtype: np.dtype) -> None:
+def _check_output_fits(geometry: GatherGeometry, itemsize: int) -> None:
     """Fail before allocating when the output (plus its int64 offsets) cannot exist on this machine."""
     size = geometry.output_size  # a Python int: exact however large
     if size > _INT64_MAX:
         raise MemoryError(f"the output shape {list(geometry.output_shape)} has {size} elements, which overflows "
                           f"int64 (input shape {list(geometry.input_shape)}, indices shape "
                           f"{list(geometry.indices_shape)}, axes {list(geometry.axes)})")
-    needed = size * (dtype.itemsize + (8 if geometry.axes else 0))
+    needed = size * (itemsize + (8 if geometry.axes else 0))
     memory = _physical_memory()
     if memory is not None and needed > memory:
-        raise MemoryError(f"the output shape {list(geometry.output_shape)} ({size} elements of {dtype}) needs "
+        raise MemoryError(f"the output shape {list(geometry.output_shape)} ({size} elements of {itemsize} bytes) needs "
                           f"{needed / 2**30:.1f} GiB, more than this machine's {memory / 2**30:.1f} GiB of memory")
 
 
@@ -128,51 +140,94 @@ def gather_multiaxis(input, indices, axes: Sequence[int], mode: str = "error") -
     index_array = np.asarray(indices)
     if index_array.dtype not in INDEX_DTYPES:
         raise TypeError(f"indices must be int32 or int64, got {index_array.dtype}")
-    geometry = GatherGeometry.infer(data.shape, index_array.shape, axes)
-    _check_output_fits(geometry, data.dtype)
+    # Axes are checked before the cache: lru_cache would take 1.0 or True for the axis 1.
+    plan = _plan(data.shape, index_array.shape, normalize_axes(axes, data.ndim), data.dtype.itemsize)
+    geometry = plan.geometry
     if not geometry.axes:  # nothing to index: a pure broadcast of the input
         return np.array(np.broadcast_to(data, geometry.output_shape), order="C")
     if mode == "error_nonempty" and geometry.output_size == 0:  # nothing is read, so nothing is checked
         return np.empty(geometry.output_shape, dtype=data.dtype)
     geometry.check_addressable()
 
-    k = len(geometry.axes)
-    logical = geometry.logical_indices_shape
-    coordinates = index_array.reshape(*logical, k) if k > 1 else index_array[..., np.newaxis]
-
-    block_start = _block_start(geometry)
-    lead_shape = geometry.input_shape[:block_start]
-    block_size = prod(geometry.input_shape[block_start:])
-    row_strides = [prod(lead_shape[d + 1:]) for d in range(block_start)]
-
     # Offsets (in blocks) contributed by the indices: one term per axis, in the logical indices shape.
+    coordinates = index_array.reshape(plan.coordinate_shape)
     offsets = None
     out_of_range = None
-    for j, axis in enumerate(geometry.axes):
-        values, bad = _checked_coordinate(index_array, coordinates[..., j], j, geometry, mode)
-        values *= row_strides[axis]
-        offsets = values if offsets is None else np.add(offsets, values, out=offsets)
+    for j, stride in enumerate(plan.strides):
+        term, bad = _coordinate_term(index_array, coordinates[..., j], j, geometry, mode, stride)
+        offsets = term if offsets is None else offsets + term  # not in place: a term may be a view of indices
         if bad is not None:
             out_of_range = bad if out_of_range is None else (out_of_range | bad)
-    offsets = offsets.reshape(logical[:block_start])  # the block dimensions have logical size 1
+    offsets = offsets.reshape(plan.lead_logical)  # the block dimensions have logical size 1
 
-    # Offsets contributed by the non-axis dimensions the input really has (not broadcast ones).
-    grid = None
-    for d in range(block_start):
-        if d in geometry.axes or geometry.input_shape[d] == 1:
-            continue
-        term = np.arange(geometry.output_shape[d], dtype=np.int64) * row_strides[d]
-        term = term.reshape((-1,) + (1,) * (block_start - d - 1))
-        grid = term if grid is None else grid + term
-    lead_out = geometry.output_shape[:block_start]
-    flat = np.empty(lead_out, dtype=np.int64)
-    np.add(offsets, 0 if grid is None else grid, out=flat)
-
-    if block_size == 1:
+    # Plus the offsets of the non-axis dimensions the input really has (not broadcast ones).
+    grid = plan.offset_grid()
+    if isinstance(grid, int) and offsets.dtype == np.int64 and offsets.shape == plan.lead_out:
+        flat = offsets  # np.take only reads it
+    else:
+        flat = np.empty(plan.lead_out, dtype=np.int64)
+        np.add(offsets, grid, out=flat)
+    if plan.block_size == 1:
         result = np.take(data.reshape(-1), flat)
     else:
-        result = np.take(data.reshape(prod(lead_shape), block_size), flat, axis=0)
+        result = np.take(data.reshape(plan.rows, plan.block_size), flat, axis=0)
     result = result.reshape(geometry.output_shape)
     if out_of_range is not None:
+        logical = geometry.logical_indices_shape
         result[np.broadcast_to(out_of_range.reshape(logical), geometry.output_shape)] = zero_element(data.dtype)
     return result
+
+
+_CACHED_GRID_ELEMENTS = 1 << 16  # larger offset grids are rebuilt per call, to bound the cache's memory
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything about a call that depends only on shapes, axes and item size (cached)."""
+
+    geometry: GatherGeometry
+    rows: int                            # input rows of ``block_size`` elements
+    block_size: int                      # elements copied per offset (trailing whole dimensions)
+    strides: tuple[int, ...]             # row stride of each axis, in the order of axes
+    lead_out: tuple[int, ...]            # output shape without the block dimensions
+    lead_logical: tuple[int, ...]        # logical indices shape without the block dimensions
+    coordinate_shape: tuple[int, ...]    # indices seen as [*logical, k]
+    grid_terms: tuple[tuple[int, int, int], ...]  # (dim, size, stride) of non-axis, non-broadcast dims
+    cached_grid: np.ndarray | int | None = None
+
+    def offset_grid(self):
+        """Offsets of the non-axis dimensions, broadcastable to ``lead_out`` (0 when there are none)."""
+        if self.cached_grid is not None:
+            return self.cached_grid
+        return _build_grid(self.grid_terms, len(self.lead_out))
+
+
+def _build_grid(terms, lead_rank: int):
+    grid = 0
+    for d, size, stride in terms:
+        term = (np.arange(size, dtype=np.int64) * stride).reshape((-1,) + (1,) * (lead_rank - d - 1))
+        grid = term if isinstance(grid, int) else grid + term
+    return grid
+
+
+@functools.lru_cache(maxsize=512)
+def _plan(input_shape: tuple[int, ...], indices_shape: tuple[int, ...], axes: tuple[int, ...], itemsize: int) -> _Plan:
+    geometry = GatherGeometry.infer(input_shape, indices_shape, axes)
+    _check_output_fits(geometry, itemsize)
+    block_start = _block_start(geometry)
+    lead_shape = input_shape[:block_start]
+    row_strides = [prod(lead_shape[d + 1:]) for d in range(block_start)]
+    k = len(geometry.axes)
+    terms = tuple((d, geometry.output_shape[d], row_strides[d]) for d in range(block_start)
+                  if d not in geometry.axes and input_shape[d] != 1)
+    grid_elements = prod(size for _, size, _ in terms)
+    plan = _Plan(geometry, prod(lead_shape), prod(input_shape[block_start:]),
+                 tuple(row_strides[axis] for axis in geometry.axes) if block_start else (),
+                 geometry.output_shape[:block_start], geometry.logical_indices_shape[:block_start],
+                 (*geometry.logical_indices_shape, max(k, 1)), terms)
+    if grid_elements <= _CACHED_GRID_ELEMENTS:
+        grid = _build_grid(terms, block_start)
+        if isinstance(grid, np.ndarray):
+            grid.flags.writeable = False
+        plan = dataclasses.replace(plan, cached_grid=grid)
+    return plan

@@ -84,7 +84,7 @@ class _ErrorChannel:
     def _leave(self) -> BaseException | None:
         self._local.depth -= 1
         error, self._local.error = self._local.error, None
-        if error is None:
+        if error is None and self._unattributed:  # a cheap look first: the lock is for the rare case
             with self._lock:
                 if self._unattributed:
                     error = self._unattributed.pop(0)
@@ -161,13 +161,13 @@ def _compute(input, indices, axes, mode):
         if axes.ndim != 1:
             raise ValueError(f"axes must be a 1-D int64 tensor, got shape {list(axes.shape)}")
         output = gather_multiaxis(input, indices, axes.tolist(), mode)
+        if output.dtype == object or not _state["handback"]:
+            return output
+        # np.ascontiguousarray would turn a 0-d output into shape (1,)
+        return _ArrayHandback(output if output.flags.c_contiguous else output.copy(order="C"))
     except Exception as exc:  # noqa: BLE001 - every error must travel to the caller, not kill the process
         ERRORS.record(exc)
         return np.empty((0,) * max(np.ndim(input), 1), dtype=np.asarray(input).dtype)
-    if output.dtype == object or not _state["handback"]:
-        return output
-    # np.ascontiguousarray would turn a 0-d output into shape (1,)
-    return _ArrayHandback(output if output.flags.c_contiguous else output.copy(order="C"))
 
 
 def _handback_works(opdef) -> bool:

@@ -1,4 +1,4 @@
-"""The ``gathermultiaxis`` command line: ``rewrite``, ``check``, ``example``.
+"""The ``gathermultiaxis`` command line: ``rewrite``, ``check``, ``bench``, ``example``.
 
 Exit status: 0 on success, 1 when ``check`` finds a mismatch, 2 on bad input (unreadable or invalid
 model, unwritable output), with one line on stderr naming the file and nothing written.
@@ -122,9 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     example.add_argument("--force", action="store_true", help="overwrite an existing file")
     example.set_defaults(run=run_example)
 
+    from .bench import add_bench_command
     from .check import add_check_command
 
     add_check_command(commands)
+    add_bench_command(commands)
     return parser
 
 
