@@ -48,11 +48,12 @@ def _position_text(position: Sequence[int]) -> str:
     return "[" + ", ".join(str(int(p)) for p in position) + "]"
 
 
-def _coordinate_term(indices: np.ndarray, coordinate: np.ndarray, j: int, geometry: GatherGeometry, mode: str,
-                     stride: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """The flat-offset term of one coordinate component (logical shape): its values, checked and with
-    negatives counted from the end, times ``stride``. Returns the term and, in mode "zero", the mask of
-    out-of-range positions. The term may be a view of the caller's indices: never write to it.
+def _coordinate_term(indices: np.ndarray, coordinate: np.ndarray, j: int, geometry: GatherGeometry,
+                     mode: str) -> tuple[np.ndarray, np.ndarray | None, bool]:
+    """One coordinate component (logical shape), checked and with negatives counted from the end.
+    Returns it, in mode "zero" the mask of out-of-range positions, and whether it is a fresh int64
+    array. When nothing needed fixing it is ``coordinate`` itself, a view of the caller's indices:
+    never write to it.
     """
     axis = geometry.axes[j]
     dim = geometry.input_shape[axis]
@@ -62,7 +63,7 @@ def _coordinate_term(indices: np.ndarray, coordinate: np.ndarray, j: int, geomet
     else:
         in_range = coordinate.min() >= 0 and coordinate.max() < dim
     if in_range:  # the common case
-        return (coordinate if stride == 1 else np.multiply(coordinate, stride, dtype=np.int64)), None
+        return coordinate, None, False
     values = coordinate.astype(np.int64)
     np.add(values, dim, out=values, where=values < 0)  # negatives count from the end, once
     bad = (values < 0) | (values >= dim)
@@ -82,8 +83,27 @@ def _coordinate_term(indices: np.ndarray, coordinate: np.ndarray, j: int, geomet
             f"index {value} at indices{_position_text(position)} is out of range for axis {axis} of size {dim} "
             f"(valid range [{-dim}, {dim - 1}]; input shape {_position_text(geometry.input_shape)}, "
             f"axes {list(geometry.axes)})")
-    values *= stride
-    return values, bad
+    return values, bad, True
+
+
+def _horner(terms: list[tuple[int, np.ndarray, bool]]) -> tuple[np.ndarray, bool]:
+    """sum(values * stride) for terms by decreasing stride, where each stride divides the previous
+    one: ((v_a * s_a/s_b + v_b) * s_b/s_c + v_c) * s_c, in one int64 buffer and no temporaries.
+    Returns the offsets and whether they are a buffer of our own (else a view of the caller's indices:
+    a single term with stride 1 comes back as it is)."""
+    (stride, offsets, fresh), rest = terms[0], terms[1:]
+    if not rest and stride == 1:
+        return offsets, fresh
+    if not (fresh and offsets.dtype == np.int64):
+        offsets = offsets.astype(np.int64)  # a copy: from here on written in place
+    for next_stride, values, _ in rest:
+        if next_stride != stride:
+            offsets *= stride // next_stride
+        offsets += values
+        stride = next_stride
+    if stride != 1:
+        offsets *= stride
+    return offsets, True
 
 
 def _check_output_fits(geometry: GatherGeometry, itemsize: int) -> None:
@@ -148,34 +168,47 @@ def gather_multiaxis(input, indices, axes: Sequence[int], mode: str = "error") -
     if mode == "error_nonempty" and geometry.output_size == 0:  # nothing is read, so nothing is checked
         return np.empty(geometry.output_shape, dtype=data.dtype)
     geometry.check_addressable()
+    if plan.direct and mode != "zero" and mode != "clamp":
+        # One axis read with stride 1 and nothing to add: the indices are the offsets, and np.take
+        # counts negatives from the end once and refuses out-of-range ones, as this operator does.
+        try:
+            return _take(data, index_array.reshape(plan.lead_out), plan).reshape(geometry.output_shape)
+        except IndexError:
+            pass  # the general path below names the offending index
 
-    # Offsets (in blocks) contributed by the indices: one term per axis, in the logical indices shape.
+    # Offsets (in blocks) contributed by the indices, in the logical indices shape. Horner's scheme over
+    # the axes in order of decreasing stride (each stride divides the previous one) keeps them in one
+    # int64 buffer: offsets = ((c_a * s_a/s_b + c_b) * s_b/s_c + c_c) * s_c.
     coordinates = index_array.reshape(plan.coordinate_shape)
-    offsets = None
-    out_of_range = None
-    for j, stride in enumerate(plan.strides):
-        term, bad = _coordinate_term(index_array, coordinates[..., j], j, geometry, mode, stride)
-        offsets = term if offsets is None else offsets + term  # not in place: a term may be a view of indices
+    terms, out_of_range = [], None
+    for j in plan.stride_order:  # every coordinate is checked, also when the output is empty
+        term, bad, fresh = _coordinate_term(index_array, coordinates[..., j], j, geometry, mode)
+        terms.append((plan.strides[j], term, fresh))
         if bad is not None:
             out_of_range = bad if out_of_range is None else (out_of_range | bad)
+    if geometry.output_size == 0:  # nothing to read (and a zero-size dimension makes strides 0)
+        return np.empty(geometry.output_shape, dtype=data.dtype)
+    offsets, owned = _horner(terms)
     offsets = offsets.reshape(plan.lead_logical)  # the block dimensions have logical size 1
 
     # Plus the offsets of the non-axis dimensions the input really has (not broadcast ones).
     grid = plan.offset_grid()
-    if isinstance(grid, int) and offsets.dtype == np.int64 and offsets.shape == plan.lead_out:
-        flat = offsets  # np.take only reads it
-    else:
+    if owned and offsets.dtype == np.int64 and offsets.shape == plan.lead_out:
+        flat = offsets if isinstance(grid, int) else np.add(offsets, grid, out=offsets)  # our own buffer
+    else:  # never write into a view of the caller's indices
         flat = np.empty(plan.lead_out, dtype=np.int64)
         np.add(offsets, grid, out=flat)
-    if plan.block_size == 1:
-        result = np.take(data.reshape(-1), flat)
-    else:
-        result = np.take(data.reshape(plan.rows, plan.block_size), flat, axis=0)
-    result = result.reshape(geometry.output_shape)
+    result = _take(data, flat, plan).reshape(geometry.output_shape)
     if out_of_range is not None:
         logical = geometry.logical_indices_shape
         result[np.broadcast_to(out_of_range.reshape(logical), geometry.output_shape)] = zero_element(data.dtype)
     return result
+
+
+def _take(data: np.ndarray, flat: np.ndarray, plan: "_Plan") -> np.ndarray:
+    if plan.block_size == 1:
+        return np.take(data.reshape(-1), flat)
+    return np.take(data.reshape(plan.rows, plan.block_size), flat, axis=0)
 
 
 _CACHED_GRID_ELEMENTS = 1 << 16  # larger offset grids are rebuilt per call, to bound the cache's memory
@@ -189,10 +222,12 @@ class _Plan:
     rows: int                            # input rows of ``block_size`` elements
     block_size: int                      # elements copied per offset (trailing whole dimensions)
     strides: tuple[int, ...]             # row stride of each axis, in the order of axes
+    stride_order: tuple[int, ...]        # positions in axes, by decreasing stride
     lead_out: tuple[int, ...]            # output shape without the block dimensions
     lead_logical: tuple[int, ...]        # logical indices shape without the block dimensions
     coordinate_shape: tuple[int, ...]    # indices seen as [*logical, k]
     grid_terms: tuple[tuple[int, int, int], ...]  # (dim, size, stride) of non-axis, non-broadcast dims
+    direct: bool = False                 # one axis, stride 1, no grid, no broadcast: offsets = indices
     cached_grid: np.ndarray | int | None = None
 
     def offset_grid(self):
@@ -221,10 +256,13 @@ def _plan(input_shape: tuple[int, ...], indices_shape: tuple[int, ...], axes: tu
     terms = tuple((d, geometry.output_shape[d], row_strides[d]) for d in range(block_start)
                   if d not in geometry.axes and input_shape[d] != 1)
     grid_elements = prod(size for _, size, _ in terms)
-    plan = _Plan(geometry, prod(lead_shape), prod(input_shape[block_start:]),
-                 tuple(row_strides[axis] for axis in geometry.axes) if block_start else (),
+    lead_out = geometry.output_shape[:block_start]
+    strides = tuple(row_strides[axis] for axis in geometry.axes)
+    plan = _Plan(geometry, prod(lead_shape), prod(input_shape[block_start:]), strides,
+                 tuple(sorted(range(k), key=lambda j: geometry.axes[j])),
                  geometry.output_shape[:block_start], geometry.logical_indices_shape[:block_start],
-                 (*geometry.logical_indices_shape, max(k, 1)), terms)
+                 (*geometry.logical_indices_shape, max(k, 1)), terms,
+                 direct=k == 1 and strides == (1,) and not terms and geometry.logical_indices_shape[:block_start] == lead_out)
     if grid_elements <= _CACHED_GRID_ELEMENTS:
         grid = _build_grid(terms, block_start)
         if isinstance(grid, np.ndarray):

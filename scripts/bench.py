@@ -6,7 +6,8 @@ For every workload, on the same arrays and in one process:
 2. an ORT session of the rewritten model against the original model on ORT's builtin kernel;
 3. the onnx reference evaluator on the original model, when it finishes within a time cap;
 4. the floor of the PyOp bridge: copying the op's inputs once (the bridge copies every input into
-   NumPy) plus the kernel. The bridge also copies the output back (one memcpy), which is not in it.
+   NumPy) plus the kernel; and that floor plus one copy of the output, which the bridge also makes
+   (a memcpy into ORT's buffer).
 
 Medians of repeated runs after a warm-up, with the min-max spread. Peak memory of the kernel is
 measured with tracemalloc (which sees NumPy's allocations) in a separate, untimed call.
@@ -14,6 +15,7 @@ measured with tracemalloc (which sees NumPy's allocations) in a separate, untime
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import time
@@ -62,6 +64,8 @@ class Result:
 
 
 def _time(call, repeats: int, cap_s: float | None = None) -> Timing | None:
+    """Median of ``repeats`` runs after a warm-up; one run only when it takes over a third of ``cap_s``;
+    None when the call fails."""
     start = time.perf_counter()
     try:
         call()  # warm-up (and the only run when it takes longer than the cap)
@@ -76,6 +80,20 @@ def _time(call, repeats: int, cap_s: float | None = None) -> Timing | None:
         call()
         samples.append((time.perf_counter() - start) * 1e3)
     return Timing(float(np.median(samples)), min(samples), max(samples))
+
+
+def _time_together(calls: dict[str, Callable], repeats: int) -> dict[str, Timing]:
+    """Time several calls round-robin, so that they see the same machine (it is shared; drift and
+    cache state would otherwise favour whichever ran last)."""
+    for call in calls.values():
+        call()  # warm-up
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            samples[name].append((time.perf_counter() - start) * 1e3)
+    return {name: Timing(float(np.median(v)), min(v), max(v)) for name, v in samples.items()}
 
 
 def _single(op_type, data, indices, data_type=None, **attributes) -> ModelProto:
@@ -157,7 +175,7 @@ def workloads(quick: bool, seed: int = 0) -> list[Workload]:
     aligned_zero = zero.reshape(1)
     items.append(Workload("tiny shape gather (per-call overhead)",
                           helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=IR_VERSION),
-                          {"x": x}, lambda: gather_multiaxis(shape, aligned_zero, [0]), lambda: shape[0],
+                          {"x": x}, lambda: gather_multiaxis(shape, aligned_zero, [0]), lambda: np.take(shape, zero),
                           [shape, zero]))
     return items
 
@@ -246,11 +264,11 @@ def run_bench(quick: bool, repeats: int, reference_cap_s: float, progress=None) 
 
         reference = ReferenceEvaluator(workload.model)
         result.times = {
-            "kernel": _time(workload.kernel, repeats),
-            "numpy": _time(workload.numpy, repeats),
-            "ort builtin": _time(lambda: builtin.run(None, workload.feeds), repeats),
-            "ort rewritten": _time(lambda: custom.run(None, custom_feeds), repeats),
-            "bridge floor": _time(bridge_floor, repeats),
+            **_time_together({"kernel": workload.kernel, "numpy": workload.numpy}, repeats),
+            **_time_together({"ort builtin": lambda: builtin.run(None, workload.feeds),
+                              "ort rewritten": lambda: custom.run(None, custom_feeds),
+                              "bridge floor": bridge_floor,
+                              "output copy": lambda: np.array(kernel_out, copy=True)}, repeats),
             "onnx reference": _time(lambda: reference.run(None, workload.feeds), max(1, repeats // 3), reference_cap_s),
         }
         t = result.times
@@ -258,6 +276,8 @@ def run_bench(quick: bool, repeats: int, reference_cap_s: float, progress=None) 
             "kernel / numpy": _ratio(t["kernel"], t["numpy"]),
             "ort rewritten / builtin": _ratio(t["ort rewritten"], t["ort builtin"]),
             "ort rewritten / bridge floor": _ratio(t["ort rewritten"], t["bridge floor"]),
+            "ort rewritten / (bridge floor + output copy)": _ratio(
+                t["ort rewritten"], Timing(t["bridge floor"].median_ms + t["output copy"].median_ms, 0, 0)),
             "onnx reference / ort rewritten": _ratio(t["onnx reference"], t["ort rewritten"]),
         }
         if t["ort rewritten"] and t["ort builtin"]:
@@ -293,13 +313,15 @@ def summary_table(results: list[Result]) -> str:
     def f(value, digits=2):
         return "n/a" if value is None else f"{value:.{digits}f}"
 
-    rows = ["| workload | kernel / NumPy | ORT rewritten / builtin | rewritten / bridge floor | builtin ms | rewritten ms "
-            "| reference / rewritten | kernel peak extra / 8 B per output |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| workload | kernel / NumPy | ORT rewritten / builtin | rewritten / bridge floor | rewritten / (floor + "
+            "output copy) | builtin ms | rewritten ms | reference / rewritten | kernel peak extra / 8 B per output |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         t = r.times
         rows.append(f"| {r.name} | {f(r.ratios['kernel / numpy'])} | {f(r.ratios['ort rewritten / builtin'])} | "
-                    f"{f(r.ratios['ort rewritten / bridge floor'])} | {f(t['ort builtin'] and t['ort builtin'].median_ms, 3)} | "
+                    f"{f(r.ratios['ort rewritten / bridge floor'])} | "
+                    f"{f(r.ratios['ort rewritten / (bridge floor + output copy)'])} | "
+                    f"{f(t['ort builtin'] and t['ort builtin'].median_ms, 3)} | "
                     f"{f(t['ort rewritten'] and t['ort rewritten'].median_ms, 3)} | "
                     f"{f(r.ratios['onnx reference / ort rewritten'], 1)} | {f(r.ratios['kernel peak extra / (8 B x output)'])} |")
     return "\n".join(rows)
@@ -310,6 +332,7 @@ def _plot(results: list[Result], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     names = [r.name for r in results]
     series = ["kernel / numpy", "ort rewritten / builtin", "ort rewritten / bridge floor"]
@@ -320,6 +343,8 @@ def _plot(results: list[Result], path: Path) -> None:
         axis.bar([i + (number - 1) * width for i in range(len(results))], values, width, label=key)
     axis.axhline(1.0, color="black", linewidth=0.8)
     axis.set_yscale("log")
+    axis.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    axis.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axis.set_xticks(range(len(results)), names, rotation=25, ha="right", fontsize=8)
     axis.set_ylabel("time ratio (lower is better)")
     axis.set_title("gathermultiaxis bench: ratios measured in one run")
@@ -332,13 +357,10 @@ def _plot(results: list[Result], path: Path) -> None:
 def run_bench_command(args) -> int:
     from .cli import CommandError, write_text_atomic
 
-    if args.plot:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise CommandError("--plot needs matplotlib: pip install -e '.[bench]'") from None
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        raise CommandError("--plot needs matplotlib: pip install -e '.[bench]'")
     progress = (lambda name: print(f"... {name}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
-    results = run_bench(args.quick, args.repeats or (5 if args.quick else 7), args.reference_cap, progress)
+    results = run_bench(args.quick, args.repeats or (5 if args.quick else 15), args.reference_cap, progress)
     print(format_report(results))
     if args.json:
         write_text_atomic(Path(args.json), json.dumps([asdict(r) for r in results], indent=2) + "\n", overwrite=True)
@@ -354,7 +376,7 @@ def add_bench_command(commands) -> None:
         description="Times every workload in one process on the same arrays and prints medians, spreads and "
                     "ratios (no absolute targets: the machine is shared).")
     bench.add_argument("--quick", action="store_true", help="small workloads (about 50k output elements)")
-    bench.add_argument("--repeats", type=int, default=0, help="timed runs per measurement (default 7, quick 5)")
+    bench.add_argument("--repeats", type=int, default=0, help="timed runs per measurement (default 15, quick 5)")
     bench.add_argument("--reference-cap", type=float, default=30.0, metavar="SECONDS",
                        help="time cap for the onnx reference evaluator (default 30 s)")
     bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")

@@ -246,5 +246,8 @@ def test_onnx_variants_against_ort_builtin(report_line):
 
 
 def test_variants_listed():
+    import gathermultiaxis.ops as ops
+
     assert set(v.VARIANTS) == {name for name, _ in v._example_calls()}
+    assert set(v.VARIANTS) <= set(ops.__all__) and all(getattr(ops, name) is v.VARIANTS[name] for name in v.VARIANTS)
     assert re.fullmatch(r"[a-z_]+", "".join(v.VARIANTS))
