@@ -1,10 +1,13 @@
 """The vectorised NumPy kernel of gatherMultiaxis.
 
 The kernel turns every output coordinate into one flat input offset and reads them all with a single
-``np.take``. Offsets are built from the indices (one term per axis) plus one ``arange`` term per
-non-broadcast input dimension, added with NumPy broadcasting, so neither the input nor the indices are
-ever materialised at the output shape. Trailing dimensions that are copied whole (not in ``axes``,
-size 1 in the indices, same size in input and output) are read as contiguous blocks.
+``np.take``. Offsets are built from the indices (one term per axis, combined by Horner's scheme in one
+int64 buffer) plus one ``arange`` term per non-broadcast input dimension, added with NumPy
+broadcasting, so neither the input nor the indices are ever materialised at the output shape.
+Trailing dimensions that are copied whole (not in ``axes``, size 1 in the indices, same size in input
+and output) are read as contiguous blocks. Everything that depends only on shapes is planned once
+per (shapes, axes, item size) and cached. Indices are range-checked with one min/max; only when some
+are negative or out of range is a normalised copy made.
 """
 
 from __future__ import annotations
