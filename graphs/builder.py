@@ -85,4 +85,3 @@ class NodeBuilder:
 
 
 INT64_MAX = np.iinfo(np.int64).max
-FLOAT = TensorProto.FLOAT
