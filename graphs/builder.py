@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from onnx import NodeProto, TensorProto, helper, numpy_helper
+from onnx import NodeProto, helper, numpy_helper
 
 from ..ops import DOMAIN, OP_TYPE
 
