@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import onnx
 import onnx.inliner
 import onnx.shape_inference
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TypeProto
+from onnx import AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, TypeProto
 
 from ..ops import DOMAIN
 from .builder import NameScope, NodeBuilder
@@ -112,26 +113,24 @@ def _inferred(model: ModelProto) -> ModelProto:
         return model
 
 
+def _node_holders(model: ModelProto) -> Iterator[GraphProto | FunctionProto]:
+    """The main graph, every model-local function, and every subgraph nested in any of them."""
+    pending: list[GraphProto | FunctionProto] = [model.graph, *model.functions]
+    while pending:
+        holder = pending.pop()
+        yield holder
+        pending.extend(sub for node in holder.node for attribute in node.attribute for sub in _subgraphs(attribute))
+
+
 def _all_names(model: ModelProto) -> set[str]:
     names: set[str] = set()
-
-    def visit(graph: GraphProto):
-        names.update(v.name for v in (*graph.input, *graph.output, *graph.value_info, *graph.initializer))
-        for node in graph.node:
-            visit_node(node)
-
-    def visit_node(node: NodeProto):
-        names.update(node.input)
-        names.update(node.output)
-        names.add(node.name)
-        for attribute in node.attribute:
-            for sub in _subgraphs(attribute):
-                visit(sub)
-
-    visit(model.graph)
-    for function in model.functions:
-        for node in function.node:
-            visit_node(node)
+    for holder in _node_holders(model):
+        if isinstance(holder, GraphProto):
+            names.update(v.name for v in (*holder.input, *holder.output, *holder.value_info, *holder.initializer))
+        for node in holder.node:
+            names.update(node.input)
+            names.update(node.output)
+            names.add(node.name)
     return names
 
 
@@ -145,11 +144,7 @@ def _subgraphs(attribute: AttributeProto) -> list[GraphProto]:
 
 def holds_gather(model: ModelProto, ops: tuple[str, ...] = GATHER_OPS) -> bool:
     """Whether any graph of the model (main graph, subgraphs, model-local functions) holds one of ``ops``."""
-    def graph_holds(nodes) -> bool:
-        return any(_is_target(node, ops) or any(graph_holds(sub.node) for a in node.attribute for sub in _subgraphs(a))
-                   for node in nodes)
-
-    return graph_holds(model.graph.node) or any(graph_holds(f.node) for f in model.functions)
+    return any(_is_target(node, ops) for holder in _node_holders(model) for node in holder.node)
 
 
 def _is_target(node: NodeProto, ops: tuple[str, ...]) -> bool:
