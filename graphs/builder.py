@@ -83,5 +83,3 @@ class NodeBuilder:
         """Make the last emitted node write ``output`` (the replaced node's output name)."""
         self.nodes[-1].output[0] = output
 
-
-INT64_MAX = np.iinfo(np.int64).max

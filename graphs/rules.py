@@ -11,14 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 from onnx import NodeProto, TensorProto, helper
 
 from ..ops import DATA_TYPES
 from ..ops.alignment import (Alignment, AlignmentError, gather_alignment, gather_elements_alignment,
                              gather_nd_alignment)
-from .builder import INT64_MAX, NodeBuilder
+from .builder import NodeBuilder
 
 Dim = int | str | None  # a concrete size, a symbolic name, or unknown
+INT64_MAX = np.iinfo(np.int64).max  # "to the end" for Slice
 
 
 @dataclass(frozen=True)
@@ -141,15 +143,15 @@ def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, bui
 def _slice_like(builder: NodeBuilder, data: str, indices: str, axis: int, rank: int) -> str:
     """data[:i0, :i1, ...] with the indices' extents on every dimension but ``axis``."""
     shape = builder.shape(indices, "indices_shape")
-    parts = []
-    if axis > 0:
-        parts.append(builder.slice(shape, builder.constant([0], "head_start"), builder.constant([axis], "head_end"),
-                                   builder.constant([0], "head_axes"), "shape_head"))
+
+    def shape_part(start: int, end: int, role: str) -> str:  # shape[start:end]
+        return builder.slice(shape, builder.constant([start], role + "_start"), builder.constant([end], role + "_end"),
+                             builder.constant([0], role + "_axes"), role)
+
+    parts = [shape_part(0, axis, "shape_head")] if axis > 0 else []
     parts.append(builder.constant([INT64_MAX], "whole_axis"))
     if axis < rank - 1:
-        parts.append(builder.slice(shape, builder.constant([axis + 1], "tail_start"),
-                                   builder.constant([rank], "tail_end"), builder.constant([0], "tail_axes"),
-                                   "shape_tail"))
+        parts.append(shape_part(axis + 1, rank, "shape_tail"))
     ends = builder.concat(parts, "slice_ends")
     return builder.slice(data, builder.constant([0] * rank, "slice_starts"), ends,
                          builder.constant(list(range(rank)), "slice_axes"), "fit_data")
