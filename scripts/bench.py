@@ -209,18 +209,6 @@ def _multiaxis_workload(rng, s) -> Workload:
                     rewritten_feeds={"data": images, "indices": indices})
 
 
-def _session(model: ModelProto, custom: bool):
-    import onnxruntime as ort
-
-    from .ops import session_options
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    if custom:
-        options = session_options(options)
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-
-
 def _kernel_peak_extra(workload: Workload) -> tuple[int, int]:
     """(peak bytes allocated during the kernel beyond its output, output elements)."""
     tracemalloc.start()
@@ -239,6 +227,7 @@ def _ratio(a: Timing | None, b: Timing | None) -> float | None:
 def run_bench(quick: bool, repeats: int, reference_cap_s: float, progress=None) -> list[Result]:
     from onnx.reference import ReferenceEvaluator
 
+    from .check import make_session
     from .graphs import rewrite_model
 
     results = []
@@ -246,10 +235,12 @@ def run_bench(quick: bool, repeats: int, reference_cap_s: float, progress=None) 
         if progress:
             progress(workload.name)
         rewritten = workload.rewritten or rewrite_model(workload.model)[0]
-        builtin, custom = _session(workload.model, False), _session(rewritten, True)
+        builtin = make_session(workload.model, custom=False, optimized=True)
+        custom = make_session(rewritten, custom=True, optimized=True)
         expected = builtin.run(None, workload.feeds)[0]
         custom_feeds = workload.rewritten_feeds or workload.feeds
         actual = custom.run(None, custom_feeds)[0]
+        # dtype and bytes, not shape: the multiaxis workload's own model keeps a size-1 dim GatherND drops
         if expected.dtype != actual.dtype or expected.tobytes() != actual.tobytes():
             raise AssertionError(f"{workload.name}: the rewritten model's output differs from the builtin one")
         kernel_out, numpy_out = workload.kernel(), np.asarray(workload.numpy())

@@ -190,19 +190,20 @@ def generated_inputs(model: ModelProto, seed: int = 0, symbolic_size: int = 3) -
 
 # -- running -------------------------------------------------------------------------------------
 
-def _session(model: ModelProto, custom: bool):
+def make_session(model: ModelProto, custom: bool, optimized: bool = False):
+    """A CPU session of ``model``, with the GatherMultiaxis library when ``custom``. Comparisons run with
+    graph optimizations off (see the module docstring); timings with ORT's defaults."""
     import onnxruntime as ort
 
     from .ops import session_options
 
     options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 4
+    if not optimized:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 4  # runs expected to fail would otherwise log errors to stderr
     if custom:
         options = session_options(options)
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-
-
 
 
 def bit_identical(a, b) -> bool:
@@ -260,12 +261,12 @@ def check_case(case: CheckCase, seed: int = 0) -> CheckResult:
     result.rewritten, result.left = report.rewritten, report.left
     result.left_reasons = [f"{o.op_type} {o.node!r}: {o.reason}" for o in report.outcomes if not o.rewritten]
     try:
-        builtin = _session(case.model, custom=False)
+        builtin = make_session(case.model, custom=False)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "not runnable", one_line(error)
         return result
     try:
-        custom = _session(rewritten, custom=True)
+        custom = make_session(rewritten, custom=True)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "failed", f"the rewritten model does not load: {one_line(error)}"
         return result

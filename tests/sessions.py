@@ -1,28 +1,19 @@
 """Running a model on plain ORT and its rewrite with the custom op, and comparing them bit for bit."""
 
-import onnxruntime as ort
 from support import assert_bit_identical
 
-from gathermultiaxis import session_options
+from gathermultiaxis.check import make_session
 from gathermultiaxis.graphs import rewrite_model
 
 
-def _options():
-    options = ort.SessionOptions()
-    # With optimizations on, ORT constant-folds shape arithmetic through a builtin Gather but not
-    # through a custom op; the two foldings can round differently. Compare the gathers, not the folding.
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
-    return options
-
-
+# Graph optimizations off, as in `gathermultiaxis check`: ORT constant-folds shape arithmetic through a
+# builtin Gather but not through a custom op, and the two foldings can round differently.
 def builtin_session(model):
-    return ort.InferenceSession(model.SerializeToString(), _options(), providers=["CPUExecutionProvider"])
+    return make_session(model, custom=False)
 
 
 def custom_session(model):
-    return ort.InferenceSession(model.SerializeToString(), session_options(_options()),
-                                providers=["CPUExecutionProvider"])
+    return make_session(model, custom=True)
 
 
 def assert_rewrite_matches(model, feeds):
