@@ -107,23 +107,20 @@ def _single(op_type, data, indices, data_type=None, **attributes) -> ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=IR_VERSION)
 
 
-def _aligned_call(op_type, data, indices, **attributes):
-    """The gather_multiaxis call (on aligned views) that the rewrite of this node makes."""
+def _aligned_call(model: ModelProto, data, indices):
+    """The gather_multiaxis call (on aligned views) that the rewrite of the model's one gather makes,
+    as the rewriter's own rule decides it."""
+    from .graphs.rules import RULES, TensorInfo
     from .ops import gather_multiaxis
-    from .ops.alignment import gather_alignment, gather_elements_alignment, gather_nd_alignment
 
-    if op_type == "Gather":
-        alignment = gather_alignment(data.ndim, indices.ndim, attributes.get("axis", 0))
-        mode = "error"
-    elif op_type == "GatherElements":
-        alignment = gather_elements_alignment(data.ndim, indices.ndim, attributes.get("axis", 0))
-        mode = "error"
-    else:
-        alignment = gather_nd_alignment(data.ndim, indices.ndim, indices.shape[-1], attributes.get("batch_dims", 0))
-        mode = "error_nonempty"
+    node = model.graph.node[0]
+    data_info, indices_info = (TensorInfo(value.type.tensor_type.elem_type, array.shape)
+                               for value, array in zip(model.graph.input, (data, indices)))
+    replacement = RULES[node.op_type](node, data_info, indices_info)
+    alignment = replacement.alignment
     aligned_data = np.expand_dims(data, alignment.data_unsqueeze)
     aligned_indices = np.expand_dims(indices, alignment.indices_unsqueeze)
-    return lambda: gather_multiaxis(aligned_data, aligned_indices, alignment.axes, mode)
+    return lambda: gather_multiaxis(aligned_data, aligned_indices, alignment.axes, replacement.mode)
 
 
 def workloads(quick: bool, seed: int = 0) -> list[Workload]:
@@ -134,8 +131,9 @@ def workloads(quick: bool, seed: int = 0) -> list[Workload]:
     items = []
 
     def single(name, op_type, data, indices, numpy_call, **attributes):
-        items.append(Workload(name, _single(op_type, data, indices, **attributes), {"data": data, "indices": indices},
-                              _aligned_call(op_type, data, indices, **attributes), numpy_call, [data, indices]))
+        model = _single(op_type, data, indices, **attributes)
+        items.append(Workload(name, model, {"data": data, "indices": indices}, _aligned_call(model, data, indices),
+                              numpy_call, [data, indices]))
 
     table = rng.standard_normal(s((50000, 512), (2000, 64))).astype(np.float32)
     ids = rng.integers(0, table.shape[0], s((32, 256), (8, 64)))
