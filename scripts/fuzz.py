@@ -24,13 +24,13 @@ ELEMENT_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT8, Tensor
 
 
 def _dims(rng, rank: int) -> list[int]:
-    return [int(rng.choice([0, 1, 1, 2, 3, 4, 2, 3], p=None)) for _ in range(rank)]
+    return [int(rng.choice([0, 1, 1, 2, 3, 4, 2, 3])) for _ in range(rank)]
 
 
-def _values(rng, shape, dim: int, allow_out_of_range: bool) -> np.ndarray:
-    low, high = -dim, max(dim, 1)
-    values = rng.integers(low, high, shape) if dim else np.zeros(shape, dtype=np.int64)
-    if allow_out_of_range and values.size and rng.random() < 0.1:
+def _values(rng, shape, dim: int) -> np.ndarray:
+    """Indices for an axis of size ``dim``, negatives included; now and then one out of range."""
+    values = rng.integers(-dim, max(dim, 1), shape) if dim else np.zeros(shape, dtype=np.int64)
+    if values.size and rng.random() < 0.1:
         values.reshape(-1)[rng.integers(values.size)] = int(rng.choice([dim, dim + 2, -dim - 1, -dim - 5]))
     return values
 
@@ -57,11 +57,10 @@ def _random_node(rng):
     opset = int(rng.choice(OPSETS[op_type]))
     r = int(rng.integers(1, 6))
     data_shape = _dims(rng, r)
-    oor = True
     if op_type == "Gather":
         axis = int(rng.integers(-r, r))
-        q = int(rng.integers(0, 6 - r + 1)) if r < 5 else int(rng.integers(0, 2))
-        indices = _values(rng, _dims(rng, q), data_shape[axis], oor)
+        q = int(rng.integers(0, 7 - r))  # indices rank: the output rank r + q - 1 stays <= 5
+        indices = _values(rng, _dims(rng, q), data_shape[axis])
         return op_type, opset, {"axis": axis}, data_shape, indices
     if op_type == "GatherElements":
         axis = int(rng.integers(-r, r))
@@ -69,13 +68,12 @@ def _random_node(rng):
         shape = [int(rng.integers(0, d + 1)) if i != axis % r and rng.random() < 0.3 else d
                  for i, d in enumerate(data_shape)]
         shape[axis % r] = int(rng.choice([0, 1, 2, 3]))
-        indices = _values(rng, shape, data_shape[axis % r], oor)
+        indices = _values(rng, shape, data_shape[axis % r])
         return op_type, opset, {"axis": axis}, data_shape, indices
     b = int(rng.integers(0, r)) if opset >= 12 and rng.random() < 0.5 else 0
     k = int(rng.integers(1, r - b + 1))
-    lead = data_shape[:b] + _dims(rng, int(rng.integers(0, 6 - b - 1 + 1)) if b < 5 else 0)[: max(0, 4 - b)]
-    indices = np.stack([_values(rng, lead, data_shape[b + j], oor) for j in range(k)], axis=-1) \
-        if lead else np.array([_values(rng, [], data_shape[b + j], oor) for j in range(k)])
+    lead = data_shape[:b] + _dims(rng, int(rng.integers(0, 6 - b)))[:4 - b]  # b < r <= 5
+    indices = np.stack([_values(rng, lead, data_shape[b + j]) for j in range(k)], axis=-1)
     attributes = {"batch_dims": b} if opset >= 12 else {}
     return op_type, opset, attributes, data_shape, indices.reshape(lead + [k])
 
