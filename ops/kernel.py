@@ -171,7 +171,7 @@ def gather_multiaxis(input, indices, axes: Sequence[int], mode: str = "error") -
     if mode == "error_nonempty" and geometry.output_size == 0:  # nothing is read, so nothing is checked
         return np.empty(geometry.output_shape, dtype=data.dtype)
     geometry.check_addressable()
-    if plan.direct and mode != "zero" and mode != "clamp":
+    if plan.direct and mode in ("error", "error_nonempty"):
         # One axis read with stride 1 and nothing to add: the indices are the offsets, and np.take
         # counts negatives from the end once and refuses out-of-range ones, as this operator does.
         try:
@@ -263,7 +263,7 @@ def _plan(input_shape: tuple[int, ...], indices_shape: tuple[int, ...], axes: tu
     strides = tuple(row_strides[axis] for axis in geometry.axes)
     plan = _Plan(geometry, prod(lead_shape), prod(input_shape[block_start:]), strides,
                  tuple(sorted(range(k), key=lambda j: geometry.axes[j])),
-                 geometry.output_shape[:block_start], geometry.logical_indices_shape[:block_start],
+                 lead_out, geometry.logical_indices_shape[:block_start],
                  (*geometry.logical_indices_shape, max(k, 1)), terms,
                  direct=k == 1 and strides == (1,) and not terms and geometry.logical_indices_shape[:block_start] == lead_out)
     if grid_elements <= _CACHED_GRID_ELEMENTS:

@@ -74,6 +74,8 @@ def main(op, version, seed, start, count):
     import openvino as ov
     import openvino.opset8 as opset8
 
+    from gathermultiaxis.check import bit_identical
+
     core = ov.Core()
     for number, (data, indices, build, ours, description) in enumerate(cases(op, version, seed)):
         if number >= start + count:
@@ -86,8 +88,7 @@ def main(op, version, seed, start, count):
         model = ov.Model([build(data_node, indices_node)], [data_node, indices_node])
         expected = core.compile_model(model, "CPU")([data, indices])[0]
         actual = ours()
-        same = actual.dtype == expected.dtype and actual.shape == expected.shape and \
-            actual.tobytes() == np.ascontiguousarray(expected).tobytes()
+        same = bit_identical(actual, expected)
         print(f"same {number}" if same else f"differs {number} {description}: ours {actual.shape} vs "
               f"OpenVINO {expected.shape}", flush=True)
 
