@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import onnx
 from onnx import ModelProto
@@ -15,7 +17,7 @@ _PROTOBUF_LIMIT = (1 << 31) - (1 << 20)
 
 
 class ModelFileError(Exception):
-    """A model file cannot be read, is not a valid ONNX model, or cannot be written."""
+    """A model file cannot be read or is not a valid ONNX model, or an output file cannot be written."""
 
 
 def _uses_external_data(model: ModelProto) -> bool:
@@ -61,38 +63,61 @@ def one_line(error: BaseException, limit: int = 500) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def save_model(model: ModelProto, path: str | os.PathLike, *, external_data: bool = False,
-               overwrite: bool = False) -> list[Path]:
-    """Write ``model`` to ``path`` atomically; returns the files written.
-
-    With ``external_data`` (or when the model is too large for one protobuf) the weights go to
-    ``<name>.data`` beside the model. Everything is written into a temporary folder next to the target
-    and moved into place only when complete, so a failure leaves no partial file behind.
-    """
-    path = Path(path)
+def _output_folder(path: Path, targets: list[Path], overwrite: bool) -> Path:
+    """The folder ``path`` goes into; refuses a missing folder, or existing targets unless ``overwrite``."""
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise ModelFileError(f"{path}: the output folder {str(folder)!r} does not exist")
-    data_name = path.name + ".data"
-    targets = [path] + ([folder / data_name] if external_data or model.ByteSize() >= _PROTOBUF_LIMIT else [])
     for target in targets:
         if target.exists() and not overwrite:
             raise ModelFileError(f"{target}: already exists (pass --force to overwrite it)")
+    return folder
+
+
+@contextlib.contextmanager
+def _staging(path: Path, folder: Path) -> Iterator[Path]:
+    """A temporary folder next to the target: files are written there and moved into place only when
+    complete, so a failure leaves no partial file behind (the folder is always removed)."""
     try:
         staging = Path(tempfile.mkdtemp(prefix=".gathermultiaxis-", dir=folder))
     except OSError as error:
         raise ModelFileError(f"{path}: cannot write to {str(folder)!r} ({error.strerror})") from None
     try:
+        yield staging
+    except OSError as error:
+        raise ModelFileError(f"{path}: cannot write ({error.strerror or error})") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def save_model(model: ModelProto, path: str | os.PathLike, *, external_data: bool = False,
+               overwrite: bool = False) -> list[Path]:
+    """Write ``model`` to ``path`` atomically; returns the files written.
+
+    With ``external_data`` (or when the model is too large for one protobuf) the weights go to
+    ``<name>.data`` beside the model.
+    """
+    path = Path(path)
+    data_name = path.name + ".data"
+    split = external_data or model.ByteSize() >= _PROTOBUF_LIMIT
+    targets = [path] + ([path.parent / data_name] if split else [])
+    folder = _output_folder(path, targets, overwrite)
+    with _staging(path, folder) as staging:
         staged = staging / path.name
-        if len(targets) > 1:
+        if split:
             onnx.save_model(model, str(staged), save_as_external_data=True, all_tensors_to_one_file=True,
                             location=data_name, size_threshold=1024)
             os.replace(staging / data_name, folder / data_name)
         else:
             onnx.save_model(model, str(staged))
         os.replace(staged, path)
-    except OSError as error:
-        raise ModelFileError(f"{path}: cannot write ({error.strerror or error})") from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return targets
+
+
+def write_bytes_atomic(path: str | os.PathLike, content: bytes, overwrite: bool = False) -> None:
+    """Write ``content`` to ``path`` atomically (reports, the bundled example)."""
+    path = Path(path)
+    folder = _output_folder(path, [path], overwrite)
+    with _staging(path, folder) as staging:
+        (staging / path.name).write_bytes(content)
+        os.replace(staging / path.name, path)

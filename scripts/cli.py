@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from . import __version__
@@ -25,21 +23,13 @@ def write_text_atomic(path: Path, text: str, overwrite: bool) -> None:
 
 
 def write_file_atomic(path: Path, content: bytes, overwrite: bool) -> None:
-    """Write ``content`` to ``path`` through a temporary file in the same folder, then rename it."""
-    if path.exists() and not overwrite:
-        raise CommandError(f"{path}: already exists (pass --force to overwrite it)")
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise CommandError(f"{path}: the output folder {str(folder)!r} does not exist")
+    """Write ``content`` to ``path`` through a temporary folder beside it (see graphs.io)."""
+    from .graphs.io import ModelFileError, write_bytes_atomic
+
     try:
-        handle, staged = tempfile.mkstemp(prefix=".gathermultiaxis-", dir=folder)
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(content)
-        os.replace(staged, path)
-    except OSError as error:
-        if "staged" in locals() and os.path.exists(staged):
-            os.unlink(staged)
-        raise CommandError(f"{path}: cannot write ({error.strerror or error})") from None
+        write_bytes_atomic(path, content, overwrite)
+    except ModelFileError as error:
+        raise CommandError(str(error)) from None
 
 
 def _op_list(text: str) -> list[str]:
