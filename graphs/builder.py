@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from onnx import NodeProto, helper, numpy_helper
 
-from ..ops import DOMAIN, OP_TYPE
+from ..ops.signature import DOMAIN, OP_TYPE
 
 
 @dataclass

@@ -121,3 +121,9 @@ def write_bytes_atomic(path: str | os.PathLike, content: bytes, overwrite: bool 
     with _staging(path, folder) as staging:
         (staging / path.name).write_bytes(content)
         os.replace(staging / path.name, path)
+
+
+def check_target(path: str | os.PathLike, overwrite: bool = False) -> None:
+    """Raise ModelFileError now, before any work, if ``path`` could not be written later: its folder
+    is missing, or it exists and ``overwrite`` is false."""
+    _output_folder(Path(path), [Path(path)], overwrite)

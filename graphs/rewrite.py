@@ -18,7 +18,7 @@ import onnx.inliner
 import onnx.shape_inference
 from onnx import AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, TypeProto
 
-from ..ops import DOMAIN
+from ..ops.signature import DOMAIN
 from .builder import NameScope, NodeBuilder
 from .rules import RULES, LeftUnchanged, TensorInfo, emit_replacement
 

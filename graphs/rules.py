@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 from onnx import NodeProto, TensorProto, helper
 
-from ..ops import DATA_TYPES
+from ..ops.signature import DATA_TYPES
 from ..ops.alignment import (Alignment, AlignmentError, gather_alignment, gather_elements_alignment,
                              gather_nd_alignment)
 from .builder import NodeBuilder

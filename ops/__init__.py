@@ -1,12 +1,29 @@
-"""The GatherMultiaxis operator: its shape rules, its NumPy kernel and its ONNX Runtime registration."""
+"""The GatherMultiaxis operator: its shape rules, its NumPy kernel and its ONNX Runtime registration.
 
+The kernel, the shape rules and the variants need NumPy only. The ONNX Runtime registration
+(``session_options``, ``register``, ``bridge_info``, from ``ops.ortop``) imports onnxruntime and
+onnxruntime-extensions when first used, not on ``import gathermultiaxis``.
+"""
+
+from importlib import import_module
+
+from . import variants
 from .geometry import GatherGeometry, GatherShapeError, normalize_axes
 from .kernel import MODES, GatherIndexError, gather_multiaxis
-from .ortop import DATA_TYPES, DOMAIN, INDEX_TYPES, OP_TYPE, bridge_info, register, session_options
-from . import variants
 from .variants import (gather_xy_nchw, numpy_take, numpy_take_along_axis, onnx_gather, onnx_gather_elements,
                        onnx_gather_nd, openvino_gather, openvino_gather_nd, tf_gather, tf_gather_nd, torch_gather,
                        torch_index_select, torch_take, torch_take_along_dim, tosa_gather)
+
+# name -> module that defines it, imported on first access (PEP 562)
+_LAZY = {"DATA_TYPES": ".signature", "DOMAIN": ".signature", "INDEX_TYPES": ".signature", "OP_TYPE": ".signature",
+         "bridge_info": ".ortop", "register": ".ortop", "session_options": ".ortop"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DATA_TYPES", "DOMAIN", "INDEX_TYPES", "MODES", "OP_TYPE", "GatherGeometry", "GatherIndexError",

@@ -35,13 +35,10 @@ from onnxruntime_extensions import PyCustomOpDef, get_library_path, onnx_op
 from onnxruntime_extensions import _ocos
 
 from .kernel import gather_multiaxis
+from .signature import DATA_TYPES, INDEX_TYPES, OP_TYPE
 
-DOMAIN = "ai.onnx.contrib"
-OP_TYPE = "GatherMultiaxis"
-
-# ONNX element type -> PyOp bridge type, for every type the bridge can carry into ORT.
-# (float16/bfloat16 cannot cross the bridge; complex registrations make every session fail to load.)
-DATA_TYPES = {
+# ONNX element type -> PyOp bridge type (the signature and its types: ops/signature.py).
+_BRIDGE_TYPES = {
     TensorProto.FLOAT: PyCustomOpDef.dt_float,
     TensorProto.DOUBLE: PyCustomOpDef.dt_double,
     TensorProto.INT8: PyCustomOpDef.dt_int8,
@@ -55,7 +52,6 @@ DATA_TYPES = {
     TensorProto.BOOL: PyCustomOpDef.dt_bool,
     TensorProto.STRING: PyCustomOpDef.dt_string,
 }
-INDEX_TYPES = {TensorProto.INT32: PyCustomOpDef.dt_int32, TensorProto.INT64: PyCustomOpDef.dt_int64}
 
 
 class _ErrorChannel:
@@ -197,11 +193,12 @@ def register(handback: bool | None = None) -> None:
     """
     with _lock:
         if not _state["registered"]:
-            for data_type in DATA_TYPES.values():
-                for index_type in INDEX_TYPES.values():
+            for data_type in DATA_TYPES:
+                for index_type in INDEX_TYPES:
                     _state["opdefs"].append(onnx_op(
-                        op_type=OP_TYPE, inputs=[data_type, index_type, PyCustomOpDef.dt_int64],
-                        outputs=[data_type], attrs={"mode": PyCustomOpDef.dt_string})(_compute))
+                        op_type=OP_TYPE, inputs=[_BRIDGE_TYPES[data_type], _BRIDGE_TYPES[index_type],
+                                                 PyCustomOpDef.dt_int64],
+                        outputs=[_BRIDGE_TYPES[data_type]], attrs={"mode": PyCustomOpDef.dt_string})(_compute))
             _guard_sessions()
             _state["registered"] = True
             _state["handback_supported"] = _handback_works(_state["opdefs"][0])

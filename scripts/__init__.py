@@ -1,17 +1,29 @@
 """gathermultiaxis: one gather operator for ONNX Runtime.
 
-``gather_multiaxis`` is the NumPy kernel, ``session_options()`` gives ORT session options with the
-GatherMultiaxis custom op registered, and ``gathermultiaxis.graphs`` rewrites ONNX models to use it.
+``gather_multiaxis`` is the NumPy kernel (NumPy only), ``session_options()`` gives ORT session options
+with the GatherMultiaxis custom op registered (imports onnxruntime and onnxruntime-extensions on first
+use), and ``gathermultiaxis.graphs`` rewrites ONNX models to use it.
 """
 
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version as _version
 
-from .ops import GatherGeometry, GatherIndexError, GatherShapeError, gather_multiaxis, session_options
+from .ops.geometry import GatherGeometry, GatherShapeError
+from .ops.kernel import GatherIndexError, gather_multiaxis
 
 try:
     __version__ = _version("gathermultiaxis")
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
+
+_LAZY = {"session_options": ".ops.ortop"}  # imported on first access (PEP 562)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["GatherGeometry", "GatherIndexError", "GatherShapeError", "__version__", "gather_multiaxis",
            "session_options"]

@@ -15,19 +15,21 @@ measured with tracemalloc (which sees NumPy's allocations) in a separate, untime
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import sys
 import time
 import tracemalloc
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 from onnx import ModelProto, TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
-IR_VERSION = 8
+from .graphs import rewrite_model
+from .graphs.rules import RULES, TensorInfo
+from .harness import IR_VERSION, make_session, single_gather_model, tensor_type_of
+from .ops import gather_multiaxis
+from .ops.signature import DOMAIN, OP_TYPE
 
 
 @dataclass
@@ -97,22 +99,13 @@ def _time_together(calls: dict[str, Callable], repeats: int) -> dict[str, Timing
 
 
 def _single(op_type, data, indices, data_type=None, **attributes) -> ModelProto:
-    data_type = data_type or helper.np_dtype_to_tensor_dtype(data.dtype)
-    node = helper.make_node(op_type, ["data", "indices"], ["output"], name=op_type.lower(), **attributes)
-    graph = helper.make_graph(
-        [node], "bench",
-        [helper.make_tensor_value_info("data", data_type, list(data.shape)),
-         helper.make_tensor_value_info("indices", helper.np_dtype_to_tensor_dtype(indices.dtype), list(indices.shape))],
-        [helper.make_tensor_value_info("output", data_type, None)])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=IR_VERSION)
+    return single_gather_model(op_type, data_type or tensor_type_of(data), tensor_type_of(indices), list(data.shape),
+                               list(indices.shape), **attributes)
 
 
 def _aligned_call(model: ModelProto, data, indices):
     """The gather_multiaxis call (on aligned views) that the rewrite of the model's one gather makes,
     as the rewriter's own rule decides it."""
-    from .graphs.rules import RULES, TensorInfo
-    from .ops import gather_multiaxis
-
     node = model.graph.node[0]
     data_info, indices_info = (TensorInfo(value.type.tensor_type.elem_type, array.shape)
                                for value, array in zip(model.graph.input, (data, indices)))
@@ -124,8 +117,6 @@ def _aligned_call(model: ModelProto, data, indices):
 
 
 def workloads(quick: bool, seed: int = 0) -> list[Workload]:
-    from .ops import gather_multiaxis
-
     rng = np.random.default_rng(seed)
     s = (lambda full, small: small if quick else full)
     items = []
@@ -181,8 +172,6 @@ def workloads(quick: bool, seed: int = 0) -> list[Workload]:
 def _multiaxis_workload(rng, s) -> Workload:
     """(x, y) points read from NHWC images with axes [2, 1]: non-contiguous, swapped coordinates.
     The builtin baseline is GatherND with batch_dims=1 on (y, x) pairs."""
-    from .ops import DOMAIN, OP_TYPE, gather_multiaxis
-
     images = rng.standard_normal(s((8, 256, 256, 16), (2, 32, 32, 8))).astype(np.float32)
     points = s(8192, 512)
     xy = np.stack([rng.integers(0, images.shape[2], (images.shape[0], points)),
@@ -222,12 +211,10 @@ def _ratio(a: Timing | None, b: Timing | None) -> float | None:
     return None if a is None or b is None or b.median_ms == 0 else a.median_ms / b.median_ms
 
 
-def run_bench(quick: bool, repeats: int, reference_cap_s: float, progress=None) -> list[Result]:
-    from onnx.reference import ReferenceEvaluator
-
-    from .check import make_session
-    from .graphs import rewrite_model
-
+def run_bench(quick: bool = False, repeats: int | None = None, reference_cap_s: float = 30.0,
+              progress: Callable[[str], None] | None = None) -> list[Result]:
+    """Time every workload (see the module docstring); ``repeats`` defaults to 15 (quick: 5)."""
+    repeats = repeats or (5 if quick else 15)
     results = []
     for workload in workloads(quick):
         if progress:
@@ -316,7 +303,8 @@ def summary_table(results: list[Result]) -> str:
     return "\n".join(rows)
 
 
-def _plot(results: list[Result], path: Path) -> None:
+def plot(results: list[Result], path: str | Path) -> None:
+    """Draw the ratios as a bar chart (needs matplotlib, the ``bench`` extra)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -341,33 +329,3 @@ def _plot(results: list[Result], path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
-
-
-def run_bench_command(args) -> int:
-    from .cli import CommandError, write_text_atomic
-
-    if args.plot and importlib.util.find_spec("matplotlib") is None:
-        raise CommandError("--plot needs matplotlib: pip install -e '.[bench]'")
-    progress = (lambda name: print(f"... {name}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
-    results = run_bench(args.quick, args.repeats or (5 if args.quick else 15), args.reference_cap, progress)
-    print(format_report(results))
-    if args.json:
-        write_text_atomic(Path(args.json), json.dumps([asdict(r) for r in results], indent=2) + "\n", overwrite=True)
-    if args.plot:
-        _plot(results, Path(args.plot))
-        print(f"wrote {args.plot}")
-    return 0
-
-
-def add_bench_command(commands) -> None:
-    bench = commands.add_parser(
-        "bench", help="time GatherMultiaxis against ORT builtin, NumPy and the ONNX reference evaluator",
-        description="Times every workload in one process on the same arrays and prints medians, spreads and "
-                    "ratios (no absolute targets: the machine is shared).")
-    bench.add_argument("--quick", action="store_true", help="small workloads (about 50k output elements)")
-    bench.add_argument("--repeats", type=int, default=0, help="timed runs per measurement (default 15, quick 5)")
-    bench.add_argument("--reference-cap", type=float, default=30.0, metavar="SECONDS",
-                       help="time cap for the onnx reference evaluator (default 30 s)")
-    bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    bench.add_argument("--plot", metavar="FILE.png", help="draw the ratios as a bar chart (needs matplotlib)")
-    bench.set_defaults(run=run_bench_command)

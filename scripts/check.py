@@ -1,219 +1,79 @@
-"""``gathermultiaxis check``: rewritten models against ORT's builtin gathers, on real test suites.
+"""The conformance runner: rewritten models against ORT's builtin gathers, bit for bit.
 
-For every model: rewrite it, run the original on plain ORT and the rewrite with ``session_options()``
-on the same inputs, and compare bit for bit (dtype, shape, values, NaN positions). When the builtin run
-raises, the rewritten one must raise too. Models plain ORT cannot load or run are "not runnable".
+For every case: rewrite the model, run the original on plain ORT and the rewrite with the
+GatherMultiaxis op on the same inputs, and compare every output (dtype, shape, bytes: NaN payloads
+and the sign of zero count). Each case runs in a child process (``isolation.Worker``) with a timeout,
+so that a crash or a hang is that case's verdict and the run goes on.
 
-Both sessions run with graph optimizations off: with them on, ORT constant-folds shape arithmetic
-that passes through a builtin Gather but not through a custom op, and the differently folded float
-arithmetic can differ in the last bit although every gathered value is the same.
+Verdicts (``VERDICTS``):
+
+* ``passed``: compared on at least one data set, and bit-identical on every one;
+* ``failed``: an output differs, only one side raised, the rewrite could not be made or loaded, or
+  the rewrite crashed or hung;
+* ``not compared``: no data set could be compared: every one raised on both sides (inputs the
+  original model refuses), or none could be made (a sequence input, an input too large to generate);
+* ``not runnable``: ORT cannot load or run the original model (its reason is kept);
+* ``builtin wrong``: builtin and rewrite differ, and ONNX's reference evaluator agrees with the
+  rewrite bit for bit (ORT's own kernel is wrong, e.g. its string Gather).
+
+``run(sources, ...) -> Report``; ``Report.exit_status()`` maps the verdicts to the command's exit
+status (see ``gathermultiaxis.cli``).
 """
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterable, Union
 
 import numpy as np
-import onnx
-from onnx import ModelProto, TensorProto, helper, numpy_helper
+from onnx import ModelProto
 
-from .graphs import GATHER_OPS, holds_gather
+from . import fuzz
+from .cases import (SYMBOLIC_SIZES, CannotGenerate, CheckCase, DataSet, FileSource, InputOptions,
+                    generated_inputs, has_symbolic_dims, load_case)
+from .graphs import rewrite_model
 from .graphs.io import one_line
+from .harness import bit_identical, difference, make_session, versions
+from .isolation import Outcome, Worker, report_phase
 
-
-@dataclass
-class CheckCase:
-    name: str
-    model: ModelProto
-    data_sets: list[tuple[dict[str, np.ndarray], list[np.ndarray] | None]]  # (inputs, expected outputs)
-    source: str = ""
+VERDICTS = ("passed", "failed", "not compared", "not runnable", "builtin wrong")
+DEFAULT_TIMEOUT_S = 600.0
 
 
 @dataclass
 class CheckResult:
     name: str
-    verdict: str  # "passed", "failed", "not runnable"
+    verdict: str
     rewritten: int = 0
     left: int = 0
     detail: str = ""
     expected: str = ""  # agreement with the expected outputs: exact / close / differs / "" (none given)
+    compared: int = 0  # data sets compared (both sides ran, or both raised on inputs made to raise)
+    both_raised: int = 0  # data sets on which both sides raised (not a comparison, unless made to raise)
     builtin_ms: float = 0.0
     rewritten_ms: float = 0.0
     left_reasons: list[str] = field(default_factory=list)
-    both_raised: int = 0  # data sets on which builtin and rewrite both raised (a pass, counted apart)
+    source: str = ""
 
 
-# -- finding cases -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FuzzSeed:
+    """Fuzz case ``seed`` (``fuzz.fuzz_case``); a failing one is saved under ``save_dir``."""
 
-def default_suite() -> list[CheckCase]:
-    """ONNX's own node test cases holding a gather anywhere, plus the bundled example model."""
-    import warnings
+    seed: int
+    save_dir: str | None = None
 
-    from onnx.backend.test.case.node import collect_testcases
-
-    from .examples import EXAMPLE_PATH, example_inputs
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        testcases = collect_testcases()
-    cases = []
-    for testcase in testcases:
-        if testcase.model is None or not holds_gather(testcase.model):
-            continue
-        data_sets = []
-        for inputs, outputs in testcase.data_sets:
-            names = [value.name for value in testcase.model.graph.input]
-            data_sets.append((dict(zip(names, inputs)), list(outputs)))
-        cases.append(CheckCase(testcase.name, testcase.model, data_sets, "onnx node tests"))
-    example = onnx.load_model(str(EXAMPLE_PATH))
-    cases.append(CheckCase("bundled example", example, [(example_inputs(seed=s), None) for s in range(2)],
-                           str(EXAMPLE_PATH)))
-    return cases
+    @property
+    def name(self) -> str:
+        return f"fuzz seed {self.seed}"
 
 
-def _read_tensor(path: Path) -> np.ndarray:
-    tensor = TensorProto()
-    tensor.ParseFromString(path.read_bytes())
-    return numpy_helper.to_array(tensor)
+Source = Union[CheckCase, FileSource, FuzzSeed]
 
 
-def _backend_folder_case(folder: Path) -> CheckCase:
-    model = onnx.load_model(str(folder / "model.onnx"))
-    names = [value.name for value in model.graph.input
-             if value.name not in {init.name for init in model.graph.initializer}]
-    data_sets = []
-    for data_dir in sorted(folder.glob("test_data_set_*")):
-        inputs = [_read_tensor(p) for p in sorted(data_dir.glob("input_*.pb"), key=lambda p: int(p.stem.split("_")[1]))]
-        outputs = [_read_tensor(p) for p in sorted(data_dir.glob("output_*.pb"), key=lambda p: int(p.stem.split("_")[1]))]
-        data_sets.append((dict(zip(names, inputs)), outputs or None))
-    return CheckCase(folder.name, model, data_sets, str(folder))
-
-
-def cases_from_paths(paths: list[str]) -> Iterator[CheckCase | CheckResult]:
-    """Cases from .onnx files, backend-test folders, or folders holding many of either."""
-    for raw in paths:
-        path = Path(raw)
-        if path.is_file():
-            yield _file_case(path)
-        elif (path / "model.onnx").is_file():
-            yield _guarded_case(path, _backend_folder_case)
-        elif path.is_dir():
-            found = False
-            for child in sorted(path.rglob("*.onnx")):
-                found = True
-                if child.name == "model.onnx" and any(child.parent.glob("test_data_set_*")):
-                    yield _guarded_case(child.parent, _backend_folder_case)
-                elif not (child.name == "model.onnx" and any(child.parent.glob("test_data_set_*"))):
-                    yield _file_case(child)
-            if not found:
-                yield CheckResult(str(path), "failed", detail="no .onnx file in this folder")
-        else:
-            yield CheckResult(str(path), "failed", detail="no such file or folder")
-
-
-def _guarded_case(path: Path, make) -> CheckCase | CheckResult:
-    try:
-        return make(path)
-    except Exception as error:  # noqa: BLE001
-        return CheckResult(str(path), "failed", detail=f"cannot read: {one_line(error)}")
-
-
-def _file_case(path: Path) -> CheckCase | CheckResult:
-    return _guarded_case(path, lambda p: CheckCase(str(p), onnx.load_model(str(p)), [], str(p)))
-
-
-# -- generated inputs ----------------------------------------------------------------------------
-
-def _index_bounds(model: ModelProto, symbolic_size: int) -> dict[str, int]:
-    """For graph inputs used directly as gather indices: the size of the axis they index (symbolic
-    dims count as ``symbolic_size``, the size generated inputs give them)."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001
-        inferred = model
-    shapes = {}
-    for value in (*inferred.graph.input, *inferred.graph.value_info):
-        dims = value.type.tensor_type.shape.dim
-        shapes[value.name] = [d.dim_value if d.HasField("dim_value") else symbolic_size for d in dims]
-    for init in inferred.graph.initializer:
-        shapes[init.name] = list(init.dims)
-    bounds = {}
-    for node in inferred.graph.node:
-        if node.op_type not in GATHER_OPS or len(node.input) < 2:
-            continue
-        data_shape = shapes.get(node.input[0])
-        if not data_shape:
-            continue
-        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        if node.op_type == "GatherND":
-            batch_dims = attributes.get("batch_dims", 0)
-            size = min(data_shape[batch_dims:], default=None)  # every coordinate fits every indexed dim
-        else:
-            axis = attributes.get("axis", 0)
-            size = data_shape[axis] if -len(data_shape) <= axis < len(data_shape) else None
-        if size:
-            bounds[node.input[1]] = min(size, bounds.get(node.input[1], size))
-    return bounds
-
-
-def generated_inputs(model: ModelProto, seed: int = 0, symbolic_size: int = 3) -> dict[str, np.ndarray]:
-    """Seeded inputs for a model without test data; index inputs of gathers stay in range."""
-    rng = np.random.default_rng(seed)
-    initializers = {init.name for init in model.graph.initializer}
-    bounds = _index_bounds(model, symbolic_size)
-    feeds = {}
-    for value in model.graph.input:
-        if value.name in initializers:
-            continue
-        tensor_type = value.type.tensor_type
-        shape = [d.dim_value if d.HasField("dim_value") else symbolic_size for d in tensor_type.shape.dim]
-        dtype = np.dtype(object) if tensor_type.elem_type == TensorProto.STRING else \
-            helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)
-        if value.name in bounds:
-            values = rng.integers(-bounds[value.name], bounds[value.name], shape)
-        elif dtype == object:
-            values = rng.integers(0, 100, shape).astype(str)
-        elif dtype == bool:
-            values = rng.random(shape) < 0.5
-        elif dtype.kind in "iu":
-            values = rng.integers(0, 2, shape)
-        else:
-            values = rng.standard_normal(shape)
-        feeds[value.name] = np.asarray(values).astype(dtype)  # a 0-d array, never a NumPy scalar, for rank 0
-    return feeds
-
-
-# -- running -------------------------------------------------------------------------------------
-
-def make_session(model: ModelProto, custom: bool, optimized: bool = False):
-    """A CPU session of ``model``, with the GatherMultiaxis library when ``custom``. Comparisons run with
-    graph optimizations off (see the module docstring); timings with ORT's defaults."""
-    import onnxruntime as ort
-
-    from .ops import session_options
-
-    options = ort.SessionOptions()
-    if not optimized:
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 4  # runs expected to fail would otherwise log errors to stderr
-    if custom:
-        options = session_options(options)
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-
-
-def bit_identical(a, b) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    if a.dtype == object:
-        return a.tolist() == b.tolist()
-    return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
-
+# -- one case (in the child process) -------------------------------------------------------------
 
 def _agreement(outputs: list[np.ndarray], expected: list[np.ndarray]) -> str:
     if all(bit_identical(o, e) for o, e in zip(outputs, expected)):
@@ -233,7 +93,7 @@ def _agreement(outputs: list[np.ndarray], expected: list[np.ndarray]) -> str:
 def _reference_sides_with_rewrite(model: ModelProto, feeds, got, differing: list[int]) -> bool:
     """Whether onnx's reference evaluator gives exactly the rewrite's values where builtin and rewrite
     differ (a builtin kernel bug). Any failure of the evaluator counts as no."""
-    from onnx.reference import ReferenceEvaluator
+    from onnx.reference import ReferenceEvaluator  # slow to import; needed only when sides differ
 
     try:
         reference = ReferenceEvaluator(model).run(None, feeds)
@@ -250,146 +110,236 @@ def _timed_run(sess, feeds) -> tuple[list | None, BaseException | None, float]:
         return None, error, (time.perf_counter() - start) * 1e3
 
 
-def check_case(case: CheckCase, seed: int = 0) -> CheckResult:
-    from .graphs import rewrite_model
+class _Comparison:
+    """Runs data sets on both sessions and keeps the verdict."""
 
-    result = CheckResult(case.name, "passed")  # or "builtin wrong", set below, which also counts apart
+    def __init__(self, case: CheckCase, builtin, custom, result: CheckResult):
+        self.case, self.builtin, self.custom, self.result = case, builtin, custom, result
+        self.agreements: list[str] = []
+
+    def run_builtin(self, number: int, data_set: DataSet):
+        report_phase(f"running the original model on ORT (data set {number})")
+        want, error, elapsed = _timed_run(self.builtin, data_set.feeds)
+        self.result.builtin_ms += elapsed
+        return want, error
+
+    def compare(self, number: int, data_set: DataSet, want, want_error) -> bool:
+        """Compare one data set; returns False when the case has failed (stop)."""
+        result, where = self.result, f"data set {number}: "
+        report_phase(f"running the rewritten model (data set {number})")
+        got, got_error, elapsed = _timed_run(self.custom, data_set.feeds)
+        result.rewritten_ms += elapsed
+        if want_error is not None:
+            if got_error is None:
+                result.verdict = "failed"
+                result.detail = where + f"builtin raised ({one_line(want_error)}) but the rewrite did not"
+                return False
+            result.both_raised += 1
+            result.compared += data_set.raising_compares
+            result.detail = f"both raise: builtin {one_line(want_error)} | rewrite {one_line(got_error)}"
+            return True
+        if got_error is not None:
+            result.verdict, result.detail = "failed", where + f"the rewrite raised: {one_line(got_error)}"
+            return False
+        differing = [i for i, (g, w) in enumerate(zip(got, want)) if not bit_identical(g, w)]
+        if differing:
+            detail = where + f"output {differing[0]}: rewritten vs builtin {difference(got[differing[0]], want[differing[0]])}"
+            report_phase("asking ONNX's reference evaluator")
+            if _reference_sides_with_rewrite(self.case.model, data_set.feeds, got, differing):
+                result.verdict = "builtin wrong"
+                result.detail = detail + "; the ONNX reference evaluator agrees with the rewrite"
+                result.compared += 1
+                return True
+            result.verdict, result.detail = "failed", detail
+            return False
+        result.compared += 1
+        if data_set.expected is not None:
+            self.agreements.append(_agreement(got, data_set.expected))
+        return True
+
+
+def _generated_data_sets(case: CheckCase, options: InputOptions) -> Iterable[tuple[DataSet, bool]]:
+    """Generated inputs, one symbolic size after another while the original refuses them; yields
+    (data set, last attempt)."""
+    sizes = SYMBOLIC_SIZES if has_symbolic_dims(case.model, options.shapes) else SYMBOLIC_SIZES[:1]
+    for number, size in enumerate(sizes):
+        feeds = generated_inputs(case.model, options.seed, size, options.shapes)
+        yield DataSet(feeds), number == len(sizes) - 1
+
+
+def check_case(case: CheckCase, options: InputOptions = InputOptions()) -> CheckResult:
+    """The verdict on one case (see the module docstring)."""
+    result = CheckResult(case.name, "passed", source=case.source)
+    report_phase("rewriting")
     try:
         rewritten, report = rewrite_model(case.model)
     except Exception as error:  # noqa: BLE001
-        return CheckResult(case.name, "failed", detail=f"rewrite raised: {one_line(error)}")
+        return CheckResult(case.name, "failed", detail=f"rewrite raised: {one_line(error)}", source=case.source)
     result.rewritten, result.left = report.rewritten, report.left
     result.left_reasons = [f"{o.op_type} {o.node!r}: {o.reason}" for o in report.outcomes if not o.rewritten]
+    report_phase("loading the original model on ORT")
     try:
         builtin = make_session(case.model, custom=False)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "not runnable", one_line(error)
         return result
+    report_phase("loading the rewritten model")
     try:
         custom = make_session(rewritten, custom=True)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "failed", f"the rewritten model does not load: {one_line(error)}"
         return result
-    data_sets = case.data_sets or [(generated_inputs(case.model, seed), None)]
-    agreements = []
-    for number, (feeds, expected) in enumerate(data_sets):
-        want, want_error, builtin_ms = _timed_run(builtin, feeds)
-        got, got_error, rewritten_ms = _timed_run(custom, feeds)
-        result.builtin_ms += builtin_ms
-        result.rewritten_ms += rewritten_ms
-        where = f"data set {number}: "
-        if want_error is not None:
-            if got_error is None:
-                result.verdict = "failed"
-                result.detail = where + f"builtin raised ({one_line(want_error)}) but the rewrite did not"
-                return result
-            result.both_raised += 1
-            result.detail = f"both raise: builtin {one_line(want_error)} | rewrite {one_line(got_error)}"
-            continue
-        if got_error is not None:
-            result.verdict, result.detail = "failed", where + f"the rewrite raised: {one_line(got_error)}"
-            return result
-        differing = [i for i, (g, w) in enumerate(zip(got, want)) if not bit_identical(g, w)]
-        if differing:
-            index = differing[0]
-            g, w = np.asarray(got[index]), np.asarray(want[index])
-            detail = (f"output {index} differs: rewritten {g.dtype}{list(g.shape)} vs builtin "
-                      f"{w.dtype}{list(w.shape)}")
-            if _reference_sides_with_rewrite(case.model, feeds, got, differing):
-                result.verdict = "builtin wrong"
-                result.detail = where + detail + "; the ONNX reference evaluator agrees with the rewrite"
-                continue
-            result.verdict, result.detail = "failed", where + detail
-            return result
-        if expected is not None:
-            agreements.append(_agreement(got, expected))
-    if agreements:
-        result.expected = min(agreements, key=["differs", "close", "exact"].index)
+    comparison = _Comparison(case, builtin, custom, result)
+    given = case.data_sets or list(options.loaded)
+    try:
+        if given:
+            for number, data_set in enumerate(given):
+                if not comparison.compare(number, data_set, *comparison.run_builtin(number, data_set)):
+                    return result
+        else:
+            first_refused = None
+            for data_set, last in _generated_data_sets(case, options):
+                want, want_error = comparison.run_builtin(0, data_set)
+                if want_error is None:
+                    if not comparison.compare(0, data_set, want, None):
+                        return result
+                    break
+                first_refused = first_refused or (data_set, want_error)
+                if last and not comparison.compare(0, first_refused[0], None, first_refused[1]):
+                    return result
+    except CannotGenerate as reason:
+        result.verdict, result.detail = "not compared", str(reason)
+        return result
+    if comparison.agreements:
+        result.expected = min(comparison.agreements, key=["differs", "close", "exact"].index)
+    if result.compared == 0 and result.verdict == "passed":
+        result.verdict = "not compared"
+        result.detail = ("every data set raised on both sides, so nothing was compared (" + result.detail +
+                         "); give inputs the model accepts with --input-shapes or --load-inputs")
     return result
 
 
-# -- reporting -----------------------------------------------------------------------------------
+def _check_source(task: tuple[Source, InputOptions]) -> CheckResult:
+    """The child process's task: read the source, then check it."""
+    source, options = task
+    if isinstance(source, FuzzSeed):
+        case = fuzz.fuzz_case(source.seed)
+        result = check_case(case, options)
+        if result.verdict == "failed":
+            folder = fuzz.save_reproducer(case, source.save_dir, source.seed)
+            result.detail += (f" (replay: gathermultiaxis check --fuzz 1 --seed {source.seed}; "
+                              f"reproducer: {folder})")
+        return result
+    if isinstance(source, FileSource):
+        report_phase("reading the model")
+        try:
+            case = load_case(source)
+        except Exception as error:  # noqa: BLE001 - protobuf raises several types for garbage
+            return CheckResult(source.name, "not runnable", detail=f"cannot read: {one_line(error)}",
+                               source=source.path)
+        return check_case(case, options)
+    return check_case(source, options)
 
-VERDICTS = ("passed", "failed", "not runnable", "builtin wrong")
+
+# -- the run -------------------------------------------------------------------------------------
+
+@dataclass
+class Report:
+    results: list[CheckResult] = field(default_factory=list)
+    interrupted: bool = False
+    command: list[str] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=versions)
+
+    def counts(self) -> dict[str, int]:
+        return {verdict: sum(r.verdict == verdict for r in self.results) for verdict in VERDICTS}
+
+    def summary_line(self) -> str:
+        counts = self.counts()
+        line = ", ".join(f"{counts[v]} {v}" for v in VERDICTS)
+        if self.interrupted:
+            line += " (interrupted)"
+        return line
+
+    def exit_status(self, allowed: Iterable[str] = ()) -> int:
+        """0 when every case passed (or found ORT wrong); 1 on any failure; 3 on any case not compared
+        or not runnable, unless that verdict is ``allowed``; 130 when interrupted."""
+        if self.interrupted:
+            return 130
+        counts = self.counts()
+        if counts["failed"]:
+            return 1
+        if any(counts[v] for v in ("not compared", "not runnable") if v not in set(allowed)):
+            return 3
+        return 0
+
+    def as_dict(self) -> dict:
+        return {"summary": self.summary_line(), "counts": self.counts(), "interrupted": self.interrupted,
+                "command": self.command, "versions": self.versions,
+                "results": [asdict(r) for r in self.results]}
 
 
-def summary_line(results: list[CheckResult]) -> str:
-    counts = {verdict: sum(r.verdict == verdict for r in results) for verdict in VERDICTS}
-    line = f"{counts['passed']} passed, {counts['failed']} failed, {counts['not runnable']} not runnable"
-    if counts["builtin wrong"]:
-        line += f", {counts['builtin wrong']} where ORT's builtin kernel is wrong (the rewrite matches the ONNX reference)"
-    raising = sum(r.both_raised > 0 for r in results if r.verdict == "passed")
-    if raising:
-        line += f"\n({raising} of the passes include a data set on which builtin and rewrite both raise)"
-    return line
+def _isolated_failure(source: Source, outcome) -> CheckResult:
+    """The verdict when the child crashed, hung or raised: blamed on the side it was running."""
+    on_original = "original" in outcome.phase or "reading" in outcome.phase
+    verdict = "not runnable" if on_original else "failed"
+    what = {"crashed": "crashed", "timed out": "hung", "raised": "raised"}[outcome.status]
+    detail = f"the check {what} while {outcome.phase or 'starting'}: {outcome.detail}"
+    return CheckResult(source.name, verdict, detail=detail, source=getattr(source, "source", "") or getattr(source, "path", ""))
+
+
+class _InProcess:
+    """Runs tasks in this process (``run(..., isolate=False)``): no protection from crashes or hangs."""
+
+    def run(self, function, argument, timeout):
+        return Outcome(function(argument))
+
+    def kill(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), timeout: float = DEFAULT_TIMEOUT_S,
+        fail_fast: bool = False, on_result: Callable[[CheckResult], None] | None = None,
+        command: list[str] | None = None, isolate: bool = True) -> Report:
+    """Check every source, each in a child process with ``timeout`` seconds (``isolate=False``: in this
+    process, without timeout). Ctrl-C (KeyboardInterrupt) ends the run early: the report holds what
+    ran and says it was interrupted."""
+    report = Report(command=list(command or []))
+    with (Worker() if isolate else _InProcess()) as worker:
+        try:
+            for source in sources:
+                outcome = worker.run(_check_source, (source, options), timeout)
+                result = outcome.value if outcome.status == "done" else _isolated_failure(source, outcome)
+                report.results.append(result)
+                if on_result is not None:
+                    on_result(result)
+                if fail_fast and result.verdict == "failed":
+                    break
+        except KeyboardInterrupt:
+            worker.kill()
+            report.interrupted = True
+    return report
+
+
+def fuzz_sources(count: int, seed: int, save_dir: str | Path | None = None) -> list[FuzzSeed]:
+    """Fuzz cases ``seed`` to ``seed + count - 1``; failing ones are saved under ``save_dir`` (default:
+    a new temporary folder)."""
+    return [FuzzSeed(seed + offset, str(save_dir) if save_dir else None) for offset in range(count)]
 
 
 def format_table(results: list[CheckResult]) -> str:
     width = max([len(r.name) for r in results] + [5])
-    lines = [f"{'model':<{width}}  {'rewritten':>9} {'left':>4}  {'verdict':<12} {'expected':<8} "
+    lines = [f"{'model':<{width}}  {'rewritten':>9} {'left':>4}  {'verdict':<13} {'expected':<8} "
              f"{'builtin ms':>10} {'rewritten ms':>12}"]
     for r in results:
-        lines.append(f"{r.name:<{width}}  {r.rewritten:>9} {r.left:>4}  {r.verdict:<12} {r.expected or '-':<8} "
+        lines.append(f"{r.name:<{width}}  {r.rewritten:>9} {r.left:>4}  {r.verdict:<13} {r.expected or '-':<8} "
                      f"{r.builtin_ms:>10.2f} {r.rewritten_ms:>12.2f}")
-        if r.verdict != "passed" and r.detail:  # failures, not-runnable reasons, builtin bugs
+        if r.verdict != "passed" and r.detail:  # failures, reasons, builtin bugs
             lines.append(f"{'':<{width}}    {r.detail}")
         lines.extend(f"{'':<{width}}    left {reason}" for reason in r.left_reasons)
     return "\n".join(lines)
-
-
-class _Progress:
-    def __init__(self, total: int | None, enabled: bool):
-        self.total, self.enabled, self.done = total, enabled, 0
-
-    def step(self, name: str) -> None:
-        self.done += 1
-        if self.enabled:
-            of = f"/{self.total}" if self.total else ""
-            sys.stderr.write(f"\r[{self.done}{of}] {name[:60]:<60}")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled and self.done:
-            sys.stderr.write("\r" + " " * 80 + "\r")
-
-
-def run_check(args) -> int:
-    from .cli import write_text_atomic
-    from .fuzz import fuzz_results
-
-    if args.fuzz:
-        results = fuzz_results(args.fuzz, args.seed, Path(args.save_dir) if args.save_dir else None,
-                               progress=_Progress(args.fuzz, sys.stdout.isatty() and args.fuzz > 20))
-    else:
-        items = list(cases_from_paths(args.paths)) if args.paths else default_suite()
-        progress = _Progress(len(items), sys.stdout.isatty() and len(items) > 5)
-        results = []
-        for item in items:
-            results.append(item if isinstance(item, CheckResult) else check_case(item, args.seed))
-            progress.step(results[-1].name)
-        progress.close()
-    if not args.quiet or any(r.verdict == "failed" for r in results):
-        shown = results if not args.quiet else [r for r in results if r.verdict == "failed"]
-        print(format_table(shown))
-    line = summary_line(results)
-    print(line)
-    if args.json:
-        payload = {"summary": line, "results": [asdict(r) for r in results]}
-        write_text_atomic(Path(args.json), json.dumps(payload, indent=2) + "\n", overwrite=True)
-    return 1 if any(r.verdict == "failed" for r in results) else 0
-
-
-def add_check_command(commands) -> None:
-    check = commands.add_parser(
-        "check", help="compare rewritten models with ORT's builtin gathers",
-        description="Rewrite each model, run original (plain ORT) and rewrite (GatherMultiaxis) on the same "
-                    "inputs and compare bit for bit. With no PATH: ONNX's own node tests that hold a gather, "
-                    "plus the bundled example. Exit status 1 on any mismatch.")
-    check.add_argument("paths", nargs="*", metavar="PATH",
-                       help="an .onnx file, a backend-test folder (model.onnx + test_data_set_*), or a folder of them")
-    check.add_argument("--fuzz", type=int, default=0, metavar="N", help="check N random single-node models instead")
-    check.add_argument("--seed", type=int, default=0, help="seed of generated inputs and fuzz cases")
-    check.add_argument("--save-dir", metavar="DIR", help="where --fuzz saves reproducers of failures (default: a temp dir)")
-    check.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    check.add_argument("-q", "--quiet", action="store_true", help="print only failures and the summary")
-    check.set_defaults(run=run_check)

@@ -1,7 +1,14 @@
 """The ``gathermultiaxis`` command line: ``rewrite``, ``check``, ``bench``, ``example``.
 
-Exit status: 0 on success, 1 when ``check`` finds a mismatch, 2 on bad input (unreadable or invalid
-model, unwritable output), with one line on stderr naming the file and nothing written.
+This module owns argument parsing and printing; the work is done by library functions
+(``graphs.rewrite_model``, ``check.run``, ``bench.run_bench``) that Python callers use directly.
+
+Exit status:
+  0    success (check: every case passed, or found ORT's builtin kernel wrong)
+  1    check: a case failed (outputs differ, only one side raised, the rewrite crashed or hung)
+  2    bad input: a path, file or option the command cannot use; one line on stderr, before any work
+  3    check: a case was not compared or not runnable (see --allow)
+  130  interrupted (Ctrl-C): check prints the summary of what ran and writes the partial JSON report
 """
 
 from __future__ import annotations
@@ -9,45 +16,71 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
+from dataclasses import asdict
 from pathlib import Path
 
-from . import __version__
+import onnx
+
+from . import __version__, bench, check
+from .cases import BadInput, InputOptions, default_suite, find_sources, load_inputs, parse_input_shapes
+from .examples import EXAMPLE_PATH
+from .graphs import GATHER_OPS, rewrite_model
+from .graphs.io import ModelFileError, check_target, load_model, save_model, write_bytes_atomic
 
 
 class CommandError(Exception):
     """One line for the user; exit status 2."""
 
 
-def write_text_atomic(path: Path, text: str, overwrite: bool) -> None:
-    write_file_atomic(path, text.encode(), overwrite)
+class Output:
+    """Where a command prints: results on stdout; progress on stderr (a live line on a terminal, a
+    line every ``period`` seconds otherwise); ``-q`` keeps only failures and the summary, ``-v`` adds
+    a line per case."""
+
+    def __init__(self, verbosity: int, period: float = 30.0):
+        self.verbosity, self.period = verbosity, period
+        self.live = sys.stderr.isatty()
+        self._last = time.monotonic()
+        self._shown = False
+
+    def progress(self, done: int, total: int | None, text: str) -> None:
+        if self.verbosity < 0:
+            return
+        of = f"/{total}" if total else ""
+        if self.live:
+            sys.stderr.write(f"\r[{done}{of}] {text[:70]:<70}")
+            sys.stderr.flush()
+            self._shown = True
+        elif time.monotonic() - self._last >= self.period or (total and done == total and done > 1):
+            self._last = time.monotonic()
+            print(f"[{done}{of}] {text}", file=sys.stderr, flush=True)
+
+    def end_progress(self) -> None:
+        if self._shown:
+            sys.stderr.write("\r" + " " * 80 + "\r")
+            sys.stderr.flush()
+            self._shown = False
 
 
-def write_file_atomic(path: Path, content: bytes, overwrite: bool) -> None:
-    """Write ``content`` to ``path`` through a temporary folder beside it (see graphs.io)."""
-    from .graphs.io import ModelFileError, write_bytes_atomic
+def _writable(path: str | None, force: bool) -> None:
+    if path:
+        try:
+            check_target(path, overwrite=force)
+        except ModelFileError as error:
+            raise CommandError(str(error)) from None
 
+
+def _write_json(path: str, payload, force: bool) -> None:
     try:
-        write_bytes_atomic(path, content, overwrite)
+        write_bytes_atomic(Path(path), (json.dumps(payload, indent=2) + "\n").encode(), overwrite=force)
     except ModelFileError as error:
         raise CommandError(str(error)) from None
 
 
-def _op_list(text: str) -> list[str]:
-    from .graphs import GATHER_OPS
-
-    ops = [op.strip() for op in text.split(",") if op.strip()]
-    unknown = [op for op in ops if op not in GATHER_OPS]
-    if unknown or not ops:
-        raise argparse.ArgumentTypeError(f"choose from {','.join(GATHER_OPS)} (got {text!r})")
-    return ops
-
+# -- rewrite -------------------------------------------------------------------------------------
 
 def run_rewrite(args) -> int:
-    import onnx
-
-    from .graphs import GATHER_OPS, rewrite_model
-    from .graphs.io import ModelFileError, load_model, save_model
-
     source = Path(args.model)
     if args.in_place:
         if args.output is not None:
@@ -59,8 +92,7 @@ def run_rewrite(args) -> int:
         target = Path(args.output)
         if target.resolve() == source.resolve():
             raise CommandError(f"{target}: the output is the input file; pass --in-place to replace it")
-    if args.json and Path(args.json).exists() and not args.force:
-        raise CommandError(f"{args.json}: already exists (pass --force to overwrite it)")
+    _writable(args.json, args.force)
     try:
         model, external = load_model(source)
         rewritten, report = rewrite_model(model, args.ops or GATHER_OPS)
@@ -71,52 +103,204 @@ def run_rewrite(args) -> int:
         save_model(rewritten, target, external_data=external, overwrite=args.force or args.in_place)
     except ModelFileError as error:
         raise CommandError(str(error)) from None
-    print(report.table())
+    if args.verbose >= 0:
+        print(report.table())
     print(f"wrote {target}")
     if args.json:
-        write_text_atomic(Path(args.json), json.dumps(report.as_dict(), indent=2) + "\n", overwrite=True)
+        _write_json(args.json, report.as_dict(), force=True)  # checked before the work
+    return 0
+
+
+def _op_list(text: str) -> list[str]:
+    ops = [op.strip() for op in text.split(",") if op.strip()]
+    unknown = [op for op in ops if op not in GATHER_OPS]
+    if unknown or not ops:
+        raise argparse.ArgumentTypeError(f"choose from {','.join(GATHER_OPS)} (got {text!r})")
+    return ops
+
+
+# -- check ---------------------------------------------------------------------------------------
+
+def _check_sources(args) -> tuple[list, set[str]]:
+    """The cases to check, and the verdicts that do not fail the run."""
+    allowed = set(args.allow or ())
+    if args.fuzz:
+        if args.paths:
+            raise CommandError("--fuzz checks generated models and takes no PATH; run the paths separately")
+        return check.fuzz_sources(args.fuzz, args.seed, args.save_dir), allowed
+    if args.paths:
+        return find_sources(args.paths), allowed
+    # The default suite holds ONNX node tests that ORT itself cannot run (bfloat16 attention, ...):
+    # they are listed, but do not fail the run.
+    return default_suite(), allowed | {"not runnable"}
+
+
+def run_check(args) -> int:
+    _writable(args.json, args.force)
+    if args.save_dir and not Path(args.save_dir).is_dir():
+        raise CommandError(f"--save-dir {args.save_dir}: no such folder")
+    try:
+        options = InputOptions(parse_input_shapes(args.input_shapes or []),
+                               load_inputs(args.load_inputs) if args.load_inputs else (), args.seed)
+        sources, allowed = _check_sources(args)
+    except BadInput as error:
+        raise CommandError(str(error)) from None
+    output = Output(args.verbose)
+    done = []
+
+    def on_result(result: check.CheckResult) -> None:
+        done.append(result)
+        if args.verbose > 0:
+            output.end_progress()
+            print(f"{result.verdict:<13} {result.name}" + (f"  ({result.detail})" if result.detail else ""), flush=True)
+        output.progress(len(done), len(sources), result.name)
+
+    report = check.run(sources, options=options, timeout=args.timeout, fail_fast=args.fail_fast,
+                       on_result=on_result, command=sys.argv if args.argv is None else args.argv)
+    output.end_progress()
+    shown = report.results if args.verbose >= 0 else [r for r in report.results if r.verdict == "failed"]
+    if shown:
+        print(check.format_table(shown))
+    if report.interrupted:
+        print(f"interrupted after {len(report.results)} of {len(sources)} cases", file=sys.stderr)
+    print(report.summary_line())
+    if args.json:
+        _write_json(args.json, report.as_dict(), force=True)  # checked before the work
+    return report.exit_status(allowed)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+# -- bench, example ------------------------------------------------------------------------------
+
+def run_bench(args) -> int:
+    _writable(args.json, args.force)
+    if args.plot:
+        _writable(args.plot, args.force)
+        try:
+            import matplotlib  # noqa: F401 - only to fail before a long run
+        except ImportError:
+            raise CommandError("--plot needs matplotlib: pip install 'gathermultiaxis[bench]'") from None
+    output = Output(args.verbose)
+    results = bench.run_bench(args.quick, args.repeats, args.reference_cap,
+                              progress=lambda name: output.progress(0, None, name))
+    output.end_progress()
+    print(bench.format_report(results) if args.verbose >= 0 else bench.summary_table(results))
+    if args.json:
+        _write_json(args.json, [asdict(r) for r in results], force=True)
+    if args.plot:
+        bench.plot(results, args.plot)
+        print(f"wrote {args.plot}")
     return 0
 
 
 def run_example(args) -> int:
-    from .examples import EXAMPLE_PATH
-
-    target = Path(args.output)
-    write_file_atomic(target, EXAMPLE_PATH.read_bytes(), overwrite=args.force)
-    print(f"wrote the bundled example model to {target}")
+    try:
+        write_bytes_atomic(Path(args.output), EXAMPLE_PATH.read_bytes(), overwrite=args.force)
+    except ModelFileError as error:
+        raise CommandError(str(error)) from None
+    if args.verbose >= 0:
+        print(f"wrote the bundled example model to {args.output}")
     return 0
 
 
+# -- the parser ----------------------------------------------------------------------------------
+
 def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    loudness = common.add_mutually_exclusive_group()
+    loudness.add_argument("-q", "--quiet", dest="verbose", action="store_const", const=-1, default=0,
+                          help="print less (check: only failures and the summary; no progress)")
+    loudness.add_argument("-v", "--verbose", dest="verbose", action="count", help="print more")
+
     parser = argparse.ArgumentParser(
-        prog="gathermultiaxis",
-        description="One gather operator for ONNX Runtime: rewrite models to GatherMultiaxis and check them.")
+        prog="gathermultiaxis", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="One gather operator for ONNX Runtime: rewrite models to GatherMultiaxis and check them.",
+        epilog=__doc__.split("\n\n", 2)[2])
     parser.add_argument("--version", action="version", version=f"gathermultiaxis {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     rewrite = commands.add_parser(
-        "rewrite", help="replace Gather, GatherElements and GatherND nodes by GatherMultiaxis",
+        "rewrite", parents=[common], help="replace Gather, GatherElements and GatherND nodes by GatherMultiaxis",
         description="Rewrite every Gather, GatherElements and GatherND node of a model (subgraphs and "
                     "model-local functions included) as GatherMultiaxis plus rank-alignment nodes.")
     rewrite.add_argument("model", help="the ONNX model to rewrite")
     rewrite.add_argument("-o", "--output", help="where to write the rewritten model")
     rewrite.add_argument("--in-place", action="store_true", help="replace the input file")
-    rewrite.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    rewrite.add_argument("--force", action="store_true", help="overwrite existing output files")
     rewrite.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     rewrite.add_argument("--ops", type=_op_list, default=None, metavar="OPS",
                          help="comma-separated op types to rewrite (default: Gather,GatherElements,GatherND)")
     rewrite.set_defaults(run=run_rewrite)
 
-    example = commands.add_parser("example", help="write the bundled example model to a file")
+    checker = commands.add_parser(
+        "check", parents=[common], help="compare rewritten models with ORT's builtin gathers",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Rewrite each model, run the original (plain ORT) and the rewrite (GatherMultiaxis) on the "
+                    "same inputs and compare them bit for bit, each model in a child process with a timeout. "
+                    "With no PATH: ONNX's own node tests that hold a gather, plus the bundled example.",
+        epilog="verdicts: passed, failed, not compared (every data set raised on both sides, or none could be "
+               "made), not runnable (ORT cannot run the original), builtin wrong (ONNX's reference evaluator "
+               "sides with the rewrite).\n" + __doc__.split("\n\n", 2)[2])
+    checker.add_argument("paths", nargs="*", metavar="PATH",
+                         help="an .onnx file, a backend-test folder (model.onnx + test_data_set_*), or a folder of them")
+    checker.add_argument("--fuzz", type=_positive_int, default=0, metavar="N",
+                         help="check N random single-node models instead (no PATH)")
+    checker.add_argument("--seed", type=int, default=0, help="seed of generated inputs and fuzz cases")
+    checker.add_argument("--save-dir", metavar="DIR", help="where --fuzz saves reproducers of failures (default: a temp dir)")
+    checker.add_argument("--input-shapes", nargs="+", metavar="NAME:[DIMS]",
+                         help="shapes of generated inputs, e.g. input_ids:[1,128] (symbolic dims otherwise take "
+                              "3, then 1, 8, 64, 512, 4096 while the original model refuses them)")
+    checker.add_argument("--load-inputs", metavar="FILE.npz|FOLDER",
+                         help="inputs to use for models without test data: an .npz of arrays named after the "
+                              "inputs, or a folder of .npz files or test_data_set_* folders")
+    checker.add_argument("--timeout", type=_positive_float, default=check.DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                         help=f"per model (default {check.DEFAULT_TIMEOUT_S:g} s); a model that takes longer is "
+                              "'failed' (or 'not runnable' when the original hung)")
+    checker.add_argument("--fail-fast", action="store_true", help="stop at the first failed case")
+    checker.add_argument("--allow", action="append", choices=["not compared", "not runnable"], metavar="VERDICT",
+                         help="do not fail the run (exit 3) for this verdict: 'not compared' or 'not runnable' "
+                              "(repeatable; with no PATH, 'not runnable' is allowed)")
+    checker.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    checker.add_argument("--force", action="store_true", help="overwrite an existing JSON report")
+    checker.set_defaults(run=run_check, argv=None)
+
+    bench_command = commands.add_parser(
+        "bench", parents=[common], help="time GatherMultiaxis against ORT builtin, NumPy and the ONNX reference",
+        description="Times every workload in one process on the same arrays and prints medians, spreads and "
+                    "ratios (no absolute targets: the machine is shared).")
+    bench_command.add_argument("--quick", action="store_true", help="small workloads (about 50k output elements)")
+    bench_command.add_argument("--repeats", type=_positive_int, default=None,
+                               help="timed runs per measurement (default 15, quick 5)")
+    bench_command.add_argument("--reference-cap", type=_positive_float, default=30.0, metavar="SECONDS",
+                               help="time cap for the onnx reference evaluator (default 30 s)")
+    bench_command.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    bench_command.add_argument("--plot", metavar="FILE.png", help="draw the ratios as a bar chart (needs matplotlib)")
+    bench_command.add_argument("--force", action="store_true", help="overwrite existing JSON or plot files")
+    bench_command.set_defaults(run=run_bench)
+
+    example = commands.add_parser("example", parents=[common], help="write the bundled example model to a file")
     example.add_argument("output", help="where to write it")
     example.add_argument("--force", action="store_true", help="overwrite an existing file")
     example.set_defaults(run=run_example)
-
-    from .bench import add_bench_command
-    from .check import add_check_command
-
-    add_check_command(commands)
-    add_bench_command(commands)
     return parser
 
 
@@ -126,11 +310,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    if argv is not None and "argv" in args:
+        args.argv = ["gathermultiaxis", *argv]
     try:
         return args.run(args)
     except CommandError as error:
         print(f"gathermultiaxis {args.command}: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"gathermultiaxis {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
+from .harness import IR_VERSION
+
 EXAMPLE_PATH = Path(__file__).resolve().parent / "examples" / "gathers.onnx"
-IR_VERSION = 9  # ORT 1.31 refuses anything above 13; onnx 1.23 would write 14
 OPSET = 17
 
 

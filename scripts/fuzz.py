@@ -14,9 +14,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from .check import CheckCase, CheckResult, check_case
+from .cases import CheckCase, DataSet
+from .harness import single_gather_model
 
-IR_VERSION = 8
 OPSETS = {"Gather": (7, 11, 13), "GatherElements": (11, 13), "GatherND": (11, 12, 13)}
 ELEMENT_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT8, TensorProto.INT16, TensorProto.INT32,
                  TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64,
@@ -78,14 +78,14 @@ def _random_node(rng):
     return op_type, opset, attributes, data_shape, indices.reshape(lead + [k])
 
 
-def _value_info(rng, name: str, elem_type: int, shape) -> onnx.ValueInfoProto:
+def _declared_shape(rng, name: str, shape) -> list:
+    """The shape a graph input declares: static, some dims symbolic, or the rank only."""
     mode = rng.integers(0, 3)
     if mode == 0:
-        return helper.make_tensor_value_info(name, elem_type, list(shape))
+        return list(shape)
     if mode == 1:  # some dims symbolic
-        dims = [f"{name}_d{i}" if rng.random() < 0.5 else d for i, d in enumerate(shape)]
-        return helper.make_tensor_value_info(name, elem_type, dims)
-    return helper.make_tensor_value_info(name, elem_type, [None] * len(shape))  # rank only
+        return [f"{name}_d{i}" if rng.random() < 0.5 else d for i, d in enumerate(shape)]
+    return [None] * len(shape)  # rank only
 
 
 def with_float_boundary(model: onnx.ModelProto, input_name: str, output_name: str) -> onnx.ModelProto:
@@ -114,42 +114,26 @@ def fuzz_case(seed: int) -> CheckCase:
     elem_type = int(rng.choice([t for t in ELEMENT_TYPES if t != TensorProto.BFLOAT16 or opset >= 13]))
     feeds = {"data": _data(rng, elem_type, data_shape), "indices": indices}
     index_type = helper.np_dtype_to_tensor_dtype(indices.dtype)
-    node = helper.make_node(op_type, ["data", "indices"], ["output"], name=f"fuzz_{op_type}", **attributes)
-    graph = helper.make_graph(
-        [node], "fuzz", [_value_info(rng, "data", elem_type, data_shape),
-                         _value_info(rng, "indices", index_type, indices.shape)],
-        [helper.make_tensor_value_info("output", elem_type, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_VERSION)
+    model = single_gather_model(op_type, elem_type, index_type, _declared_shape(rng, "data", data_shape),
+                                _declared_shape(rng, "indices", indices.shape), opset=opset,
+                                name=f"fuzz_{op_type}", **attributes)
     if elem_type == TensorProto.BFLOAT16:
         model = with_float_boundary(model, "data", "output")
     description = (f"seed {seed}: {op_type}-{opset} {TensorProto.DataType.Name(elem_type)} data{data_shape} "
                    f"indices{list(indices.shape)} {attributes}")
-    return CheckCase(description, model, [(feeds, None)], "fuzz")
+    # Out-of-range indices are drawn on purpose: both sides raising is then a comparison too.
+    return CheckCase(description, model, [DataSet(feeds, raising_compares=True)], "fuzz")
 
 
-def save_reproducer(case: CheckCase, folder: Path) -> Path:
+def save_reproducer(case: CheckCase, save_dir: str | Path | None, seed: int) -> Path:
+    """Save ``case`` as a backend-test folder ``seed-<seed>`` under ``save_dir`` (default: a new
+    temporary folder); ``gathermultiaxis check FOLDER`` runs it again."""
+    folder = Path(save_dir or tempfile.mkdtemp(prefix="gathermultiaxis-fuzz-")) / f"seed-{seed}"
     folder.mkdir(parents=True, exist_ok=True)
     onnx.save_model(case.model, str(folder / "model.onnx"))
     data_dir = folder / "test_data_set_0"
     data_dir.mkdir(exist_ok=True)
-    for number, (name, value) in enumerate(case.data_sets[0][0].items()):
+    for number, (name, value) in enumerate(case.data_sets[0].feeds.items()):
         (data_dir / f"input_{number}.pb").write_bytes(numpy_helper.from_array(value, name).SerializeToString())
     return folder
 
-
-def fuzz_results(count: int, seed: int, save_dir: Path | None, progress=None) -> list[CheckResult]:
-    results = []
-    for offset in range(count):
-        case_seed = seed + offset
-        case = fuzz_case(case_seed)
-        result = check_case(case)
-        if result.verdict == "failed":
-            folder = (save_dir or Path(tempfile.mkdtemp(prefix="gathermultiaxis-fuzz-"))) / f"seed-{case_seed}"
-            save_reproducer(case, folder)
-            result.detail += f" (replay: gathermultiaxis check --fuzz 1 --seed {case_seed}; reproducer: {folder})"
-        results.append(result)
-        if progress is not None:
-            progress.step(case.name)
-    if progress is not None:
-        progress.close()
-    return results

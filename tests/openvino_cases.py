@@ -74,7 +74,7 @@ def main(op, version, seed, start, count):
     import openvino as ov
     import openvino.opset8 as opset8
 
-    from gathermultiaxis.check import bit_identical
+    from gathermultiaxis.harness import bit_identical
 
     core = ov.Core()
     for number, (data, indices, build, ours, description) in enumerate(cases(op, version, seed)):

@@ -2,7 +2,7 @@
 
 from support import assert_bit_identical
 
-from gathermultiaxis.check import make_session
+from gathermultiaxis.harness import make_session
 from gathermultiaxis.graphs import rewrite_model
 
 

@@ -4,11 +4,11 @@ day the rewrite reproduces ORT there."""
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto
 from sessions import builtin_session, custom_session
-from support import make_model
 
 from gathermultiaxis.graphs import rewrite_model
+from gathermultiaxis.harness import single_gather_model
 
 DATA = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
 
@@ -21,10 +21,7 @@ def outcome(session, feeds):
 
 
 def model(op_type, data_shape, indices_shape, **attributes):
-    node = helper.make_node(op_type, ["data", "indices"], ["output"], **attributes)
-    return make_model([node], [helper.make_tensor_value_info("data", TensorProto.FLOAT, data_shape),
-                               helper.make_tensor_value_info("indices", TensorProto.INT64, indices_shape)],
-                      [helper.make_tensor_value_info("output", TensorProto.FLOAT, None)], opset=13)
+    return single_gather_model(op_type, TensorProto.FLOAT, TensorProto.INT64, data_shape, indices_shape, **attributes)
 
 
 DEVIATIONS = {

@@ -9,16 +9,15 @@ from sessions import assert_rewrite_matches, builtin_session
 
 from gathermultiaxis.fuzz import with_float_boundary
 from gathermultiaxis.graphs import rewrite_model
+from gathermultiaxis.harness import single_gather_model
 
 T = TensorProto
 
 
 def single_node_model(op_type, opset, data_shape, indices_shape, elem_type=T.FLOAT, index_type=T.INT64,
                       **attributes):
-    node = helper.make_node(op_type, ["data", "indices"], ["output"], name=f"the_{op_type}", **attributes)
-    return make_model([node], [helper.make_tensor_value_info("data", elem_type, data_shape),
-                               helper.make_tensor_value_info("indices", index_type, indices_shape)],
-                      [helper.make_tensor_value_info("output", elem_type, None)], opset=opset)
+    return single_gather_model(op_type, elem_type, index_type, data_shape, indices_shape, opset=opset,
+                               name=f"the_{op_type}", **attributes)
 
 
 def feeds(data, indices):

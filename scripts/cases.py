@@ -1,0 +1,327 @@
+"""What the conformance runner checks: cases (a model and its data sets), where they come from, and
+the inputs it makes for models that bring none.
+
+A case comes from ONNX's node tests (the default suite), a backend-test folder (``model.onnx`` +
+``test_data_set_*/input_*.pb``, ``output_*.pb``), a plain ``.onnx`` file, or the fuzzer. Files are
+found and vetted by ``find_sources`` before any work (a missing path, a FIFO or a device is a
+``BadInput``), and read by ``load_case`` inside the runner's child process, where a hang or a crash
+costs one verdict and not the run.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import stat
+import warnings
+from dataclasses import dataclass, field
+from math import prod
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import ModelProto, TensorProto, helper, numpy_helper
+
+from .examples import EXAMPLE_PATH, example_inputs
+from .graphs import GATHER_OPS, holds_gather
+
+# Symbolic dims take these sizes in turn, until the original model accepts the generated inputs
+# (3 first: small, and not 1, which would hide broadcasting mistakes).
+SYMBOLIC_SIZES = (3, 1, 8, 64, 512, 4096)
+GENERATED_BYTES_LIMIT = 1 << 30  # per data set: a declared [100000, 100000] input is not generated
+
+
+class BadInput(Exception):
+    """A path or an option the runner cannot use; one line for the user (exit status 2)."""
+
+
+class CannotGenerate(Exception):
+    """No inputs can be generated for the model (the case is "not compared")."""
+
+
+@dataclass
+class DataSet:
+    feeds: dict[str, np.ndarray]
+    expected: list[np.ndarray] | None = None  # expected outputs, when the case brings them
+    raising_compares: bool = False  # inputs made invalid on purpose (fuzz): both sides raising is a result
+
+
+@dataclass
+class CheckCase:
+    name: str
+    model: ModelProto
+    data_sets: list[DataSet] = field(default_factory=list)  # none: generated (see generated_data_sets)
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class FileSource:
+    """A model file or backend-test folder to be read in the runner's child process."""
+
+    path: str
+    backend_folder: bool = False
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name if self.backend_folder else self.path
+
+
+@dataclass(frozen=True)
+class InputOptions:
+    """How inputs are made for models without test data."""
+
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # --input-shapes
+    loaded: tuple[DataSet, ...] = ()  # --load-inputs
+    seed: int = 0
+
+
+# -- finding cases -------------------------------------------------------------------------------
+
+def default_suite() -> list[CheckCase]:
+    """ONNX's own node test cases holding a gather anywhere, plus the bundled example model."""
+    from onnx.backend.test.case.node import collect_testcases  # imports every node test: only here
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            testcases = collect_testcases(None)  # onnx >= 1.23 takes the op type to collect (None: all)
+        except TypeError:
+            testcases = collect_testcases()
+    cases = []
+    for testcase in testcases:
+        if testcase.model is None or not holds_gather(testcase.model):
+            continue
+        names = [value.name for value in testcase.model.graph.input]
+        data_sets = [DataSet(dict(zip(names, inputs)), list(outputs)) for inputs, outputs in testcase.data_sets]
+        cases.append(CheckCase(testcase.name, testcase.model, data_sets, "onnx node tests"))
+    example = onnx.load_model(str(EXAMPLE_PATH))
+    cases.append(CheckCase("bundled example", example, [DataSet(example_inputs(seed=s)) for s in range(2)],
+                           str(EXAMPLE_PATH)))
+    return cases
+
+
+def _kind(path: Path) -> str:
+    """What a path is, following links (so that a link to /dev/zero is a device)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "missing" if not path.is_symlink() else "a dangling link"
+    except OSError as error:
+        return f"unreadable ({error.strerror})"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _is_backend_folder(folder: Path) -> bool:
+    return _kind(folder / "model.onnx") == "file" and any(folder.glob("test_data_set_*"))
+
+
+def _vet_model_file(path: Path) -> None:
+    kind = _kind(path)
+    if kind != "file":
+        raise BadInput(f"{path}: {'no such file or folder' if kind == 'missing' else kind + ', not a model file'}")
+
+
+def find_sources(paths: list[str]) -> list[FileSource]:
+    """The cases under ``paths``: .onnx files, backend-test folders, or folders holding many of
+    either. Raises BadInput, before any model is read, for a missing path, a FIFO, a device, a
+    dangling link, or a folder with no model."""
+    sources = []
+    for raw in paths:
+        path = Path(raw)
+        kind = _kind(path)
+        if kind == "file":
+            if path.stat().st_size == 0:
+                raise BadInput(f"{path}: empty file, not an ONNX model")
+            sources.append(FileSource(str(path)))
+        elif kind == "folder" and (path / "model.onnx").exists():
+            _vet_model_file(path / "model.onnx")
+            sources.append(FileSource(str(path), backend_folder=True))
+        elif kind == "folder":
+            found = sorted(path.rglob("*.onnx"))
+            if not found:
+                raise BadInput(f"{path}: no .onnx file in this folder")
+            for child in found:
+                if child.name == "model.onnx" and _is_backend_folder(child.parent):
+                    sources.append(FileSource(str(child.parent), backend_folder=True))
+                    continue
+                _vet_model_file(child)
+                sources.append(FileSource(str(child)))
+        else:
+            raise BadInput(f"{path}: {'no such file or folder' if kind == 'missing' else kind + ', not a model file or folder'}")
+    return sources
+
+
+def _read_tensor(path: Path) -> np.ndarray:
+    tensor = TensorProto()
+    tensor.ParseFromString(path.read_bytes())
+    return numpy_helper.to_array(tensor)
+
+
+def _numbered(folder: Path, prefix: str) -> list[Path]:
+    return sorted(folder.glob(f"{prefix}_*.pb"), key=lambda p: int(p.stem.split("_")[1]))
+
+
+def feed_names(model: ModelProto) -> list[str]:
+    """The graph inputs a run must feed (initializers listed as inputs are optional)."""
+    initializers = {init.name for init in model.graph.initializer}
+    return [value.name for value in model.graph.input if value.name not in initializers]
+
+
+def _backend_data_sets(folder: Path, names: list[str]) -> list[DataSet]:
+    data_sets = []
+    for data_dir in sorted(folder.glob("test_data_set_*")):
+        inputs = [_read_tensor(p) for p in _numbered(data_dir, "input")]
+        outputs = [_read_tensor(p) for p in _numbered(data_dir, "output")]
+        data_sets.append(DataSet(dict(zip(names, inputs)), outputs or None))
+    return data_sets
+
+
+def load_case(source: FileSource) -> CheckCase:
+    """Read a model file or backend-test folder (in the runner's child process)."""
+    if source.backend_folder:
+        folder = Path(source.path)
+        model = onnx.load_model(str(folder / "model.onnx"))
+        return CheckCase(source.name, model, _backend_data_sets(folder, feed_names(model)), source.path)
+    model = onnx.load_model(source.path)
+    if not model.graph.node and not model.graph.output:
+        raise ValueError("not an ONNX model (it has no graph)")
+    return CheckCase(source.name, model, [], source.path)
+
+
+# -- options for inputs --------------------------------------------------------------------------
+
+_SHAPE = re.compile(r"^(?P<name>.+):(?P<dims>\[[0-9,\s]*\])$")
+
+
+def parse_input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
+    """``name:[d0,d1,...]`` (polygraphy's form) for each spec."""
+    shapes = {}
+    for spec in specs:
+        match = _SHAPE.match(spec.strip())
+        if not match:
+            raise BadInput(f"--input-shapes {spec!r}: expected NAME:[d0,d1,...], e.g. input_ids:[1,128]")
+        shapes[match["name"]] = tuple(int(d) for d in ast.literal_eval(match["dims"]))
+    return shapes
+
+
+def load_inputs(path: str) -> tuple[DataSet, ...]:
+    """Data sets from an .npz file (arrays named after the inputs), or a folder of .npz files or of
+    backend-test data sets (``test_data_set_*/input_*.pb``, matched by the tensors' names)."""
+    location = Path(path)
+    kind = _kind(location)
+    try:
+        if kind == "file":
+            return (_npz_data_set(location),)
+        if kind == "folder":
+            data_sets = [_npz_data_set(p) for p in sorted(location.glob("*.npz"))]
+            for data_dir in sorted(location.glob("test_data_set_*")):
+                tensors = [TensorProto.FromString(p.read_bytes()) for p in _numbered(data_dir, "input")]
+                unnamed = [str(p) for p, t in zip(_numbered(data_dir, "input"), tensors) if not t.name]
+                if unnamed:
+                    raise BadInput(f"--load-inputs {path}: {unnamed[0]} has no tensor name to match an input by")
+                data_sets.append(DataSet({t.name: numpy_helper.to_array(t) for t in tensors}))
+            if not data_sets:
+                raise BadInput(f"--load-inputs {path}: no .npz file or test_data_set_* folder in it")
+            return tuple(data_sets)
+    except BadInput:
+        raise
+    except Exception as error:  # noqa: BLE001 - numpy and protobuf raise many types for bad files
+        raise BadInput(f"--load-inputs {path}: cannot read ({' '.join(str(error).split())[:200]})") from None
+    raise BadInput(f"--load-inputs {path}: {'no such file or folder' if kind == 'missing' else kind}")
+
+
+def _npz_data_set(path: Path) -> DataSet:
+    with np.load(path, allow_pickle=False) as arrays:
+        return DataSet({name: arrays[name] for name in arrays.files})
+
+
+# -- generated inputs ----------------------------------------------------------------------------
+
+def _index_bounds(model: ModelProto, sizes: dict[str, list[int]]) -> dict[str, int]:
+    """For graph inputs used directly as gather indices: the size of the axis they index."""
+    shapes = dict(sizes)
+    for init in model.graph.initializer:
+        shapes[init.name] = list(init.dims)
+    bounds = {}
+    for node in model.graph.node:
+        if node.op_type not in GATHER_OPS or len(node.input) < 2 or node.input[1] not in sizes:
+            continue
+        data_shape = shapes.get(node.input[0])
+        if not data_shape:
+            continue
+        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type == "GatherND":
+            size = min(data_shape[attributes.get("batch_dims", 0):], default=None)  # fits every indexed dim
+        else:
+            axis = attributes.get("axis", 0)
+            size = data_shape[axis] if -len(data_shape) <= axis < len(data_shape) else None
+        if size:
+            bounds[node.input[1]] = min(size, bounds.get(node.input[1], size))
+    return bounds
+
+
+def _input_shapes(model: ModelProto, symbolic_size: int, given: dict[str, tuple[int, ...]]) -> dict[str, list[int]]:
+    shapes = {}
+    for value in model.graph.input:
+        if value.name not in feed_names(model):
+            continue
+        if not value.type.HasField("tensor_type"):
+            kind = value.type.WhichOneof("value") or "unknown"
+            raise CannotGenerate(f"input {value.name!r} is a {kind.replace('_type', '')}, not a tensor: give "
+                                 f"--load-inputs (generated inputs are tensors only)")
+        if value.name in given:
+            shapes[value.name] = list(given[value.name])
+        elif not value.type.tensor_type.HasField("shape"):
+            raise CannotGenerate(f"input {value.name!r} has no declared shape: give --input-shapes {value.name}:[...]")
+        else:
+            shapes[value.name] = [d.dim_value if d.HasField("dim_value") else symbolic_size
+                                  for d in value.type.tensor_type.shape.dim]
+    return shapes
+
+
+def generated_inputs(model: ModelProto, seed: int = 0, symbolic_size: int = 3,
+                     given_shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+    """Seeded inputs for a model without test data; index inputs of gathers stay in range. Raises
+    CannotGenerate for inputs that are not tensors, have no shape, or would be too large."""
+    shapes = _input_shapes(model, symbolic_size, given_shapes or {})
+    types = {value.name: value.type.tensor_type.elem_type for value in model.graph.input}
+    dtypes = {name: np.dtype(object) if types[name] == TensorProto.STRING else
+              helper.tensor_dtype_to_np_dtype(types[name]) for name in shapes}
+    needed = sum(prod(shape) * (8 if dtypes[name] == object else dtypes[name].itemsize)
+                 for name, shape in shapes.items())
+    if needed > GENERATED_BYTES_LIMIT:
+        largest = max(shapes, key=lambda name: prod(shapes[name]))
+        raise CannotGenerate(f"the generated inputs would take {needed / 2**30:.1f} GiB (input {largest!r} "
+                             f"{shapes[largest]}): give smaller --input-shapes or --load-inputs")
+    rng = np.random.default_rng(seed)
+    bounds = _index_bounds(model, shapes)
+    feeds = {}
+    for name, shape in shapes.items():
+        dtype = dtypes[name]
+        if name in bounds:
+            values = rng.integers(-bounds[name], bounds[name], shape)
+        elif dtype == object:
+            values = rng.integers(0, 100, shape).astype(str)
+        elif dtype == bool:
+            values = rng.random(shape) < 0.5
+        elif dtype.kind in "iu":
+            values = rng.integers(0, 2, shape)
+        else:
+            values = rng.standard_normal(shape)
+        feeds[name] = np.asarray(values).astype(dtype)  # a 0-d array, never a NumPy scalar, for rank 0
+    return feeds
+
+
+def has_symbolic_dims(model: ModelProto, given: dict[str, tuple[int, ...]]) -> bool:
+    return any(not d.HasField("dim_value") for value in model.graph.input if value.name not in given
+               and value.type.HasField("tensor_type") for d in value.type.tensor_type.shape.dim)

@@ -1,0 +1,91 @@
+"""The package's import structure: the kernel and the command line's help work without onnxruntime,
+the library never imports the command line, and module-level imports have no cycles."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {"scripts": "gathermultiaxis", "ops": "gathermultiaxis.ops", "graphs": "gathermultiaxis.graphs"}
+
+BLOCK_ORT = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("onnxruntime", "onnxruntime_extensions"):
+            raise ImportError(f"{name} is blocked for this test")
+sys.meta_path.insert(0, Block())
+"""
+
+
+def test_kernel_and_help_work_without_onnxruntime():
+    code = BLOCK_ORT + """
+import numpy as np
+from gathermultiaxis import gather_multiaxis
+print(gather_multiaxis(np.arange(6).reshape(2, 3), np.array([[2, 0]]), [1]).tolist())
+from gathermultiaxis.cli import main
+try:
+    main(["--help"])
+except SystemExit as exit_info:
+    assert exit_info.code == 0
+print(sorted(m for m in sys.modules if m.startswith("onnxruntime")))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.strip().splitlines()
+    assert lines[0] == "[[2, 0], [5, 3]]" and "rewrite" in run.stdout and lines[-1] == "[]"
+
+
+def test_using_the_op_without_onnxruntime_says_so():
+    code = BLOCK_ORT + """
+import gathermultiaxis
+try:
+    gathermultiaxis.session_options()
+except ImportError as error:
+    print(error)
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0 and "onnxruntime" in run.stdout, run.stderr
+
+
+def module_imports():
+    """{module: set of package modules it imports at module level}."""
+    graph = {}
+    for folder, package in PACKAGES.items():
+        for path in (ROOT / folder).glob("*.py"):
+            name = package if path.stem == "__init__" else f"{package}.{path.stem}"
+            imported = set()
+            for node in ast.parse(path.read_text()).body:  # module level only
+                if isinstance(node, ast.ImportFrom) and node.level:
+                    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    target = f"{base}.{node.module}" if node.module else base
+                    imported.add(target)
+                    imported.update(f"{target}.{alias.name}" for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gathermultiaxis"):
+                    imported.add(node.module)
+            graph[name] = imported
+    return {name: {i for i in imported if i in graph and i != name} for name, imported in graph.items()}
+
+
+def test_the_library_does_not_import_the_command_line():
+    importers = {name for name, imported in module_imports().items() if "gathermultiaxis.cli" in imported}
+    assert importers <= {"gathermultiaxis.__main__"}, importers
+
+
+def test_no_import_cycles():
+    graph = module_imports()
+    state = {}
+
+    def visit(name, trail):
+        if state.get(name) == "done":
+            return
+        assert state.get(name) != "open", " -> ".join(trail + [name])
+        state[name] = "open"
+        for child in sorted(graph[name]):
+            if child != name.rsplit(".", 1)[0]:  # a module's own package is imported before it anyway
+                visit(child, trail + [name])
+        state[name] = "done"
+
+    for module in sorted(graph):
+        visit(module, [])
