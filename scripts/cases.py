@@ -284,7 +284,8 @@ def _input_shapes(model: ModelProto, symbolic_size: int, given: dict[str, tuple[
         elif not value.type.tensor_type.HasField("shape"):
             raise CannotGenerate(f"input {value.name!r} has no declared shape: give --input-shapes {value.name}:[...]")
         else:
-            shapes[value.name] = [d.dim_value if d.HasField("dim_value") else symbolic_size
+            # a negative dim_value (-1 in some exporters' files) is an unknown size, as a dim_param is
+            shapes[value.name] = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else symbolic_size
                                   for d in value.type.tensor_type.shape.dim]
     return shapes
 
@@ -323,5 +324,5 @@ def generated_inputs(model: ModelProto, seed: int = 0, symbolic_size: int = 3,
 
 
 def has_symbolic_dims(model: ModelProto, given: dict[str, tuple[int, ...]]) -> bool:
-    return any(not d.HasField("dim_value") for value in model.graph.input if value.name not in given
+    return any(not d.HasField("dim_value") or d.dim_value < 0 for value in model.graph.input if value.name not in given
                and value.type.HasField("tensor_type") for d in value.type.tensor_type.shape.dim)

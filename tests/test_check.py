@@ -247,3 +247,11 @@ def test_default_suite_contents():
     names = [case.name for case in default_suite()]
     assert "bundled example" in names and "test_gather_0" in names and "test_gathernd_example_int32_batch_dim1" in names
     assert len(names) == 85
+
+
+def test_negative_declared_dims_are_unknown_sizes(tmp_path, capsys):
+    """Some exporters write dim_value -1 for a dynamic dim (PaddleOCR's classifier does)."""
+    model = gather_after([helper.make_node("Identity", ["x"], ["y"])],
+                         [helper.make_tensor_value_info("x", T.FLOAT, [-1, 2])], [])
+    status, report, _ = run_check([str(save(model, tmp_path / "minus_one.onnx"))], tmp_path, capsys)
+    assert (status, report["results"][0]["verdict"]) == (0, "passed"), report["results"][0]["detail"]
