@@ -158,15 +158,31 @@ def run_check(args) -> int:
     report = check.run(sources, options=options, timeout=args.timeout, fail_fast=args.fail_fast,
                        on_result=on_result, command=sys.argv if args.argv is None else args.argv)
     output.end_progress()
-    shown = report.results if args.verbose >= 0 else [r for r in report.results if r.verdict == "failed"]
-    if shown:
-        print(check.format_table(shown))
+    print_table(report.results, args.verbose)
     if report.interrupted:
         print(f"interrupted after {len(report.results)} of {len(sources)} cases", file=sys.stderr)
     print(report.summary_line())
     if args.json:
         _write_json(args.json, report.as_dict(), force=True)  # checked before the work
     return report.exit_status(allowed)
+
+
+LISTED_PASSES = 50  # more passed cases than this are counted, not listed, unless -v
+
+
+def print_table(results: list[check.CheckResult], verbosity: int) -> None:
+    """-q: the failed cases; default: every case, or only those that did not pass when there are many
+    (a fuzz run); -v: every case."""
+    if verbosity < 0:
+        shown = [r for r in results if r.verdict == "failed"]
+    elif verbosity == 0 and len(results) > LISTED_PASSES:
+        shown = [r for r in results if r.verdict != "passed"]
+    else:
+        shown = results
+    if shown:
+        print(check.format_table(shown))
+    if len(shown) < len(results) and verbosity == 0:
+        print(f"({len(results) - len(shown)} passed cases not listed; -v lists them)")
 
 
 def _positive_int(text: str) -> int:
