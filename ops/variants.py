@@ -404,7 +404,8 @@ def jax_gather(operand, start_indices, dimension_numbers, slice_sizes, mode="cli
                                                                   for p in range(len(layout.start_shape))])
                        for j, (axis, size) in enumerate(zip(layout.axes, layout.windows))]
         tuples = np.stack(np.broadcast_arrays(*coordinates), axis=-1)
-        indices = tuples.reshape(*tuples.shape[:-2], -1)  # fold the k-tuples into the last dimension
+        # fold the k-tuples into the last dimension
+        indices = tuples.reshape(*tuples.shape[:-2], tuples.shape[-2] * tuples.shape[-1])
     else:  # nothing is indexed: the indices only carry the batch shape
         indices = np.zeros(layout.start_shape, np.int64)
     gathered = gather_multiaxis(data, indices, layout.axes, "error")  # clamped: always in range
