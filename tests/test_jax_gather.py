@@ -65,6 +65,7 @@ def test_fill_defaults():
         assert_bit_identical(result, np.array([fill], dtype))
         assert_bit_identical(v.jax_gather(np.zeros(3, dtype), np.array([[5]]), numbers, (1,), "fill", 1),
                              np.array([1], dtype))
+    assert_bit_identical(v.jax_gather(np.ones(3), np.array([[5], [2]]), numbers, (1,), "drop"), np.array([np.nan, 1]))
 
 
 @pytest.mark.parametrize("mode", [None, "promise_in_bounds", "one_hot", "wrap"])
@@ -274,3 +275,22 @@ def test_jax_fill_mode_wraps_int64_starts(jax_x64):
     assert_bit_identical(np.asarray(lax.gather(operand, starts, numbers, (1, 3), mode="fill")), operand[1:2])
     assert_bit_identical(v.jax_gather(operand, starts, numbers, (1, 3), "clip"),
                          np.asarray(lax.gather(operand, starts, numbers, (1, 3), mode="clip")))
+
+
+def test_jax_other_start_dtypes(jax_x64):
+    """Starts of other integer dtypes are taken at their values: unsigned ones past the end (uint64
+    beyond int64 too) are clamped in clip mode and filled in fill mode, as JAX does (up to uint32, the
+    values its fill mode's int32 conversion keeps)."""
+    lax = jax_x64.lax
+    operand = random_operand(np.random.default_rng(15), (6, 4), np.float32)
+    numbers = lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,))
+    for dtype, values in [(np.int8, [-128, -1, 0, 3, 5, 127]), (np.int16, [-7, 2, 4, 300]),
+                          (np.uint8, [0, 1, 4, 5, 255]), (np.uint16, [3, 65535]), (np.uint32, [2, 2**31 + 7]),
+                          (np.uint64, [1, 2**40, 2**63 + 5, 2**64 - 1])]:
+        starts = np.array(values, dtype)[:, None]
+        for mode in ("clip", "fill"):
+            if mode == "fill" and dtype == np.uint64:  # JAX's int32 conversion wraps the last three
+                expected = np.stack([operand[1, :3]] + [np.full(3, np.nan, np.float32)] * 3)
+            else:
+                expected = np.asarray(lax.gather(operand, starts, numbers, (1, 3), mode=mode))
+            assert_bit_identical(v.jax_gather(operand, starts, numbers, (1, 3), mode), expected)
