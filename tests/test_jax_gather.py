@@ -2,6 +2,8 @@
 specification's examples and against JAX itself."""
 
 import re
+import subprocess
+import sys
 from collections import Counter
 
 import numpy as np
@@ -123,6 +125,16 @@ def test_bad_calls_are_refused_like_jax(name):
     with pytest.raises((TypeError, ValueError)):
         jax.lax.gather(np.zeros(shape, np.float32), np.array(start_indices), jax_numbers, slice_sizes,
                        mode="clip")
+
+
+def test_jax_is_never_imported():
+    code = ("import sys, numpy as np\n"
+            "from gathermultiaxis.ops import variants as v\n"
+            "numbers = v.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,))\n"
+            "v.jax_gather(np.zeros(3), np.array([[7]]), numbers, (1,), 'fill')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib')))\n")
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == "[]"
 
 
 def test_float_start_indices_are_refused():
@@ -294,3 +306,21 @@ def test_jax_other_start_dtypes(jax_x64):
             else:
                 expected = np.asarray(lax.gather(operand, starts, numbers, (1, 3), mode=mode))
             assert_bit_identical(v.jax_gather(operand, starts, numbers, (1, 3), mode), expected)
+
+
+EDGE_CASES = {  # operand, start_indices, dimension numbers, slice sizes: shapes the random cases rarely reach
+    "rank-0 operand": (np.array(3.5), np.zeros((2, 3, 0), np.int64), ((), (), ()), ()),
+    "rank-0 operand, no batch": (np.array(3.5), np.zeros((0,), np.int64), ((), (), ()), ()),
+    "no index vector": (np.arange(12.0).reshape(3, 4), np.zeros((3, 0), np.int64), ((0, 2), (), ()), (2, 3)),
+    "a single start, no batch": (np.arange(12.0).reshape(3, 4), np.array([1, 2]), ((0, 1), (), (1, 0)), (2, 3)),
+    "every dim collapsed": (np.arange(12.0).reshape(3, 4), np.array([[1, 2], [9, -1]]), ((), (0, 1), (1, 0)), (1, 1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_CASES))
+def test_jax_edge_cases(jax_x64, name):
+    operand, start_indices, (offset, collapsed, start_index_map), slice_sizes = EDGE_CASES[name]
+    numbers = jax_x64.lax.GatherDimensionNumbers(offset, collapsed, start_index_map)
+    for mode in ("clip", "fill"):
+        assert_bit_identical(v.jax_gather(operand, start_indices, numbers, slice_sizes, mode),
+                             np.asarray(jax_x64.lax.gather(operand, start_indices, numbers, slice_sizes, mode=mode)))
