@@ -1,7 +1,9 @@
 """Every gather the seeds name, as gatherMultiaxis: each function keeps its framework's argument order
 and defaults, aligns ranks with reshapes only (``np.reshape``, ``np.expand_dims``, ``np.squeeze``,
 flattening, and for torch-style gathers a crop view of the data) and makes exactly one
-``gather_multiaxis`` call. ``trace()`` records the shapes each call goes through.
+``gather_multiaxis`` call. ``jax_gather`` (StableHLO gather) also transposes the operand and computes
+its indices (clamped starts plus window iotas) and, in fill mode, a mask. ``trace()`` records the
+shapes each call goes through.
 """
 
 from __future__ import annotations
