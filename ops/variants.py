@@ -1,18 +1,23 @@
 """Every gather the seeds name, as gatherMultiaxis: each function keeps its framework's argument order
 and defaults, aligns ranks with reshapes only (``np.reshape``, ``np.expand_dims``, ``np.squeeze``,
 flattening, and for torch-style gathers a crop view of the data) and makes exactly one
-``gather_multiaxis`` call. ``trace()`` records the shapes each call goes through.
+``gather_multiaxis`` call. ``jax_gather`` (StableHLO gather) also transposes the operand and computes
+its indices (clamped starts plus window iotas) and, in fill mode, a mask. ``trace()`` records the
+shapes each call goes through.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
+import operator
 from dataclasses import dataclass
 from math import prod
 
 import numpy as np
 
 from .alignment import Alignment, gather_alignment, gather_elements_alignment, gather_nd_alignment
+from .geometry import GatherShapeError
 from .kernel import gather_multiaxis
 
 
@@ -60,10 +65,15 @@ def _one_gather(variant, data, indices, axes, mode="error", *, data_shape=None, 
         result = np.squeeze(result, alignment.output_squeeze)
     if output_shape is not None:
         result = result.reshape(output_shape)
+    _record(variant, data, aligned_data, indices, aligned_indices, axes, mode, gathered, result)
+    return result
+
+
+def _record(variant, data, aligned_data, indices, aligned_indices, axes, mode, gathered, result):
+    """Append the shapes of one variant call to every open ``trace()``."""
     for steps in _tracing:
         steps.append(Step(variant, (data.shape, aligned_data.shape), (indices.shape, aligned_indices.shape),
                           tuple(axes), mode, (gathered.shape, result.shape)))
-    return result
 
 
 def _crop(data: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
@@ -201,6 +211,217 @@ def tosa_gather(values, indices):
     return _one_gather("tosa_gather", values, indices, [1], indices_shape=(*indices.shape, 1))
 
 
+# -- JAX / StableHLO ------------------------------------------------------------------------------
+
+class JaxGatherMode(enum.Enum):
+    """Out-of-bounds handling of ``jax_gather``, named like ``jax.lax.GatherScatterMode``'s members.
+    ``from_any`` also takes the strings JAX takes and JAX's own enum members (by name, so jax is never
+    imported)."""
+
+    CLIP = "clip"  # each start index is clamped to [0, dim - slice size]: the window lies inside the operand
+    FILL_OR_DROP = "fill"  # a window with any part out of bounds is fill_value, all of it
+
+    @classmethod
+    def from_any(cls, mode) -> "JaxGatherMode":
+        name = mode.name if isinstance(mode, enum.Enum) else mode
+        if name in ("CLIP", "clip"):
+            return cls.CLIP
+        if name in ("FILL_OR_DROP", "fill", "drop"):
+            return cls.FILL_OR_DROP
+        if mode is None or name in ("PROMISE_IN_BOUNDS", "promise_in_bounds"):
+            raise ValueError(f"mode {mode!r} (jax.lax.gather's default, PROMISE_IN_BOUNDS) leaves out-of-bounds "
+                             f"starts implementation-defined; pass mode='clip' (what XLA does for them) or 'fill'")
+        raise ValueError(f"mode must be 'clip' or 'fill' (or GatherScatterMode.CLIP / FILL_OR_DROP), got {mode!r}")
+
+
+@dataclass(frozen=True)
+class GatherDimensionNumbers:
+    """The five fields of ``jax.lax.GatherDimensionNumbers`` (JAX's own, or any object with these
+    attributes, is accepted as well). The index vector is the last dimension of ``start_indices``."""
+
+    offset_dims: tuple[int, ...]
+    collapsed_slice_dims: tuple[int, ...]
+    start_index_map: tuple[int, ...]
+    operand_batching_dims: tuple[int, ...] = ()
+    start_indices_batching_dims: tuple[int, ...] = ()
+
+    @classmethod
+    def from_any(cls, dimension_numbers) -> "GatherDimensionNumbers":
+        """Read the fields as tuples of ints; the two batching fields may be absent (older JAX)."""
+        fields = {}
+        for name in ("offset_dims", "collapsed_slice_dims", "start_index_map", "operand_batching_dims",
+                     "start_indices_batching_dims"):
+            value = getattr(dimension_numbers, name, () if "batching" in name else None)
+            if value is None:
+                raise TypeError(f"dimension_numbers has no {name} (got {dimension_numbers!r})")
+            try:
+                fields[name] = tuple(operator.index(d) for d in value)
+            except TypeError:
+                raise TypeError(f"dimension_numbers.{name} must be a sequence of ints, got {value!r}") from None
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class JaxGatherLayout:
+    """Where the dimensions of one ``jax.lax.gather`` go in its gatherMultiaxis call.
+
+    The aligned rank is the output's rank plus one size-1 dimension per collapsed operand dimension
+    (appended, squeezed afterwards). An offset operand dimension sits at its entry of ``offset_dims``,
+    an operand batching dimension at the output batch dimension of its start_indices batching
+    dimension (gatherMultiaxis broadcasting pairs them), and start_indices' batch dimensions at the
+    output batch dimensions, in order. The axes are the aligned places of ``start_index_map``.
+    """
+
+    crop: tuple[slice, ...]  # per operand dim: its window when no start index moves it, else all of it
+    order: tuple[int, ...]  # operand dims by aligned place (a transpose)
+    missing: tuple[int, ...]  # aligned places the operand lacks: batch dims without an operand batching dim
+    start_shape: tuple[int, ...]  # start_indices' batch dims at their aligned places, 1 elsewhere
+    axes: tuple[int, ...]  # aligned place of each start_index_map entry
+    windows: tuple[int, ...]  # slice size of each start_index_map entry
+    upper_bounds: tuple[int, ...]  # dim - slice size of each start_index_map entry: its largest in-bounds start
+    output_shape: tuple[int, ...]
+
+    @classmethod
+    def infer(cls, operand_shape, indices_shape, dimension_numbers: GatherDimensionNumbers,
+              slice_sizes) -> "JaxGatherLayout":
+        """Check the call as JAX's shape rule does (StableHLO gather's constraints, with the index
+        vector last) and lay it out; raises GatherShapeError naming the field and the shapes."""
+        dn, rank = dimension_numbers, len(operand_shape)
+        context = (f"(operand shape {list(operand_shape)}, start_indices shape {list(indices_shape)}, "
+                   f"slice_sizes {list(slice_sizes)}, {dn})")
+
+        def fail(message):
+            raise GatherShapeError(f"{message} {context}")
+
+        def check_dims(name, dims, bound, of, must_sort=False):
+            for d in dims:
+                if not 0 <= d < bound:
+                    fail(f"{name} {list(dims)}: {d} is not a dimension of {of} (valid range [0, {bound - 1}])")
+            if len(set(dims)) != len(dims):
+                fail(f"{name} {list(dims)} names a dimension twice")
+            if must_sort and list(dims) != sorted(dims):
+                fail(f"{name} {list(dims)} must be sorted")
+
+        if not indices_shape:
+            fail("start_indices must have at least one dimension (its last holds the index vectors)")
+        batch_shape, k = tuple(indices_shape[:-1]), indices_shape[-1]
+        out_rank = len(batch_shape) + len(dn.offset_dims)
+        check_dims("offset_dims", dn.offset_dims, out_rank, f"the rank-{out_rank} output", must_sort=True)
+        check_dims("collapsed_slice_dims", dn.collapsed_slice_dims, rank, "the operand", must_sort=True)
+        check_dims("operand_batching_dims", dn.operand_batching_dims, rank, "the operand", must_sort=True)
+        check_dims("start_index_map", dn.start_index_map, rank, "the operand")
+        check_dims("start_indices_batching_dims", dn.start_indices_batching_dims, len(batch_shape),
+                   "start_indices but its last (the index vector)")
+        if len(dn.start_index_map) != k:
+            fail(f"start_index_map has {len(dn.start_index_map)} entries but the index vectors (the last "
+                 f"dimension of start_indices) have {k}")
+        if set(dn.collapsed_slice_dims) & set(dn.operand_batching_dims) \
+                or set(dn.start_index_map) & set(dn.operand_batching_dims):
+            fail("operand_batching_dims must be disjoint from collapsed_slice_dims and start_index_map")
+        if len(dn.operand_batching_dims) != len(dn.start_indices_batching_dims) or any(
+                operand_shape[o] != batch_shape[i]
+                for o, i in zip(dn.operand_batching_dims, dn.start_indices_batching_dims)):
+            fail("operand_batching_dims and start_indices_batching_dims must pair dimensions of equal sizes")
+        if len(slice_sizes) != rank:
+            fail(f"slice_sizes needs one size per operand dimension ({rank})")
+        for d, (size, dim) in enumerate(zip(slice_sizes, operand_shape)):
+            if not 0 <= size <= dim:
+                fail(f"slice size {size} of operand dimension {d} is outside [0, {dim}]")
+        removed = (*dn.collapsed_slice_dims, *dn.operand_batching_dims)
+        if any(slice_sizes[d] != 1 for d in removed):
+            fail("collapsed_slice_dims and operand_batching_dims need slice size 1")
+        windowed = [d for d in range(rank) if d not in removed]
+        if len(windowed) != len(dn.offset_dims):
+            fail(f"offset_dims must name one output dimension for each of the {len(windowed)} operand "
+                 f"dimensions neither collapsed nor batching")
+
+        batch_places = [p for p in range(out_rank) if p not in dn.offset_dims]
+        place = dict(zip(windowed, dn.offset_dims))
+        place.update(zip(dn.collapsed_slice_dims, range(out_rank, out_rank + len(dn.collapsed_slice_dims))))
+        place.update((o, batch_places[i]) for o, i in zip(dn.operand_batching_dims, dn.start_indices_batching_dims))
+        aligned_rank = out_rank + len(dn.collapsed_slice_dims)
+        start_shape = [1] * aligned_rank
+        for p, size in zip(batch_places, batch_shape):
+            start_shape[p] = size
+        output_shape = list(start_shape[:out_rank])
+        for d in windowed:
+            output_shape[place[d]] = slice_sizes[d]
+        moved = set(dn.start_index_map)
+        return cls(
+            crop=tuple(slice(None) if d in moved or d in dn.operand_batching_dims else slice(0, slice_sizes[d])
+                       for d in range(rank)),
+            order=tuple(sorted(range(rank), key=place.__getitem__)),
+            missing=tuple(sorted(set(range(aligned_rank)) - set(place.values()))),
+            start_shape=tuple(start_shape),
+            axes=tuple(place[d] for d in dn.start_index_map),
+            windows=tuple(slice_sizes[d] for d in dn.start_index_map),
+            upper_bounds=tuple(operand_shape[d] - slice_sizes[d] for d in dn.start_index_map),
+            output_shape=tuple(output_shape))
+
+
+def _jax_fill_value(dtype: np.dtype):
+    """JAX's default fill: NaN for floats (and complex), the most negative value for signed ints, the
+    largest for unsigned ones, True for bool."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "fc":
+        return np.nan
+    if dtype.kind in "iu":
+        return np.iinfo(dtype).min if dtype.kind == "i" else np.iinfo(dtype).max
+    if dtype.kind == "b":
+        return True
+    raise TypeError(f"jax.lax.gather has no fill value for dtype {dtype}")
+
+
+def jax_gather(operand, start_indices, dimension_numbers, slice_sizes, mode="clip", fill_value=None, *,
+               indices_are_sorted=False, unique_indices=False):
+    """``jax.lax.gather`` (StableHLO gather with the index vector last) as one gatherMultiaxis call.
+
+    ``output[batch..., offset...]`` is the window of ``slice_sizes`` that starts, on each operand
+    dimension ``start_index_map[j]``, at ``start_indices[batch..., j]`` (at 0 on the others, at the batch
+    index on operand batching dimensions); ``offset_dims`` place the window's dimensions that are neither
+    collapsed nor batching in the output, the batch dimensions of ``start_indices`` fill the rest in
+    order. ``mode``: "clip" (default here; JAX's own default PROMISE_IN_BOUNDS is refused) clamps each
+    start to ``[0, dim - slice size]``; "fill" returns ``fill_value`` for every window with any part out
+    of bounds (by default NaN for floats, the most negative value for signed ints, the largest for
+    unsigned ones, True for bool). ``indices_are_sorted`` and ``unique_indices`` are
+    promises that only let a compiler choose a faster path: accepted and not needed here.
+    Returns a new array of the operand's dtype.
+    """
+    mode = JaxGatherMode.from_any(mode)
+    dimension_numbers = GatherDimensionNumbers.from_any(dimension_numbers)
+    operand, start_indices = np.asarray(operand), np.asarray(start_indices)
+    if start_indices.dtype.kind not in "iu":
+        raise TypeError(f"start_indices must have an integer dtype, got {start_indices.dtype}")
+    layout = JaxGatherLayout.infer(operand.shape, start_indices.shape, dimension_numbers,
+                                   tuple(operator.index(s) for s in slice_sizes))
+    # The operand: crop the dims no start moves to their window, put each dim in its aligned place.
+    data = np.expand_dims(np.transpose(operand[layout.crop], layout.order), layout.missing)
+    # The starts (as int64; uint64 beyond int64 are out of bounds anyway), one k-vector per aligned place.
+    if start_indices.dtype == np.uint64:
+        start_indices = np.minimum(start_indices, np.uint64(np.iinfo(np.int64).max))
+    starts = start_indices.astype(np.int64).reshape(*layout.start_shape, len(layout.axes))
+    clamped = np.clip(starts, 0, np.array(layout.upper_bounds, np.int64))
+    if layout.axes:  # coordinate j: the clamped start plus an iota along the window of its aligned place
+        coordinates = [clamped[..., j] + np.arange(size).reshape([size if p == axis else 1
+                                                                  for p in range(len(layout.start_shape))])
+                       for j, (axis, size) in enumerate(zip(layout.axes, layout.windows))]
+        tuples = np.stack(np.broadcast_arrays(*coordinates), axis=-1)
+        # fold the k-tuples into the last dimension
+        indices = tuples.reshape(*tuples.shape[:-2], tuples.shape[-2] * tuples.shape[-1])
+    else:  # nothing is indexed: the indices only carry the batch shape
+        indices = np.zeros(layout.start_shape, np.int64)
+    gathered = gather_multiaxis(data, indices, layout.axes, "error")  # clamped: always in range
+    result = gathered.reshape(layout.output_shape)
+    if mode is JaxGatherMode.FILL_OR_DROP:
+        outside = ((starts < 0) | (starts > np.array(layout.upper_bounds, np.int64))).any(axis=-1)
+        if outside.any():
+            fill = np.array(_jax_fill_value(operand.dtype) if fill_value is None else fill_value, operand.dtype)
+            np.copyto(result, fill, where=outside.reshape(layout.start_shape[:len(layout.output_shape)]))
+    _record(f"jax_gather ({mode.value})", operand, data, start_indices, indices, layout.axes, "error", gathered,
+            result)
+    return result
+
+
 # -- the proposal's own multiaxis cases ----------------------------------------------------------
 
 def gather_xy_nchw(images, points):
@@ -214,7 +435,7 @@ def gather_xy_nchw(images, points):
 VARIANTS = {function.__name__: function for function in (
     onnx_gather, onnx_gather_elements, onnx_gather_nd, openvino_gather, openvino_gather_nd, numpy_take,
     numpy_take_along_axis, torch_gather, torch_take, torch_take_along_dim, torch_index_select, tf_gather,
-    tf_gather_nd, tosa_gather, gather_xy_nchw)}
+    tf_gather_nd, tosa_gather, jax_gather, gather_xy_nchw)}
 
 
 def _example_calls():
@@ -235,6 +456,9 @@ def _example_calls():
         ("tf_gather", lambda: tf_gather(x, np.zeros((2, 3, 5), np.int64), axis=2, batch_dims=2)),
         ("tf_gather_nd", lambda: tf_gather_nd(x, np.zeros((5, 2), np.int64))),
         ("tosa_gather", lambda: tosa_gather(x, np.zeros((2, 5), np.int64))),
+        ("jax_gather", lambda: jax_gather(x, np.zeros((2, 5, 2), np.int64), GatherDimensionNumbers(
+            offset_dims=(2,), collapsed_slice_dims=(1,), start_index_map=(1, 2), operand_batching_dims=(0,),
+            start_indices_batching_dims=(0,)), slice_sizes=(1, 1, 2))),
         ("gather_xy_nchw", lambda: gather_xy_nchw(rng.random((1, 3, 8, 8)), np.zeros((5, 2), np.int64))),
     ]
 
