@@ -43,8 +43,11 @@ def _op_list(text: str) -> list[str]:
 
 
 def run_rewrite(args) -> int:
+    import contextlib
+
     from .graphs import GATHER_OPS, rewrite_model
     from .graphs.io import ModelFileError, load_model, loads_in_ort, save_model
+    from .graphs.ortopt import ort_optimized
 
     source = Path(args.model)
     if args.in_place:
@@ -61,10 +64,12 @@ def run_rewrite(args) -> int:
         raise CommandError(f"{args.json}: already exists (pass --force to overwrite it)")
     try:
         model, data_folder = load_model(source)
-        rewritten, report = rewrite_model(model, args.ops or GATHER_OPS)
-        save_model(rewritten, target, external_data=data_folder is not None, external_data_folder=data_folder,
-                   overwrite=args.force or args.in_place,
-                   validate=loads_in_ort)
+        external = data_folder is not None
+        with (ort_optimized(model, data_folder, target) if args.ort_optimize
+              else contextlib.nullcontext((model, data_folder))) as (model, data_folder):
+            rewritten, report = rewrite_model(model, args.ops or GATHER_OPS)
+            save_model(rewritten, target, external_data=external, external_data_folder=data_folder,
+                       overwrite=args.force or args.in_place, validate=loads_in_ort)
     except ModelFileError as error:
         raise CommandError(str(error)) from None
     print(report.table())
@@ -101,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     rewrite.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     rewrite.add_argument("--ops", type=_op_list, default=None, metavar="OPS",
                          help="comma-separated op types to rewrite (default: Gather,GatherElements,GatherND)")
+    rewrite.add_argument("--ort-optimize", action="store_true",
+                         help="run ONNX Runtime's offline optimizer (CPU, extended level) first, so the rewrite is "
+                              "bit-identical to the original under ORT's default session options too")
     rewrite.set_defaults(run=run_rewrite)
 
     example = commands.add_parser("example", help="write the bundled example model to a file")

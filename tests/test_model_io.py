@@ -6,23 +6,14 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.external_data_helper import convert_model_to_external_data
+from sessions import file_session
 from support import IR_VERSION, OPSET, assert_bit_identical, make_model
 
-from gathermultiaxis import session_options
 from gathermultiaxis.cli import main
 from gathermultiaxis.graphs import io as model_io
-
-
-def path_session(path: Path, custom: bool) -> ort.InferenceSession:
-    """A session of the model file at ``path`` (ORT finds its external data beside it)."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(str(path), session_options(options) if custom else options,
-                                providers=["CPUExecutionProvider"])
 
 
 def test_a_model_ort_refuses_gets_ort_reason(tmp_path, capsys):
@@ -62,8 +53,8 @@ def test_ort_internal_and_contrib_ops_and_outputs_without_shapes_are_accepted(tm
     onnx.save_model(model, str(source))
     assert main(["rewrite", str(source), "-o", str(target)]) == 0
     feeds = {"ids": np.array([15, 0, -3])}
-    assert_bit_identical(path_session(target, True).run(None, feeds)[0],
-                         path_session(source, False).run(None, feeds)[0])
+    assert_bit_identical(file_session(target, True).run(None, feeds)[0],
+                         file_session(source, False).run(None, feeds)[0])
 
 
 # -- external data anywhere ----------------------------------------------------------------------
@@ -103,7 +94,7 @@ def external_everywhere_model(folder: Path) -> Path:
 
 
 def _outputs(path: Path, custom: bool, flag: bool) -> list[np.ndarray]:
-    return path_session(path, custom).run(None, {"flag": np.array(flag), "ids": np.array([511, 0, -2])})
+    return file_session(path, custom).run(None, {"flag": np.array(flag), "ids": np.array([511, 0, -2])})
 
 
 @pytest.mark.parametrize("run_from", ["model folder", "another folder"])
