@@ -28,6 +28,11 @@ from .io import ModelFileError, external_tensors, staging_folder
 DISABLED_OPTIMIZERS = ("GatherToSliceFusion",)
 
 _OPTIMIZED_NAME = "ort_optimized.onnx"
+
+
+class OrtOptimizeError(ValueError):
+    """ONNX Runtime cannot load or optimize the model; the message holds ORT's reason."""
+
 _EXTERNAL_FROM_BYTES = 1024
 
 
@@ -38,8 +43,8 @@ def ort_optimize(model: ModelProto, external_data_folder: str | Path | None = No
     Tensors of ``model`` held in external files are found relative to ``external_data_folder`` (by
     default the working folder). Without ``workdir`` the result holds all its data in memory; with one,
     its tensors of over 1 KiB stay in ``workdir/ort_optimized.onnx.data`` (locations relative to
-    ``workdir``, which must outlive the result's use). Raises ``ValueError`` with ORT's reason when ORT
-    cannot optimize the model.
+    ``workdir``, which must outlive the result's use). Raises ``OrtOptimizeError`` with ORT's reason
+    when ORT cannot load or optimize the model.
     """
     import onnxruntime as ort
 
@@ -66,7 +71,7 @@ def ort_optimize(model: ModelProto, external_data_folder: str | Path | None = No
         except Exception as error:  # noqa: BLE001 - ORT raises its own exception types
             from .io import one_line
 
-            raise ValueError(f"ONNX Runtime cannot optimize the model ({one_line(error)})") from None
+            raise OrtOptimizeError(f"ONNX Runtime cannot optimize the model ({one_line(error)})") from None
         return onnx.load_model(str(target), load_external_data=workdir is None)
 
 
@@ -79,9 +84,9 @@ def ort_optimized(model: ModelProto, external_data_folder: Path | None, output: 
     with staging_folder(output, output.parent if str(output.parent) else Path(".")) as workdir:
         try:
             optimized = ort_optimize(model, external_data_folder, workdir)
-        except ValueError as error:
+        except OrtOptimizeError as error:
             raise ModelFileError(f"{output}: {error}") from None
         yield optimized, workdir
 
 
-__all__ = ["DISABLED_OPTIMIZERS", "ort_optimize", "ort_optimized"]
+__all__ = ["DISABLED_OPTIMIZERS", "OrtOptimizeError", "ort_optimize", "ort_optimized"]

@@ -250,23 +250,28 @@ def _timed_run(sess, feeds) -> tuple[list | None, BaseException | None, float]:
         return None, error, (time.perf_counter() - start) * 1e3
 
 
-def check_case(case: CheckCase, seed: int = 0) -> CheckResult:
+def check_case(case: CheckCase, seed: int = 0, ort_optimize: bool = False) -> CheckResult:
+    """With ``ort_optimize``: the ``--ort-optimize`` rewrite against the original, both sessions with
+    ORT's default options (graph optimizations on); without: both with optimizations off."""
     from .graphs import rewrite_model
+    from .graphs.ortopt import OrtOptimizeError
 
     result = CheckResult(case.name, "passed")  # or "builtin wrong", set below, which also counts apart
     try:
-        rewritten, report = rewrite_model(case.model)
+        rewritten, report = rewrite_model(case.model, ort_optimize=ort_optimize)
+    except OrtOptimizeError as error:  # ORT cannot even load the original
+        return CheckResult(case.name, "not runnable", detail=one_line(error))
     except Exception as error:  # noqa: BLE001
         return CheckResult(case.name, "failed", detail=f"rewrite raised: {one_line(error)}")
     result.rewritten, result.left = report.rewritten, report.left
     result.left_reasons = [f"{o.op_type} {o.node!r}: {o.reason}" for o in report.outcomes if not o.rewritten]
     try:
-        builtin = make_session(case.model, custom=False)
+        builtin = make_session(case.model, custom=False, optimized=ort_optimize)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "not runnable", one_line(error)
         return result
     try:
-        custom = make_session(rewritten, custom=True)
+        custom = make_session(rewritten, custom=True, optimized=ort_optimize)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "failed", f"the rewritten model does not load: {one_line(error)}"
         return result
@@ -357,6 +362,10 @@ def run_check(args) -> int:
     from .cli import write_text_atomic
     from .fuzz import fuzz_results
 
+    if args.fuzz and args.ort_optimize:
+        from .cli import CommandError
+
+        raise CommandError("--ort-optimize checks models, not --fuzz cases")
     if args.fuzz:
         results = fuzz_results(args.fuzz, args.seed, Path(args.save_dir) if args.save_dir else None,
                                progress=_Progress(args.fuzz, sys.stdout.isatty() and args.fuzz > 20))
@@ -365,7 +374,7 @@ def run_check(args) -> int:
         progress = _Progress(len(items), sys.stdout.isatty() and len(items) > 5)
         results = []
         for item in items:
-            results.append(item if isinstance(item, CheckResult) else check_case(item, args.seed))
+            results.append(item if isinstance(item, CheckResult) else check_case(item, args.seed, args.ort_optimize))
             progress.step(results[-1].name)
         progress.close()
     if not args.quiet or any(r.verdict == "failed" for r in results):
@@ -392,4 +401,7 @@ def add_check_command(commands) -> None:
     check.add_argument("--save-dir", metavar="DIR", help="where --fuzz saves reproducers of failures (default: a temp dir)")
     check.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     check.add_argument("-q", "--quiet", action="store_true", help="print only failures and the summary")
+    check.add_argument("--ort-optimize", action="store_true",
+                       help="compare the --ort-optimize rewrite with the original under ORT's default session "
+                            "options (default: both with graph optimizations off)")
     check.set_defaults(run=run_check)
