@@ -41,9 +41,10 @@ def ort_optimize(model: ModelProto, external_data_folder: str | Path | None = No
     """ORT's offline optimization of ``model`` (CPU EP, ORT_ENABLE_EXTENDED, ``DISABLED_OPTIMIZERS`` off).
 
     Tensors of ``model`` held in external files are found relative to ``external_data_folder`` (by
-    default the working folder). Without ``workdir`` the result holds all its data in memory; with one,
-    its tensors of over 1 KiB stay in ``workdir/ort_optimized.onnx.data`` (locations relative to
-    ``workdir``, which must outlive the result's use). Raises ``OrtOptimizeError`` with ORT's reason
+    default the working folder). The result holds all its data in memory, except when ``model`` has
+    external data and ``workdir`` is given: then its tensors of over 1 KiB stay in
+    ``workdir/ort_optimized.onnx.data`` (locations relative to ``workdir``, which must outlive the
+    result's use). Raises ``OrtOptimizeError`` with ORT's reason
     when ORT cannot load or optimize the model.
     """
     import onnxruntime as ort
@@ -57,10 +58,12 @@ def ort_optimize(model: ModelProto, external_data_folder: str | Path | None = No
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         options.optimized_model_filepath = str(target)
         options.log_severity_level = 3
-        if external_tensors(model):
+        external = bool(external_tensors(model))
+        if external:
             options.add_session_config_entry("session.model_external_initializers_file_folder_path",
                                              str(Path(external_data_folder or Path.cwd()).resolve()))
-        if workdir is not None:  # big models: ORT writes their weights beside the optimized model
+        keep_external = external and workdir is not None
+        if keep_external:  # ORT writes the weights beside the optimized model, not into memory here
             options.add_session_config_entry("session.optimized_model_external_initializers_file_name",
                                              _OPTIMIZED_NAME + ".data")
             options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",
@@ -72,7 +75,7 @@ def ort_optimize(model: ModelProto, external_data_folder: str | Path | None = No
             from .io import one_line
 
             raise OrtOptimizeError(f"ONNX Runtime cannot optimize the model ({one_line(error)})") from None
-        return onnx.load_model(str(target), load_external_data=workdir is None)
+        return onnx.load_model(str(target), load_external_data=not keep_external)
 
 
 @contextlib.contextmanager

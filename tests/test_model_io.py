@@ -97,15 +97,16 @@ def _outputs(path: Path, custom: bool, flag: bool) -> list[np.ndarray]:
     return file_session(path, custom).run(None, {"flag": np.array(flag), "ids": np.array([511, 0, -2])})
 
 
-@pytest.mark.parametrize("run_from", ["model folder", "another folder"])
-def test_external_data_anywhere_is_carried_to_the_output(tmp_path, monkeypatch, run_from):
+@pytest.mark.parametrize("run_from, options", [("model folder", []), ("another folder", []),
+                                               ("another folder", ["--ort-optimize"])])
+def test_external_data_anywhere_is_carried_to_the_output(tmp_path, monkeypatch, run_from, options):
     model_folder, out_folder, elsewhere = tmp_path / "model", tmp_path / "out", tmp_path / "elsewhere"
     for folder in (model_folder, out_folder, elsewhere):
         folder.mkdir()
     source = external_everywhere_model(model_folder)
     monkeypatch.chdir(model_folder if run_from == "model folder" else elsewhere)
     # relative paths on the command line, as a user would type them
-    assert main(["rewrite", os.path.relpath(source), "-o", os.path.relpath(out_folder / "r.onnx")]) == 0
+    assert main(["rewrite", os.path.relpath(source), "-o", os.path.relpath(out_folder / "r.onnx"), *options]) == 0
     target = out_folder / "r.onnx"
     assert {p.name for p in out_folder.iterdir()} == {"r.onnx", "r.onnx.data"}
     written = onnx.load_model(str(target), load_external_data=False)

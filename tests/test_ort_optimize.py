@@ -57,6 +57,7 @@ def test_models_saved_by_ort_tools_rewrite_bit_exact_both_ways(tmp_path, saved_b
     assert main(["rewrite", str(source), "-o", str(plain), "--json", str(tmp_path / "plain.json")]) == 0
     assert main(["rewrite", str(source), "-o", str(optimized), "--ort-optimize"]) == 0
     assert json.loads((tmp_path / "plain.json").read_text())["rewritten"] > 0
+    assert not list(tmp_path.glob("*.data"))  # no external data in, none out
     assert any(node.domain == "com.microsoft" for node in onnx.load_model(str(optimized)).graph.node)
     sessions = {(name, level): file_session(path, custom, level == "default")
                 for name, path, custom in [("source", source, False), ("plain", plain, True),
