@@ -106,10 +106,7 @@ def load_model(path: str | os.PathLike) -> tuple[ModelProto, Path | None]:
     external = external_tensors(model)
     for tensor in external:
         _check_external_reference(path, folder, tensor)
-    try:
-        ort_refusal = ort_load_error(str(path))
-    except Exception as error:  # noqa: BLE001
-        ort_refusal = one_line(error)
+    ort_refusal = ort_load_error(str(path))
     if ort_refusal:
         raise ModelFileError(f"{path}: invalid ONNX model, ONNX Runtime cannot load it ({ort_refusal})")
     for tensor in external:
