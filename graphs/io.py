@@ -1,59 +1,169 @@
-"""Loading and saving models safely: clear errors, no partial files, external data kept beside the model."""
+"""Loading and saving models safely: clear errors, no partial files, external data kept beside the model.
+
+A model is accepted when ONNX Runtime can load it (a CPU session with graph optimizations off, the
+GatherMultiaxis library registered): ORT-internal and com.microsoft ops included, and with ORT's reason
+when it cannot. Weights stored as external data stay external: they are never read into memory, only
+streamed, chunk by chunk, from the source's data files into ``<output>.data``.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import onnx
-from onnx import ModelProto
+from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, numpy_helper
 
 # Models whose serialized size reaches protobuf's 2 GiB limit must keep their weights outside.
 _PROTOBUF_LIMIT = (1 << 31) - (1 << 20)
+# External tensors up to this size are read into the model at load (shape inference reads small constants
+# such as Reshape targets); larger ones stay in their files.
+_INLINE_UP_TO_BYTES = 1 << 16
+# Inline tensors over this size go to the data file when a model must be split (onnx's own default).
+_EXTERNAL_FROM_BYTES = 1024
+# Offsets in a written data file are multiples of this, so ORT can memory-map every tensor.
+_ALIGNMENT = mmap.ALLOCATIONGRANULARITY
+_CHUNK = 1 << 22
 
 
 class ModelFileError(Exception):
     """A model file cannot be read or is not a valid ONNX model, or an output file cannot be written."""
 
 
-def _uses_external_data(model: ModelProto) -> bool:
-    return any(init.data_location == onnx.TensorProto.EXTERNAL for init in model.graph.initializer)
+# -- tensors anywhere in a model -----------------------------------------------------------------
+
+def _graph_tensors(graph: GraphProto) -> Iterator[TensorProto]:
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    yield from _node_tensors(graph.node)
 
 
-def load_model(path: str | os.PathLike) -> tuple[ModelProto, bool]:
-    """Load and check a model; returns it (external data loaded) and whether it had external data."""
+def _node_tensors(nodes) -> Iterator[TensorProto]:
+    for node in nodes:
+        for attribute in node.attribute:
+            if attribute.type == AttributeProto.TENSOR:
+                yield attribute.t
+            elif attribute.type == AttributeProto.TENSORS:
+                yield from attribute.tensors
+            elif attribute.type == AttributeProto.SPARSE_TENSOR:
+                yield attribute.sparse_tensor.values
+                yield attribute.sparse_tensor.indices
+            elif attribute.type == AttributeProto.GRAPH:
+                yield from _graph_tensors(attribute.g)
+            elif attribute.type == AttributeProto.GRAPHS:
+                for graph in attribute.graphs:
+                    yield from _graph_tensors(graph)
+
+
+def all_tensors(model: ModelProto) -> Iterator[TensorProto]:
+    """Every tensor of ``model``: initializers (sparse ones included) of the main graph and of every
+    subgraph, and tensor attributes (Constant values, ...) in graphs and model-local function bodies."""
+    yield from _graph_tensors(model.graph)
+    for function in model.functions:
+        yield from _node_tensors(function.node)
+
+
+def external_tensors(model: ModelProto) -> list[TensorProto]:
+    """The tensors of ``model`` whose data lives in an external file."""
+    return [t for t in all_tensors(model) if t.data_location == TensorProto.EXTERNAL]
+
+
+def _external_entry(tensor: TensorProto) -> tuple[str, int, int | None]:
+    """(location, offset, length or None) of an external tensor."""
+    entries = {entry.key: entry.value for entry in tensor.external_data}
+    length = entries.get("length")
+    return entries.get("location", ""), int(entries.get("offset") or 0), int(length) if length else None
+
+
+# -- loading -------------------------------------------------------------------------------------
+
+def load_model(path: str | os.PathLike) -> tuple[ModelProto, Path | None]:
+    """Load a model ONNX Runtime accepts, without reading its large external data.
+
+    Returns the model and, when it keeps data in external files, the folder their locations are
+    relative to (pass it to :func:`save_model`); ``None`` otherwise. External tensors of up to 64 KiB
+    are read in (shape inference needs small constants such as Reshape targets).
+    """
     path = Path(path)
     if path.is_dir():
         raise ModelFileError(f"{path}: is a folder, not a model file")
     if not path.is_file():
         raise ModelFileError(f"{path}: no such file")
     try:
-        header = onnx.load_model(str(path), load_external_data=False)
+        model = onnx.load_model(str(path), load_external_data=False)
     except Exception as error:  # noqa: BLE001 - protobuf raises several types for garbage
         raise ModelFileError(f"{path}: not a readable ONNX model ({one_line(error)})") from None
-    if not header.graph.node and not header.graph.output:
+    if not model.graph.node and not model.graph.output:
         raise ModelFileError(f"{path}: not an ONNX model (it has no graph)")
-    external = _uses_external_data(header)
-    base = path.parent.resolve()
-    for init in header.graph.initializer:
-        for entry in init.external_data:
-            if entry.key == "location":
-                target = (base / entry.value).resolve()
-                if base not in target.parents:
-                    raise ModelFileError(f"{path}: external data of {init.name!r} points outside the model's "
-                                         f"folder ({entry.value!r})")
-                if not target.is_file():
-                    raise ModelFileError(f"{path}: external data file {entry.value!r} of {init.name!r} is missing")
+    folder = path.parent.resolve()
+    external = external_tensors(model)
+    for tensor in external:
+        _check_external_reference(path, folder, tensor)
+    ort_refusal = ort_load_error(str(path))
+    if ort_refusal:
+        raise ModelFileError(f"{path}: invalid ONNX model, ONNX Runtime cannot load it ({ort_refusal})")
+    for tensor in external:
+        if _external_size(folder, tensor) <= _INLINE_UP_TO_BYTES:
+            onnx.external_data_helper.load_external_data_for_tensor(tensor, str(folder))
+            tensor.data_location = TensorProto.DEFAULT
+            del tensor.external_data[:]
+    return model, folder if external else None
+
+
+def _check_external_reference(path: Path, folder: Path, tensor: TensorProto) -> None:
+    location, offset, length = _external_entry(tensor)
+    target = (folder / location).resolve()
+    if not location or folder not in target.parents:
+        raise ModelFileError(f"{path}: external data of {tensor.name!r} points outside the model's folder "
+                             f"({location!r})")
+    if not target.is_file():
+        raise ModelFileError(f"{path}: external data file {location!r} of {tensor.name!r} is missing")
+    size = target.stat().st_size
+    if offset + (length or 0) > size:
+        raise ModelFileError(f"{path}: external data of {tensor.name!r} (offset {offset}, length {length}) "
+                             f"runs past the end of {location!r} ({size} bytes)")
+
+
+def _external_size(folder: Path, tensor: TensorProto) -> int:
+    location, offset, length = _external_entry(tensor)
+    return length if length is not None else (folder / location).stat().st_size - offset
+
+
+def ort_load_error(model: str | bytes, external_data_folder: Path | None = None) -> str:
+    """ORT's reason, on one line, for refusing to load ``model`` (a path or serialized bytes) in a CPU
+    session with graph optimizations off and the GatherMultiaxis library registered; "" when it loads.
+
+    External data is memory-mapped by ORT, not read; ``external_data_folder`` locates it for bytes.
+    """
+    import onnxruntime as ort
+
+    from ..ops import session_options
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 4
+    if external_data_folder is not None:
+        options.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                         str(external_data_folder))
     try:
-        onnx.checker.check_model(str(path))
-        model = onnx.load_model(str(path), load_external_data=True) if external else header
-    except Exception as error:  # noqa: BLE001
-        raise ModelFileError(f"{path}: invalid ONNX model ({one_line(error)})") from None
-    return model, external
+        ort.InferenceSession(model, session_options(options), providers=["CPUExecutionProvider"])
+    except Exception as error:  # noqa: BLE001 - ORT raises its own exception types
+        return one_line(error)
+    return ""
+
+
+def loads_in_ort(path: Path) -> None:
+    """Raise ModelFileError with ORT's reason when the model file at ``path`` does not load."""
+    refusal = ort_load_error(str(path))
+    if refusal:
+        raise ModelFileError(f"{path.name}: the written model does not load in ONNX Runtime ({refusal})")
 
 
 def one_line(error: BaseException, limit: int = 500) -> str:
@@ -62,6 +172,8 @@ def one_line(error: BaseException, limit: int = 500) -> str:
     text = text or type(error).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
+
+# -- saving --------------------------------------------------------------------------------------
 
 def _output_folder(path: Path, targets: list[Path], overwrite: bool) -> Path:
     """The folder ``path`` goes into; refuses a missing folder, or existing targets unless ``overwrite``."""
@@ -75,7 +187,7 @@ def _output_folder(path: Path, targets: list[Path], overwrite: bool) -> Path:
 
 
 @contextlib.contextmanager
-def _staging(path: Path, folder: Path) -> Iterator[Path]:
+def staging_folder(path: Path, folder: Path) -> Iterator[Path]:
     """A temporary folder next to the target: files are written there and moved into place only when
     complete, so a failure leaves no partial file behind (the folder is always removed)."""
     try:
@@ -90,26 +202,121 @@ def _staging(path: Path, folder: Path) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+_staging = staging_folder
+
+
+class _DataWriter:
+    """Appends tensor payloads to one data file at aligned offsets; runs of zeros become holes, so a
+    sparse source stays sparse."""
+
+    def __init__(self, file, name: str):
+        self.file, self.name, self.end = file, name, 0
+        self._zeros = bytes(_CHUNK)
+
+    def _start(self) -> int:
+        offset = -(-self.end // _ALIGNMENT) * _ALIGNMENT
+        self.file.seek(offset)
+        return offset
+
+    def _write(self, chunk) -> None:
+        if chunk == (self._zeros if len(chunk) == _CHUNK else bytes(len(chunk))):
+            self.file.seek(len(chunk), os.SEEK_CUR)
+        else:
+            self.file.write(chunk)
+
+    def _finish(self, tensor: TensorProto, offset: int, length: int) -> None:
+        self.end = offset + length
+        del tensor.external_data[:]
+        tensor.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", self.name), ("offset", str(offset)), ("length", str(length))):
+            tensor.external_data.add(key=key, value=value)
+
+    def copy(self, tensor: TensorProto, source_folder: Path) -> None:
+        location, source_offset, length = _external_entry(tensor)
+        offset = self._start()
+        with open(source_folder / location, "rb") as source:
+            source.seek(source_offset)
+            remaining = length if length is not None else os.fstat(source.fileno()).st_size - source_offset
+            length = remaining
+            while remaining:
+                chunk = source.read(min(_CHUNK, remaining))
+                if not chunk:
+                    raise OSError(f"external data of {tensor.name!r} ends early in {location!r}")
+                self._write(chunk)
+                remaining -= len(chunk)
+        self._finish(tensor, offset, length)
+
+    def move_out(self, tensor: TensorProto) -> None:
+        payload = tensor.raw_data if tensor.HasField("raw_data") else numpy_helper.from_array(
+            numpy_helper.to_array(tensor)).raw_data
+        offset = self._start()
+        view = memoryview(payload)
+        for start in range(0, len(view), _CHUNK):
+            self._write(view[start: start + _CHUNK])
+        for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
+            tensor.ClearField(field)
+        self._finish(tensor, offset, len(payload))
+
+    def close(self) -> None:
+        self.file.truncate(self.end)  # holes at the end still count in the file's size
+        self.file.close()
+
+
+@contextlib.contextmanager
+def _with_data_file(model: ModelProto, data_path: Path, source_folder: Path | None,
+                    move_inline: bool) -> Iterator[None]:
+    """Point ``model``'s external tensors into ``data_path`` (their payloads copied there), and with
+    ``move_inline`` its large inline tensors too; the model is restored on exit."""
+    saved: list[tuple[TensorProto, TensorProto]] = []
+    writer = _DataWriter(open(data_path, "wb"), data_path.name)
+    try:
+        for tensor in all_tensors(model):
+            external = tensor.data_location == TensorProto.EXTERNAL
+            movable = (move_inline and not external and tensor.data_type != TensorProto.STRING
+                       and tensor.ByteSize() > _EXTERNAL_FROM_BYTES)
+            if not external and not movable:
+                continue
+            before = TensorProto()
+            before.CopyFrom(tensor)
+            saved.append((tensor, before))
+            if external:
+                writer.copy(tensor, source_folder if source_folder is not None else Path.cwd())
+            else:
+                writer.move_out(tensor)
+        writer.close()
+        yield
+    finally:
+        for tensor, before in saved:
+            tensor.CopyFrom(before)
+
+
 def save_model(model: ModelProto, path: str | os.PathLike, *, external_data: bool = False,
-               overwrite: bool = False) -> list[Path]:
+               external_data_folder: Path | None = None, overwrite: bool = False,
+               validate: Callable[[Path], None] | None = None) -> list[Path]:
     """Write ``model`` to ``path`` atomically; returns the files written.
 
-    With ``external_data`` (or when the model is too large for one protobuf) the weights go to
-    ``<name>.data`` beside the model.
+    Tensors held in external files (their locations relative to ``external_data_folder``, by default
+    the working folder) are streamed into ``<name>.data`` beside the model; with ``external_data``, or
+    when the model is too large for one protobuf, its large inline tensors go there too. ``validate``
+    gets the written model's path before anything is moved into place and may raise ModelFileError.
     """
     path = Path(path)
     data_name = path.name + ".data"
-    split = external_data or model.ByteSize() >= _PROTOBUF_LIMIT
+    move_inline = external_data or model.ByteSize() >= _PROTOBUF_LIMIT
+    split = move_inline or bool(external_tensors(model))
     targets = [path] + ([path.parent / data_name] if split else [])
     folder = _output_folder(path, targets, overwrite)
-    with _staging(path, folder) as staging:
+    with staging_folder(path, folder) as staging:
         staged = staging / path.name
         if split:
-            onnx.save_model(model, str(staged), save_as_external_data=True, all_tensors_to_one_file=True,
-                            location=data_name, size_threshold=1024)
-            os.replace(staging / data_name, folder / data_name)
+            with _with_data_file(model, staging / data_name, external_data_folder, move_inline):
+                onnx.save_model(model, str(staged))
         else:
             onnx.save_model(model, str(staged))
+        if validate is not None:
+            validate(staged)
+        if split:
+            os.replace(staging / data_name, folder / data_name)
         os.replace(staged, path)
     return targets
 
@@ -118,7 +325,7 @@ def write_bytes_atomic(path: str | os.PathLike, content: bytes, overwrite: bool 
     """Write ``content`` to ``path`` atomically (reports, the bundled example)."""
     path = Path(path)
     folder = _output_folder(path, [path], overwrite)
-    with _staging(path, folder) as staging:
+    with staging_folder(path, folder) as staging:
         (staging / path.name).write_bytes(content)
         os.replace(staging / path.name, path)
 

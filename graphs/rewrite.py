@@ -206,12 +206,19 @@ def _inline_gather_functions(model: ModelProto, ops: tuple[str, ...], report: Re
         return model
 
 
-def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_OPS) -> tuple[ModelProto, RewriteReport]:
+def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_OPS,
+                  ort_optimize: bool = False) -> tuple[ModelProto, RewriteReport]:
     """Return a rewritten copy of ``model`` and the report of what happened to every gather node.
 
     The copy keeps the model's IR version, opset imports (plus ``ai.onnx.contrib`` 1 when a node was
-    rewritten), graph inputs/outputs, initializers, value_info, metadata and doc strings.
+    rewritten), graph inputs/outputs, initializers, value_info, metadata and doc strings. With
+    ``ort_optimize``, ORT's offline optimizer runs first (see graphs.ortopt: the way to stay
+    bit-identical to the original under ORT's default session options).
     """
+    if ort_optimize:
+        from .ortopt import ort_optimize as optimize
+
+        model = optimize(model)
     ops = tuple(ops)
     unknown_ops = set(ops) - set(GATHER_OPS)
     if unknown_ops:

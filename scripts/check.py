@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Callable, Iterable, Union
 
@@ -35,11 +36,23 @@ from .cases import (SYMBOLIC_SIZES, CannotGenerate, CheckCase, DataSet, FileSour
                     generated_inputs, has_symbolic_dims, load_case)
 from .graphs import rewrite_model
 from .graphs.io import one_line
+from .graphs.ortopt import OrtOptimizeError
 from .harness import bit_identical, difference, make_session, versions
 from .isolation import Outcome, Worker, report_phase
 
 VERDICTS = ("passed", "failed", "not compared", "not runnable", "builtin wrong")
 DEFAULT_TIMEOUT_S = 600.0
+
+
+class CheckMode(Enum):
+    """What is compared with what (see the README's table of guarantees)."""
+
+    GATHERS = "gathers"              # rewrite vs original, both with graph optimizations off
+    ORT_OPTIMIZED = "ort-optimized"  # the --ort-optimize rewrite vs original, both with ORT's defaults
+
+    @property
+    def optimized(self) -> bool:
+        return self is CheckMode.ORT_OPTIMIZED
 
 
 @dataclass
@@ -167,25 +180,28 @@ def _generated_data_sets(case: CheckCase, options: InputOptions) -> Iterable[tup
         yield DataSet(feeds), number == len(sizes) - 1
 
 
-def check_case(case: CheckCase, options: InputOptions = InputOptions()) -> CheckResult:
-    """The verdict on one case (see the module docstring)."""
+def check_case(case: CheckCase, options: InputOptions = InputOptions(),
+               mode: CheckMode = CheckMode.GATHERS) -> CheckResult:
+    """The verdict on one case (see the module docstring), comparing as ``mode`` says."""
     result = CheckResult(case.name, "passed", source=case.source)
     report_phase("rewriting")
     try:
-        rewritten, report = rewrite_model(case.model)
+        rewritten, report = rewrite_model(case.model, ort_optimize=mode.optimized)
+    except OrtOptimizeError as error:  # ORT cannot even load the original
+        return CheckResult(case.name, "not runnable", detail=one_line(error), source=case.source)
     except Exception as error:  # noqa: BLE001
         return CheckResult(case.name, "failed", detail=f"rewrite raised: {one_line(error)}", source=case.source)
     result.rewritten, result.left = report.rewritten, report.left
     result.left_reasons = [f"{o.op_type} {o.node!r}: {o.reason}" for o in report.outcomes if not o.rewritten]
     report_phase("loading the original model on ORT")
     try:
-        builtin = make_session(case.model, custom=False)
+        builtin = make_session(case.model, custom=False, optimized=mode.optimized)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "not runnable", one_line(error)
         return result
     report_phase("loading the rewritten model")
     try:
-        custom = make_session(rewritten, custom=True)
+        custom = make_session(rewritten, custom=True, optimized=mode.optimized)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "failed", f"the rewritten model does not load: {one_line(error)}"
         return result
@@ -219,12 +235,12 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions()) -> Check
     return result
 
 
-def _check_source(task: tuple[Source, InputOptions]) -> CheckResult:
+def _check_source(task: tuple[Source, InputOptions, CheckMode]) -> CheckResult:
     """The child process's task: read the source, then check it."""
-    source, options = task
+    source, options, mode = task
     if isinstance(source, FuzzSeed):
         case = fuzz.fuzz_case(source.seed)
-        result = check_case(case, options)
+        result = check_case(case, options, mode)
         if result.verdict == "failed":
             folder = fuzz.save_reproducer(case, source.save_dir, source.seed)
             result.detail += (f" (replay: gathermultiaxis check --fuzz 1 --seed {source.seed}; "
@@ -237,8 +253,8 @@ def _check_source(task: tuple[Source, InputOptions]) -> CheckResult:
         except Exception as error:  # noqa: BLE001 - protobuf raises several types for garbage
             return CheckResult(source.name, "not runnable", detail=f"cannot read: {one_line(error)}",
                                source=source.path)
-        return check_case(case, options)
-    return check_case(source, options)
+        return check_case(case, options, mode)
+    return check_case(source, options, mode)
 
 
 # -- the run -------------------------------------------------------------------------------------
@@ -247,6 +263,7 @@ def _check_source(task: tuple[Source, InputOptions]) -> CheckResult:
 class Report:
     results: list[CheckResult] = field(default_factory=list)
     interrupted: bool = False
+    mode: str = CheckMode.GATHERS.value
     command: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=versions)
 
@@ -274,7 +291,7 @@ class Report:
 
     def as_dict(self) -> dict:
         return {"summary": self.summary_line(), "counts": self.counts(), "interrupted": self.interrupted,
-                "command": self.command, "versions": self.versions,
+                "mode": self.mode, "command": self.command, "versions": self.versions,
                 "results": [asdict(r) for r in self.results]}
 
 
@@ -305,15 +322,15 @@ class _InProcess:
 
 def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), timeout: float = DEFAULT_TIMEOUT_S,
         fail_fast: bool = False, on_result: Callable[[CheckResult], None] | None = None,
-        command: list[str] | None = None, isolate: bool = True) -> Report:
+        command: list[str] | None = None, isolate: bool = True, mode: CheckMode = CheckMode.GATHERS) -> Report:
     """Check every source, each in a child process with ``timeout`` seconds (``isolate=False``: in this
     process, without timeout). Ctrl-C (KeyboardInterrupt) ends the run early: the report holds what
     ran and says it was interrupted."""
-    report = Report(command=list(command or []))
+    report = Report(command=list(command or []), mode=mode.value)
     with (Worker() if isolate else _InProcess()) as worker:
         try:
             for source in sources:
-                outcome = worker.run(_check_source, (source, options), timeout)
+                outcome = worker.run(_check_source, (source, options, mode), timeout)
                 result = outcome.value if outcome.status == "done" else _isolated_failure(source, outcome)
                 report.results.append(result)
                 if on_result is not None:

@@ -14,19 +14,19 @@ Exit status:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
-import onnx
-
-from . import __version__, bench, check
+from . import __version__, bench, bigmodel, check
 from .cases import BadInput, InputOptions, default_suite, find_sources, load_inputs, parse_input_shapes
 from .examples import EXAMPLE_PATH
 from .graphs import GATHER_OPS, rewrite_model
-from .graphs.io import ModelFileError, check_target, load_model, save_model, write_bytes_atomic
+from .graphs.io import ModelFileError, check_target, load_model, loads_in_ort, save_model, write_bytes_atomic
+from .graphs.ortopt import ort_optimized
 
 
 class CommandError(Exception):
@@ -94,13 +94,13 @@ def run_rewrite(args) -> int:
             raise CommandError(f"{target}: the output is the input file; pass --in-place to replace it")
     _writable(args.json, args.force)
     try:
-        model, external = load_model(source)
-        rewritten, report = rewrite_model(model, args.ops or GATHER_OPS)
-        try:
-            onnx.checker.check_model(rewritten)
-        except ValueError:  # over 2 GB: the checker needs a file, which save_model writes below
-            pass
-        save_model(rewritten, target, external_data=external, overwrite=args.force or args.in_place)
+        model, data_folder = load_model(source)
+        external = data_folder is not None
+        with (ort_optimized(model, data_folder, target) if args.ort_optimize
+              else contextlib.nullcontext((model, data_folder))) as (model, data_folder):
+            rewritten, report = rewrite_model(model, args.ops or GATHER_OPS)
+            save_model(rewritten, target, external_data=external, external_data_folder=data_folder,
+                       overwrite=args.force or args.in_place, validate=loads_in_ort)
     except ModelFileError as error:
         raise CommandError(str(error)) from None
     if args.verbose >= 0:
@@ -156,7 +156,7 @@ def run_check(args) -> int:
         output.progress(len(done), len(sources), result.name)
 
     report = check.run(sources, options=options, timeout=args.timeout, fail_fast=args.fail_fast,
-                       on_result=on_result, command=sys.argv if args.argv is None else args.argv)
+                       on_result=on_result, command=sys.argv if args.argv is None else args.argv, mode=args.mode)
     output.end_progress()
     print_table(report.results, args.verbose)
     if report.interrupted:
@@ -207,8 +207,22 @@ def _positive_float(text: str) -> float:
 
 # -- bench, example ------------------------------------------------------------------------------
 
+def run_big_model(args) -> int:
+    """bench --big-model: peak memory of rewrite on a model over 2 GB (bigmodel.measure)."""
+    if args.big_model_folder and not Path(args.big_model_folder).is_dir():
+        raise CommandError(f"--big-model-folder {args.big_model_folder}: no such folder")
+    run = bigmodel.measure(args.big_model, Path(args.big_model_folder) if args.big_model_folder else None,
+                           args.ort_optimize)
+    print(json.dumps(asdict(run), indent=2))
+    if args.json:
+        _write_json(args.json, asdict(run), force=True)  # checked before the work
+    return 0 if run.exit_status == 0 and run.rows_match else 1
+
+
 def run_bench(args) -> int:
     _writable(args.json, args.force)
+    if args.big_model:
+        return run_big_model(args)
     if args.plot:
         _writable(args.plot, args.force)
         try:
@@ -265,6 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
     rewrite.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     rewrite.add_argument("--ops", type=_op_list, default=None, metavar="OPS",
                          help="comma-separated op types to rewrite (default: Gather,GatherElements,GatherND)")
+    rewrite.add_argument("--ort-optimize", action="store_true",
+                         help="run ONNX Runtime's offline optimizer (CPU, extended level) first, so the rewrite is "
+                              "bit-identical to the original under ORT's default session options too")
     rewrite.set_defaults(run=run_rewrite)
 
     checker = commands.add_parser(
@@ -291,6 +308,10 @@ def build_parser() -> argparse.ArgumentParser:
     checker.add_argument("--timeout", type=_positive_float, default=check.DEFAULT_TIMEOUT_S, metavar="SECONDS",
                          help=f"per model (default {check.DEFAULT_TIMEOUT_S:g} s); a model that takes longer is "
                               "'failed' (or 'not runnable' when the original hung)")
+    checker.add_argument("--ort-optimize", dest="mode", action="store_const", const=check.CheckMode.ORT_OPTIMIZED,
+                         default=check.CheckMode.GATHERS,
+                         help="compare the --ort-optimize rewrite with the original under ORT's default session "
+                              "options (default: both with graph optimizations off)")
     checker.add_argument("--fail-fast", action="store_true", help="stop at the first failed case")
     checker.add_argument("--allow", action="append", choices=["not compared", "not runnable"], metavar="VERDICT",
                          help="do not fail the run (exit 3) for this verdict: 'not compared' or 'not runnable' "
@@ -311,6 +332,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench_command.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bench_command.add_argument("--plot", metavar="FILE.png", help="draw the ratios as a bar chart (needs matplotlib)")
     bench_command.add_argument("--force", action="store_true", help="overwrite existing JSON or plot files")
+    bench_command.add_argument("--big-model", type=_positive_float, nargs="?", const=2.2, default=None, metavar="GB",
+                               help="instead: peak memory of `rewrite` on a model with a GB-sized external table "
+                                    "(default 2.2 GB, a sparse file)")
+    bench_command.add_argument("--big-model-folder", metavar="DIR", help="where --big-model builds its model")
+    bench_command.add_argument("--ort-optimize", action="store_true", help="--big-model: rewrite with --ort-optimize")
     bench_command.set_defaults(run=run_bench)
 
     example = commands.add_parser("example", parents=[common], help="write the bundled example model to a file")

@@ -25,3 +25,17 @@ def assert_rewrite_matches(model, feeds):
     for a, e in zip(actual, expected):
         assert_bit_identical(a, e)
     return report
+
+
+def file_session(path, custom: bool, optimized: bool = False):
+    """A CPU session of the model file at ``path`` (ORT finds its external data beside it); graph
+    optimizations off unless ``optimized`` (then ORT's defaults)."""
+    import onnxruntime as ort
+
+    from gathermultiaxis import session_options
+
+    options = ort.SessionOptions()
+    if not optimized:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), session_options(options) if custom else options,
+                                providers=["CPUExecutionProvider"])

@@ -126,7 +126,7 @@ def test_cycle_is_rejected(tmp_path, capsys):
     onnx.save_model(model, str(source))
     assert main(["rewrite", str(source), "-o", str(tmp_path / "out.onnx")]) == 2
     err = capsys.readouterr().err
-    assert "topologically sorted" in err and "name: first OpType: Gather" in err and err.count("\n") == 1
+    assert "ONNX Runtime cannot load it" in err and "the graph is not acyclic" in err and err.count("\n") == 1
     assert files_in(tmp_path) == {"cycle.onnx"}
 
 
