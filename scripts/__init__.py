@@ -6,12 +6,12 @@ GatherMultiaxis custom op registered, and ``gathermultiaxis.graphs`` rewrites ON
 
 from importlib.metadata import PackageNotFoundError, version as _version
 
-from .ops import GatherGeometry, GatherIndexError, GatherShapeError, gather_multiaxis, session_options
+from .ops import GatherGeometry, GatherIndexError, GatherShapeError, InferenceSession, gather_multiaxis, session_options
 
 try:
     __version__ = _version("gathermultiaxis")
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
-__all__ = ["GatherGeometry", "GatherIndexError", "GatherShapeError", "__version__", "gather_multiaxis",
+__all__ = ["GatherGeometry", "GatherIndexError", "GatherShapeError", "InferenceSession", "__version__", "gather_multiaxis",
            "session_options"]

@@ -33,7 +33,7 @@ def run(case, elem_type):
 
 def test_registered_types():
     assert len(DATA_TYPES) == 12 and len(INDEX_TYPES) == 2
-    assert bridge_info()["registrations"] == 24
+    assert bridge_info()["registrations"] == 3 * 24  # plain, Run and Bound op types
 
 
 @settings(max_examples=300, deadline=None)
