@@ -233,7 +233,7 @@ class _ArrayHandback:
 _state = {"registered": False, "handback": False, "opdefs": [], "guarded": False}
 _lock = threading.RLock()
 
-_NUL_LIMIT = ("a string holding a NUL character cannot cross onnxruntime-extensions' PyOp bridge (it passes "
+NUL_LIMIT = ("a string holding a NUL character cannot cross onnxruntime-extensions' PyOp bridge (it passes "
               "strings as C strings, which end at the first NUL)")
 
 
@@ -242,7 +242,7 @@ def _handed_back(output: np.ndarray):
     if output.dtype == object:
         for value in output.flat:  # the bridge would cut the string at the NUL: refuse instead
             if "\x00" in value if isinstance(value, str) else b"\x00" in value:
-                raise ValueError(_NUL_LIMIT)
+                raise ValueError(NUL_LIMIT)
         return output
     if not _state["handback"]:
         # the list path rebuilds an array from Python ints: uint64 above 2**63 would go through float64
@@ -368,6 +368,10 @@ def bridge_info() -> dict:
 
 
 _registered_options: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()
+
+
+def registered_by_us(options: ort.SessionOptions) -> bool:
+    return options in _registered_options
 
 
 def register_library(options: ort.SessionOptions) -> ort.SessionOptions:

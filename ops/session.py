@@ -46,6 +46,7 @@ class PreparedModel:
     model: ModelProto
     tokened: bool = False                                   # has the RUN_TOKEN input
     tables: dict[str, BoundTable] = field(default_factory=dict)
+    string_inputs: list[str] = field(default_factory=list)  # checked for NUL when data crosses the bridge
 
 
 # ---------------------------------------------------------------- constant operands
@@ -66,14 +67,15 @@ def _tensor_array(tensor: TensorProto, base_dir: str | None) -> tuple[np.ndarray
         array = np.memmap(path, dtype=dtype, mode="r", offset=int(info.get("offset", 0)), shape=tuple(tensor.dims))
         return array, widen
     if tensor.data_type == TensorProto.STRING:
-        values = numpy_helper.to_array(tensor)
-        decoded = np.empty(values.shape, dtype=object)
-        for position, value in np.ndenumerate(values):
+        decoded = []
+        for value in tensor.string_data:
             try:  # like ORT: undecodable bytes stay bytes, and fail as builtin does when returned
-                decoded[position] = value.decode("utf-8")
+                decoded.append(value.decode("utf-8"))
             except UnicodeDecodeError:
-                decoded[position] = value
-        return decoded, None
+                decoded.append(value)
+        array = np.empty(len(decoded), dtype=object)
+        array[:] = decoded
+        return array.reshape(tuple(tensor.dims)), None
     if tensor.data_type == TensorProto.BFLOAT16:
         if tensor.HasField("raw_data"):
             return np.frombuffer(tensor.raw_data, dtype=np.uint16).reshape(tuple(tensor.dims)), widen
@@ -206,6 +208,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
     session_number = next(_session_numbers)
     info = _Graph(model.graph) if bind else None
     chain: list = []
+    crosses_bridge = False
     for number, (graph, node) in enumerate(nodes):
         bound = None
         if info is not None and graph is model.graph:
@@ -214,6 +217,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
             if bound is not None:
                 chain.extend(passed)
         if bound is None:
+            crosses_bridge = True
             node.op_type = RUN_OP_TYPE
             node.input.append(RUN_TOKEN)
             continue
@@ -230,6 +234,9 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
         node.CopyFrom(replacement)
     if info is not None:
         _drop_unused(info, chain)
+    if crosses_bridge:  # a string fed in may reach a GatherMultiaxisRun node, whose bridge cuts it at a NUL
+        prepared.string_inputs = [value.name for value in model.graph.input
+                                  if value.type.tensor_type.elem_type == TensorProto.STRING]
     return prepared
 
 
@@ -246,6 +253,33 @@ def _load(path_or_bytes) -> tuple[ModelProto, str | None]:
     raise TypeError(f"Unable to load from type '{type(path_or_bytes)}'")
 
 
+# The public SessionOptions properties, copied onto the session's own options.
+_OPTION_PROPERTIES = ("enable_cpu_mem_arena", "enable_mem_pattern", "enable_mem_reuse", "enable_profiling",
+                      "execution_mode", "execution_order", "graph_optimization_level", "inter_op_num_threads",
+                      "intra_op_num_threads", "log_severity_level", "log_verbosity_level", "logid",
+                      "optimized_model_filepath", "profile_file_prefix", "use_deterministic_compute",
+                      "use_per_session_threads")
+
+
+def own_options(options: ort.SessionOptions | None) -> ort.SessionOptions:
+    """The options the session is created with: ``options`` itself when ``session_options()`` registered the
+    library on it, else a copy of its public properties with the library registered.
+
+    Why a copy: onnxruntime-extensions (0.15) crashes at session creation on options where its library
+    was registered before a PyOp was defined (the user's own registration, for its tokenizers, say, made
+    before gathermultiaxis defined its op types), and refuses options registered twice. A copy has
+    neither problem; the library registered on it brings the extensions' own ops too. What ORT gives no
+    way to read (session config entries, initializers, custom op libraries added to ``options``) is
+    not copied: see the README."""
+    if options is not None and ortop.registered_by_us(options):
+        return options
+    copy = ort.SessionOptions()
+    if options is not None:
+        for name in _OPTION_PROPERTIES:
+            setattr(copy, name, getattr(options, name))
+    return ortop.register_library(copy)
+
+
 def _release(keys) -> None:
     for key in keys:
         BOUND_TABLES.pop(key, None)
@@ -255,8 +289,8 @@ class InferenceSession(ort.InferenceSession):
     """``onnxruntime.InferenceSession`` for models holding GatherMultiaxis nodes (see the module docstring).
 
     Same arguments as ORT's (``path_or_bytes`` may also be a ``ModelProto``); ``bind_constants=False``
-    keeps every data operand on the bridge. The custom-op library is registered on ``sess_options``
-    (created when None), once per options object.
+    keeps every data operand on the bridge. The session runs on its own copy of ``sess_options`` (see
+    ``own_options``).
     """
 
     def __init__(self, path_or_bytes, sess_options: ort.SessionOptions | None = None, providers=None,
@@ -268,10 +302,11 @@ class InferenceSession(ort.InferenceSession):
         if base_dir is not None:  # external data of everything not bound: inline (ORT gets bytes)
             load_external_data_for_model(prepared.model, base_dir)
         self._gathermultiaxis_token = prepared.tokened
+        self._gathermultiaxis_string_inputs = prepared.string_inputs
         self._gathermultiaxis_tables = list(prepared.tables)
         BOUND_TABLES.update(prepared.tables)
         self._gathermultiaxis_release = weakref.finalize(self, _release, list(prepared.tables))
-        options = ortop.register_library(ort.SessionOptions() if sess_options is None else sess_options)
+        options = own_options(sess_options)
         serialized = prepared.model.SerializeToString()
         del model, prepared
         super().__init__(serialized, options, providers, provider_options, **kwargs)
@@ -305,7 +340,19 @@ class InferenceSession(ort.InferenceSession):
             raise error from exc
         return self._finish(token, result)
 
+    def _check_strings(self, input_feed) -> None:
+        for name in self._gathermultiaxis_string_inputs:
+            value = input_feed.get(name)
+            if value is None:
+                continue
+            values = np.asarray(value)
+            if values.dtype.kind in "OU" and any("\x00" in v if isinstance(v, str) else b"\x00" in v
+                                                  for v in values.reshape(-1).tolist()
+                                                  if isinstance(v, (str, bytes))):
+                raise ValueError(f"input {name!r}: {ortop.NUL_LIMIT}")
+
     def run(self, output_names, input_feed, run_options=None):
+        self._check_strings(input_feed)
         token = self._token()
         if token is not None:
             input_feed = {**input_feed, RUN_TOKEN: np.array(token, dtype=np.int64)}
