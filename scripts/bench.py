@@ -346,6 +346,11 @@ def _plot(results: list[Result], path: Path) -> None:
 def run_bench_command(args) -> int:
     from .cli import CommandError, write_text_atomic
 
+    if getattr(args, "runtime", False):
+        from .runtime_bench import run_runtime_bench_command
+
+        return run_runtime_bench_command(args)
+
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise CommandError("--plot needs matplotlib: pip install -e '.[bench]'")
     progress = (lambda name: print(f"... {name}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
@@ -370,4 +375,8 @@ def add_bench_command(commands) -> None:
                        help="time cap for the onnx reference evaluator (default 30 s)")
     bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bench.add_argument("--plot", metavar="FILE.png", help="draw the ratios as a bar chart (needs matplotlib)")
+    bench.add_argument("--runtime", action="store_true",
+                       help="the models a user meets (GPT-2 embeddings, int8 + DequantizeLinear, detection "
+                            "post-processing) through InferenceSession and session_options() against builtin, "
+                            "and the memory of a session over a bound 150 MB table (--quick skips the memory)")
     bench.set_defaults(run=run_bench_command)
