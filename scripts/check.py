@@ -1,6 +1,6 @@
 """``gathermultiaxis check``: rewritten models against ORT's builtin gathers, on real test suites.
 
-For every model: rewrite it, run the original on plain ORT and the rewrite with ``session_options()``
+For every model: rewrite it, run the original on plain ORT and the rewrite with ``InferenceSession``
 on the same inputs, and compare bit for bit (dtype, shape, values, NaN positions). When the builtin run
 raises, the rewritten one must raise too. Models plain ORT cannot load or run are "not runnable".
 
