@@ -47,6 +47,8 @@ class PreparedModel:
     tokened: bool = False                                   # has the RUN_TOKEN input
     tables: dict[str, BoundTable] = field(default_factory=dict)
     string_inputs: list[str] = field(default_factory=list)  # checked for NUL when data crosses the bridge
+    shared: dict[str, tuple[np.ndarray, int]] = field(default_factory=dict)  # bound initializers ORT still
+    # reads elsewhere: (array, ONNX type), handed to ORT with SessionOptions.add_initializer (one buffer)
 
 
 # ---------------------------------------------------------------- constant operands
@@ -95,6 +97,7 @@ class _Graph:
         inputs = {value.name for value in graph.input}
         self.initializers = {t.name: t for t in graph.initializer if t.name not in inputs}
         self.producer = {name: node for node in graph.node for name in node.output}
+        self.bound_initializers: dict[str, tuple[np.ndarray, int]] = {}  # read by a bound operand
         self.uses: dict[str, int] = {}
         for node in graph.node:
             for name in node.input:
@@ -114,7 +117,10 @@ class _Graph:
         """(array, widen) when ``name`` is a constant seen through Unsqueeze and a widening Cast, else None.
         Appends the nodes passed through to ``chain``."""
         if name in self.initializers:
-            return _tensor_array(self.initializers[name], base_dir)
+            found = _tensor_array(self.initializers[name], base_dir)
+            if found is not None and chain is not None:
+                self.bound_initializers[name] = (found[0], self.initializers[name].data_type)
+            return found
         node = self.producer.get(name)
         if node is None or node.domain not in ("", "ai.onnx"):
             return None
@@ -234,6 +240,9 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
         node.CopyFrom(replacement)
     if info is not None:
         _drop_unused(info, chain)
+        kept = {tensor.name for tensor in model.graph.initializer}
+        prepared.shared = {name: value for name, value in info.bound_initializers.items()
+                           if name in kept and value[0].dtype != object}
     if crosses_bridge:  # a string fed in may reach a GatherMultiaxisRun node, whose bridge cuts it at a NUL
         prepared.string_inputs = [value.name for value in model.graph.input
                                   if value.type.tensor_type.elem_type == TensorProto.STRING]
@@ -277,7 +286,11 @@ def own_options(options: ort.SessionOptions | None) -> ort.SessionOptions:
     if options is not None:
         for name in _OPTION_PROPERTIES:
             setattr(copy, name, getattr(options, name))
+    _own_copies.add(copy)
     return ortop.register_library(copy)
+
+
+_own_copies: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()
 
 
 def _release(keys) -> None:
@@ -307,6 +320,12 @@ class InferenceSession(ort.InferenceSession):
         BOUND_TABLES.update(prepared.tables)
         self._gathermultiaxis_release = weakref.finalize(self, _release, list(prepared.tables))
         options = own_options(sess_options)
+        self._gathermultiaxis_shared = []  # OrtValues over bound arrays that ORT reads too: alive with the session
+        if options in _own_copies:  # never add initializers to options the caller keeps using
+            for name, (array, elem_type) in prepared.shared.items():
+                value = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.ascontiguousarray(array), elem_type)
+                options.add_initializer(name, value)
+                self._gathermultiaxis_shared.append(value)
         serialized = prepared.model.SerializeToString()
         del model, prepared
         super().__init__(serialized, options, providers, provider_options, **kwargs)
