@@ -393,6 +393,7 @@ class InferenceSession(ort.InferenceSession):
         return self._guarded(token, lambda: super(InferenceSession, self).run_with_iobinding(iobinding, run_options))
 
     def run_async(self, output_names, input_feed, callback, user_data, run_options=None):
+        self._check_strings(input_feed)
         token = self._token()
         if token is None:
             return super().run_async(output_names, input_feed, callback, user_data, run_options)
