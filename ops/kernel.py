@@ -262,11 +262,13 @@ class _PlanCache:
         self._lock = threading.Lock()
 
     def __call__(self, *key) -> _Plan:
-        with self._lock:
-            found = self._plans.get(key)
-            if found is not None:
+        found = self._plans.get(key)  # the hot path takes no lock: OrderedDict's C methods hold the GIL
+        if found is not None:
+            try:
                 self._plans.move_to_end(key)
-                return found[0]
+            except KeyError:  # evicted by another thread in between
+                pass
+            return found[0]
         plan = _make_plan(*key)
         grid = plan.cached_grid
         size = self.PLAN_BYTES + (grid.nbytes if isinstance(grid, np.ndarray) else 0)
