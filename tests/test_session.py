@@ -83,3 +83,17 @@ def test_bound_tables_are_released_with_the_session():
     assert sess.bound_tables == 1 and len(set(BOUND_TABLES) - before) == 1
     del sess
     assert set(BOUND_TABLES) == before
+
+
+def test_options_from_session_options_are_used_as_they_are():
+    """Config entries cannot be copied, so options prepared with session_options() are used directly."""
+    options = gathermultiaxis.session_options(ort.SessionOptions())
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    sess = gathermultiaxis.InferenceSession(gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64), options,
+                                            providers=["CPUExecutionProvider"])
+    assert sess.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    feeds = {"input": np.arange(6, dtype=np.float32).reshape(2, 3), "indices": np.array([[2, 0]]),
+             "axes": np.array([1])}
+    np.testing.assert_array_equal(sess.run(None, feeds)[0], [[2, 0], [5, 3]])
+    with pytest.raises(gathermultiaxis.GatherIndexError, match="index 3 at"):
+        sess.run(None, {**feeds, "indices": np.array([[3, 0]])})
