@@ -213,6 +213,41 @@ def format_runtime_report(results: list[RuntimeResult]) -> str:
     return "\n".join(lines)
 
 
+def per_call_breakdown(repeats: int = 41, calls: int = 2000) -> dict[str, float]:
+    """Microseconds per call of the Python side of a tiny GatherMultiaxisRun call, interleaved: the
+    invoker as onnxruntime-extensions ships it (``Opdef.cast_attributes`` per call), the invoker with the
+    conversion skipped (what the op does), the op body alone and the kernel alone."""
+    from onnxruntime_extensions import _ocos
+
+    from .ops import gather_multiaxis, ortop
+
+    ortop.register()
+    opdef = next(o for o in ortop._state["opdefs"] if o.op_type == ortop.RUN_OP_TYPE)
+    data, indices, axes, token = np.array([2, 3]), np.array([0]), np.array([0]), np.array(1)
+    feed, attributes = [data, indices, axes, token], {"mode": "error"}
+    shipped = type(opdef).cast_attributes.__get__(opdef)
+
+    def invoke_shipped():
+        opdef.cast_attributes = shipped
+        try:
+            _ocos._on_pyop_invocation(opdef._id, feed, attributes)
+        finally:
+            opdef.cast_attributes = ortop._string_attributes
+
+    timed = {"invoker, attributes converted (shipped)": invoke_shipped,
+             "invoker, conversion skipped (ours)": lambda: _ocos._on_pyop_invocation(opdef._id, feed, attributes),
+             "op body": lambda: ortop._compute_run(data, indices, axes, token, "error"),
+             "kernel": lambda: gather_multiaxis(data, indices, [0], "error")}
+    samples: dict[str, list[float]] = {name: [] for name in timed}
+    for _ in range(repeats):
+        for name, call in timed.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                call()
+            samples[name].append((time.perf_counter() - start) / calls * 1e6)
+    return {name: float(np.median(values)) for name, values in samples.items()}
+
+
 # ---------------------------------------------------------------- resident memory
 
 def _resident_bytes() -> int:
@@ -283,6 +318,8 @@ def run_runtime_bench_command(args) -> int:
     progress = (lambda name: print(f"... {name}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
     results = run_runtime_bench(args.repeats or 41, progress)
     print(format_runtime_report(results))
+    print("per call, Python side of a tiny gather (median us): " + ", ".join(
+        f"{name} {value:.2f}" for name, value in per_call_breakdown().items()))
     if not args.quick:
         for external in (False, True):
             print(format_rss(rss_over_bound_table(external=external), external))
