@@ -30,6 +30,7 @@ import onnx
 import onnxruntime as ort
 from onnx import AttributeProto, ModelProto, TensorProto, helper, numpy_helper
 from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+from onnxruntime.capi import onnxruntime_inference_collection as _ort_collection
 
 from . import ortop
 from .ortop import BOUND_TABLES, DOMAIN, OP_TYPE, RUN_ERRORS, RUN_OP_TYPE, BoundTable, bound_op_type
@@ -293,6 +294,13 @@ def own_options(options: ort.SessionOptions | None) -> ort.SessionOptions:
 _own_copies: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()
 
 
+def _ort_method(name: str):
+    """onnxruntime's own Session method, without the plain op's error channel that session_options()
+    installs (this session's errors travel by token)."""
+    method = getattr(_ort_collection.Session, name)
+    return method.__wrapped__ if getattr(method, "_gathermultiaxis_guard", False) else method
+
+
 def _release(keys) -> None:
     for key in keys:
         BOUND_TABLES.pop(key, None)
@@ -375,22 +383,22 @@ class InferenceSession(ort.InferenceSession):
         token = self._token()
         if token is not None:
             input_feed = {**input_feed, RUN_TOKEN: np.array(token, dtype=np.int64)}
-        return self._guarded(token, lambda: super(InferenceSession, self).run(output_names, input_feed, run_options))
+        return self._guarded(token, lambda: _ort_method("run")(self, output_names, input_feed, run_options))
 
     def run_with_ort_values(self, output_names, input_dict_ort_values, run_options=None):
         token = self._token()
         if token is not None:
             input_dict_ort_values = {**input_dict_ort_values,
                                      RUN_TOKEN: ort.OrtValue.ortvalue_from_numpy(np.array(token, dtype=np.int64))}
-        return self._guarded(token, lambda: super(InferenceSession, self).run_with_ort_values(
-            output_names, input_dict_ort_values, run_options))
+        return self._guarded(token, lambda: _ort_method("run_with_ort_values")(
+            self, output_names, input_dict_ort_values, run_options))
 
     def run_with_iobinding(self, iobinding, run_options=None):
         token = self._token()
         if token is not None:
             value = np.array(token, dtype=np.int64)  # alive until the run returns
             iobinding.bind_cpu_input(RUN_TOKEN, value)
-        return self._guarded(token, lambda: super(InferenceSession, self).run_with_iobinding(iobinding, run_options))
+        return self._guarded(token, lambda: _ort_method("run_with_iobinding")(self, iobinding, run_options))
 
     def run_async(self, output_names, input_feed, callback, user_data, run_options=None):
         self._check_strings(input_feed)
