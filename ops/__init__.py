@@ -1,7 +1,7 @@
 """The GatherMultiaxis operator: its shape rules, its NumPy kernel and its ONNX Runtime registration.
 
 The kernel, the shape rules and the variants need NumPy only. The ONNX Runtime registration
-(``session_options``, ``register``, ``bridge_info``, from ``ops.ortop``) imports onnxruntime and
+(``InferenceSession``, ``session_options``, ``register``, ``bridge_info``) imports onnxruntime and
 onnxruntime-extensions when first used, not on ``import gathermultiaxis``.
 """
 
@@ -16,7 +16,7 @@ from .variants import (gather_xy_nchw, numpy_take, numpy_take_along_axis, onnx_g
 
 # name -> module that defines it, imported on first access (PEP 562)
 _LAZY = {"DATA_TYPES": ".signature", "DOMAIN": ".signature", "INDEX_TYPES": ".signature", "OP_TYPE": ".signature",
-         "bridge_info": ".ortop", "register": ".ortop", "session_options": ".ortop"}
+         "bridge_info": ".ortop", "register": ".ortop", "session_options": ".ortop", "InferenceSession": ".session"}
 
 
 def __getattr__(name: str):
@@ -27,7 +27,8 @@ def __getattr__(name: str):
 
 __all__ = [
     "DATA_TYPES", "DOMAIN", "INDEX_TYPES", "MODES", "OP_TYPE", "GatherGeometry", "GatherIndexError",
-    "GatherShapeError", "bridge_info", "gather_multiaxis", "normalize_axes", "register", "session_options",
+    "GatherShapeError", "InferenceSession", "bridge_info", "gather_multiaxis", "normalize_axes", "register",
+    "session_options",
     "variants", "gather_xy_nchw", "numpy_take", "numpy_take_along_axis", "onnx_gather", "onnx_gather_elements",
     "onnx_gather_nd", "openvino_gather", "openvino_gather_nd", "tf_gather", "tf_gather_nd", "torch_gather",
     "torch_index_select", "torch_take", "torch_take_along_dim", "tosa_gather", "jax_gather",

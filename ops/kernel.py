@@ -6,15 +6,16 @@ int64 buffer) plus one ``arange`` term per non-broadcast input dimension, added 
 broadcasting, so neither the input nor the indices are ever materialised at the output shape.
 Trailing dimensions that are copied whole (not in ``axes``, size 1 in the indices, same size in input
 and output) are read as contiguous blocks. Everything that depends only on shapes is planned once
-per (shapes, axes, item size) and cached. Indices are range-checked with one min/max; only when some
+per (shapes, axes, item size) and cached (at most 512 plans and 16 MiB of offset grids). Indices are range-checked with one min/max; only when some
 are negative or out of range is a normalised copy made.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from math import prod
 from typing import Sequence
@@ -248,8 +249,45 @@ def _build_grid(terms, lead_rank: int):
     return grid
 
 
-@functools.lru_cache(maxsize=512)
-def _plan(input_shape: tuple[int, ...], indices_shape: tuple[int, ...], axes: tuple[int, ...], itemsize: int) -> _Plan:
+class _PlanCache:
+    """Least-recently-used plans, bounded by count and by the bytes of their cached offset grids (a plan
+    without a grid counts ``PLAN_BYTES``). Thread-safe; a failing plan (bad shapes) is not cached."""
+
+    PLAN_BYTES = 1024
+
+    def __init__(self, max_plans: int = 512, max_bytes: int = 16 << 20):
+        self.max_plans, self.max_bytes = max_plans, max_bytes
+        self._plans: "OrderedDict[tuple, tuple[_Plan, int]]" = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, *key) -> _Plan:
+        found = self._plans.get(key)  # the hot path takes no lock: OrderedDict's C methods hold the GIL
+        if found is not None:
+            try:
+                self._plans.move_to_end(key)
+            except KeyError:  # evicted by another thread in between
+                pass
+            return found[0]
+        plan = _make_plan(*key)
+        grid = plan.cached_grid
+        size = self.PLAN_BYTES + (grid.nbytes if isinstance(grid, np.ndarray) else 0)
+        with self._lock:
+            if key not in self._plans:
+                self._plans[key] = (plan, size)
+                self._bytes += size
+                while len(self._plans) > self.max_plans or self._bytes > self.max_bytes:
+                    _, (_, dropped) = self._plans.popitem(last=False)
+                    self._bytes -= dropped
+        return plan
+
+    def info(self) -> dict:
+        with self._lock:
+            return {"plans": len(self._plans), "bytes": self._bytes, "max_plans": self.max_plans,
+                    "max_bytes": self.max_bytes}
+
+
+def _make_plan(input_shape: tuple[int, ...], indices_shape: tuple[int, ...], axes: tuple[int, ...], itemsize: int) -> _Plan:
     geometry = GatherGeometry.infer(input_shape, indices_shape, axes)
     _check_output_fits(geometry, itemsize)
     block_start = _block_start(geometry)
@@ -272,3 +310,6 @@ def _plan(input_shape: tuple[int, ...], indices_shape: tuple[int, ...], axes: tu
             grid.flags.writeable = False
         plan = dataclasses.replace(plan, cached_grid=grid)
     return plan
+
+
+_plan = _PlanCache()

@@ -1,8 +1,9 @@
 """gathermultiaxis: one gather operator for ONNX Runtime.
 
-``gather_multiaxis`` is the NumPy kernel (NumPy only), ``session_options()`` gives ORT session options
-with the GatherMultiaxis custom op registered (imports onnxruntime and onnxruntime-extensions on first
-use), and ``gathermultiaxis.graphs`` rewrites ONNX models to use it.
+``gather_multiaxis`` is the NumPy kernel (NumPy only); ``InferenceSession`` runs rewritten models in
+ONNX Runtime (a drop-in for ``onnxruntime.InferenceSession``), ``session_options()`` gives ORT
+session options with the GatherMultiaxis custom op registered (both import onnxruntime and
+onnxruntime-extensions on first use); ``gathermultiaxis.graphs`` rewrites ONNX models to use it.
 """
 
 from importlib import import_module
@@ -16,7 +17,8 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
-_LAZY = {"session_options": ".ops.ortop"}  # imported on first access (PEP 562)
+# imported on first access (PEP 562), so that the kernel and --help work without onnxruntime
+_LAZY = {"session_options": ".ops.ortop", "InferenceSession": ".ops.session"}
 
 
 def __getattr__(name: str):
@@ -25,5 +27,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["GatherGeometry", "GatherIndexError", "GatherShapeError", "__version__", "gather_multiaxis",
-           "session_options"]
+__all__ = ["GatherGeometry", "GatherIndexError", "GatherShapeError", "InferenceSession", "__version__",
+           "gather_multiaxis", "session_options"]

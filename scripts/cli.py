@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from . import __version__, bench, bigmodel, check
+from . import __version__, bench, bigmodel, check, runtime_bench
 from .cases import BadInput, InputOptions, default_suite, find_sources, load_inputs, parse_input_shapes
 from .examples import EXAMPLE_PATH
 from .graphs import GATHER_OPS, rewrite_model
@@ -219,10 +219,30 @@ def run_big_model(args) -> int:
     return 0 if run.exit_status == 0 and run.rows_match else 1
 
 
+def run_runtime_bench(args) -> int:
+    """bench --runtime: the models a user meets, through both entry points (runtime_bench)."""
+    output = Output(args.verbose)
+    results = runtime_bench.run_runtime_bench(args.repeats or 41, progress=lambda name: output.progress(0, None, name))
+    output.end_progress()
+    print(runtime_bench.format_runtime_report(results))
+    print("per call, Python side of a tiny gather (median us): " + ", ".join(
+        f"{name} {value:.2f}" for name, value in runtime_bench.per_call_breakdown().items()))
+    memory = [] if args.quick else [(external, runtime_bench.rss_over_bound_table(external=external))
+                                    for external in (False, True)]
+    for external, rss in memory:
+        print(runtime_bench.format_rss(rss, external))
+    if args.json:
+        _write_json(args.json, {"workloads": [asdict(r) for r in results],
+                                "rss": [dict(rss, external=external) for external, rss in memory]}, force=True)
+    return 0
+
+
 def run_bench(args) -> int:
     _writable(args.json, args.force)
     if args.big_model:
         return run_big_model(args)
+    if args.runtime:
+        return run_runtime_bench(args)
     if args.plot:
         _writable(args.plot, args.force)
         try:
@@ -332,6 +352,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench_command.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bench_command.add_argument("--plot", metavar="FILE.png", help="draw the ratios as a bar chart (needs matplotlib)")
     bench_command.add_argument("--force", action="store_true", help="overwrite existing JSON or plot files")
+    bench_command.add_argument("--runtime", action="store_true",
+                               help="instead: the models a user meets (GPT-2 embeddings, int8 + DequantizeLinear, "
+                                    "detection post-processing) through InferenceSession and session_options() "
+                                    "against builtin, and the memory of a session over a bound 150 MB table "
+                                    "(--quick skips the memory)")
     bench_command.add_argument("--big-model", type=_positive_float, nargs="?", const=2.2, default=None, metavar="GB",
                                help="instead: peak memory of `rewrite` on a model with a GB-sized external table "
                                     "(default 2.2 GB, a sparse file)")

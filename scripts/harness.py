@@ -37,7 +37,7 @@ def tensor_type_of(array: np.ndarray) -> int:
 
 
 def make_session(model: ModelProto, custom: bool, optimized: bool = False):
-    """A CPU session of ``model``, with the GatherMultiaxis library when ``custom``.
+    """A CPU session of ``model``: ``gathermultiaxis.InferenceSession`` when ``custom``, else plain ORT.
 
     Comparisons run with graph optimizations off: with them on, ORT constant-folds shape arithmetic
     through a builtin Gather but not through a custom op, and the two foldings can round differently.
@@ -49,10 +49,10 @@ def make_session(model: ModelProto, custom: bool, optimized: bool = False):
     if not optimized:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 4  # runs expected to fail would otherwise log errors to stderr
-    if custom:
-        from .ops.ortop import session_options  # onnxruntime-extensions: only when the op is needed
+    if custom:  # the package's own session: the way rewritten models are meant to run
+        from .ops.session import InferenceSession  # onnxruntime-extensions: only when the op is needed
 
-        options = session_options(options)
+        return InferenceSession(model, options, providers=["CPUExecutionProvider"])
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 

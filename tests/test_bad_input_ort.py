@@ -9,13 +9,19 @@ import pytest
 from onnx import TensorProto, helper
 from support import gather_multiaxis_model
 
-from gathermultiaxis import GatherIndexError, GatherShapeError, session_options
+from gathermultiaxis import GatherIndexError, GatherShapeError, InferenceSession, session_options
 
 
-@pytest.fixture(scope="module")
-def sess():
-    model = gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64, "error")
+def make_session(entry, model):
+    """Through both entry points: the package's InferenceSession and ORT's with session_options()."""
+    if entry == "session":
+        return InferenceSession(model, providers=["CPUExecutionProvider"])
     return ort.InferenceSession(model.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
+
+
+@pytest.fixture(scope="module", params=["session", "options"])
+def sess(request):
+    return make_session(request.param, gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64, "error"))
 
 
 GOOD = {"input": np.arange(6, dtype=np.float32).reshape(2, 3), "indices": np.array([[2, 0]]), "axes": np.array([1])}
@@ -65,23 +71,28 @@ def test_wrong_input_types_are_refused_by_ort(sess, name, value):
     assert_still_works(sess)
 
 
-def test_float_indices_have_no_kernel():
+ENTRIES = pytest.mark.parametrize("entry", ["session", "options"])
+
+
+@ENTRIES
+def test_float_indices_have_no_kernel(entry):
     model = gather_multiaxis_model(TensorProto.FLOAT, TensorProto.FLOAT, "error")
     with pytest.raises(Exception, match="GatherMultiaxis"):
-        ort.InferenceSession(model.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
+        make_session(entry, model)
 
 
-def test_unknown_mode_raises(sess):
-    model = gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64, "wrap")
-    bad = ort.InferenceSession(model.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
+@ENTRIES
+def test_unknown_mode_raises(sess, entry):
+    bad = make_session(entry, gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64, "wrap"))
     with pytest.raises(ValueError, match="mode must be one of"):
         bad.run(None, GOOD)
     assert_still_works(sess)
 
 
-def test_missing_mode_attribute_is_refused():
+@ENTRIES
+def test_missing_mode_attribute_is_refused(entry):
     node = helper.make_node("GatherMultiaxis", ["input", "indices", "axes"], ["output"], domain="ai.onnx.contrib")
     model = gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64)
     model.graph.node[0].CopyFrom(node)
     with pytest.raises(Exception, match="mode"):
-        ort.InferenceSession(model.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
+        make_session(entry, model)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from onnx import TensorProto, helper
 from support import assert_bit_identical, gather_cases, gather_multiaxis_model
 
-from gathermultiaxis import GatherIndexError, gather_multiaxis, session_options
+from gathermultiaxis import GatherIndexError, InferenceSession, gather_multiaxis, session_options
 from gathermultiaxis.ops import DATA_TYPES, INDEX_TYPES, bridge_info, register
 
 
@@ -19,8 +19,11 @@ def numpy_dtype(elem_type):
 
 
 @lru_cache(maxsize=None)
-def session(elem_type, index_type, mode):
+def session(elem_type, index_type, mode, entry="options"):
+    """``entry``: "options" (ORT's session with session_options()) or "session" (gathermultiaxis.InferenceSession)."""
     model = gather_multiaxis_model(elem_type, index_type, mode)
+    if entry == "session":
+        return InferenceSession(model, providers=["CPUExecutionProvider"])
     return ort.InferenceSession(model.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
 
 
@@ -33,7 +36,7 @@ def run(case, elem_type):
 
 def test_registered_types():
     assert len(DATA_TYPES) == 12 and len(INDEX_TYPES) == 2
-    assert bridge_info()["registrations"] == 24
+    assert bridge_info()["registrations"] == 3 * 24  # plain, Run and Bound op types
 
 
 @settings(max_examples=300, deadline=None)
@@ -63,8 +66,9 @@ def test_session_options_is_idempotent_and_accepts_existing_options():
     np.testing.assert_array_equal(output, [3, 0])
 
 
+@pytest.mark.parametrize("entry", ["session", "options"])
 @pytest.mark.parametrize("handback", [True, False], ids=["array-handback", "list-fallback"])
-def test_output_paths_agree(handback):
+def test_output_paths_agree(handback, entry):
     """The array handback and the bridge's default list path give the same bytes, strings included."""
     assert bridge_info()["handback_supported"], "the installed bridge no longer passes arrays through"
     try:
@@ -75,15 +79,16 @@ def test_output_paths_agree(handback):
         indices = rng.integers(-64, 64, (16, 1))
         for elem_type, values in [(TensorProto.FLOAT, data), (TensorProto.STRING, data.astype(str).astype(object)),
                                   (TensorProto.BOOL, data > 0), (TensorProto.UINT16, (data * 100).astype(np.uint16))]:
-            sess = session(elem_type, TensorProto.INT64, "error")
+            sess = session(elem_type, TensorProto.INT64, "error", entry)
             output = sess.run(None, {"input": values, "indices": indices, "axes": np.array([0])})[0]
             assert_bit_identical(output, values[indices[:, 0]])
     finally:
         register()
 
 
-def test_threads_share_a_session():
-    sess = session(TensorProto.DOUBLE, TensorProto.INT64, "error")
+@pytest.mark.parametrize("entry", ["session", "options"])
+def test_threads_share_a_session(entry):
+    sess = session(TensorProto.DOUBLE, TensorProto.INT64, "error", entry)
     data = np.arange(1000, dtype=np.float64).reshape(100, 10)
     failures = []
 

@@ -1,0 +1,350 @@
+"""Cases of the GatherMultiaxis runtime that could end the process, run one per child process by
+test_session.py: ``python session_cases.py CASE ENTRY`` prints ``OK`` on success; an assertion or a
+crash shows in the exit code. ENTRY is ``session`` (gathermultiaxis.InferenceSession) or ``options``
+(onnxruntime.InferenceSession with gathermultiaxis.session_options())."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+from support import OPSET, assert_bit_identical, gather_multiaxis_model, make_model
+
+CONTRIB = [helper.make_opsetid("ai.onnx.contrib", 1)]
+GOOD = {"input": np.arange(6, dtype=np.float32).reshape(2, 3), "indices": np.array([[2, 0]]), "axes": np.array([1])}
+
+
+def make_session(entry, model, options=None):
+    import gathermultiaxis
+
+    if entry == "session":
+        return gathermultiaxis.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model.SerializeToString(), gathermultiaxis.session_options(options or ort.SessionOptions()),
+                                providers=["CPUExecutionProvider"])
+
+
+def expect_error(call, kind, text):
+    try:
+        call()
+    except kind as error:
+        assert text in str(error), str(error)
+        return error
+    raise AssertionError(f"no {kind.__name__} raised")
+
+
+def case_run_async(entry):
+    from gathermultiaxis import GatherIndexError
+
+    sess = make_session(entry, gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64))
+    outcomes, done = {}, threading.Semaphore(0)
+
+    def callback(results, number, err):
+        outcomes[number] = (None if err else np.asarray(results[0]), err)
+        done.release()
+
+    for number in range(16):
+        bad = number % 2 == 1
+        indices = np.array([[100 + number, 0]]) if bad else np.array([[number % 3, 0]])
+        sess.run_async(None, {**GOOD, "indices": indices}, callback, number)
+    for _ in range(16):
+        assert done.acquire(timeout=60), "a run_async callback never came"
+    for number, (output, err) in sorted(outcomes.items()):
+        if number % 2:
+            assert err and f"index {100 + number} at" in err and "GatherIndexError" in err, (number, err)
+        else:
+            assert not err, (number, err)
+            np.testing.assert_array_equal(output, GOOD["input"][:, [number % 3, 0]])
+    np.testing.assert_array_equal(sess.run(None, GOOD)[0], [[2, 0], [5, 3]])  # nothing left over
+    expect_error(lambda: sess.run(None, {**GOOD, "indices": np.array([[7, 0]])}), GatherIndexError, "index 7 at")
+
+
+def case_iobinding(entry):
+    from gathermultiaxis import GatherIndexError
+
+    sess = make_session(entry, gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64))
+    binding = sess.io_binding()
+    output = ort.OrtValue.ortvalue_from_numpy(np.full((2, 2), -1, np.float32))
+    for name, value in GOOD.items():
+        binding.bind_cpu_input(name, value)
+    binding.bind_ortvalue_output("output", output)
+    sess.run_with_iobinding(binding)
+    np.testing.assert_array_equal(output.numpy(), [[2, 0], [5, 3]])
+    binding.bind_cpu_input("indices", np.array([[0, 9]]))
+    expect_error(lambda: sess.run_with_iobinding(binding), GatherIndexError, "index 9 at indices[0, 1]")
+    binding.bind_cpu_input("indices", np.array([[1, 1]]))
+    sess.run_with_iobinding(binding)
+    np.testing.assert_array_equal(output.numpy(), [[1, 1], [4, 4]])
+    values = sess.run_with_ort_values(None, {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in GOOD.items()})
+    np.testing.assert_array_equal(values[0].numpy(), [[2, 0], [5, 3]])
+    bad = {**GOOD, "indices": np.array([[0, -4]])}
+    expect_error(lambda: sess.run_with_ort_values(None, {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in bad.items()}),
+                 GatherIndexError, "index -4 at")
+
+
+def two_branch_model():
+    """Two GatherMultiaxis nodes on parallel branches, their outputs added."""
+    nodes = [helper.make_node("GatherMultiaxis", ["input", f"indices{b}", "axes"], [f"g{b}"], domain="ai.onnx.contrib",
+                              mode="error") for b in (0, 1)]
+    nodes.append(helper.make_node("Add", ["g0", "g1"], ["output"]))
+    value = helper.make_tensor_value_info
+    return make_model(nodes, [value("input", TensorProto.FLOAT, [4, 5]), value("indices0", TensorProto.INT64, [1, 3]),
+                              value("indices1", TensorProto.INT64, [1, 3]), value("axes", TensorProto.INT64, [1])],
+                      [value("output", TensorProto.FLOAT, [4, 3])], extra_opsets=CONTRIB)
+
+
+def case_parallel(entry):
+    from gathermultiaxis import GatherIndexError
+
+    options = ort.SessionOptions()
+    options.execution_mode = ort.ExecutionMode.ORT_PARALLEL
+    options.inter_op_num_threads = 4
+    options.intra_op_num_threads = 2
+    sess = make_session(entry, two_branch_model(), options)
+    data = np.arange(20, dtype=np.float32).reshape(4, 5)
+    failures, counts, lock = [], {"good": 0, "bad": 0}, threading.Lock()
+
+    def worker(thread):
+        rng = np.random.default_rng(thread)
+        for run in range(60):
+            tag = thread * 1000 + run
+            i0, i1 = rng.integers(0, 5, (1, 3)), rng.integers(0, 5, (1, 3))
+            bad = rng.integers(0, 3) == 0
+            if bad:
+                (i0 if run % 2 else i1)[0, 1] = 10_000 + tag  # a value only this run uses
+            feeds = {"input": data, "indices0": i0, "indices1": i1, "axes": np.array([1])}
+            try:
+                output = sess.run(None, feeds)[0]
+                ok = not bad and np.array_equal(output, data[:, i0[0]] + data[:, i1[0]])
+            except GatherIndexError as error:
+                ok = bad and f"index {10_000 + tag} at" in str(error)
+            with lock:
+                counts["bad" if bad else "good"] += 1
+                if not ok:
+                    failures.append(tag)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == [], f"{len(failures)} of {sum(counts.values())} runs wrong: {failures[:10]}"
+    assert counts["bad"] > 20 and counts["good"] > 100, counts
+
+
+def scan_model():
+    """Scan over the rows of x; the body gathers two elements of each row into a declared [2] output."""
+    axes = helper.make_node("Constant", [], ["axes"], value=numpy_helper.from_array(np.array([0], np.int64)))
+    gather = helper.make_node("GatherMultiaxis", ["row", "idx"], ["picked"], domain="ai.onnx.contrib", mode="error")
+    gather.input.append("axes")
+    body = helper.make_graph([axes, gather], "body", [helper.make_tensor_value_info("row", TensorProto.FLOAT, [3])],
+                             [helper.make_tensor_value_info("picked", TensorProto.FLOAT, [2])])
+    scan = helper.make_node("Scan", ["x"], ["y"], num_scan_inputs=1, body=body)
+    value = helper.make_tensor_value_info
+    return make_model([scan], [value("x", TensorProto.FLOAT, [4, 3]), value("idx", TensorProto.INT64, [2])],
+                      [value("y", TensorProto.FLOAT, [4, 2])], extra_opsets=CONTRIB)
+
+
+def case_scan(entry):
+    from gathermultiaxis import GatherIndexError
+
+    sess = make_session(entry, scan_model())
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(sess.run(None, {"x": x, "idx": np.array([2, -3])})[0], x[:, [2, 0]])
+    expect_error(lambda: sess.run(None, {"x": x, "idx": np.array([1, 3])}), GatherIndexError, "index 3 at indices[1]")
+    np.testing.assert_array_equal(sess.run(None, {"x": x, "idx": np.array([1, 1])})[0], x[:, [1, 1]])
+
+
+def string_table_model(values):
+    table = helper.make_tensor("table", TensorProto.STRING, [len(values)], values)
+    gather = helper.make_node("Gather", ["table", "ids"], ["out"], axis=0)
+    value = helper.make_tensor_value_info
+    return make_model([gather], [value("ids", TensorProto.INT64, [None])], [value("out", TensorProto.STRING, [None])],
+                      [table])
+
+
+def builtin_outcome(model, feeds):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    try:
+        return sess.run(None, feeds), None
+    except Exception as error:  # noqa: BLE001
+        return None, error
+
+
+def case_strings(entry):
+    from gathermultiaxis.graphs import rewrite_model
+
+    original = string_table_model([b"ok", b"\xff\xfe bad", "caf\u00e9".encode()])
+    rewritten, _ = rewrite_model(original)
+    sess = make_session(entry, rewritten)
+    for ids in ([0, 2], [1], [2, 1, 0]):
+        want, want_error = builtin_outcome(original, {"ids": np.array(ids)})
+        try:
+            got, got_error = sess.run(None, {"ids": np.array(ids)}), None
+        except Exception as error:  # noqa: BLE001
+            got, got_error = None, error
+        if want_error is None:
+            assert got_error is None, got_error
+            assert got[0].tolist() == want[0].tolist(), (got, want)
+        else:
+            assert type(got_error) is type(want_error), (got_error, want_error)
+    nul = string_table_model([b"a\x00b", b"plain"])
+    rewritten, _ = rewrite_model(nul)
+    sess = make_session(entry, rewritten)
+    assert sess.run(None, {"ids": np.array([1])})[0].tolist() == ["plain"]
+    expect_error(lambda: sess.run(None, {"ids": np.array([1, 0])}), ValueError, "NUL character")
+    # strings fed in: they cross the bridge in the session's GatherMultiaxisRun
+    fed = make_session(entry, gather_multiaxis_model(TensorProto.STRING, TensorProto.INT64))
+    feeds = {"input": np.array(["x", "y\x00z"], dtype=object), "indices": np.array([1]), "axes": np.array([0])}
+    expect_error(lambda: fed.run(None, feeds), ValueError, "NUL character")
+    feeds["input"][1] = "y"
+    assert fed.run(None, feeds)[0].tolist() == ["y"]
+
+
+def case_uint64(entry):
+    from gathermultiaxis.ops import bridge_info, register
+
+    values = np.array([2**64 - 1, 2**63, 2**63 - 1, 5, 0], dtype=np.uint64)
+    sess = make_session(entry, gather_multiaxis_model(TensorProto.UINT64, TensorProto.INT64))
+    for handback in (True, False):
+        register(handback=handback)
+        assert bridge_info()["handback_active"] is handback
+        indices = np.array([0, 1, 2, 3, 4, 0])
+        output = sess.run(None, {"input": values, "indices": indices, "axes": np.array([0])})[0]
+        assert_bit_identical(output, values[indices])
+
+
+def case_extensions(entry, order):
+    from onnxruntime_extensions import get_library_path
+
+    options = ort.SessionOptions()
+    if order == "before":
+        options.register_custom_ops_library(get_library_path())
+    from gathermultiaxis.ops import register
+
+    register()
+    if order == "after":
+        options.register_custom_ops_library(get_library_path())
+    model = gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64)
+    if entry == "options" and order == "after":
+        expect_error(lambda: make_session(entry, model, options), Exception, "Conflicting with a registered kernel")
+        return
+    sess = make_session(entry, model, options)
+    np.testing.assert_array_equal(sess.run(None, GOOD)[0], [[2, 0], [5, 3]])
+
+
+def case_extensions_before(entry):
+    case_extensions(entry, "before")
+
+
+def case_extensions_after(entry):
+    case_extensions(entry, "after")
+
+
+BINDING_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.INT8,
+                 TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16,
+                 TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL, TensorProto.STRING]
+
+
+def table_tensor(elem_type, shape, rng):
+    """A table of ``elem_type`` with NaNs, -0.0 and extreme values where the type has them."""
+    size = int(np.prod(shape))
+    if elem_type == TensorProto.STRING:
+        return helper.make_tensor("table", elem_type, shape, [f"s{i}\u00e9".encode() for i in range(size)])
+    if elem_type == TensorProto.BFLOAT16:
+        bits = rng.integers(0, 2**16, size, dtype=np.uint16)
+        # ORT's Cast float -> bfloat16 (the rewriter's round trip, bound or not) quiets NaN payloads to
+        # 0x7FC0 where builtin Gather keeps them: a deviation of the Cast round trip, not of binding
+        nan = ((bits & 0x7F80) == 0x7F80) & ((bits & 0x7F) != 0)
+        bits[nan] = (bits[nan] & 0x8000) | 0x7FC0
+        bits[:4] = [0x7FC0, 0x8000, 0xFF80, 0x0001]  # NaN, -0.0, -inf, smallest subnormal
+        return helper.make_tensor("table", elem_type, shape, bits.tobytes(), raw=True)
+    dtype = helper.tensor_dtype_to_np_dtype(elem_type)
+    if dtype == np.bool_:
+        values = rng.integers(0, 2, size).astype(bool)
+    elif np.issubdtype(dtype, np.floating):
+        values = rng.standard_normal(size).astype(dtype)
+        values[:3] = [np.nan, -0.0, np.inf]
+    else:
+        info = np.iinfo(dtype)
+        values = rng.integers(info.min, info.max, size, dtype=dtype, endpoint=True)
+        values[:2] = [info.min, info.max]
+    return numpy_helper.from_array(values.reshape(shape), "table")
+
+
+def embedding_model(table, ids_shape):
+    """Gather(table, ids, axis=0); a bfloat16 result is cast to float32 (exact), which NumPy can hold."""
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["out"], axis=0)]
+    out_type = table.data_type
+    if out_type == TensorProto.BFLOAT16:
+        nodes[0].output[0] = "gathered"
+        nodes.append(helper.make_node("Cast", ["gathered"], ["out"], to=TensorProto.FLOAT))
+        out_type = TensorProto.FLOAT
+    value = helper.make_tensor_value_info
+    return make_model(nodes, [value("ids", TensorProto.INT64, ids_shape)], [value("out", out_type, None)], [table])
+
+
+def check_bound(original, sess, feeds_list):
+    builtin = ort.InferenceSession(original.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert sess.bound_tables == 1, sess.bound_tables
+    for feeds in feeds_list:
+        for got, want in zip(sess.run(None, feeds), builtin.run(None, feeds)):
+            assert_bit_identical(got, want)
+
+
+def case_binding(entry):
+    from gathermultiaxis import InferenceSession
+    from gathermultiaxis.graphs import rewrite_model
+
+    rng = np.random.default_rng(0)
+    feeds = [{"ids": np.array([[0, 1, 2, 39, -40, 7]])}, {"ids": rng.integers(-40, 40, (3, 5))}]
+    for elem_type in BINDING_TYPES:
+        # ORT's builtin string Gather is wrong when a block holds more than one element: 1-D for strings
+        shape = [40] if elem_type == TensorProto.STRING else [40, 3]
+        original = embedding_model(table_tensor(elem_type, shape, rng), [None, None])
+        rewritten, _ = rewrite_model(original)
+        try:
+            check_bound(original, InferenceSession(rewritten), feeds)
+        except AssertionError as error:
+            raise AssertionError(f"{TensorProto.DataType.Name(elem_type)}: {error}") from error
+    # a table ORT also reads elsewhere (tied embeddings): shared with ORT through add_initializer
+    for elem_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16):
+        tied = embedding_model(table_tensor(elem_type, [40, 3], rng), [None, None])
+        again_type = TensorProto.FLOAT16 if elem_type == TensorProto.FLOAT16 else TensorProto.FLOAT
+        tied.graph.node.append(helper.make_node("Cast", ["table"], ["table_again"], to=again_type))
+        tied.graph.output.append(helper.make_tensor_value_info("table_again", again_type, None))
+        rewritten, _ = rewrite_model(tied)
+        sess = InferenceSession(rewritten)
+        assert len(sess._gathermultiaxis_shared) == 1, TensorProto.DataType.Name(elem_type)
+        check_bound(tied, sess, feeds)
+    # a table in external data: memory-mapped, and the model file left as it is
+    with tempfile.TemporaryDirectory() as folder:
+        for elem_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.INT8):
+            original = embedding_model(table_tensor(elem_type, [300, 8], rng), [None, None])
+            rewritten, _ = rewrite_model(original)
+            path = os.path.join(folder, f"model{elem_type}.onnx")
+            onnx.save(rewritten, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                      location=f"tables{elem_type}.bin", size_threshold=0)
+            before = open(path, "rb").read()
+            sess = InferenceSession(path)
+            from gathermultiaxis.ops.ortop import BOUND_TABLES
+
+            assert any(isinstance(t.array.base if t.array.base is not None else t.array, np.memmap)
+                       or isinstance(t.array, np.memmap) for t in BOUND_TABLES.values()), "not memory-mapped"
+            check_bound(original, sess, [{"ids": rng.integers(-300, 300, (2, 7))}])
+            assert open(path, "rb").read() == before
+            del sess
+            assert not BOUND_TABLES, "bound tables outlive their session"
+
+
+CASES = {name[len("case_"):]: function for name, function in globals().items() if name.startswith("case_")}
+
+if __name__ == "__main__":
+    case, entry = sys.argv[1], sys.argv[2]
+    CASES[case](entry)
+    print("OK")
