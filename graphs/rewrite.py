@@ -118,7 +118,7 @@ def _typing_copy(model: ModelProto) -> ModelProto:
         kept = []
         for init in holder.initializer:
             if init.ByteSize() > _STRIP_ABOVE_BYTES:
-                hoisted.append(helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+                hoisted.append(_bare_input(init.name, init))
             else:
                 kept.append(init)
         if len(kept) < len(holder.initializer):
@@ -128,11 +128,20 @@ def _typing_copy(model: ModelProto) -> ModelProto:
             value = _constant_value(node)
             if value is not None and value.ByteSize() > _STRIP_ABOVE_BYTES:
                 stand_in = names.fresh(node.output[0] + "/stripped")
-                hoisted.append(helper.make_tensor_value_info(stand_in, value.data_type, list(value.dims)))
+                hoisted.append(_bare_input(stand_in, value))
                 node.CopyFrom(helper.make_node("Identity", [stand_in], [node.output[0]], name=node.name))
     declared = {value.name for value in light.graph.input}
     light.graph.input.extend(value for value in hoisted if value.name not in declared)
     return light
+
+
+def _bare_input(name: str, tensor: onnx.TensorProto) -> onnx.ValueInfoProto:
+    """A graph input standing for a large constant: its type and dims, no data. A 1-D integer one gets a
+    symbolic length: data propagation makes a shape of one dimension per element of a static length."""
+    dims: list = list(tensor.dims)
+    if len(dims) == 1 and tensor.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
+        dims = [f"{name}/length"]
+    return helper.make_tensor_value_info(name, tensor.data_type, dims)
 
 
 def _constant_value(node: NodeProto) -> onnx.TensorProto | None:

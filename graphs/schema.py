@@ -69,6 +69,8 @@ def output_dims(input_dims: list[int | None], indices_dims: list[int | None],
             out[d] = size_idx
         elif size_in is not None and size_idx is not None:  # neither 1, not equal: broadcast failure
             raise GatherShapeError(f"dimension {d} is not broadcastable: input {size_in} vs indices {size_idx}")
+        elif size_in is not None:  # the indices' size is 1 or size_in: either way the output has size_in
+            out[d] = size_in
     return out
 
 
