@@ -131,7 +131,10 @@ def _typing_copy(model: ModelProto) -> ModelProto:
                 hoisted.append(_bare_input(stand_in, value))
                 node.CopyFrom(helper.make_node("Identity", [stand_in], [node.output[0]], name=node.name))
     declared = {value.name for value in light.graph.input}
-    light.graph.input.extend(value for value in hoisted if value.name not in declared)
+    for value in hoisted:
+        if value.name not in declared:
+            declared.add(value.name)
+            light.graph.input.append(value)
     return light
 
 

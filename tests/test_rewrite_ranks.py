@@ -315,3 +315,53 @@ def test_a_large_static_index_costs_no_gigabytes(tmp_path):
     peak_mib = int(result.stdout.split()[-1])
     print(f"peak RSS of the rewrite: {peak_mib} MiB")
     assert peak_mib < 1200
+
+
+# ---- com.microsoft ops that ORT's optimizers write -----------------------------------------------------
+
+def contrib_model():
+    """FastGelu and SkipLayerNormalization (com.microsoft): ONNX's inference knows neither."""
+    ms = "com.microsoft"
+    nodes = [helper.make_node("FastGelu", ["x"], ["gelu"], domain=ms),
+             helper.make_node("SkipLayerNormalization", ["gelu", "skip", "gamma", "beta"], ["normed"], domain=ms,
+                              epsilon=1e-5),
+             helper.make_node("Gather", ["normed", "rows"], ["picked"], name="pick", axis=1),
+             helper.make_node("GatherElements", ["gelu", "order"], ["sorted"], name="reorder", axis=2)]
+    inits = [numpy_helper.from_array(RNG.standard_normal(8).astype(np.float32), "gamma"),
+             numpy_helper.from_array(RNG.standard_normal(8).astype(np.float32), "beta"),
+             numpy_helper.from_array(np.array([2, 0, -1]), "rows")]
+    return make_model(nodes, [value("x", T.FLOAT, ["b", "s", 8]), value("skip", T.FLOAT, ["b", "s", 8]),
+                              value("order", T.INT64, ["b", "s", "k"])],
+                      [value("picked", T.FLOAT, None), value("sorted", T.FLOAT, None)], inits,
+                      extra_opsets=[helper.make_opsetid(ms, 1)])
+
+
+@pytest.mark.parametrize("layers", ["all", "without ORT's symbolic inference"])
+def test_ranks_through_com_microsoft_ops(layers, monkeypatch):
+    from gathermultiaxis.graphs import rewrite as rewrite_module
+
+    if layers != "all":  # the rank rules alone must find them
+        monkeypatch.setattr(rewrite_module, "_symbolic_infos", lambda light: {})
+    x = RNG.standard_normal((2, 4, 8)).astype(np.float32)
+    feeds = {"x": x, "skip": RNG.standard_normal((2, 4, 8)).astype(np.float32),
+             "order": RNG.integers(-8, 8, (2, 4, 5))}
+    report = assert_rewrite_matches(contrib_model(), feeds)
+    assert (report.rewritten, report.left) == (2, 0), report.table()
+    rewritten, _ = rewrite_model(contrib_model())
+    assert not any(n.op_type == "Size" for n in rewritten.graph.node)  # static alignment: ranks were found
+
+
+@pytest.mark.parametrize("elem_type", [T.FLOAT16, T.STRING, T.BOOL, T.INT8], ids=T.DataType.Name)
+@pytest.mark.parametrize("op_type", ["Gather", "GatherElements", "GatherND"])
+def test_run_time_alignment_for_every_kind_of_type(op_type, elem_type):
+    values = RNG.standard_normal((3, 4)) * 50
+    data = {T.FLOAT16: values.astype(np.float16), T.STRING: values.astype(int).astype(str).astype(object),
+            T.BOOL: values > 0, T.INT8: values.astype(np.int8)}[elem_type]
+    attributes, indices = {"Gather": ({"axis": 1}, np.array([[3], [-1]])),  # blocks of 1: ORT's string bug
+                           "GatherElements": ({"axis": 0}, np.array([[2, 0, 1, -1]])),
+                           "GatherND": ({}, np.array([[2, 3], [0, 0], [1, -2]]))}[op_type]
+    node = helper.make_node(op_type, ["data", "indices"], ["output"], **attributes)
+    model = make_model([node], [value("data", elem_type, None), value("indices", T.INT64, None)],
+                       [value("output", elem_type, None)], opset=13)
+    report = assert_rewrite_matches(model, {"data": data, "indices": indices})
+    assert report.rewritten == 1
