@@ -168,13 +168,16 @@ def relu_fed(nodes, inputs, outputs, declared):
     return model
 
 
-def test_a_value_info_size_does_not_decide_the_gather_elements_crop():
-    """Regression: value_info said data and indices agree off the axis, so the data was not cut."""
+@pytest.mark.parametrize("columns", [3, 1])
+def test_a_value_info_size_does_not_decide_the_gather_elements_crop(columns):
+    """Regression: value_info said data and indices agree off the axis, so the data was not cut: an
+    error with 3 index columns, a silently wrong [2, 7] output (broadcast) with 1."""
     gather = helper.make_node("GatherElements", ["data", "indices"], ["y"], axis=0)
     model = relu_fed([gather], [value("x", T.FLOAT, ["a", "b"]), value("i", T.INT64, ["c", "d"])],
-                     [value("y", T.FLOAT, None)], [value("data", T.FLOAT, [4, 3]), value("indices", T.INT64, [2, 3])])
-    x = RNG.standard_normal((4, 7)).astype(np.float32)  # 7 columns at run time, not 3
-    report = assert_rewrite_matches(model, {"x": x, "i": RNG.integers(0, 4, (2, 3))})
+                     [value("y", T.FLOAT, None)],
+                     [value("data", T.FLOAT, [4, columns]), value("indices", T.INT64, [2, columns])])
+    x = RNG.standard_normal((4, 7)).astype(np.float32)  # 7 columns at run time
+    report = assert_rewrite_matches(model, {"x": x, "i": RNG.integers(0, 4, (2, columns))})
     assert report.rewritten == 1
 
 
@@ -208,8 +211,8 @@ def test_function_attribute_default_is_applied_before_inlining():
                                     [helper.make_opsetid("", 17)], attributes=[])
     function.attribute_proto.append(helper.make_attribute("which", 1))
     model = call_model(function)
-    report = assert_rewrite_matches(model, {"data": RNG.standard_normal((3, 5)).astype(np.float32),
-                                            "indices": np.array([4, 0, -1, 2])})
+    report = assert_rewrite_matches(model, {"data": RNG.standard_normal((5, 5)).astype(np.float32),
+                                            "indices": np.array([4, 0, -1, 2])})  # valid on both axes
     assert (report.rewritten, report.left) == (1, 0)
     explicit = call_model(function, {"which": 0})  # a value set on the call wins over the default
     report = assert_rewrite_matches(explicit, {"data": RNG.standard_normal((3, 5)).astype(np.float32),
