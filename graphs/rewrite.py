@@ -113,8 +113,9 @@ def _typing_copy(model: ModelProto) -> ModelProto:
         if not isinstance(holder, GraphProto):
             continue
         del holder.value_info[:]
-        for output in holder.output:
-            output.type.tensor_type.ClearField("shape")
+        # Loop and Scan body inputs: their types come from the node's inputs; a declared size is not enforced
+        for value in (*holder.output, *(holder.input if holder is not light.graph else ())):
+            value.type.tensor_type.ClearField("shape")
         kept = []
         for init in holder.initializer:
             if init.ByteSize() > _STRIP_ABOVE_BYTES:
@@ -265,7 +266,7 @@ class _Rewriter:
             replacement = self.node(node, infos, path)
             new_nodes.extend(replacement)
             if replacement[-1] is not node:
-                _declare_output(graph, node, infos)
+                _declare_output(graph, node, infos, subgraph=path != "main graph")
         del graph.node[:]
         graph.node.extend(new_nodes)
 
@@ -302,14 +303,24 @@ def _apply_rank_rule(node: NodeProto, infos: dict[str, TensorInfo], constants: d
             infos[name] = _with_elem_type(info, infos.get(name))
 
 
-def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorInfo]) -> None:
-    """A value_info for a replaced node's output: its element type (the data's) and what is known of its
-    shape, unless the graph already declares it."""
+def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorInfo], subgraph: bool) -> None:
+    """Type a replaced node's output: a value_info with its element type (the data's) and what is known of
+    its shape, unless the graph declares it already. A subgraph output declared without a shape gets its
+    rank: ORT's Loop and Scan require a shape for every body output and infer none through a custom op."""
     output = node.output[0]
-    if any(value.name == output for value in (*graph.output, *graph.value_info, *graph.input)):
-        return
     elem_type = infos.get(node.input[0], TensorInfo(0, None)).elem_type
     shape = infos.get(output, TensorInfo(0, None)).shape
+    for declared in graph.output:
+        if declared.name == output:
+            tensor_type = declared.type.tensor_type
+            if subgraph and shape is not None and not tensor_type.HasField("shape"):
+                # The rank only: a static size ORT took from here would fix the body output's allocation,
+                # and a wrong one ends the process inside the PyOp bridge.
+                typed = helper.make_tensor_value_info(output, tensor_type.elem_type or elem_type, [None] * len(shape))
+                declared.type.CopyFrom(typed.type)
+            return
+    if any(value.name == output for value in (*graph.value_info, *graph.input)):
+        return
     if elem_type:
         graph.value_info.append(helper.make_tensor_value_info(output, elem_type, None if shape is None else list(shape)))
 

@@ -368,3 +368,15 @@ def test_run_time_alignment_for_every_kind_of_type(op_type, elem_type):
                        [value("output", elem_type, None)], opset=13)
     report = assert_rewrite_matches(model, {"data": data, "indices": indices})
     assert report.rewritten == 1
+
+
+def test_scan_body_gather_output_declared_without_a_shape_and_a_wrong_body_input_size():
+    """Regression: the replaced node's output is the body output itself (no value_info can type it), and
+    the body input declares 3 columns where the scan slices hold 5 (ORT does not enforce it)."""
+    body = helper.make_graph([helper.make_node("GatherElements", ["row", "idx"], ["picked"], name="in_scan", axis=0)],
+                             "scan", [value("row", T.FLOAT, [2, 3])], [value("picked", T.FLOAT, None)])
+    model = make_model([helper.make_node("Scan", ["table"], ["all"], body=body, num_scan_inputs=1)],
+                       [value("table", T.FLOAT, ["n", 2, "w"])], [value("all", T.FLOAT, None)],
+                       [numpy_helper.from_array(np.array([[1, 0, 1], [0, 0, 1]], np.int64), "idx")])
+    report = assert_rewrite_matches(model, {"table": RNG.standard_normal((3, 2, 5)).astype(np.float32)})
+    assert report.rewritten == 1
