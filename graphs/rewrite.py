@@ -244,14 +244,28 @@ class _Rewriter:
     opset: int
     names: NameScope
     report: RewriteReport
-    symbolic: dict[str, TensorInfo]
+    light: ModelProto
+    _symbolic: dict[str, TensorInfo] | None = None
+
+    @property
+    def symbolic(self) -> dict[str, TensorInfo]:
+        """Layer 2, run once and only when a gather of some graph needs it (it costs ~0.5 s)."""
+        if self._symbolic is None:
+            self._symbolic = _symbolic_infos(self.light)
+        return self._symbolic
+
+    def _lacking(self, graph: GraphProto, infos: dict[str, TensorInfo]) -> bool:
+        """Whether a gather of ``graph`` lacks a rank after layer 1."""
+        return any(_is_target(node, self.ops) and not all(_known_rank(infos.get(name)) for name in node.input[:2])
+                   for node in graph.node)
 
     def graph(self, graph: GraphProto, inferred: GraphProto, scope: dict[str, TensorInfo],
               constants: dict[str, onnx.TensorProto], path: str) -> None:
         infos = {**scope, **_graph_infos(inferred)}
-        for name, info in self.symbolic.items():  # layer 2 where layer 1 has no rank
-            if not _known_rank(infos.get(name)):
-                infos[name] = _with_elem_type(info, infos.get(name))
+        if self._lacking(graph, infos):
+            for name, info in self.symbolic.items():  # layer 2 where layer 1 has no rank
+                if not _known_rank(infos.get(name)):
+                    infos[name] = _with_elem_type(info, infos.get(name))
         constants = {**constants, **{init.name: init for init in graph.initializer},
                      **{node.output[0]: value for node in graph.node if (value := _constant_value(node)) is not None}}
         new_nodes: list[NodeProto] = []
@@ -402,7 +416,7 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     if not report.outcomes:  # inlined: what a function still holds is in one that is never called
         _report_function_gathers(result, ops, report, "in a model-local function that no node calls")
     light = _typing_copy(result)
-    rewriter = _Rewriter(ops, _default_opset(result), NameScope(_all_names(result)), report, _symbolic_infos(light))
+    rewriter = _Rewriter(ops, _default_opset(result), NameScope(_all_names(result)), report, light)
     rewriter.graph(result.graph, _inferred(light).graph, {}, {}, "main graph")
     if report.rewritten and not any(o.domain == DOMAIN for o in result.opset_import):
         result.opset_import.add(domain=DOMAIN, version=1)
