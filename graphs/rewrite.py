@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -104,39 +105,70 @@ def _graph_infos(graph: GraphProto) -> dict[str, TensorInfo]:
 
 
 def _typing_copy(model: ModelProto) -> ModelProto:
-    """A copy for shape inference holding only what ORT enforces (see the module docstring)."""
+    """A copy for shape inference holding only what ORT enforces (see the module docstring). Built piece
+    by piece, so that no large payload is ever copied."""
     light = ModelProto()
-    light.CopyFrom(model)
-    names = NameScope(_all_names(light))
-    hoisted: list[onnx.ValueInfoProto] = []
-    for holder in _node_holders(light):
-        if not isinstance(holder, GraphProto):
-            continue
-        del holder.value_info[:]
-        # Loop and Scan body inputs: their types come from the node's inputs; a declared size is not enforced
-        for value in (*holder.output, *(holder.input if holder is not light.graph else ())):
-            value.type.tensor_type.ClearField("shape")
-        kept = []
-        for init in holder.initializer:
-            if init.ByteSize() > _STRIP_ABOVE_BYTES:
-                hoisted.append(_bare_input(init.name, init))
-            else:
-                kept.append(init)
-        if len(kept) < len(holder.initializer):
-            del holder.initializer[:]
-            holder.initializer.extend(kept)
-        for node in holder.node:
-            value = _constant_value(node)
-            if value is not None and value.ByteSize() > _STRIP_ABOVE_BYTES:
-                stand_in = names.fresh(node.output[0] + "/stripped")
-                hoisted.append(_bare_input(stand_in, value))
-                node.CopyFrom(helper.make_node("Identity", [stand_in], [node.output[0]], name=node.name))
+    for field in ("ir_version", "producer_name", "producer_version", "domain", "model_version"):
+        setattr(light, field, getattr(model, field))
+    light.opset_import.extend(model.opset_import)
+    light.functions.extend(model.functions)
+    copier = _TypingCopier(NameScope(_all_names(model)))
+    light.graph.CopyFrom(copier.graph(model.graph, main=True))
     declared = {value.name for value in light.graph.input}
-    for value in hoisted:
+    for value in copier.hoisted:
         if value.name not in declared:
             declared.add(value.name)
             light.graph.input.append(value)
     return light
+
+
+@dataclass
+class _TypingCopier:
+    names: NameScope
+    hoisted: list[onnx.ValueInfoProto] = field(default_factory=list)
+
+    def graph(self, graph: GraphProto, main: bool) -> GraphProto:
+        light = GraphProto(name=graph.name)
+        light.input.extend(graph.input)
+        light.output.extend(graph.output)
+        # Loop and Scan body inputs: their types come from the node's inputs; a declared size is not enforced
+        for value in (*light.output, *(light.input if not main else ())):
+            value.type.tensor_type.ClearField("shape")
+        for init in graph.initializer:
+            if _is_large(init):
+                self.hoisted.append(_bare_input(init.name, init))
+            else:
+                light.initializer.append(init)
+        light.sparse_initializer.extend(graph.sparse_initializer)
+        for node in graph.node:
+            value = _constant_value(node)
+            if value is not None and _is_large(value):
+                stand_in = self.names.fresh(node.output[0] + "/stripped")
+                self.hoisted.append(_bare_input(stand_in, value))
+                light.node.append(helper.make_node("Identity", [stand_in], [node.output[0]], name=node.name))
+                continue
+            copy = light.node.add(op_type=node.op_type, domain=node.domain, name=node.name, overload=node.overload)
+            copy.input.extend(node.input)
+            copy.output.extend(node.output)
+            for attribute in node.attribute:
+                if attribute.type == AttributeProto.GRAPH:
+                    copy.attribute.add(name=attribute.name, type=attribute.type).g.CopyFrom(
+                        self.graph(attribute.g, main=False))
+                elif attribute.type == AttributeProto.GRAPHS:
+                    copy.attribute.add(name=attribute.name, type=attribute.type).graphs.extend(
+                        self.graph(sub, main=False) for sub in attribute.graphs)
+                else:
+                    copy.attribute.append(attribute)
+        return light
+
+
+def _is_large(tensor: onnx.TensorProto) -> bool:
+    """Estimated from dims and type: ByteSize() would encode the whole payload to count it."""
+    try:
+        item = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        item = 8
+    return math.prod(tensor.dims) * max(item, 1) > _STRIP_ABOVE_BYTES
 
 
 def _bare_input(name: str, tensor: onnx.TensorProto) -> onnx.ValueInfoProto:
@@ -268,21 +300,19 @@ class _Rewriter:
                     infos[name] = _with_elem_type(info, infos.get(name))
         constants = {**constants, **{init.name: init for init in graph.initializer},
                      **{node.output[0]: value for node in graph.node if (value := _constant_value(node)) is not None}}
-        new_nodes: list[NodeProto] = []
-        for node, inferred_node in zip(graph.node, inferred.node):
+        replacements: dict[int, list[NodeProto]] = {}
+        for position, (node, inferred_node) in enumerate(zip(graph.node, inferred.node)):
             for attribute, inferred_attribute in zip(node.attribute, inferred_node.attribute):
                 for sub, inferred_sub in zip(_subgraphs(attribute), _subgraphs(inferred_attribute)):
                     self.graph(sub, inferred_sub, infos, constants, f"{path}/{node.name or node.op_type}.{attribute.name}")
             _apply_rank_rule(node, infos, constants)  # layer 3 where layers 1 and 2 have no rank
             if not _is_target(node, self.ops):
-                new_nodes.append(node)
                 continue
             replacement = self.node(node, infos, path)
-            new_nodes.extend(replacement)
             if replacement[-1] is not node:
+                replacements[position] = replacement
                 _declare_output(graph, node, infos, subgraph=path != "main graph")
-        del graph.node[:]
-        graph.node.extend(new_nodes)
+        _splice(graph, replacements)
 
     def node(self, node: NodeProto, infos: dict[str, TensorInfo], path: str) -> list[NodeProto]:
         unknown = TensorInfo(0, None)
@@ -294,6 +324,33 @@ class _Rewriter:
             return [node]
         self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True))
         return builder.nodes
+
+
+def _node_key(node: NodeProto) -> tuple:
+    return node.op_type, node.domain, node.name, tuple(node.output)
+
+
+def _splice(graph: GraphProto, replacements: dict[int, list[NodeProto]]) -> None:
+    """Put each replacement where its node was. Nodes are moved by an in-place sort, not copied: a graph
+    may hold Constant nodes of gigabytes. (Keys are unique by SSA; if not, the graph is rebuilt.)"""
+    if not replacements:
+        return
+    order = {}
+    for position, node in enumerate(graph.node):
+        order[_node_key(node)] = (position, 0) if position not in replacements else (len(graph.node), 0)
+    for position, nodes in replacements.items():
+        order.update({_node_key(node): (position, 1 + j) for j, node in enumerate(nodes)})
+    if len(order) != len(graph.node) + sum(map(len, replacements.values())):  # a repeated key
+        nodes = []
+        for position, node in enumerate(graph.node):
+            nodes.extend(replacements.get(position, [node]))
+        del graph.node[:]
+        graph.node.extend(nodes)
+        return
+    for nodes in replacements.values():
+        graph.node.extend(nodes)
+    graph.node.sort(key=lambda node: order[_node_key(node)])
+    del graph.node[len(graph.node) - len(replacements):]  # the replaced nodes, sorted last
 
 
 def _with_elem_type(info: TensorInfo, known: TensorInfo | None) -> TensorInfo:

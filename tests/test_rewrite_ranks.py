@@ -297,8 +297,9 @@ def test_schema_shape_inference_uses_the_geometry_rules():
 
 def test_a_large_static_index_costs_no_gigabytes(tmp_path):
     """Regression: shape inference with data propagation materialised a 1e8-element Constant index
-    (+6.2 GB). Here 2e7 elements (160 MB): the rewrite in a child process must stay under 1.2 GB peak."""
-    script = textwrap.dedent(f"""
+    (+6.2 GB). Here 2e7 elements (160 MB; main: +3.2 GB): the rewrite, in a child process, may add at most
+    256 MiB to the peak RSS the model itself set."""
+    script = textwrap.dedent("""
         import resource, numpy as np
         from onnx import helper, numpy_helper, TensorProto as T
         from gathermultiaxis.graphs import rewrite_model
@@ -309,15 +310,16 @@ def test_a_large_static_index_costs_no_gigabytes(tmp_path):
                                   [helper.make_tensor_value_info("y", T.FLOAT, None)])
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
         del index
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
         _, report = rewrite_model(model)
         assert report.rewritten == 1, report.table()
-        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+        print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
-    peak_mib = int(result.stdout.split()[-1])
-    print(f"peak RSS of the rewrite: {peak_mib} MiB")
-    assert peak_mib < 1200
+    before, peak = map(int, result.stdout.split()[-2:])
+    print(f"peak RSS {before} MiB before the rewrite, {peak} MiB after")
+    assert peak - before < 256
 
 
 # ---- com.microsoft ops that ORT's optimizers write -----------------------------------------------------
