@@ -385,3 +385,20 @@ def test_scan_body_gather_output_declared_without_a_shape_and_a_wrong_body_input
                        [numpy_helper.from_array(np.array([[1, 0, 1], [0, 0, 1]], np.int64), "idx")])
     report = assert_rewrite_matches(model, {"table": RNG.standard_normal((3, 2, 5)).astype(np.float32)})
     assert report.rewritten == 1
+
+
+@pytest.mark.parametrize("axis", [2, -3])
+def test_run_time_alignment_refuses_an_axis_out_of_range(axis):
+    """An axis out of range for the run-time rank is an error, as in ORT, never a wrapped-around axis."""
+    from sessions import builtin_session
+
+    node = helper.make_node("Gather", ["data", "indices"], ["output"], axis=axis)
+    model = make_model([node], [value("data", T.FLOAT, None), value("indices", T.INT64, None)],
+                       [value("output", T.FLOAT, None)])
+    feeds = {"data": RNG.standard_normal((3, 4)).astype(np.float32), "indices": np.array([0, 1])}
+    with pytest.raises(Exception):
+        builtin_session(model).run(None, feeds)
+    rewritten, report = rewrite_model(model)
+    assert report.rewritten == 1
+    with pytest.raises(Exception, match="out of range|differ|Invalid|invalid"):
+        custom_session(rewritten).run(None, feeds)
