@@ -201,13 +201,20 @@ def _symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
 
     Names from every graph; a name defined in two sibling subgraphs is ambiguous and dropped."""
     try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference, get_opset
 
+        if (get_opset(light) or 0) < 7:
+            return {}
+        # SymbolicShapeInference.infer_shapes' own steps: it raises when inference is incomplete, after
+        # saving "sym_shape_infer_temp.onnx" into the working folder; the partial result is what we want.
+        inference = SymbolicShapeInference(2**31 - 1, True, False, 0)
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            inferred = SymbolicShapeInference.infer_shapes(light, auto_merge=True)
+            inference._preprocess(light)
+            while inference.run_:
+                inference._infer_impl()
+            inference._update_output_from_vi()
+        inferred = inference.out_mp_
     except Exception:  # noqa: BLE001 - it gives up on some graphs as a whole: the next layers take over
-        return {}
-    if inferred is None:
         return {}
     infos: dict[str, TensorInfo] = {}
     seen: Counter = Counter()

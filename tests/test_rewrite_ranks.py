@@ -402,3 +402,11 @@ def test_run_time_alignment_refuses_an_axis_out_of_range(axis):
     assert report.rewritten == 1
     with pytest.raises(Exception, match="out of range|differ|Invalid|invalid"):
         custom_session(rewritten).run(None, feeds)
+
+
+def test_no_file_is_left_in_the_working_folder(tmp_path, monkeypatch):
+    """ORT's SymbolicShapeInference.infer_shapes saves "sym_shape_infer_temp.onnx" into the working
+    folder when its inference is incomplete (here: STFT); the rewriter runs its steps without that."""
+    monkeypatch.chdir(tmp_path)
+    _, report = rewrite_model(strip_shapes(stft_model()))
+    assert report.rewritten == 3 and list(tmp_path.iterdir()) == []
