@@ -3,8 +3,9 @@
 Ranks are found in four layers, each filling what the previous ones missed: ONNX shape inference, ORT's
 symbolic shape inference, the rank rules of ``rank_rules``, and finally a run-time alignment
 (``runtime_alignment``) whose shapes and axes the model computes itself. Inference runs on a *typing
-copy* that holds only what ORT enforces (graph input shapes, initializers, Constant values): value_info
-and declared output shapes are dropped (ORT ignores them, so a size they declare must decide nothing),
+copy* that holds only what ORT enforces (graph input shapes, initializers, Constant values): shapes
+declared by value_info and outputs are dropped (ORT ignores them, so a size they declare must decide
+nothing; their element types are kept),
 and large initializers and Constant values become bare graph inputs (their dims are all inference
 needs, and data propagation would materialise them). Subgraphs (If / Loop / Scan bodies) are rewritten
 with the names of their enclosing scopes visible; model-local functions that hold a gather anywhere are
@@ -131,9 +132,12 @@ class _TypingCopier:
         light = GraphProto(name=graph.name)
         light.input.extend(graph.input)
         light.output.extend(graph.output)
-        # Loop and Scan body inputs: their types come from the node's inputs; a declared size is not enforced
-        for value in (*light.output, *(light.input if not main else ())):
-            value.type.tensor_type.ClearField("shape")
+        light.value_info.extend(graph.value_info)
+        # Declared element types are kept, declared sizes not: ORT does not enforce value_info, graph
+        # outputs, or Loop and Scan body inputs (their types come from the node's inputs).
+        for value in (*light.output, *light.value_info, *(light.input if not main else ())):
+            if value.type.HasField("tensor_type"):
+                value.type.tensor_type.ClearField("shape")
         for init in graph.initializer:
             if _is_large(init):
                 self.hoisted.append(_bare_input(init.name, init))
