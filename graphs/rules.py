@@ -3,7 +3,8 @@
 A rule decides the *alignment* (``gathermultiaxis.ops.alignment``, shared with the NumPy variants):
 which size-1 dimensions to insert into the data and the indices, which axes GatherMultiaxis reads,
 and which size-1 dimensions to drop from its output. It needs ranks (and GatherND's coordinate size),
-never concrete sizes, so symbolic dimensions are fine. ``emit_replacement`` turns it into nodes.
+never concrete sizes, so symbolic dimensions are fine. ``emit_replacement`` turns it into nodes; where
+a rank or the coordinate size is unknown, it emits the run-time alignment of ``runtime_alignment``.
 """
 
 from __future__ import annotations
