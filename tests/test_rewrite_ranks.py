@@ -150,6 +150,36 @@ def test_torchscript_export_with_computed_reshape_and_flatten(shapes):
         assert report.left == 0 and report.rewritten == 11, report.table()
 
 
+def torch_data_dependent_model():
+    """A TorchScript export whose last Reshape takes a shape of data-dependent length (the dims > 1 of
+    its input's shape): no inference knows the rank of the gather after it; only the run tells."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    import torch.onnx.operators
+
+    class DataDependent(torch.nn.Module):
+        def forward(self, x, i):
+            shape = torch._shape_as_tensor(x)
+            heads = torch.onnx.operators.reshape_from_tensor_shape(x, torch.cat([shape[:-1], torch.tensor([2, 4])]))
+            flat = torch.flatten(heads, 1)
+            squeezed = torch.onnx.operators.reshape_from_tensor_shape(heads, shape[shape > 1])
+            return heads[:, -1], flat[:, i], squeezed[..., 0]
+
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(DataDependent(), (torch.randn(2, 5, 8), torch.tensor([1, 0])), buffer, input_names=["x", "i"],
+                          dynamic_axes={"x": {0: "b", 1: "t"}}, opset_version=17, dynamo=False)
+    return onnx.load_model_from_string(buffer.getvalue())
+
+
+def test_torchscript_export_with_a_reshape_to_a_data_dependent_rank():
+    model = torch_data_dependent_model()
+    for shape in [(2, 5, 8), (3, 2, 8), (4, 7, 8)]:  # the trace baked axis 2 into the last gather
+        report = assert_rewrite_matches(model, {"x": RNG.standard_normal(shape).astype(np.float32),
+                                                "i": np.array([1, -1])})
+        assert (report.rewritten, report.left) == (4, 0), report.table()
+
+
 def test_example_model_with_unknown_ranks_everywhere():
     from gathermultiaxis.examples import build_example_model, example_inputs
 
