@@ -44,6 +44,10 @@ class NodeBuilder:
         self.nodes.append(helper.make_node(op_type, inputs, [output], name=output, **attributes))
         return output
 
+    def op(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
+        """Any standard op with one output (the run-time alignment's shape arithmetic)."""
+        return self._emit(op_type, inputs, role, **attributes)
+
     def constant(self, values, role: str) -> str:
         tensor = numpy_helper.from_array(np.asarray(values, dtype=np.int64), name="")
         return self._emit("Constant", [], role, value=tensor)
@@ -58,7 +62,9 @@ class NodeBuilder:
     def unsqueeze(self, x: str, axes: list[int], role: str) -> str:
         return self._with_axes("Unsqueeze", x, axes, role)
 
-    def squeeze(self, x: str, axes: list[int], role: str) -> str:
+    def squeeze(self, x: str, axes: list[int] | str, role: str) -> str:
+        if isinstance(axes, str):  # computed at run time (opset >= 13 only), never empty
+            return self._emit("Squeeze", [x, axes], role)
         return self._with_axes("Squeeze", x, axes, role)
 
     def cast(self, x: str, to: int, role: str) -> str:
@@ -73,9 +79,10 @@ class NodeBuilder:
     def concat(self, parts: list[str], role: str) -> str:
         return parts[0] if len(parts) == 1 else self._emit("Concat", parts, role, axis=0)
 
-    def gather_multiaxis(self, data: str, indices: str, axes: list[int], output: str, name: str,
+    def gather_multiaxis(self, data: str, indices: str, axes: list[int] | str, output: str, name: str,
                          mode: str) -> None:
-        axes_input = self.constant(axes, "axes")
+        """``axes``: a static list, or the name of a 1-D int64 tensor computed at run time."""
+        axes_input = axes if isinstance(axes, str) else self.constant(axes, "axes")
         self.nodes.append(helper.make_node(OP_TYPE, [data, indices, axes_input], [output], name=name,
                                            domain=DOMAIN, mode=mode))
 

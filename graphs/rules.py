@@ -3,7 +3,8 @@
 A rule decides the *alignment* (``gathermultiaxis.ops.alignment``, shared with the NumPy variants):
 which size-1 dimensions to insert into the data and the indices, which axes GatherMultiaxis reads,
 and which size-1 dimensions to drop from its output. It needs ranks (and GatherND's coordinate size),
-never concrete sizes, so symbolic dimensions are fine. ``emit_replacement`` turns it into nodes.
+never concrete sizes, so symbolic dimensions are fine. ``emit_replacement`` turns it into nodes; where
+a rank or the coordinate size is unknown, it emits the run-time alignment of ``runtime_alignment``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from onnx import NodeProto, TensorProto, helper
 from ..ops.signature import DATA_TYPES
 from ..ops.alignment import (Alignment, AlignmentError, gather_alignment, gather_elements_alignment,
                              gather_nd_alignment)
+from . import runtime_alignment
 from .builder import NodeBuilder
 
 Dim = int | str | None  # a concrete size, a symbolic name, or unknown
@@ -37,6 +39,10 @@ class TensorInfo:
 
 class LeftUnchanged(Exception):
     """The node is kept as it is; the message says why."""
+
+
+class _NeedsRuntime(Exception):
+    """No static alignment: what is missing (a rank, GatherND's coordinate size) is known only at run time."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,7 @@ def rule_gather_elements(node: NodeProto, data: TensorInfo, indices: TensorInfo)
 def rule_gather_nd(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Replacement:
     k = indices.shape[-1] if indices.rank else 0
     if indices.rank and not isinstance(k, int):
-        raise LeftUnchanged("the coordinate size (last indices dimension) is not known statically")
+        raise _NeedsRuntime("the coordinate size (last indices dimension) is not known statically")
     alignment = gather_nd_alignment(data.rank, indices.rank, k, _attribute(node, "batch_dims", 0))
     return Replacement(alignment, mode="error_nonempty")
 
@@ -105,39 +111,67 @@ def _equal_ranks(data: TensorInfo, indices: TensorInfo) -> tuple[TensorInfo, Ten
 
 
 def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, builder: NodeBuilder) -> None:
-    """Append the replacement of ``node`` to ``builder``; raises LeftUnchanged when it cannot."""
+    """Append the replacement of ``node`` to ``builder``; raises LeftUnchanged when it cannot.
+
+    Ranks known: the static alignment of ``RULES``. A rank (or GatherND's coordinate size) unknown: the
+    run-time alignment of ``runtime_alignment`` (opset 13 on).
+    """
     if node.op_type == "GatherElements":
         data, indices = _equal_ranks(data, indices)
-    if data.rank is None or indices.rank is None:
-        unknown = [name for name, info in zip(node.input, (data, indices)) if info.rank is None]
-        raise LeftUnchanged(f"the rank of {', '.join(repr(n) for n in unknown)} is not known")
     cast_to_float = data.elem_type in _VIA_FLOAT
     if cast_to_float and builder.opset < _VIA_FLOAT[data.elem_type]:
         raise LeftUnchanged(f"{_type_name(data.elem_type)} needs a Cast, which opset {builder.opset} lacks for it")
     if not cast_to_float and data.elem_type not in DATA_TYPES:
         raise LeftUnchanged(f"data type {_type_name(data.elem_type)} cannot cross the PyOp bridge")
     try:
-        replacement = RULES[node.op_type](node, data, indices)
-    except AlignmentError as error:
-        raise LeftUnchanged(str(error)) from None
-    alignment = replacement.alignment
+        replacement = _static_replacement(node, data, indices)
+    except _NeedsRuntime as missing:
+        if builder.opset < runtime_alignment.MIN_OPSET:
+            raise LeftUnchanged(f"{missing}, and a run-time alignment needs opset "
+                                f"{runtime_alignment.MIN_OPSET} (the model has {builder.opset})") from None
+        replacement = None
 
     x, idx = node.input[0], node.input[1]
-    if replacement.slice_data_except is not None:
+    if replacement is not None and replacement.slice_data_except is not None:
         x = _slice_like(builder, x, idx, replacement.slice_data_except, data.rank)
     if cast_to_float:
         x = builder.cast(x, TensorProto.FLOAT, "to_float")
-    x = builder.unsqueeze(x, list(alignment.data_unsqueeze), "align_data")
-    idx = builder.unsqueeze(idx, list(alignment.indices_unsqueeze), "align_indices")
+    if replacement is None:
+        aligned = _runtime(node, x, idx, builder)
+        x, idx, axes, squeeze = aligned.data, aligned.indices, aligned.axes, aligned.output_squeeze
+        mode = "error_nonempty" if node.op_type == "GatherND" else "error"
+    else:
+        alignment = replacement.alignment
+        x = builder.unsqueeze(x, list(alignment.data_unsqueeze), "align_data")
+        idx = builder.unsqueeze(idx, list(alignment.indices_unsqueeze), "align_indices")
+        axes, squeeze, mode = list(alignment.axes), list(alignment.output_squeeze), replacement.mode
     output = node.output[0]
-    needs_tail = bool(alignment.output_squeeze) or cast_to_float
+    needs_tail = bool(squeeze) or cast_to_float
     gathered = builder.names.fresh(f"{builder.prefix}/gathered") if needs_tail else output
-    builder.gather_multiaxis(x, idx, list(alignment.axes), gathered, node.name or builder.prefix, replacement.mode)
-    y = builder.squeeze(gathered, list(alignment.output_squeeze), "restore_rank")
+    builder.gather_multiaxis(x, idx, axes, gathered, node.name or builder.prefix, mode)
+    y = builder.squeeze(gathered, squeeze, "restore_rank") if squeeze else gathered
     if cast_to_float:
         y = builder.cast(y, data.elem_type, "from_float")
     if needs_tail:
         builder.rename_last_output(output)
+
+
+def _static_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Replacement:
+    if data.rank is None or indices.rank is None:
+        unknown = [name for name, info in zip(node.input, (data, indices)) if info.rank is None]
+        raise _NeedsRuntime(f"the rank of {', '.join(repr(n) for n in unknown)} is not known")
+    try:
+        return RULES[node.op_type](node, data, indices)
+    except AlignmentError as error:
+        raise LeftUnchanged(str(error)) from None
+
+
+def _runtime(node: NodeProto, x: str, idx: str, builder: NodeBuilder) -> runtime_alignment.RuntimeAlignment:
+    if node.op_type == "Gather":
+        return runtime_alignment.gather(builder, x, idx, _attribute(node, "axis", 0))
+    if node.op_type == "GatherElements":
+        return runtime_alignment.gather_elements(builder, x, idx, _attribute(node, "axis", 0))
+    return runtime_alignment.gather_nd(builder, x, idx, _attribute(node, "batch_dims", 0))
 
 
 def _slice_like(builder: NodeBuilder, data: str, indices: str, axis: int, rank: int) -> str:

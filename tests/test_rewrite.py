@@ -50,6 +50,8 @@ CASES = {
 
 
 def declared(shape, how):
+    if how == "unknown-rank":
+        return None
     if how == "static":
         return list(shape)
     if how == "symbolic":
@@ -57,23 +59,26 @@ def declared(shape, how):
     return [None] * len(shape)
 
 
-@pytest.mark.parametrize("how", ["static", "symbolic", "rank-only"])
+@pytest.mark.parametrize("how", ["static", "symbolic", "rank-only", "unknown-rank"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_single_node_matches_builtin(name, how):
+    """Unknown ranks (and GatherND's symbolic coordinate size) take the run-time alignment (opset >= 13)."""
     op_type, opsets, attributes, data, indices = CASES[name]
     for opset in opsets:
         index_type = helper.np_dtype_to_tensor_dtype(indices.dtype)
-        indices_shape = declared(indices.shape, how)
-        if op_type == "GatherND":  # the coordinate size must be static (see test_gather_nd_unknown_tuple_size)
-            indices_shape[-1] = indices.shape[-1]
-        model = single_node_model(op_type, opset, declared(data.shape, how), indices_shape,
+        model = single_node_model(op_type, opset, declared(data.shape, how), declared(indices.shape, how),
                                   index_type=index_type, **attributes)
+        runtime_needed = how == "unknown-rank" or (op_type == "GatherND" and how != "static")
+        if runtime_needed and opset < 13:
+            rewritten, report = rewrite_model(model)
+            assert report.left == 1 and "needs opset 13" in report.outcomes[0].reason, report.table()
+            continue
         report = assert_rewrite_matches(model, feeds(data, indices))
         assert (report.rewritten, report.left) == (1, 0), report.table()
 
 
-def test_gather_nd_unknown_tuple_size_is_left_and_reported():
-    model = single_node_model("GatherND", 13, [4, 5, 6], ["n", "k"])
+def test_gather_nd_unknown_tuple_size_before_opset_13_is_left_and_reported():
+    model = single_node_model("GatherND", 12, [4, 5, 6], ["n", "k"])
     rewritten, report = rewrite_model(model)
     assert report.left == 1 and "coordinate size" in report.outcomes[0].reason
     assert rewritten.graph == model.graph
@@ -158,11 +163,11 @@ def test_gathers_of_other_domains_are_not_touched():
     assert report.outcomes == [] and rewritten == model
 
 
-def test_unknown_rank_is_left_and_reported():
+def test_unknown_rank_before_opset_13_is_left_and_reported():
     node = helper.make_node("Gather", ["data", "indices"], ["output"], name="blind", axis=0)
     model = make_model([node], [helper.make_tensor_value_info("data", T.FLOAT, None),
                                 helper.make_tensor_value_info("indices", T.INT64, [2])],
-                       [helper.make_tensor_value_info("output", T.FLOAT, None)])
+                       [helper.make_tensor_value_info("output", T.FLOAT, None)], opset=12)
     rewritten, report = rewrite_model(model)
     assert report.left == 1 and "rank of 'data' is not known" in report.outcomes[0].reason
     assert rewritten.graph == model.graph
@@ -261,8 +266,14 @@ def test_nothing_is_lost_and_rewrite_is_idempotent():
     onnx.checker.check_model(rewritten, full_check=True)
     assert rewritten.ir_version == 8  # not onnx's default, which ORT refuses
     assert [(o.domain, o.version) for o in rewritten.opset_import] == [("", 17), ("ai.onnx.contrib", 1)]
-    for field in ("input", "output", "initializer", "value_info"):
+    for field in ("input", "output", "initializer"):
         assert list(getattr(rewritten.graph, field)) == list(getattr(model.graph, field)), field
+    kept_infos = list(rewritten.graph.value_info)[:len(model.graph.value_info)]
+    assert kept_infos == list(model.graph.value_info)
+    added_infos = list(rewritten.graph.value_info)[len(model.graph.value_info):]
+    graph_outputs = {o.name for o in model.graph.output}
+    replaced = {n.output[0] for n in model.graph.node if n.op_type.startswith("Gather")} - graph_outputs - {"embedded"}
+    assert {v.name for v in added_infos} == replaced and all(v.type.tensor_type.elem_type for v in added_infos)
     assert (rewritten.doc_string, rewritten.graph.doc_string) == (model.doc_string, model.graph.doc_string)
     assert list(rewritten.metadata_props) == list(model.metadata_props)
     assert rewritten.producer_name == model.producer_name
