@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OLDEST_CONSTRAINTS = ROOT / "tests" / "oldest-constraints.txt"
 ENABLE_VARIABLE = "GATHERMULTIAXIS_PACKAGING_TESTS"
-RUNTIME_PACKAGES = ["numpy", "onnx", "onnxruntime", "onnxruntime-extensions"]
+STEP_TIMEOUT_S = 1800  # one install, build or test run; a hang fails the check instead of blocking it
 README_COMMANDS = [
     ["gathermultiaxis", "example", "example.onnx", "--force"],
     ["gathermultiaxis", "rewrite", "example.onnx", "-o", "example.rewritten.onnx", "--force"],
@@ -45,7 +45,10 @@ class StepFailed(Exception):
 def run(command: list[str], cwd: Path, env: dict[str, str] | None = None, tail: int = 3) -> str:
     """Run one step, print it with its duration and the last ``tail`` lines of its output."""
     start = time.monotonic()
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    try:
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise StepFailed(f"{' '.join(command[:3])} did not finish within {STEP_TIMEOUT_S} s") from None
     output = done.stdout + done.stderr
     print(f"$ {' '.join(command)}   [{time.monotonic() - start:.1f} s, exit {done.returncode}]", flush=True)
     if done.returncode != 0:
@@ -123,7 +126,8 @@ def check_sdist(python: str) -> None:
         (wheel,) = dist.glob("*.whl")
         unpacked = tmp / "unpacked"
         with tarfile.open(sdist) as archive:
-            archive.extractall(unpacked, filter="data")
+            # The "data" filter (Python >= 3.11.4) refuses links and paths out of the folder.
+            archive.extractall(unpacked, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
         (source,) = unpacked.iterdir()
         print(f"sdist {sdist.name}: {sum(1 for p in source.rglob('*') if p.is_file())} files; wheel {wheel.name}")
 
