@@ -250,7 +250,9 @@ def _timed_run(sess, feeds) -> tuple[list | None, BaseException | None, float]:
         return None, error, (time.perf_counter() - start) * 1e3
 
 
-def check_case(case: CheckCase, seed: int = 0) -> CheckResult:
+def check_case(case: CheckCase, seed: int = 0, lowered: bool = False) -> CheckResult:
+    """With ``lowered``, the rewrite is lowered to standard ONNX (``graphs.lower_model``) and runs on
+    plain ORT, no custom op library registered: the round trip of ``gathermultiaxis.roundtrip``."""
     from .graphs import rewrite_model
 
     result = CheckResult(case.name, "passed")  # or "builtin wrong", set below, which also counts apart
@@ -260,13 +262,19 @@ def check_case(case: CheckCase, seed: int = 0) -> CheckResult:
         return CheckResult(case.name, "failed", detail=f"rewrite raised: {one_line(error)}")
     result.rewritten, result.left = report.rewritten, report.left
     result.left_reasons = [f"{o.op_type} {o.node!r}: {o.reason}" for o in report.outcomes if not o.rewritten]
+    if lowered:
+        from .roundtrip import lower_for_check
+
+        rewritten, failure = lower_for_check(rewritten, result)
+        if failure is not None:
+            return failure
     try:
         builtin = make_session(case.model, custom=False)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "not runnable", one_line(error)
         return result
     try:
-        custom = make_session(rewritten, custom=True)
+        custom = make_session(rewritten, custom=not lowered)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "failed", f"the rewritten model does not load: {one_line(error)}"
         return result
@@ -359,13 +367,14 @@ def run_check(args) -> int:
 
     if args.fuzz:
         results = fuzz_results(args.fuzz, args.seed, Path(args.save_dir) if args.save_dir else None,
-                               progress=_Progress(args.fuzz, sys.stdout.isatty() and args.fuzz > 20))
+                               progress=_Progress(args.fuzz, sys.stdout.isatty() and args.fuzz > 20),
+                               lowered=args.lowered)
     else:
         items = list(cases_from_paths(args.paths)) if args.paths else default_suite()
         progress = _Progress(len(items), sys.stdout.isatty() and len(items) > 5)
         results = []
         for item in items:
-            results.append(item if isinstance(item, CheckResult) else check_case(item, args.seed))
+            results.append(item if isinstance(item, CheckResult) else check_case(item, args.seed, args.lowered))
             progress.step(results[-1].name)
         progress.close()
     if not args.quiet or any(r.verdict == "failed" for r in results):
@@ -392,4 +401,6 @@ def add_check_command(commands) -> None:
     check.add_argument("--save-dir", metavar="DIR", help="where --fuzz saves reproducers of failures (default: a temp dir)")
     check.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     check.add_argument("-q", "--quiet", action="store_true", help="print only failures and the summary")
+    check.add_argument("--lowered", action="store_true",
+                       help="run the rewrite lowered to standard ONNX on plain ORT (no custom op library)")
     check.set_defaults(run=run_check)

@@ -1,6 +1,6 @@
-"""The ``gathermultiaxis`` command line: ``rewrite``, ``check``, ``bench``, ``example``.
+"""The ``gathermultiaxis`` command line: ``rewrite``, ``lower``, ``check``, ``bench``, ``example``.
 
-Exit status: 0 on success, 1 when ``check`` finds a mismatch, 2 on bad input (unreadable or invalid
+Exit status: 0 on success, 1 when ``check`` finds a mismatch (or ``lower`` leaves a node), 2 on bad input (unreadable or invalid
 model, unwritable output), with one line on stderr naming the file and nothing written.
 """
 
@@ -78,6 +78,32 @@ def run_rewrite(args) -> int:
     return 0
 
 
+def run_lower(args) -> int:
+    """``lower IN -o OUT``: GatherMultiaxis -> standard ONNX ops. Exit 1 (model still written) when a node
+    could not be lowered, the report saying why; 2 on bad input."""
+    import onnx
+
+    from .graphs import lower_model
+    from .graphs.io import ModelFileError, load_model, save_model
+
+    source, target = Path(args.model), Path(args.output)
+    if target.resolve() == source.resolve():
+        raise CommandError(f"{target}: the output is the input file; choose another -o")
+    try:
+        model, external = load_model(source)
+        lowered, report = lower_model(model)
+        try:
+            onnx.checker.check_model(lowered)
+        except ValueError:  # over 2 GB: the checker needs a file
+            pass
+        save_model(lowered, target, external_data=external, overwrite=args.force)
+    except ModelFileError as error:
+        raise CommandError(str(error)) from None
+    print(report.table())
+    print(f"wrote {target}")
+    return 1 if report.left else 0
+
+
 def run_example(args) -> int:
     from .examples import EXAMPLE_PATH
 
@@ -106,6 +132,15 @@ def build_parser() -> argparse.ArgumentParser:
     rewrite.add_argument("--ops", type=_op_list, default=None, metavar="OPS",
                          help="comma-separated op types to rewrite (default: Gather,GatherElements,GatherND)")
     rewrite.set_defaults(run=run_rewrite)
+
+    lower = commands.add_parser(
+        "lower", help="replace GatherMultiaxis nodes by standard ONNX ops (runs on any ONNX runtime)",
+        description="Lower every GatherMultiaxis node (subgraphs and model-local functions included) to standard "
+                    "ONNX ops in the model's own opset (11 or later). Exit status 1 when a node is left.")
+    lower.add_argument("model", help="the ONNX model to lower (typically the output of rewrite)")
+    lower.add_argument("-o", "--output", required=True, help="where to write the lowered model")
+    lower.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    lower.set_defaults(run=run_lower)
 
     example = commands.add_parser("example", help="write the bundled example model to a file")
     example.add_argument("output", help="where to write it")

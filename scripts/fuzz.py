@@ -137,16 +137,17 @@ def save_reproducer(case: CheckCase, folder: Path) -> Path:
     return folder
 
 
-def fuzz_results(count: int, seed: int, save_dir: Path | None, progress=None) -> list[CheckResult]:
+def fuzz_results(count: int, seed: int, save_dir: Path | None, progress=None, lowered: bool = False) -> list[CheckResult]:
     results = []
     for offset in range(count):
         case_seed = seed + offset
         case = fuzz_case(case_seed)
-        result = check_case(case)
+        result = check_case(case, lowered=lowered)
         if result.verdict == "failed":
             folder = (save_dir or Path(tempfile.mkdtemp(prefix="gathermultiaxis-fuzz-"))) / f"seed-{case_seed}"
             save_reproducer(case, folder)
-            result.detail += f" (replay: gathermultiaxis check --fuzz 1 --seed {case_seed}; reproducer: {folder})"
+            replay = f"gathermultiaxis check --fuzz 1 --seed {case_seed}" + (" --lowered" if lowered else "")
+            result.detail += f" (replay: {replay}; reproducer: {folder})"
         results.append(result)
         if progress is not None:
             progress.step(case.name)
