@@ -353,9 +353,17 @@ def lower_model(model: ModelProto) -> tuple[ModelProto, LowerReport]:
     ir_version = result.ir_version
     result = _inline_functions_holding(result, report)
     result.ir_version = ir_version
-    inferred = _inferred(result)
-    lowerer = _Lowerer(_default_opset(result), NameScope(_all_names(result)), report)
-    lowerer.graph(result.graph, inferred.graph, {}, {}, "main graph")
+    # Shape inference stops at a GatherMultiaxis (onnx has no schema for it), so ranks behind one are
+    # known only once it is lowered: repeat while a pass lowers something and leaves something.
+    names = NameScope(_all_names(result))
+    while True:
+        attempt = LowerReport()
+        _Lowerer(_default_opset(result), names, attempt).graph(result.graph, _inferred(result).graph, {}, {},
+                                                                "main graph")
+        report.outcomes.extend(o for o in attempt.outcomes if o.lowered)
+        if not attempt.lowered or not attempt.left:
+            report.outcomes.extend(o for o in attempt.outcomes if not o.lowered)
+            break
     still_custom = any(node.domain == DOMAIN for holder in _node_holders(result) for node in holder.node)
     still_custom = still_custom or any(f.domain == DOMAIN for f in result.functions)
     if not still_custom:
