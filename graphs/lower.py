@@ -15,10 +15,11 @@ of them), all sizes are read at run time (``Shape``), so symbolic dimensions nee
 3. Flat offsets ``sum_j n_j * stride(axes[j]) + sum_{d not in axes} Range(0, out_d) * stride(d)``
    (stride 0 where ``X`` has size 1 and is broadcast), added with ONNX broadcasting into the output
    shape; a non-axis dimension whose sizes do not broadcast makes a checking Gather raise.
-4. The read: ``Gather`` on ``X`` flattened to 1-D, one element per offset (ORT 1.31's string Gather is
-   wrong for blocks of more than one element, so strings are always read this way). From opset 14
-   (Reshape's ``allowzero``), trailing dimensions copied whole are read as blocks of ``Flatten(X)``
-   rows. In "zero" mode the flat input gets one zero element appended, and masked offsets point at it.
+4. The read: trailing dimensions copied whole (not in ``axes``, indices size 1 statically) are read as
+   rows of ``Flatten(X, axis=block)`` by one ``Gather(axis=0)``, as the kernel does; everything else
+   (strings always: ORT 1.31's string Gather is wrong for blocks of more than one element; "zero"
+   mode always) is read by ``Gather`` on ``X`` flattened to 1-D, one element per offset. In "zero"
+   mode the flat input gets one zero element appended, and masked offsets point at it.
 
 Models keep their IR version, opset imports (``ai.onnx.contrib`` is dropped when nothing uses it),
 inputs, outputs, initializers and value_info; functions holding a GatherMultiaxis are inlined first.
@@ -36,7 +37,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
 from ..ops import DOMAIN, MODES, OP_TYPE
 from .builder import NameScope, NodeBuilder
 from .rewrite import _all_names, _default_opset, _graph_infos, _inferred, _node_holders, _subgraphs
-from .rules import TensorInfo
+from .rules import INT64_MAX, TensorInfo
 
 MIN_OPSET = 11  # Range, and Gather's negative indices
 
@@ -166,12 +167,19 @@ class _Lowering:
         return shape[d] // k if d == self.rank - 1 and k > 1 else shape[d]
 
     def _block_start(self) -> int:
-        """First of the trailing dimensions read as whole blocks (see the module docstring, step 4)."""
-        if self.b.opset < 14 or self.mode == "zero" or self.data.elem_type in (TensorProto.STRING, 0):
+        """First of the trailing dimensions read as whole blocks (see the module docstring, step 4).
+        Before opset 14 a 0 in Reshape's shape means "copy the input's size", so the gathered blocks
+        ``[*out[:start], block]`` are only reshaped to the output when no dimension after ``start`` can
+        be 0 (known statically); a block of the last dimension alone needs no reshape at all."""
+        if self.mode == "zero" or self.data.elem_type in (TensorProto.STRING, 0):
             return self.rank
         start = self.rank
         while start > 0 and start - 1 not in self.axes and self._static_logical(start - 1) == 1:
             start -= 1
+        if self.b.opset < 14:
+            shape = self.data.shape or (None,) * self.rank
+            while start < self.rank - 1 and not all(isinstance(n, int) and n > 0 for n in shape[start + 1:]):
+                start += 1
         return start
 
     def emit(self, output: str) -> None:
@@ -228,8 +236,15 @@ class _Lowering:
         if block < r:
             offsets = b.squeeze(offsets, list(range(block, r)), "row_offsets")
             rows = b.op("Flatten", [self.x], "input_rows", axis=block)
-            gathered = b.op("Gather", [rows, offsets], "gathered_rows", axis=0)
-            b.op("Reshape", [gathered, b.concat(out_dim, "output_shape")], "output", allowzero=1)
+            if empty is not None and k:
+                # An empty output may come from an empty block while an axis of size 0 (no rows) has
+                # coordinates: read no rows at all then (cut the offsets to 0 along dimension 0).
+                end = b.op("Where", [empty, b.constant([0], "zero"), b.constant([INT64_MAX], "to_end")], "rows_to_read")
+                offsets = b.op("Slice", [offsets, b.constant([0], "zero"), end, b.constant([0], "zero")], "offsets_if_read")
+            b.op("Gather", [rows, offsets], "gathered_rows", axis=0)  # [*out[:block], block size]
+            if block < r - 1 or (empty is not None and k):
+                zero_is_zero = {"allowzero": 1} if b.opset >= 14 else {}  # else safe, see _block_start
+                b.op("Reshape", [b.nodes[-1].output[0], b.concat(out_dim, "output_shape")], "output", **zero_is_zero)
         else:
             flat = b.op("Reshape", [b.op("Flatten", [self.x], "input_flat_2d", axis=0), b.constant([-1], "minus_one")],
                         "input_flat")
