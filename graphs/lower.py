@@ -283,7 +283,9 @@ class _Lowering:
             values = component if self.indices.elem_type == TensorProto.INT64 else \
                 b.op("Cast", [component], f"coordinate{j}_int64", to=TensorProto.INT64)
             if mode == "error_nonempty":  # an empty output reads nothing, so nothing is checked
-                prepared = b.op("Where", [empty, zero, values], f"coordinate{j}_if_read")
+                # values * (output not empty), not Where: ORT's Where with a scalar condition is ~100x slower
+                read = b.op("Cast", [b.op("Not", [empty], "output_not_empty")], "read_factor", to=TensorProto.INT64)
+                prepared = b.op("Mul", [values, read], f"coordinate{j}_if_read")
                 dim = b.op("Where", [empty, b.constant(1, "one_scalar"), dim], f"axis_size{j}_if_read")
             else:
                 negative = b.op("Less", [values, zero], f"coordinate{j}_negative")
@@ -307,6 +309,7 @@ class _Lowerer:
     opset: int
     names: NameScope
     report: LowerReport
+    freed_axes: set[str] = field(default_factory=set)  # axes inputs of lowered nodes
 
     def graph(self, graph: GraphProto, inferred: GraphProto, scope: dict, constants: dict, path: str) -> None:
         infos = {**scope, **_graph_infos(inferred)}
@@ -340,6 +343,7 @@ class _Lowerer:
             self.report.outcomes.append(LoweredNode(node.name, path, False, str(reason)))
             return [node]
         self.report.outcomes.append(LoweredNode(node.name, path, True))
+        self.freed_axes.add(node.input[2])
         return builder.nodes
 
 
@@ -358,6 +362,27 @@ def _inline_functions_holding(model: ModelProto, report: LowerReport) -> ModelPr
         return model
 
 
+def _drop_unused_constants(model: ModelProto, names: set[str]) -> None:
+    """Remove the Constant nodes and initializers of ``names`` (axes of lowered nodes) that nothing uses
+    any more (ORT would warn about each unused initializer)."""
+    holders = list(_node_holders(model))
+    used = {name for holder in holders for node in holder.node for name in node.input}
+    used |= {value.name for holder in holders if isinstance(holder, GraphProto) for value in (*holder.output, *holder.input)}
+    unused = names - used
+    if not unused:
+        return
+    for holder in holders:
+        kept = [n for n in holder.node if not (n.op_type == "Constant" and n.output[0] in unused)]
+        if len(kept) != len(holder.node):
+            del holder.node[:]
+            holder.node.extend(kept)
+        if isinstance(holder, GraphProto):
+            kept_inits = [i for i in holder.initializer if i.name not in unused]
+            if len(kept_inits) != len(holder.initializer):
+                del holder.initializer[:]
+                holder.initializer.extend(kept_inits)
+
+
 def lower_model(model: ModelProto) -> tuple[ModelProto, LowerReport]:
     """Return a copy of ``model`` with every GatherMultiaxis node replaced by standard ONNX ops, and the
     report of what happened to each (a node is only ever replaced by an equivalent subgraph or left as
@@ -370,15 +395,17 @@ def lower_model(model: ModelProto) -> tuple[ModelProto, LowerReport]:
     result.ir_version = ir_version
     # Shape inference stops at a GatherMultiaxis (onnx has no schema for it), so ranks behind one are
     # known only once it is lowered: repeat while a pass lowers something and leaves something.
-    names = NameScope(_all_names(result))
+    names, freed_axes = NameScope(_all_names(result)), set()
     while True:
         attempt = LowerReport()
-        _Lowerer(_default_opset(result), names, attempt).graph(result.graph, _inferred(result).graph, {}, {},
-                                                                "main graph")
+        lowerer = _Lowerer(_default_opset(result), names, attempt)
+        lowerer.graph(result.graph, _inferred(result).graph, {}, {}, "main graph")
+        freed_axes |= lowerer.freed_axes
         report.outcomes.extend(o for o in attempt.outcomes if o.lowered)
         if not attempt.lowered or not attempt.left:
             report.outcomes.extend(o for o in attempt.outcomes if not o.lowered)
             break
+    _drop_unused_constants(result, freed_axes)
     still_custom = any(node.domain == DOMAIN for holder in _node_holders(result) for node in holder.node)
     still_custom = still_custom or any(f.domain == DOMAIN for f in result.functions)
     if not still_custom:

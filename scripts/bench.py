@@ -5,7 +5,8 @@ For every workload, on the same arrays and in one process:
 1. the NumPy kernel (the exact call the rewritten graph makes) against the idiomatic NumPy;
 2. an ORT session of the rewritten model against the original model on ORT's builtin kernel;
 3. the onnx reference evaluator on the original model, when it finishes within a time cap;
-4. the floor of the PyOp bridge: copying the op's inputs once (the bridge copies every input into
+4. ORT on the rewrite lowered to standard ONNX ops (``graphs.lower_model``, no custom op, no bridge);
+5. the floor of the PyOp bridge: copying the op's inputs once (the bridge copies every input into
    NumPy) plus the kernel; and that floor plus one copy of the output, which the bridge also makes
    (a memcpy into ORT's buffer).
 
@@ -226,7 +227,7 @@ def run_bench(quick: bool, repeats: int, reference_cap_s: float, progress=None) 
     from onnx.reference import ReferenceEvaluator
 
     from .check import make_session
-    from .graphs import rewrite_model
+    from .graphs import lower_model, rewrite_model
 
     results = []
     for workload in workloads(quick):
@@ -235,12 +236,14 @@ def run_bench(quick: bool, repeats: int, reference_cap_s: float, progress=None) 
         rewritten = workload.rewritten or rewrite_model(workload.model)[0]
         builtin = make_session(workload.model, custom=False, optimized=True)
         custom = make_session(rewritten, custom=True, optimized=True)
+        lowered = make_session(lower_model(rewritten)[0], custom=False, optimized=True)  # plain ORT
         expected = builtin.run(None, workload.feeds)[0]
         custom_feeds = workload.rewritten_feeds or workload.feeds
         actual = custom.run(None, custom_feeds)[0]
         # dtype and bytes, not shape: the multiaxis workload's own model keeps a size-1 dim GatherND drops
-        if expected.dtype != actual.dtype or expected.tobytes() != actual.tobytes():
-            raise AssertionError(f"{workload.name}: the rewritten model's output differs from the builtin one")
+        for side, output in (("rewritten", actual), ("lowered", lowered.run(None, custom_feeds)[0])):
+            if expected.dtype != output.dtype or expected.tobytes() != output.tobytes():
+                raise AssertionError(f"{workload.name}: the {side} model's output differs from the builtin one")
         kernel_out, numpy_out = workload.kernel(), np.asarray(workload.numpy())
         if kernel_out.reshape(-1).tobytes() != numpy_out.reshape(-1).tobytes():
             raise AssertionError(f"{workload.name}: the kernel and the idiomatic NumPy disagree")
@@ -256,6 +259,7 @@ def run_bench(quick: bool, repeats: int, reference_cap_s: float, progress=None) 
             **_time_together({"kernel": workload.kernel, "numpy": workload.numpy}, repeats),
             **_time_together({"ort builtin": lambda: builtin.run(None, workload.feeds),
                               "ort rewritten": lambda: custom.run(None, custom_feeds),
+                              "ort lowered": lambda: lowered.run(None, custom_feeds),
                               "bridge floor": bridge_floor,
                               "output copy": lambda: np.array(kernel_out, copy=True)}, repeats),
             "onnx reference": _time(lambda: reference.run(None, workload.feeds), max(1, repeats // 3), reference_cap_s),
@@ -268,6 +272,8 @@ def run_bench(quick: bool, repeats: int, reference_cap_s: float, progress=None) 
             "ort rewritten / (bridge floor + output copy)": _ratio(
                 t["ort rewritten"], Timing(t["bridge floor"].median_ms + t["output copy"].median_ms, 0, 0)),
             "onnx reference / ort rewritten": _ratio(t["onnx reference"], t["ort rewritten"]),
+            "ort lowered / builtin": _ratio(t["ort lowered"], t["ort builtin"]),
+            "ort lowered / rewritten": _ratio(t["ort lowered"], t["ort rewritten"]),
         }
         if t["ort rewritten"] and t["ort builtin"]:
             result.ratios["ort rewritten - builtin (us)"] = (t["ort rewritten"].median_ms - t["ort builtin"].median_ms) * 1e3
@@ -316,6 +322,23 @@ def summary_table(results: list[Result]) -> str:
     return "\n".join(rows)
 
 
+def lowered_table(results: list[Result]) -> str:
+    """The lowered rows: GatherMultiaxis lowered to standard ONNX ops (``graphs.lower_model``) on plain
+    ORT, no bridge, against ORT's builtin gathers and the rewritten model (the custom op)."""
+    def f(value, digits=2):
+        return "n/a" if value is None else f"{value:.{digits}f}"
+
+    rows = ["| workload | ORT lowered / builtin | ORT lowered / rewritten | builtin ms | rewritten ms | lowered ms |",
+            "|---|---|---|---|---|---|"]
+    for r in results:
+        t = r.times
+        rows.append(f"| {r.name} | {f(r.ratios['ort lowered / builtin'])} | {f(r.ratios['ort lowered / rewritten'])} | "
+                    f"{f(t['ort builtin'] and t['ort builtin'].median_ms, 3)} | "
+                    f"{f(t['ort rewritten'] and t['ort rewritten'].median_ms, 3)} | "
+                    f"{f(t['ort lowered'] and t['ort lowered'].median_ms, 3)} |")
+    return "\n".join(rows)
+
+
 def _plot(results: list[Result], path: Path) -> None:
     import matplotlib
 
@@ -351,6 +374,7 @@ def run_bench_command(args) -> int:
     progress = (lambda name: print(f"... {name}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
     results = run_bench(args.quick, args.repeats or (5 if args.quick else 15), args.reference_cap, progress)
     print(format_report(results))
+    print("\nLowered to standard ONNX ops, on plain ORT:\n" + lowered_table(results))
     if args.json:
         write_text_atomic(Path(args.json), json.dumps([asdict(r) for r in results], indent=2) + "\n", overwrite=True)
     if args.plot:
