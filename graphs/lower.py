@@ -1,11 +1,13 @@
-"""Lowering: every GatherMultiaxis node becomes standard ONNX ops, in the model's own default opset (>= 11).
+"""Lowering: every GatherMultiaxis node becomes standard ONNX ops, in the model's own default opset:
+from opset 11 in every mode, from opset 7 in mode "error" (the others need Where and Less on int64).
 
 For ``output = GatherMultiaxis(X, I, axes, mode)`` with rank ``r`` (static) and constant ``axes`` (``k``
 of them), all sizes are read at run time (``Shape``), so symbolic dimensions need nothing static:
 
 1. Coordinates: for ``k > 1``, ``I`` is reshaped to ``[*L, k]`` (``L`` the logical indices shape) and
    component ``j`` is ``Gather(.., j, axis=r)``; for ``k == 1`` it is ``I`` itself.
-2. Each component is checked and normalised by ``Gather(Range(0, dim), c)`` on a 1-D int64 range:
+2. Each component is checked and normalised by ``Gather(Range(0, dim), c)`` on a 1-D int64 range
+   (before opset 11: ``NonZero`` of ``dim`` True values from opset 9, a ``Loop``'s iteration numbers before):
    ORT raises for any index out of ``[-dim, dim - 1]`` (for every value, whatever the output size) and
    returns negatives counted from the end. The modes only change what is fed to it (table in README):
    "error" the raw indices; "error_nonempty" zeros (and a range of 1) when the output is empty, the raw
@@ -39,7 +41,8 @@ from .builder import NameScope, NodeBuilder
 from .rewrite import _all_names, _default_opset, _graph_infos, _inferred, _node_holders, _subgraphs
 from .rules import INT64_MAX, TensorInfo
 
-MIN_OPSET = 11  # Range, and Gather's negative indices
+MIN_OPSET = 7        # "error" mode; the other modes need Where and Less on int64 (and Slice's inputs)
+MODES_MIN_OPSET = 11
 
 
 @dataclass
@@ -95,6 +98,33 @@ class _Builder(NodeBuilder):
             tensor = numpy_helper.from_array(np.zeros(1, helper.tensor_dtype_to_np_dtype(elem_type)), name="")
         return self._emit("Constant", [], role, value=tensor)
 
+    def arange(self, n: str, role: str) -> str:
+        """[0, 1, ..., n - 1] (int64) for a scalar ``n``: Range from opset 11, NonZero of n True values
+        from 9, the iteration numbers of a Loop before."""
+        if self.opset >= 11:
+            return self.op("Range", [self.constant(0, "zero_scalar"), n, self.constant(1, "one_scalar")], role)
+        if self.opset >= 9:
+            trues = self.op("ConstantOfShape", [self.op("Reshape", [n, self.constant([1], role + "_1d")], role + "_n")],
+                            role + "_true", value=helper.make_tensor("", TensorProto.BOOL, [1], [True]))
+            return self.squeeze(self.op("NonZero", [trues], role + "_positions"), [0], role)
+        iteration, condition, carried = (self.names.fresh(f"{self.prefix}/{role}_{part}") for part in
+                                         ("iteration", "condition", "carried"))
+        condition_out, carried_out, scanned = (self.names.fresh(f"{self.prefix}/{role}_{part}") for part in
+                                               ("condition_out", "carried_out", "position"))
+        body = helper.make_graph(
+            [helper.make_node("Identity", [condition], [condition_out]), helper.make_node("Identity", [carried], [carried_out]),
+             helper.make_node("Identity", [iteration], [scanned])], f"{self.prefix}/{role}_body",
+            [helper.make_tensor_value_info(iteration, TensorProto.INT64, []),
+             helper.make_tensor_value_info(condition, TensorProto.BOOL, []),
+             helper.make_tensor_value_info(carried, TensorProto.INT64, [])],
+            [helper.make_tensor_value_info(condition_out, TensorProto.BOOL, []),
+             helper.make_tensor_value_info(carried_out, TensorProto.INT64, []),
+             helper.make_tensor_value_info(scanned, TensorProto.INT64, [])])
+        unused, output = self.names.fresh(f"{self.prefix}/{role}_unused"), self.names.fresh(f"{self.prefix}/{role}")
+        self.nodes.append(helper.make_node("Loop", [n, "", self.constant(0, "zero_scalar")], [unused, output],
+                                           name=output, body=body))  # Loop-1 needs a loop-carried value
+        return output
+
     def scalar(self, x: str, role: str) -> str:
         return self.op("Reshape", [x, self.constant(np.zeros(0, np.int64), role + "_shape")], role)
 
@@ -125,8 +155,9 @@ def lower_gather_multiaxis(node: NodeProto, data: TensorInfo, indices: TensorInf
     mode = _attribute(node, "mode", "error")
     if mode not in MODES:
         raise NotLowered(f"unknown mode {mode!r} (modes: {', '.join(MODES)})")
-    if b.opset < MIN_OPSET:
-        raise NotLowered(f"the model's opset {b.opset} lacks Range (the lowering needs opset >= {MIN_OPSET})")
+    if b.opset < MIN_OPSET or (mode != "error" and b.opset < MODES_MIN_OPSET):
+        needed = MIN_OPSET if mode == "error" else MODES_MIN_OPSET
+        raise NotLowered(f"mode {mode!r} needs opset >= {needed} (the model's opset is {b.opset})")
     rank = data.rank if data.rank is not None else indices.rank
     if rank is None:
         raise NotLowered("the rank of the input and of the indices is not known")
@@ -171,8 +202,8 @@ class _Lowering:
         Before opset 14 a 0 in Reshape's shape means "copy the input's size", so the gathered blocks
         ``[*out[:start], block]`` are only reshaped to the output when no dimension after ``start`` can
         be 0 (known statically); a block of the last dimension alone needs no reshape at all."""
-        if self.mode == "zero" or self.data.elem_type in (TensorProto.STRING, 0):
-            return self.rank
+        if self.mode == "zero" or self.data.elem_type in (TensorProto.STRING, 0) or self.b.opset < 9:
+            return self.rank  # (Flatten-1 takes float types only)
         start = self.rank
         while start > 0 and start - 1 not in self.axes and self._static_logical(start - 1) == 1:
             start -= 1
@@ -224,10 +255,10 @@ class _Lowering:
         for d in range(block):  # the block dimensions [block, r) are read whole: no offsets
             if d in self.axes:
                 continue
-            positions = b.op("Range", [b.constant(0, "zero_scalar"), b.scalar(out_dim[d], f"out{d}_scalar"),
-                                       b.constant(1, "one_scalar")], f"positions{d}")
-            greater_one = b.op("Greater", [x_dim[d], one], f"input_dim{d}_not_broadcast")
-            stride = b.op("Where", [greater_one, strides[d], b.constant([0], "zero")], f"grid_stride{d}")
+            positions = b.arange(b.scalar(out_dim[d], f"out{d}_scalar"), f"positions{d}")
+            broadcast = b.op("Cast", [b.op("Not", [b.op("Equal", [x_dim[d], one], f"input_dim{d}_is_one")],
+                                           f"input_dim{d}_not_one")], f"input_dim{d}_read", to=TensorProto.INT64)
+            stride = b.op("Mul", [strides[d], broadcast], f"grid_stride{d}")  # 0 where the input broadcasts
             term = b.op("Mul", [positions, stride], f"grid{d}")
             shape = [1] * r
             shape[d] = -1
@@ -246,8 +277,11 @@ class _Lowering:
                 zero_is_zero = {"allowzero": 1} if b.opset >= 14 else {}  # else safe, see _block_start
                 b.op("Reshape", [b.nodes[-1].output[0], b.concat(out_dim, "output_shape")], "output", **zero_is_zero)
         else:
-            flat = b.op("Reshape", [b.op("Flatten", [self.x], "input_flat_2d", axis=0), b.constant([-1], "minus_one")],
-                        "input_flat")
+            if b.opset >= 9:
+                flat = b.op("Reshape", [b.op("Flatten", [self.x], "input_flat_2d", axis=0),
+                                        b.constant([-1], "minus_one")], "input_flat")
+            else:  # Flatten-1 takes float types only
+                flat = b.op("Reshape", [self.x, b.constant([-1], "minus_one")], "input_flat")
             if masks:
                 mask = masks[0]
                 for other in masks[1:]:
@@ -266,7 +300,9 @@ class _Lowering:
             return x_dim
         one = b.constant([1], "one")
         l_is_one = b.op("Equal", [l_dim, one], f"indices_dim{d}_is_one")
-        size = b.op("Where", [l_is_one, x_dim, l_dim], f"out_dim{d}_unchecked")
+        size = b.op("Add", [l_dim, b.op("Mul", [b.op("Sub", [x_dim, l_dim], f"dim{d}_difference"),
+                                                b.op("Cast", [l_is_one], f"indices_dim{d}_one", to=TensorProto.INT64)],
+                                         f"dim{d}_from_input")], f"out_dim{d}_unchecked")
         ok = b.op("Or", [b.op("Or", [l_is_one, b.op("Equal", [x_dim, one], f"input_dim{d}_is_one")], f"dim{d}_one"),
                          b.op("Equal", [x_dim, l_dim], f"dim{d}_equal")], f"dim{d}_broadcasts")
         bad = b.op("Cast", [b.op("Not", [ok], f"dim{d}_not_broadcastable")], f"dim{d}_check_index", to=TensorProto.INT64)
@@ -300,7 +336,7 @@ class _Lowering:
                 else:  # zero
                     mask = b.op("Or", [below, b.op("Not", [in_range_above], f"coordinate{j}_above")], f"coordinate{j}_out_of_range")
                     prepared = b.op("Where", [mask, zero, values], f"coordinate{j}_masked")
-        valid = b.op("Range", [zero, dim, b.constant(1, "one_scalar")], f"axis_positions{j}")
+        valid = b.arange(dim, f"axis_positions{j}")
         return b.op("Gather", [valid, prepared], f"coordinate{j}_checked", axis=0), mask
 
 

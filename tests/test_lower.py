@@ -50,14 +50,10 @@ def test_round_trip_onnx_node_tests_and_bundled_example(report_line):
 
 
 def test_round_trip_fuzz(report_line):
-    counts = {"bit-identical": 0, "both raise": 0, "builtin wrong": 0, "opset < 11 (not lowered)": 0}
+    counts = {"bit-identical": 0, "both raise": 0, "builtin wrong": 0}
     for seed in range(FUZZ_SEEDS):
         case = fuzz_case(seed)
         result = check_lowered(case.model, [feeds for feeds, _ in case.data_sets], name=case.name)
-        if result.verdict == "failed" and "lacks Range" in result.detail:
-            assert case.model.opset_import[0].version < 11, result.detail
-            counts["opset < 11 (not lowered)"] += 1
-            continue
         # builtin wrong: ORT's string Gather on blocks > 1 element; the lowered model matches onnx.reference
         assert result.verdict in ("passed", "builtin wrong"), (case.name, result.detail)
         key = "builtin wrong" if result.verdict == "builtin wrong" else \
@@ -94,6 +90,10 @@ VARIANTS = [  # (data dtype, element type, declared shapes, opset); bfloat16 goe
     (np.bool_, TensorProto.BOOL, "indices static", 14),
     (np.uint64, TensorProto.UINT64, "symbolic", 21),
     (np.float32, TensorProto.BFLOAT16, "static", 14),
+    (np.float32, TensorProto.FLOAT, "static", 7),       # "error" mode only before opset 11:
+    (object, TensorProto.STRING, "indices static", 8),  # Range by a Loop (7-8), by NonZero (9-10)
+    (np.int64, TensorProto.INT64, "symbolic", 9),
+    (np.float16, TensorProto.FLOAT16, "static", 10),
 ]
 
 
@@ -123,7 +123,7 @@ def gather_multiaxis_model(case, elem_type, declared, opset):
                       extra_opsets=[CONTRIB])
 
 
-RANDOM_COUNTS = {"bit-identical": 0, "all raise": 0}
+RANDOM_COUNTS = {"bit-identical": 0, "all raise": 0, "left (a mode other than error before opset 11)": 0}
 
 
 def _outcome(run):
@@ -142,6 +142,10 @@ def test_random_models_lowered_on_plain_ort(case, variant):
         data = np.asarray(np.fmod(data, 256), dtype=np.float32)
     model = gather_multiaxis_model(case, elem_type, declared, opset)
     lowered, report = lower_model(model)
+    if opset < 11 and case.mode != "error":
+        assert report.left == 1 and "needs opset >= 11" in report.outcomes[0].reason, report.table()
+        RANDOM_COUNTS["left (a mode other than error before opset 11)"] += 1
+        return
     assert report.lowered == 1 and report.left == 0, report.table()
     assert_standard_only(lowered)
     feeds = {"input": data, "indices": case.indices}
@@ -203,7 +207,8 @@ def test_an_out_of_range_coordinate_never_aliases_another_element(indices):
 
 def test_left_unchanged_with_reasons():
     for model, reason in [(single("error", axes_node=False), "not a constant"),
-                          (single("error", opset=10), "opset 10"),
+                          (single("zero", opset=10), "mode 'zero' needs opset >= 11"),
+                          (single("error", opset=6), "mode 'error' needs opset >= 7"),
                           (single("sideways"), "unknown mode")]:
         lowered, report = lower_model(model)
         assert report.left == 1 and reason in report.outcomes[0].reason, report.table()
