@@ -150,8 +150,10 @@ def _constant_values(graph: GraphProto) -> dict[str, np.ndarray]:
 
 
 def lower_gather_multiaxis(node: NodeProto, data: TensorInfo, indices: TensorInfo, axes: list[int],
-                           b: _Builder) -> None:
-    """Append the standard-ONNX replacement of one GatherMultiaxis node to ``b``; raises NotLowered."""
+                           b: _Builder, narrow: tuple[str, int] | None = None) -> None:
+    """Append the standard-ONNX replacement of one GatherMultiaxis node to ``b``; raises NotLowered.
+    ``narrow``: a tensor of the input's shape and a narrower float type (float16 / bfloat16) that the
+    input is an exact Cast of; it is gathered instead and the (few) gathered values are widened."""
     mode = _attribute(node, "mode", "error")
     if mode not in MODES:
         raise NotLowered(f"unknown mode {mode!r} (modes: {', '.join(MODES)})")
@@ -175,7 +177,11 @@ def lower_gather_multiaxis(node: NodeProto, data: TensorInfo, indices: TensorInf
         b.op("Identity", [x], "copy")
         b.rename_last_output(output)
         return
-    _Lowering(b, x, idx, rank, axes, mode, data, indices).emit(output)
+    widen = None
+    if narrow is not None:
+        x, widen = narrow[0], data.elem_type
+        data = TensorInfo(narrow[1], data.shape)
+    _Lowering(b, x, idx, rank, axes, mode, data, indices, widen).emit(output)
 
 
 @dataclass
@@ -188,6 +194,7 @@ class _Lowering:
     mode: str
     data: TensorInfo
     indices: TensorInfo
+    widen: int | None = None  # Cast the gathered values to this type (see lower_gather_multiaxis)
 
     def _static_logical(self, d: int):
         """The logical indices size of dimension d when known statically, else None."""
@@ -290,6 +297,8 @@ class _Lowering:
                 flat = b.op("Concat", [flat, b.typed_zero(self.data.elem_type, "zero_element")], "input_with_zero", axis=0)
                 offsets = b.op("Where", [mask, b.scalar(size, "zero_element_offset"), offsets], "offsets_masked")
             b.op("Gather", [flat, offsets], "output", axis=0)
+        if self.widen is not None:
+            b.cast(b.nodes[-1].output[0], self.widen, "widened")
         b.rename_last_output(output)
 
     def _broadcast_dim(self, d: int, x_dim: str, l_dim: str) -> str:
@@ -345,10 +354,12 @@ class _Lowerer:
     opset: int
     names: NameScope
     report: LowerReport
-    freed_axes: set[str] = field(default_factory=set)  # axes inputs of lowered nodes
+    freed_axes: set[str] = field(default_factory=set)  # inputs of lowered nodes that may now be unused
+    producers: dict = field(default_factory=dict)      # output name -> node, in the graph being lowered
 
     def graph(self, graph: GraphProto, inferred: GraphProto, scope: dict, constants: dict, path: str) -> None:
         infos = {**scope, **_graph_infos(inferred)}
+        self.producers = {output: node for node in graph.node for output in node.output}
         constants = {**constants, **_constant_values(graph)}
         new_nodes: list[NodeProto] = []
         for node, inferred_node in zip(graph.node, inferred.node):
@@ -373,14 +384,41 @@ class _Lowerer:
             axes = constants[node.input[2]]
             if axes.ndim != 1 or axes.dtype.kind not in "iu":
                 raise NotLowered(f"axes {node.input[2]!r} are not a 1-D integer tensor")
-            lower_gather_multiaxis(node, infos.get(node.input[0], unknown), infos.get(node.input[1], unknown),
-                                   [int(a) for a in axes], builder)
+            data = infos.get(node.input[0], unknown)
+            narrow = self._narrow_source(node.input[0], data, infos, builder)
+            lower_gather_multiaxis(node, data, infos.get(node.input[1], unknown), [int(a) for a in axes], builder,
+                                   narrow)
         except NotLowered as reason:
             self.report.outcomes.append(LoweredNode(node.name, path, False, str(reason)))
             return [node]
         self.report.outcomes.append(LoweredNode(node.name, path, True))
         self.freed_axes.add(node.input[2])
+        if narrow is not None:
+            self.freed_axes.add(node.input[0])  # the widened input: dropped below if nothing else uses it
         return builder.nodes
+
+    def _narrow_source(self, x: str, data: TensorInfo, infos: dict, builder: _Builder) -> tuple[str, int] | None:
+        """The rewriter's float16/bfloat16 round trip: ``x = [Unsqueeze](Cast(narrow, to=FLOAT))``. Then
+        the lowering gathers from (the Unsqueeze of) ``narrow`` and widens only what it read, instead of
+        the whole input on every run (a Cast is elementwise and exact, so the order does not matter)."""
+        node = self.producers.get(x)
+        aligned = None
+        if node is not None and node.op_type == "Unsqueeze" and node.domain in ("", "ai.onnx"):
+            aligned, node = node, self.producers.get(node.input[0])
+        if node is None or node.op_type != "Cast" or node.domain not in ("", "ai.onnx") or \
+                _attribute(node, "to", 0) != TensorProto.FLOAT or data.elem_type != TensorProto.FLOAT:
+            return None
+        source = infos.get(node.input[0])
+        if source is None or source.elem_type not in (TensorProto.FLOAT16, TensorProto.BFLOAT16):
+            return None
+        name = node.input[0]
+        if aligned is not None:
+            copy = NodeProto()
+            copy.CopyFrom(aligned)
+            copy.input[0] = name
+            copy.output[0] = copy.name = name = builder.names.fresh(f"{builder.prefix}/narrow_aligned")
+            builder.nodes.append(copy)
+        return name, source.elem_type
 
 
 def _inline_functions_holding(model: ModelProto, report: LowerReport) -> ModelProto:
@@ -398,25 +436,28 @@ def _inline_functions_holding(model: ModelProto, report: LowerReport) -> ModelPr
         return model
 
 
-def _drop_unused_constants(model: ModelProto, names: set[str]) -> None:
-    """Remove the Constant nodes and initializers of ``names`` (axes of lowered nodes) that nothing uses
-    any more (ORT would warn about each unused initializer)."""
+def _drop_unused(model: ModelProto, names: set[str]) -> None:
+    """Remove what produces ``names`` (inputs of lowered nodes: axes constants, a widening Cast) when
+    nothing uses it any more, and then what only that used (ORT would run such a Cast, and warns about
+    unused initializers). Graph inputs and outputs stay."""
     holders = list(_node_holders(model))
-    used = {name for holder in holders for node in holder.node for name in node.input}
-    used |= {value.name for holder in holders if isinstance(holder, GraphProto) for value in (*holder.output, *holder.input)}
-    unused = names - used
-    if not unused:
-        return
-    for holder in holders:
-        kept = [n for n in holder.node if not (n.op_type == "Constant" and n.output[0] in unused)]
-        if len(kept) != len(holder.node):
-            del holder.node[:]
-            holder.node.extend(kept)
-        if isinstance(holder, GraphProto):
-            kept_inits = [i for i in holder.initializer if i.name not in unused]
-            if len(kept_inits) != len(holder.initializer):
-                del holder.initializer[:]
-                holder.initializer.extend(kept_inits)
+    while names:
+        used = {name for holder in holders for node in holder.node for name in node.input}
+        used |= {v.name for holder in holders if isinstance(holder, GraphProto) for v in (*holder.output, *holder.input)}
+        unused, freed = names - used, set()
+        for holder in holders:
+            dead = [n for n in holder.node if n.output and all(o in unused for o in n.output)]
+            if dead:
+                kept = [n for n in holder.node if not any(n is d for d in dead)]
+                del holder.node[:]
+                holder.node.extend(kept)
+                freed.update(name for n in dead for name in n.input if name)
+            if isinstance(holder, GraphProto):
+                kept_inits = [i for i in holder.initializer if i.name not in unused]
+                if len(kept_inits) != len(holder.initializer):
+                    del holder.initializer[:]
+                    holder.initializer.extend(kept_inits)
+        names = freed
 
 
 def lower_model(model: ModelProto) -> tuple[ModelProto, LowerReport]:
@@ -441,7 +482,7 @@ def lower_model(model: ModelProto) -> tuple[ModelProto, LowerReport]:
         if not attempt.lowered or not attempt.left:
             report.outcomes.extend(o for o in attempt.outcomes if not o.lowered)
             break
-    _drop_unused_constants(result, freed_axes)
+    _drop_unused(result, freed_axes)
     still_custom = any(node.domain == DOMAIN for holder in _node_holders(result) for node in holder.node)
     still_custom = still_custom or any(f.domain == DOMAIN for f in result.functions)
     if not still_custom:
