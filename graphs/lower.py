@@ -83,7 +83,15 @@ def _is_gather_multiaxis(node: NodeProto) -> bool:
 
 
 class _Builder(NodeBuilder):
-    """NodeBuilder plus the generic ops the lowering needs."""
+    """NodeBuilder plus the generic ops the lowering needs; equal int64 constants are emitted once."""
+
+    def constant(self, values, role: str) -> str:
+        array = np.asarray(values, dtype=np.int64)
+        cache = self.__dict__.setdefault("_constants", {})
+        key = (array.shape, array.tobytes())
+        if key not in cache:
+            cache[key] = super().constant(array, role)
+        return cache[key]
 
     def op(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
         return self._emit(op_type, inputs, role, **attributes)
