@@ -21,7 +21,9 @@ of them), all sizes are read at run time (``Shape``), so symbolic dimensions nee
    rows of ``Flatten(X, axis=block)`` by one ``Gather(axis=0)``, as the kernel does; everything else
    (strings always: ORT 1.31's string Gather is wrong for blocks of more than one element; "zero"
    mode always) is read by ``Gather`` on ``X`` flattened to 1-D, one element per offset. In "zero"
-   mode the flat input gets one zero element appended, and masked offsets point at it.
+   mode the flat input gets one zero element appended, and masked offsets point at it. In
+   "error_nonempty" mode a row read sits in an ``If`` on the output being empty (an axis of size 0
+   has no rows to read even where its coordinates were not checked).
 
 Models keep their IR version, opset imports (``ai.onnx.contrib`` is dropped when nothing uses it),
 inputs, outputs, initializers and value_info; functions holding a GatherMultiaxis are inlined first.
@@ -39,7 +41,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
 from ..ops import DOMAIN, MODES, OP_TYPE
 from .builder import NameScope, NodeBuilder
 from .rewrite import _all_names, _default_opset, _graph_infos, _inferred, _node_holders, _subgraphs
-from .rules import INT64_MAX, TensorInfo
+from .rules import TensorInfo
 
 MIN_OPSET = 7        # "error" mode; the other modes need Where and Less on int64 (and Slice's inputs)
 MODES_MIN_OPSET = 11
@@ -214,18 +216,17 @@ class _Lowering:
 
     def _block_start(self) -> int:
         """First of the trailing dimensions read as whole blocks (see the module docstring, step 4).
-        Before opset 14 a 0 in Reshape's shape means "copy the input's size", so the gathered blocks
-        ``[*out[:start], block]`` are only reshaped to the output when no dimension after ``start`` can
-        be 0 (known statically); a block of the last dimension alone needs no reshape at all."""
+        Gathered blocks ``[*out[:start], block]`` are reshaped to the output with ``allowzero`` (opset
+        14); before, a 0 in Reshape's shape means "copy the input's size" (and ORT's optimizer rewrites
+        such shapes wrongly for empty tensors), so blocks are then the last dimension alone, which
+        needs no reshape."""
         if self.mode == "zero" or self.data.elem_type in (TensorProto.STRING, 0) or self.b.opset < 9:
             return self.rank  # (Flatten-1 takes float types only)
         start = self.rank
         while start > 0 and start - 1 not in self.axes and self._static_logical(start - 1) == 1:
             start -= 1
         if self.b.opset < 14:
-            shape = self.data.shape or (None,) * self.rank
-            while start < self.rank - 1 and not all(isinstance(n, int) and n > 0 for n in shape[start + 1:]):
-                start += 1
+            start = max(start, self.rank - 1)
         return start
 
     def emit(self, output: str) -> None:
@@ -282,15 +283,19 @@ class _Lowering:
         if block < r:
             offsets = b.squeeze(offsets, list(range(block, r)), "row_offsets")
             rows = b.op("Flatten", [self.x], "input_rows", axis=block)
+            out_shape = b.concat(out_dim, "output_shape") if block < r - 1 or empty is not None else None
+
+            def read_rows():
+                b.op("Gather", [rows, offsets], "gathered_rows", axis=0)  # [*out[:block], block size]
+                if block < r - 1:  # opset >= 14 here, see _block_start
+                    b.op("Reshape", [b.nodes[-1].output[0], out_shape], "output", allowzero=1)
+
             if empty is not None and k:
                 # An empty output may come from an empty block while an axis of size 0 (no rows) has
-                # coordinates: read no rows at all then (cut the offsets to 0 along dimension 0).
-                end = b.op("Where", [empty, b.constant([0], "zero"), b.constant([INT64_MAX], "to_end")], "rows_to_read")
-                offsets = b.op("Slice", [offsets, b.constant([0], "zero"), end, b.constant([0], "zero")], "offsets_if_read")
-            b.op("Gather", [rows, offsets], "gathered_rows", axis=0)  # [*out[:block], block size]
-            if block < r - 1 or (empty is not None and k):
-                zero_is_zero = {"allowzero": 1} if b.opset >= 14 else {}  # else safe, see _block_start
-                b.op("Reshape", [b.nodes[-1].output[0], b.concat(out_dim, "output_shape")], "output", **zero_is_zero)
+                # coordinates, so the rows are read only when the output is not empty.
+                self._unless_empty(empty, out_shape, read_rows)
+            else:
+                read_rows()
         else:
             if b.opset >= 9:
                 flat = b.op("Reshape", [b.op("Flatten", [self.x], "input_flat_2d", axis=0),
@@ -308,6 +313,26 @@ class _Lowering:
         if self.widen is not None:
             b.cast(b.nodes[-1].output[0], self.widen, "widened")
         b.rename_last_output(output)
+
+    def _unless_empty(self, empty: str, out_shape: str, read) -> None:
+        """If(empty): an empty output of shape ``out_shape``, read from nothing; else what ``read`` emits."""
+        b = self.b
+        minus_one, outer = b.constant([-1], "minus_one"), b.nodes  # (constants made out here, visible in both)
+        b.nodes = []
+        flat = b.op("Reshape", [b.op("Flatten", [self.x], "input_flat_2d", axis=0), minus_one], "input_flat")
+        no_offsets = b.op("ConstantOfShape", [out_shape], "no_offsets",
+                          value=helper.make_tensor("", TensorProto.INT64, [1], [0]))
+        b.op("Gather", [flat, no_offsets], "empty_output", axis=0)
+        then_nodes, b.nodes = b.nodes, []
+        read()
+        else_nodes, b.nodes = b.nodes, outer
+
+        def branch(nodes, role):
+            value = helper.make_tensor_value_info(nodes[-1].output[0], self.data.elem_type, None)
+            return helper.make_graph(nodes, b.names.fresh(f"{b.prefix}/{role}"), [], [value])
+
+        b.op("If", [empty], "output", then_branch=branch(then_nodes, "if_empty"),
+             else_branch=branch(else_nodes, "if_read"))
 
     def _broadcast_dim(self, d: int, x_dim: str, l_dim: str) -> str:
         """The output size of non-axis dimension d: the broadcast of the input and logical indices sizes;
