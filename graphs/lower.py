@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 import onnx.inliner
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from ..ops import DOMAIN, MODES, OP_TYPE
 from .builder import NameScope, NodeBuilder
