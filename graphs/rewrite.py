@@ -289,6 +289,7 @@ class _Rewriter:
     names: NameScope
     report: RewriteReport
     light: ModelProto
+    runtime_alignment: bool = True
     _symbolic: dict[str, TensorInfo] | None = None
 
     @property
@@ -330,7 +331,8 @@ class _Rewriter:
         unknown = TensorInfo(0, None)
         builder = NodeBuilder(self.opset, self.names, node.name or self.names.fresh(f"{node.op_type}_{node.output[0]}"))
         try:
-            emit_replacement(node, infos.get(node.input[0], unknown), infos.get(node.input[1], unknown), builder)
+            emit_replacement(node, infos.get(node.input[0], unknown), infos.get(node.input[1], unknown), builder,
+                             self.runtime_alignment)
         except LeftUnchanged as reason:
             self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, False, str(reason)))
             return [node]
@@ -466,13 +468,16 @@ def _report_function_gathers(model: ModelProto, ops: tuple[str, ...], report: Re
 
 
 def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_OPS,
-                  ort_optimize: bool = False) -> tuple[ModelProto, RewriteReport]:
+                  ort_optimize: bool = False, runtime_alignment: bool = True) -> tuple[ModelProto, RewriteReport]:
     """Return a rewritten copy of ``model`` and the report of what happened to every gather node.
 
     The copy keeps the model's IR version, opset imports (plus ``ai.onnx.contrib`` 1 when a node was
     rewritten), graph inputs/outputs, initializers, value_info, metadata and doc strings; it adds a
     value_info for every replaced output. With ``ort_optimize``, ORT's offline optimizer runs first (see
     graphs.ortopt: the way to stay bit-identical to the original under ORT's default session options).
+    With ``runtime_alignment=False``, a gather whose rank (or GatherND coordinate size) only the run
+    time knows is left as it is instead of aligned at run time: for models to be lowered
+    (``lower_model`` needs static axes), where the builtin gather is the portable form anyway.
     """
     if ort_optimize:
         model = ortopt.ort_optimize(model)
@@ -489,7 +494,8 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     if not report.outcomes:  # inlined: what a function still holds is in one that is never called
         _report_function_gathers(result, ops, report, "in a model-local function that no node calls")
     light = _typing_copy(result)
-    rewriter = _Rewriter(ops, _default_opset(result), NameScope(_all_names(result)), report, light)
+    rewriter = _Rewriter(ops, _default_opset(result), NameScope(_all_names(result)), report, light,
+                         runtime_alignment)
     rewriter.graph(result.graph, _inferred(light).graph, {}, {}, "main graph")
     if report.rewritten and not any(o.domain == DOMAIN for o in result.opset_import):
         result.opset_import.add(domain=DOMAIN, version=1)

@@ -110,11 +110,12 @@ def _equal_ranks(data: TensorInfo, indices: TensorInfo) -> tuple[TensorInfo, Ten
     return data, indices
 
 
-def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, builder: NodeBuilder) -> None:
+def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, builder: NodeBuilder,
+                     allow_runtime: bool = True) -> None:
     """Append the replacement of ``node`` to ``builder``; raises LeftUnchanged when it cannot.
 
     Ranks known: the static alignment of ``RULES``. A rank (or GatherND's coordinate size) unknown: the
-    run-time alignment of ``runtime_alignment`` (opset 13 on).
+    run-time alignment of ``runtime_alignment`` (opset 13 on), unless ``allow_runtime`` is false.
     """
     if node.op_type == "GatherElements":
         data, indices = _equal_ranks(data, indices)
@@ -126,6 +127,8 @@ def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, bui
     try:
         replacement = _static_replacement(node, data, indices)
     except _NeedsRuntime as missing:
+        if not allow_runtime:  # e.g. for lowering, which needs static axes
+            raise LeftUnchanged(f"{missing}, and the run-time alignment is off") from None
         if builder.opset < runtime_alignment.MIN_OPSET:
             raise LeftUnchanged(f"{missing}, and a run-time alignment needs opset "
                                 f"{runtime_alignment.MIN_OPSET} (the model has {builder.opset})") from None

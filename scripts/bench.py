@@ -5,7 +5,8 @@ For every workload, on the same arrays and in one process:
 1. the NumPy kernel (the exact call the rewritten graph makes) against the idiomatic NumPy;
 2. an ORT session of the rewritten model against the original model on ORT's builtin kernel;
 3. the onnx reference evaluator on the original model, when it finishes within a time cap;
-4. the floor of the PyOp bridge: copying the op's inputs once (the bridge copies every input into
+4. ORT on the rewrite lowered to standard ONNX ops (``graphs.lower_model``, no custom op, no bridge);
+5. the floor of the PyOp bridge: copying the op's inputs once (the bridge copies every input into
    NumPy) plus the kernel; and that floor plus one copy of the output, which the bridge also makes
    (a memcpy into ORT's buffer).
 
@@ -25,7 +26,7 @@ import numpy as np
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from .graphs import rewrite_model
+from .graphs import lower_model, rewrite_model
 from .graphs.rules import RULES, TensorInfo
 from .harness import IR_VERSION, make_session, single_gather_model, tensor_type_of
 from .ops import gather_multiaxis
@@ -222,12 +223,14 @@ def run_bench(quick: bool = False, repeats: int | None = None, reference_cap_s: 
         rewritten = workload.rewritten or rewrite_model(workload.model)[0]
         builtin = make_session(workload.model, custom=False, optimized=True)
         custom = make_session(rewritten, custom=True, optimized=True)
+        lowered = make_session(lower_model(rewritten)[0], custom=False, optimized=True)  # plain ORT
         expected = builtin.run(None, workload.feeds)[0]
         custom_feeds = workload.rewritten_feeds or workload.feeds
         actual = custom.run(None, custom_feeds)[0]
         # dtype and bytes, not shape: the multiaxis workload's own model keeps a size-1 dim GatherND drops
-        if expected.dtype != actual.dtype or expected.tobytes() != actual.tobytes():
-            raise AssertionError(f"{workload.name}: the rewritten model's output differs from the builtin one")
+        for side, output in (("rewritten", actual), ("lowered", lowered.run(None, custom_feeds)[0])):
+            if expected.dtype != output.dtype or expected.tobytes() != output.tobytes():
+                raise AssertionError(f"{workload.name}: the {side} model's output differs from the builtin one")
         kernel_out, numpy_out = workload.kernel(), np.asarray(workload.numpy())
         if kernel_out.reshape(-1).tobytes() != numpy_out.reshape(-1).tobytes():
             raise AssertionError(f"{workload.name}: the kernel and the idiomatic NumPy disagree")
@@ -243,6 +246,7 @@ def run_bench(quick: bool = False, repeats: int | None = None, reference_cap_s: 
             **_time_together({"kernel": workload.kernel, "numpy": workload.numpy}, repeats),
             **_time_together({"ort builtin": lambda: builtin.run(None, workload.feeds),
                               "ort rewritten": lambda: custom.run(None, custom_feeds),
+                              "ort lowered": lambda: lowered.run(None, custom_feeds),
                               "bridge floor": bridge_floor,
                               "output copy": lambda: np.array(kernel_out, copy=True)}, repeats),
             "onnx reference": _time(lambda: reference.run(None, workload.feeds), max(1, repeats // 3), reference_cap_s),
@@ -255,6 +259,8 @@ def run_bench(quick: bool = False, repeats: int | None = None, reference_cap_s: 
             "ort rewritten / (bridge floor + output copy)": _ratio(
                 t["ort rewritten"], Timing(t["bridge floor"].median_ms + t["output copy"].median_ms, 0, 0)),
             "onnx reference / ort rewritten": _ratio(t["onnx reference"], t["ort rewritten"]),
+            "ort lowered / builtin": _ratio(t["ort lowered"], t["ort builtin"]),
+            "ort lowered / rewritten": _ratio(t["ort lowered"], t["ort rewritten"]),
         }
         if t["ort rewritten"] and t["ort builtin"]:
             result.ratios["ort rewritten - builtin (us)"] = (t["ort rewritten"].median_ms - t["ort builtin"].median_ms) * 1e3
@@ -300,6 +306,23 @@ def summary_table(results: list[Result]) -> str:
                     f"{f(t['ort builtin'] and t['ort builtin'].median_ms, 3)} | "
                     f"{f(t['ort rewritten'] and t['ort rewritten'].median_ms, 3)} | "
                     f"{f(r.ratios['onnx reference / ort rewritten'], 1)} | {f(r.ratios['kernel peak extra / (8 B x output)'])} |")
+    return "\n".join(rows)
+
+
+def lowered_table(results: list[Result]) -> str:
+    """The lowered rows: GatherMultiaxis lowered to standard ONNX ops (``graphs.lower_model``) on plain
+    ORT, no bridge, against ORT's builtin gathers and the rewritten model (the custom op)."""
+    def f(value, digits=2):
+        return "n/a" if value is None else f"{value:.{digits}f}"
+
+    rows = ["| workload | ORT lowered / builtin | ORT lowered / rewritten | builtin ms | rewritten ms | lowered ms |",
+            "|---|---|---|---|---|---|"]
+    for r in results:
+        t = r.times
+        rows.append(f"| {r.name} | {f(r.ratios['ort lowered / builtin'])} | {f(r.ratios['ort lowered / rewritten'])} | "
+                    f"{f(t['ort builtin'] and t['ort builtin'].median_ms, 3)} | "
+                    f"{f(t['ort rewritten'] and t['ort rewritten'].median_ms, 3)} | "
+                    f"{f(t['ort lowered'] and t['ort lowered'].median_ms, 3)} |")
     return "\n".join(rows)
 
 

@@ -34,7 +34,7 @@ from onnx import ModelProto
 from . import fuzz
 from .cases import (SYMBOLIC_SIZES, CannotGenerate, CheckCase, DataSet, FileSource, InputOptions,
                     generated_inputs, has_symbolic_dims, load_case)
-from .graphs import rewrite_model
+from .graphs import lower_model, rewrite_model
 from .graphs.io import one_line
 from .graphs.ortopt import OrtOptimizeError
 from .harness import bit_identical, difference, make_session, versions
@@ -49,6 +49,7 @@ class CheckMode(Enum):
 
     GATHERS = "gathers"              # rewrite vs original, both with graph optimizations off
     ORT_OPTIMIZED = "ort-optimized"  # the --ort-optimize rewrite vs original, both with ORT's defaults
+    LOWERED = "lowered"              # rewrite then lower, on plain ORT (no custom op library), vs original
 
     @property
     def optimized(self) -> bool:
@@ -186,7 +187,8 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     result = CheckResult(case.name, "passed", source=case.source)
     report_phase("rewriting")
     try:
-        rewritten, report = rewrite_model(case.model, ort_optimize=mode.optimized)
+        rewritten, report = rewrite_model(case.model, ort_optimize=mode.optimized,
+                                          runtime_alignment=mode is not CheckMode.LOWERED)
     except OrtOptimizeError as error:  # ORT cannot even load the original
         return CheckResult(case.name, "not runnable", detail=one_line(error), source=case.source)
     except Exception as error:  # noqa: BLE001
@@ -199,9 +201,20 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "not runnable", one_line(error)
         return result
+    if mode is CheckMode.LOWERED:
+        report_phase("lowering the rewritten model")
+        try:
+            rewritten, lowering = lower_model(rewritten)
+        except Exception as error:  # noqa: BLE001
+            result.verdict, result.detail = "failed", f"lowering raised: {one_line(error)}"
+            return result
+        if lowering.left:  # plain ORT could not load it
+            reasons = "; ".join(f"{o.node!r}: {o.reason}" for o in lowering.outcomes if not o.lowered)
+            result.verdict, result.detail = "failed", f"lowering left {lowering.left} GatherMultiaxis node(s): {reasons}"
+            return result
     report_phase("loading the rewritten model")
     try:
-        custom = make_session(rewritten, custom=True, optimized=mode.optimized)
+        custom = make_session(rewritten, custom=mode is not CheckMode.LOWERED, optimized=mode.optimized)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "failed", f"the rewritten model does not load: {one_line(error)}"
         return result
@@ -243,7 +256,8 @@ def _check_source(task: tuple[Source, InputOptions, CheckMode]) -> CheckResult:
         result = check_case(case, options, mode)
         if result.verdict == "failed":
             folder = fuzz.save_reproducer(case, source.save_dir, source.seed)
-            result.detail += (f" (replay: gathermultiaxis check --fuzz 1 --seed {source.seed}; "
+            flag = {CheckMode.GATHERS: "", CheckMode.ORT_OPTIMIZED: " --ort-optimize", CheckMode.LOWERED: " --lowered"}
+            result.detail += (f" (replay: gathermultiaxis check --fuzz 1 --seed {source.seed}{flag[mode]}; "
                               f"reproducer: {folder})")
         return result
     if isinstance(source, FileSource):

@@ -1,11 +1,13 @@
-"""The ``gathermultiaxis`` command line: ``rewrite``, ``check``, ``bench``, ``example``.
+"""The ``gathermultiaxis`` command line: ``rewrite``, ``lower``, ``check``, ``bench``, ``example``.
 
 This module owns argument parsing and printing; the work is done by library functions
-(``graphs.rewrite_model``, ``check.run``, ``bench.run_bench``) that Python callers use directly.
+(``graphs.rewrite_model``, ``graphs.lower_model``, ``check.run``, ``bench.run_bench``) that Python
+callers use directly.
 
 Exit status:
   0    success (check: every case passed, or found ORT's builtin kernel wrong)
-  1    check: a case failed (outputs differ, only one side raised, the rewrite crashed or hung)
+  1    check: a case failed (outputs differ, only one side raised, the rewrite crashed or hung);
+       lower: a GatherMultiaxis node could not be lowered (the model is written, the report says why)
   2    bad input: a path, file or option the command cannot use; one line on stderr, before any work
   3    check: a case was not compared or not runnable (see --allow)
   130  interrupted (Ctrl-C): check prints the summary of what ran and writes the partial JSON report
@@ -24,7 +26,7 @@ from pathlib import Path
 from . import __version__, bench, bigmodel, check, runtime_bench
 from .cases import BadInput, InputOptions, default_suite, find_sources, load_inputs, parse_input_shapes
 from .examples import EXAMPLE_PATH
-from .graphs import GATHER_OPS, rewrite_model
+from .graphs import GATHER_OPS, lower_model, rewrite_model
 from .graphs.io import ModelFileError, check_target, load_model, loads_in_ort, save_model, write_bytes_atomic
 from .graphs.ortopt import ort_optimized
 
@@ -81,24 +83,15 @@ def _write_json(path: str, payload, force: bool) -> None:
 # -- rewrite -------------------------------------------------------------------------------------
 
 def run_rewrite(args) -> int:
-    source = Path(args.model)
-    if args.in_place:
-        if args.output is not None:
-            raise CommandError("give either -o/--output or --in-place, not both")
-        target = source
-    elif args.output is None:
-        raise CommandError("no output: give -o OUT.onnx (or --in-place to replace the input)")
-    else:
-        target = Path(args.output)
-        if target.resolve() == source.resolve():
-            raise CommandError(f"{target}: the output is the input file; pass --in-place to replace it")
+    source, target = _source_and_target(args, "replace the input")
     _writable(args.json, args.force)
     try:
         model, data_folder = load_model(source)
         external = data_folder is not None
         with (ort_optimized(model, data_folder, target) if args.ort_optimize
               else contextlib.nullcontext((model, data_folder))) as (model, data_folder):
-            rewritten, report = rewrite_model(model, args.ops or GATHER_OPS)
+            rewritten, report = rewrite_model(model, args.ops or GATHER_OPS,
+                                              runtime_alignment=not args.static_ranks_only)
             save_model(rewritten, target, external_data=external, external_data_folder=data_folder,
                        overwrite=args.force or args.in_place, validate=loads_in_ort)
     except ModelFileError as error:
@@ -109,6 +102,41 @@ def run_rewrite(args) -> int:
     if args.json:
         _write_json(args.json, report.as_dict(), force=True)  # checked before the work
     return 0
+
+
+def _source_and_target(args, replacing: str) -> tuple[Path, Path]:
+    """The input model and where the result goes (-o, or the input itself with --in-place)."""
+    source = Path(args.model)
+    if args.in_place:
+        if args.output is not None:
+            raise CommandError("give either -o/--output or --in-place, not both")
+        return source, source
+    if args.output is None:
+        raise CommandError(f"no output: give -o OUT.onnx (or --in-place to {replacing})")
+    target = Path(args.output)
+    if target.resolve() == source.resolve():
+        raise CommandError(f"{target}: the output is the input file; pass --in-place to replace it")
+    return source, target
+
+
+def run_lower(args) -> int:
+    """``lower IN -o OUT``: GatherMultiaxis -> standard ONNX ops. Exit 1 (the model still written) when a
+    node could not be lowered, the report saying why."""
+    source, target = _source_and_target(args, "replace the input")
+    _writable(args.json, args.force)
+    try:
+        model, data_folder = load_model(source)
+        lowered, report = lower_model(model)
+        save_model(lowered, target, external_data=data_folder is not None, external_data_folder=data_folder,
+                    overwrite=args.force or args.in_place, validate=loads_in_ort)
+    except ModelFileError as error:
+        raise CommandError(str(error)) from None
+    if args.verbose >= 0:
+        print(report.table())
+    print(f"wrote {target}")
+    if args.json:
+        _write_json(args.json, report.as_dict(), force=True)  # checked before the work
+    return 1 if report.left else 0
 
 
 def _op_list(text: str) -> list[str]:
@@ -254,6 +282,7 @@ def run_bench(args) -> int:
                               progress=lambda name: output.progress(0, None, name))
     output.end_progress()
     print(bench.format_report(results) if args.verbose >= 0 else bench.summary_table(results))
+    print("\nLowered to standard ONNX ops, on plain ORT:\n" + bench.lowered_table(results))
     if args.json:
         _write_json(args.json, [asdict(r) for r in results], force=True)
     if args.plot:
@@ -299,10 +328,25 @@ def build_parser() -> argparse.ArgumentParser:
     rewrite.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     rewrite.add_argument("--ops", type=_op_list, default=None, metavar="OPS",
                          help="comma-separated op types to rewrite (default: Gather,GatherElements,GatherND)")
+    rewrite.add_argument("--static-ranks-only", action="store_true",
+                         help="leave a gather whose rank only the run time knows as it is, instead of aligning it "
+                              "at run time (for models to be lowered: `lower` needs static axes)")
     rewrite.add_argument("--ort-optimize", action="store_true",
                          help="run ONNX Runtime's offline optimizer (CPU, extended level) first, so the rewrite is "
                               "bit-identical to the original under ORT's default session options too")
     rewrite.set_defaults(run=run_rewrite)
+
+    lower = commands.add_parser(
+        "lower", parents=[common], help="replace GatherMultiaxis nodes by standard ONNX ops (any ONNX runtime)",
+        description="Lower every GatherMultiaxis node (subgraphs and model-local functions included) to standard "
+                    "ONNX ops in the model's own opset (11 or later; mode 'error' from 7). Exit status 1 when a "
+                    "node is left (the model is written, the report says why).")
+    lower.add_argument("model", help="the ONNX model to lower (typically the output of rewrite)")
+    lower.add_argument("-o", "--output", help="where to write the lowered model")
+    lower.add_argument("--in-place", action="store_true", help="replace the input file")
+    lower.add_argument("--force", action="store_true", help="overwrite existing output files")
+    lower.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    lower.set_defaults(run=run_lower)
 
     checker = commands.add_parser(
         "check", parents=[common], help="compare rewritten models with ORT's builtin gathers",
@@ -328,10 +372,13 @@ def build_parser() -> argparse.ArgumentParser:
     checker.add_argument("--timeout", type=_positive_float, default=check.DEFAULT_TIMEOUT_S, metavar="SECONDS",
                          help=f"per model (default {check.DEFAULT_TIMEOUT_S:g} s); a model that takes longer is "
                               "'failed' (or 'not runnable' when the original hung)")
-    checker.add_argument("--ort-optimize", dest="mode", action="store_const", const=check.CheckMode.ORT_OPTIMIZED,
+    modes = checker.add_mutually_exclusive_group()
+    modes.add_argument("--ort-optimize", dest="mode", action="store_const", const=check.CheckMode.ORT_OPTIMIZED,
                          default=check.CheckMode.GATHERS,
                          help="compare the --ort-optimize rewrite with the original under ORT's default session "
                               "options (default: both with graph optimizations off)")
+    modes.add_argument("--lowered", dest="mode", action="store_const", const=check.CheckMode.LOWERED,
+                         help="run the rewrite lowered to standard ONNX (`lower`) on plain ORT, no custom op library")
     checker.add_argument("--fail-fast", action="store_true", help="stop at the first failed case")
     checker.add_argument("--allow", action="append", choices=["not compared", "not runnable"], metavar="VERDICT",
                          help="do not fail the run (exit 3) for this verdict: 'not compared' or 'not runnable' "

@@ -1,5 +1,5 @@
-"""Test helpers: a per-element reference of gatherMultiaxis, a hypothesis strategy of random calls,
-and small ONNX model builders."""
+"""Test helpers: a hypothesis strategy of random gatherMultiaxis calls and small ONNX model builders
+(the per-element reference is gathermultiaxis.ops.reference)."""
 
 from __future__ import annotations
 
@@ -13,53 +13,6 @@ from onnx import TensorProto, helper
 from gathermultiaxis.harness import IR_VERSION, difference
 
 OPSET = 17
-
-
-class ReferenceIndexError(IndexError):
-    pass
-
-
-def reference_gather_multiaxis(data, indices, axes, mode="error"):
-    """The proposal's coordinate-masking algorithm, one output element at a time. Deliberately slow
-    and simple; knows only the happy-path shape rules (the cases it gets are valid)."""
-    rank = data.ndim
-    axes = [a % rank for a in axes] if rank else []
-    k = len(axes)
-    logical = list(indices.shape)
-    if k > 1:
-        logical[-1] //= k
-    out_shape = [logical[d] if d in axes else (data.shape[d] if logical[d] == 1 else logical[d])
-                 for d in range(rank)]
-    if mode == "error_nonempty":
-        if 0 in out_shape:
-            return np.empty(out_shape, dtype=data.dtype)
-        mode = "error"
-    if mode == "error":  # every index value must be in range, used or not
-        for position in np.ndindex(*indices.shape):
-            dim = data.shape[axes[position[-1] % k if k > 1 else 0]] if k else 0
-            value = int(indices[position])
-            if k and not -dim <= value < dim:
-                raise ReferenceIndexError(value)
-    output = np.empty(out_shape, dtype=data.dtype)
-    zero = "" if data.dtype == object else np.zeros((), data.dtype)[()]
-    for o in np.ndindex(*out_shape):
-        in_coord = [o[d] if data.shape[d] != 1 else 0 for d in range(rank)]
-        idx_coord = [o[d] if logical[d] != 1 else 0 for d in range(rank)]
-        is_zero = False
-        for j, axis in enumerate(axes):
-            position = idx_coord[:-1] + [idx_coord[-1] * k + j] if k > 1 else idx_coord
-            value = int(indices[tuple(position)])
-            dim = data.shape[axis]
-            if value < 0:
-                value += dim
-            if not 0 <= value < dim:
-                if mode == "clamp":
-                    value = min(max(value, 0), dim - 1)
-                else:
-                    is_zero, value = True, 0
-            in_coord[axis] = value
-        output[o] = zero if is_zero else data[tuple(in_coord)]
-    return output
 
 
 @dataclass

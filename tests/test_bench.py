@@ -19,11 +19,12 @@ def test_bench_quick_reports_every_workload(tmp_path, capsys):
     assert [r["name"] for r in results] == WORKLOADS
     assert len(WORKLOADS) == 8
     for r in results:
-        for key in ("kernel", "numpy", "ort builtin", "ort rewritten", "bridge floor"):
+        for key in ("kernel", "numpy", "ort builtin", "ort rewritten", "ort lowered", "bridge floor"):
             assert r["times"][key]["median_ms"] > 0, (r["name"], key)
         assert r["ratios"]["ort rewritten / builtin"] > 0
         assert r["name"] in out
     assert "| workload | kernel / NumPy |" in out
+    assert "| workload | ORT lowered / builtin | ORT lowered / rewritten |" in out
 
 
 def test_bench_plot(tmp_path, capsys):

@@ -1,0 +1,529 @@
+"""Lowering: every GatherMultiaxis node becomes standard ONNX ops, in the model's own default opset:
+from opset 11 in every mode, from opset 7 in mode "error" (the others need Where and Less on int64).
+
+For ``output = GatherMultiaxis(X, I, axes, mode)`` with rank ``r`` (static) and constant ``axes`` (``k``
+of them), all sizes are read at run time (``Shape``), so symbolic dimensions need nothing static:
+
+1. Coordinates: for ``k > 1``, ``I`` is reshaped to ``[*L, k]`` (``L`` the logical indices shape) and
+   component ``j`` is ``Gather(.., j, axis=r)``; for ``k == 1`` it is ``I`` itself.
+2. Each component is checked and normalised by ``Gather(Range(0, dim), c)`` on a 1-D int64 range
+   (before opset 11: ``NonZero`` of ``dim`` True values from opset 9, a ``Loop``'s iteration numbers before):
+   ORT raises for any index out of ``[-dim, dim - 1]`` (for every value, whatever the output size) and
+   returns negatives counted from the end. The modes only change what is fed to it (table in README):
+   "error" the raw indices; "error_nonempty" zeros (and a range of 1) when the output is empty, the raw
+   indices otherwise; "clamp" the clamped values; "zero" the values with out-of-range ones set to 0,
+   the out-of-range mask kept. On an axis of size 0 the range is empty, so any coordinate raises,
+   as the kernel's GatherShapeError does. No invalid coordinate ever reaches the flat offset.
+3. Flat offsets ``sum_j n_j * stride(axes[j]) + sum_{d not in axes} Range(0, out_d) * stride(d)``
+   (stride 0 where ``X`` has size 1 and is broadcast), added with ONNX broadcasting into the output
+   shape; a non-axis dimension whose sizes do not broadcast makes a checking Gather raise.
+4. The read: trailing dimensions copied whole (not in ``axes``, indices size 1 statically) are read as
+   rows of ``Flatten(X, axis=block)`` by one ``Gather(axis=0)``, as the kernel does; everything else
+   (strings always: ORT 1.31's string Gather is wrong for blocks of more than one element; "zero"
+   mode always) is read by ``Gather`` on ``X`` flattened to 1-D, one element per offset. In "zero"
+   mode the flat input gets one zero element appended, and masked offsets point at it. In
+   "error_nonempty" mode a row read sits in an ``If`` on the output being empty (an axis of size 0
+   has no rows to read even where its coordinates were not checked).
+
+Models keep their IR version, opset imports (``ai.onnx.contrib`` is dropped when nothing uses it),
+inputs, outputs, initializers and value_info; functions holding a GatherMultiaxis are inlined first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+import onnx.inliner
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
+
+from ..ops.kernel import MODES
+from ..ops.signature import DOMAIN, OP_TYPE
+from .builder import NameScope, NodeBuilder
+from .rewrite import _all_names, _default_opset, _graph_infos, _inferred, _node_holders, _subgraphs, _typing_copy
+from .rules import TensorInfo
+
+MIN_OPSET = 7        # "error" mode; the other modes need Where and Less on int64 (and Slice's inputs)
+MODES_MIN_OPSET = 11
+
+
+@dataclass
+class LoweredNode:
+    node: str
+    graph: str
+    lowered: bool
+    reason: str = ""
+
+
+@dataclass
+class LowerReport:
+    outcomes: list[LoweredNode] = field(default_factory=list)
+
+    @property
+    def lowered(self) -> int:
+        return sum(o.lowered for o in self.outcomes)
+
+    @property
+    def left(self) -> int:
+        return sum(not o.lowered for o in self.outcomes)
+
+    def as_dict(self) -> dict:
+        return {"lowered": self.lowered, "left": self.left, "nodes": [vars(o) for o in self.outcomes]}
+
+    def table(self) -> str:
+        lines = [f"GatherMultiaxis lowered: {self.lowered}, left: {self.left}"]
+        lines += [f"  left {o.node!r} in {o.graph}: {o.reason}" for o in self.outcomes if not o.lowered]
+        return "\n".join(lines)
+
+
+class NotLowered(Exception):
+    """The node is kept as it is; the message says why."""
+
+
+def _is_gather_multiaxis(node: NodeProto) -> bool:
+    return node.op_type == OP_TYPE and node.domain == DOMAIN
+
+
+class _Builder(NodeBuilder):
+    """NodeBuilder plus the generic ops the lowering needs; equal int64 constants are emitted once."""
+
+    def constant(self, values, role: str) -> str:
+        array = np.asarray(values, dtype=np.int64)
+        cache = self.__dict__.setdefault("_constants", {})
+        key = (array.shape, array.tobytes())
+        if key not in cache:
+            cache[key] = super().constant(array, role)
+        return cache[key]
+
+    def op(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
+        return self._emit(op_type, inputs, role, **attributes)
+
+    def typed_zero(self, elem_type: int, role: str) -> str:
+        """A 1-element tensor holding 0 / False / "" of ``elem_type``."""
+        if elem_type == TensorProto.STRING:
+            tensor = helper.make_tensor("", TensorProto.STRING, [1], [b""])
+        elif elem_type == TensorProto.BFLOAT16:
+            tensor = helper.make_tensor("", TensorProto.BFLOAT16, [1], [0.0])
+        else:
+            tensor = numpy_helper.from_array(np.zeros(1, helper.tensor_dtype_to_np_dtype(elem_type)), name="")
+        return self._emit("Constant", [], role, value=tensor)
+
+    def arange(self, n: str, role: str) -> str:
+        """[0, 1, ..., n - 1] (int64) for a scalar ``n``: Range from opset 11, NonZero of n True values
+        from 9, the iteration numbers of a Loop before."""
+        if self.opset >= 11:
+            return self.op("Range", [self.constant(0, "zero_scalar"), n, self.constant(1, "one_scalar")], role)
+        if self.opset >= 9:
+            trues = self.op("ConstantOfShape", [self.op("Reshape", [n, self.constant([1], role + "_1d")], role + "_n")],
+                            role + "_true", value=helper.make_tensor("", TensorProto.BOOL, [1], [True]))
+            return self.squeeze(self.op("NonZero", [trues], role + "_positions"), [0], role)
+        iteration, condition, carried = (self.names.fresh(f"{self.prefix}/{role}_{part}") for part in
+                                         ("iteration", "condition", "carried"))
+        condition_out, carried_out, scanned = (self.names.fresh(f"{self.prefix}/{role}_{part}") for part in
+                                               ("condition_out", "carried_out", "position"))
+        body = helper.make_graph(
+            [helper.make_node("Identity", [condition], [condition_out]), helper.make_node("Identity", [carried], [carried_out]),
+             helper.make_node("Identity", [iteration], [scanned])], f"{self.prefix}/{role}_body",
+            [helper.make_tensor_value_info(iteration, TensorProto.INT64, []),
+             helper.make_tensor_value_info(condition, TensorProto.BOOL, []),
+             helper.make_tensor_value_info(carried, TensorProto.INT64, [])],
+            [helper.make_tensor_value_info(condition_out, TensorProto.BOOL, []),
+             helper.make_tensor_value_info(carried_out, TensorProto.INT64, []),
+             helper.make_tensor_value_info(scanned, TensorProto.INT64, [])])
+        unused, output = self.names.fresh(f"{self.prefix}/{role}_unused"), self.names.fresh(f"{self.prefix}/{role}")
+        self.nodes.append(helper.make_node("Loop", [n, "", self.constant(0, "zero_scalar")], [unused, output],
+                                           name=output, body=body))  # Loop-1 needs a loop-carried value
+        return output
+
+    def scalar(self, x: str, role: str) -> str:
+        return self.op("Reshape", [x, self.constant(np.zeros(0, np.int64), role + "_shape")], role)
+
+
+def _attribute(node: NodeProto, name: str, default):
+    for attribute in node.attribute:
+        if attribute.name == name:
+            value = helper.get_attribute_value(attribute)
+            return value.decode() if isinstance(value, bytes) else value
+    return default
+
+
+def _constant_values(graph: GraphProto) -> dict[str, np.ndarray]:
+    values = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            for attribute in node.attribute:
+                if attribute.name == "value":
+                    values[node.output[0]] = numpy_helper.to_array(attribute.t)
+                elif attribute.name == "value_ints":
+                    values[node.output[0]] = np.array(attribute.ints, dtype=np.int64)
+    return values
+
+
+def lower_gather_multiaxis(node: NodeProto, data: TensorInfo, indices: TensorInfo, axes: list[int],
+                           b: _Builder, narrow: tuple[str, int] | None = None) -> None:
+    """Append the standard-ONNX replacement of one GatherMultiaxis node to ``b``; raises NotLowered.
+    ``narrow``: a tensor of the input's shape and a narrower float type (float16 / bfloat16) that the
+    input is an exact Cast of; it is gathered instead and the (few) gathered values are widened."""
+    mode = _attribute(node, "mode", "error")
+    if mode not in MODES:
+        raise NotLowered(f"unknown mode {mode!r} (modes: {', '.join(MODES)})")
+    if b.opset < MIN_OPSET or (mode != "error" and b.opset < MODES_MIN_OPSET):
+        needed = MIN_OPSET if mode == "error" else MODES_MIN_OPSET
+        raise NotLowered(f"mode {mode!r} needs opset >= {needed} (the model's opset is {b.opset})")
+    rank = data.rank if data.rank is not None else indices.rank
+    if rank is None:
+        raise NotLowered("the rank of the input and of the indices is not known")
+    if indices.rank is not None and indices.rank != rank:
+        raise NotLowered(f"input rank {rank} and indices rank {indices.rank} differ")
+    if indices.elem_type not in (0, TensorProto.INT32, TensorProto.INT64):
+        raise NotLowered(f"indices of type {TensorProto.DataType.Name(indices.elem_type)} (int32 or int64 only)")
+    if len(set(a % rank for a in axes)) != len(axes) or any(not -rank <= a < rank for a in axes):
+        raise NotLowered(f"axes {axes} are not unique axes of rank {rank}")
+    if mode == "zero" and not data.elem_type:
+        raise NotLowered("mode 'zero' needs the input's element type (for its zero), which is not known")
+    axes = [a % rank for a in axes]
+    x, idx, output = node.input[0], node.input[1], node.output[0]
+    if rank == 0:
+        b.op("Identity", [x], "copy")
+        b.rename_last_output(output)
+        return
+    widen = None
+    if narrow is not None:
+        x, widen = narrow[0], data.elem_type
+        data = TensorInfo(narrow[1], data.shape)
+    _Lowering(b, x, idx, rank, axes, mode, data, indices, widen).emit(output)
+
+
+@dataclass
+class _Lowering:
+    b: _Builder
+    x: str
+    idx: str
+    rank: int
+    axes: list[int]
+    mode: str
+    data: TensorInfo
+    indices: TensorInfo
+    widen: int | None = None  # Cast the gathered values to this type (see lower_gather_multiaxis)
+
+    def _static_logical(self, d: int):
+        """The logical indices size of dimension d when known statically, else None."""
+        shape = self.indices.shape
+        if shape is None or not isinstance(shape[d], int):
+            return None
+        k = len(self.axes)
+        return shape[d] // k if d == self.rank - 1 and k > 1 else shape[d]
+
+    def _block_start(self) -> int:
+        """First of the trailing dimensions read as whole blocks (see the module docstring, step 4).
+        Gathered blocks ``[*out[:start], block]`` are reshaped to the output with ``allowzero`` (opset
+        14); before, a 0 in Reshape's shape means "copy the input's size" (and ORT's optimizer rewrites
+        such shapes wrongly for empty tensors), so blocks are then the last dimension alone, which
+        needs no reshape."""
+        if self.mode == "zero" or self.data.elem_type in (TensorProto.STRING, 0) or self.b.opset < 9:
+            return self.rank  # (Flatten-1 takes float types only)
+        start = self.rank
+        while start > 0 and start - 1 not in self.axes and self._static_logical(start - 1) == 1:
+            start -= 1
+        if self.b.opset < 14:
+            start = max(start, self.rank - 1)
+        return start
+
+    def emit(self, output: str) -> None:
+        b, r, k = self.b, self.rank, len(self.axes)
+        one = b.constant([1], "one")
+        x_shape = b.op("Shape", [self.x], "input_shape")
+        i_shape = b.op("Shape", [self.idx], "indices_shape")
+        x_dim = [b.op("Gather", [x_shape, b.constant([d], f"d{d}")], f"input_dim{d}") for d in range(r)]
+        i_dim = [b.op("Gather", [i_shape, b.constant([d], f"d{d}")], f"indices_dim{d}") for d in range(r)]
+        logical = list(i_dim)
+        if k > 1:
+            k_const = b.constant([k], "k")
+            logical[-1] = b.op("Div", [i_dim[-1], k_const], "logical_last")
+            tuples = b.op("Reshape", [self.idx, b.concat(logical + [k_const], "tuple_shape")], "tuples")
+            components = [b.op("Gather", [tuples, b.constant(j, f"component{j}")], f"coordinate{j}", axis=r)
+                          for j in range(k)]
+        else:
+            components = [self.idx] * k
+
+        out_dim = [logical[d] if d in self.axes else self._broadcast_dim(d, x_dim[d], logical[d]) for d in range(r)]
+        block = self._block_start()
+        strides = [one] * block  # in elements of the flattened lead dims [0, block)
+        for d in range(block - 2, -1, -1):
+            strides[d] = b.op("Mul", [strides[d + 1], x_dim[d + 1]], f"stride{d}")
+
+        normalised, masks = [], []
+        empty = None
+        if self.mode == "error_nonempty":
+            size = out_dim[0]
+            for d in range(1, r):
+                size = b.op("Mul", [size, out_dim[d]], "output_size")
+            empty = b.op("Equal", [b.scalar(size, "output_size_scalar"), b.constant(0, "zero_scalar")], "output_empty")
+        for j, (axis, component) in enumerate(zip(self.axes, components)):
+            values, mask = self._checked(component, b.scalar(x_dim[axis], f"axis{axis}_size"), empty, j)
+            normalised.append(b.op("Mul", [values, strides[axis]], f"axis{axis}_offset"))
+            if mask is not None:
+                masks.append(mask)
+
+        offsets = b.constant(np.zeros([1] * r, np.int64), "offsets_init")
+        for term in normalised:
+            offsets = b.op("Add", [offsets, term], "offsets")
+        for d in range(block):  # the block dimensions [block, r) are read whole: no offsets
+            if d in self.axes:
+                continue
+            positions = b.arange(b.scalar(out_dim[d], f"out{d}_scalar"), f"positions{d}")
+            broadcast = b.op("Cast", [b.op("Not", [b.op("Equal", [x_dim[d], one], f"input_dim{d}_is_one")],
+                                           f"input_dim{d}_not_one")], f"input_dim{d}_read", to=TensorProto.INT64)
+            stride = b.op("Mul", [strides[d], broadcast], f"grid_stride{d}")  # 0 where the input broadcasts
+            term = b.op("Mul", [positions, stride], f"grid{d}")
+            shape = [1] * r
+            shape[d] = -1
+            offsets = b.op("Add", [offsets, b.op("Reshape", [term, b.constant(shape, f"grid{d}_shape")], f"grid{d}_aligned")],
+                           "offsets")
+        if block < r:
+            offsets = b.squeeze(offsets, list(range(block, r)), "row_offsets")
+            rows = b.op("Flatten", [self.x], "input_rows", axis=block)
+            out_shape = b.concat(out_dim, "output_shape") if block < r - 1 or empty is not None else None
+
+            def read_rows():
+                b.op("Gather", [rows, offsets], "gathered_rows", axis=0)  # [*out[:block], block size]
+                if block < r - 1:  # opset >= 14 here, see _block_start
+                    b.op("Reshape", [b.nodes[-1].output[0], out_shape], "output", allowzero=1)
+
+            if empty is not None and k:
+                # An empty output may come from an empty block while an axis of size 0 (no rows) has
+                # coordinates, so the rows are read only when the output is not empty.
+                self._unless_empty(empty, out_shape, read_rows)
+            else:
+                read_rows()
+        else:
+            if b.opset >= 9:
+                flat = b.op("Reshape", [b.op("Flatten", [self.x], "input_flat_2d", axis=0),
+                                        b.constant([-1], "minus_one")], "input_flat")
+            else:  # Flatten-1 takes float types only
+                flat = b.op("Reshape", [self.x, b.constant([-1], "minus_one")], "input_flat")
+            if masks:
+                mask = masks[0]
+                for other in masks[1:]:
+                    mask = b.op("Or", [mask, other], "out_of_range")
+                size = b.op("Shape", [flat], "input_size")
+                flat = b.op("Concat", [flat, b.typed_zero(self.data.elem_type, "zero_element")], "input_with_zero", axis=0)
+                offsets = b.op("Where", [mask, b.scalar(size, "zero_element_offset"), offsets], "offsets_masked")
+            b.op("Gather", [flat, offsets], "output", axis=0)
+        if self.widen is not None:
+            b.cast(b.nodes[-1].output[0], self.widen, "widened")
+        b.rename_last_output(output)
+
+    def _unless_empty(self, empty: str, out_shape: str, read) -> None:
+        """If(empty): an empty output of shape ``out_shape``, read from nothing; else what ``read`` emits."""
+        b = self.b
+        minus_one, outer = b.constant([-1], "minus_one"), b.nodes  # (constants made out here, visible in both)
+        b.nodes = []
+        flat = b.op("Reshape", [b.op("Flatten", [self.x], "input_flat_2d", axis=0), minus_one], "input_flat")
+        no_offsets = b.op("ConstantOfShape", [out_shape], "no_offsets",
+                          value=helper.make_tensor("", TensorProto.INT64, [1], [0]))
+        b.op("Gather", [flat, no_offsets], "empty_output", axis=0)
+        then_nodes, b.nodes = b.nodes, []
+        read()
+        else_nodes, b.nodes = b.nodes, outer
+
+        def branch(nodes, role):
+            value = helper.make_tensor_value_info(nodes[-1].output[0], self.data.elem_type, None)
+            return helper.make_graph(nodes, b.names.fresh(f"{b.prefix}/{role}"), [], [value])
+
+        b.op("If", [empty], "output", then_branch=branch(then_nodes, "if_empty"),
+             else_branch=branch(else_nodes, "if_read"))
+
+    def _broadcast_dim(self, d: int, x_dim: str, l_dim: str) -> str:
+        """The output size of non-axis dimension d: the broadcast of the input and logical indices sizes;
+        sizes that do not broadcast make a Gather with index 1 on a 1-element tensor raise."""
+        b = self.b
+        if self._static_logical(d) == 1:
+            return x_dim
+        one = b.constant([1], "one")
+        l_is_one = b.op("Equal", [l_dim, one], f"indices_dim{d}_is_one")
+        size = b.op("Add", [l_dim, b.op("Mul", [b.op("Sub", [x_dim, l_dim], f"dim{d}_difference"),
+                                                b.op("Cast", [l_is_one], f"indices_dim{d}_one", to=TensorProto.INT64)],
+                                         f"dim{d}_from_input")], f"out_dim{d}_unchecked")
+        ok = b.op("Or", [b.op("Or", [l_is_one, b.op("Equal", [x_dim, one], f"input_dim{d}_is_one")], f"dim{d}_one"),
+                         b.op("Equal", [x_dim, l_dim], f"dim{d}_equal")], f"dim{d}_broadcasts")
+        bad = b.op("Cast", [b.op("Not", [ok], f"dim{d}_not_broadcastable")], f"dim{d}_check_index", to=TensorProto.INT64)
+        return b.op("Gather", [size, bad], f"out_dim{d}_checked_broadcast", axis=0)
+
+    def _checked(self, component: str, dim: str, empty: str | None, j: int) -> tuple[str, str | None]:
+        """The component's values checked and normalised by Gather(Range(0, dim), prepared), and in mode
+        "zero" the mask of out-of-range positions."""
+        b, mode = self.b, self.mode
+        zero, mask = b.constant(0, "zero_scalar"), None
+        if mode == "error":
+            prepared = component
+        else:
+            values = component if self.indices.elem_type == TensorProto.INT64 else \
+                b.op("Cast", [component], f"coordinate{j}_int64", to=TensorProto.INT64)
+            if mode == "error_nonempty":  # an empty output reads nothing, so nothing is checked
+                # values * (output not empty), not Where: ORT's Where with a scalar condition is ~100x slower
+                read = b.op("Cast", [b.op("Not", [empty], "output_not_empty")], "read_factor", to=TensorProto.INT64)
+                prepared = b.op("Mul", [values, read], f"coordinate{j}_if_read")
+                dim = b.op("Where", [empty, b.constant(1, "one_scalar"), dim], f"axis_size{j}_if_read")
+            else:
+                negative = b.op("Less", [values, zero], f"coordinate{j}_negative")
+                values = b.op("Where", [negative, b.op("Add", [values, dim], f"coordinate{j}_from_end"), values],
+                              f"coordinate{j}_counted")
+                below = b.op("Less", [values, zero], f"coordinate{j}_below")
+                in_range_above = b.op("Less", [values, dim], f"coordinate{j}_below_size")
+                if mode == "clamp":
+                    last = b.op("Sub", [dim, b.constant(1, "one_scalar")], f"axis_last{j}")
+                    prepared = b.op("Where", [below, zero, b.op("Where", [in_range_above, values, last],
+                                                                 f"coordinate{j}_clamped_high")], f"coordinate{j}_clamped")
+                else:  # zero
+                    mask = b.op("Or", [below, b.op("Not", [in_range_above], f"coordinate{j}_above")], f"coordinate{j}_out_of_range")
+                    prepared = b.op("Where", [mask, zero, values], f"coordinate{j}_masked")
+        valid = b.arange(dim, f"axis_positions{j}")
+        return b.op("Gather", [valid, prepared], f"coordinate{j}_checked", axis=0), mask
+
+
+@dataclass
+class _Lowerer:
+    opset: int
+    names: NameScope
+    report: LowerReport
+    freed_axes: set[str] = field(default_factory=set)  # inputs of lowered nodes that may now be unused
+    producers: dict = field(default_factory=dict)      # output name -> node, in the graph being lowered
+
+    def graph(self, graph: GraphProto, inferred: GraphProto, scope: dict, constants: dict, path: str) -> None:
+        infos = {**scope, **_graph_infos(inferred)}
+        self.producers = {output: node for node in graph.node for output in node.output}
+        constants = {**constants, **_constant_values(graph)}
+        new_nodes: list[NodeProto] = []
+        for node, inferred_node in zip(graph.node, inferred.node):
+            for attribute, inferred_attribute in zip(node.attribute, inferred_node.attribute):
+                for sub, inferred_sub in zip(_subgraphs(attribute), _subgraphs(inferred_attribute)):
+                    self.graph(sub, inferred_sub, infos, constants, f"{path}/{node.name or node.op_type}.{attribute.name}")
+            if not _is_gather_multiaxis(node):
+                new_nodes.append(node)
+                continue
+            new_nodes.extend(self.node(node, infos, constants, path))
+        del graph.node[:]
+        graph.node.extend(new_nodes)
+
+    def node(self, node: NodeProto, infos: dict, constants: dict, path: str) -> list[NodeProto]:
+        unknown = TensorInfo(0, None)
+        builder = _Builder(self.opset, self.names, node.name or self.names.fresh(f"{OP_TYPE}_{node.output[0]}"))
+        try:
+            if len(node.input) != 3 or len(node.output) != 1:
+                raise NotLowered("a GatherMultiaxis node takes 3 inputs and gives 1 output")
+            if node.input[2] not in constants:
+                raise NotLowered(f"axes {node.input[2]!r} are not a constant (Constant node or initializer)")
+            axes = constants[node.input[2]]
+            if axes.ndim != 1 or axes.dtype.kind not in "iu":
+                raise NotLowered(f"axes {node.input[2]!r} are not a 1-D integer tensor")
+            data = infos.get(node.input[0], unknown)
+            narrow = self._narrow_source(node.input[0], data, infos, builder)
+            lower_gather_multiaxis(node, data, infos.get(node.input[1], unknown), [int(a) for a in axes], builder,
+                                   narrow)
+        except NotLowered as reason:
+            self.report.outcomes.append(LoweredNode(node.name, path, False, str(reason)))
+            return [node]
+        self.report.outcomes.append(LoweredNode(node.name, path, True))
+        self.freed_axes.add(node.input[2])
+        if narrow is not None:
+            self.freed_axes.add(node.input[0])  # the widened input: dropped below if nothing else uses it
+        return builder.nodes
+
+    def _narrow_source(self, x: str, data: TensorInfo, infos: dict, builder: _Builder) -> tuple[str, int] | None:
+        """The rewriter's float16/bfloat16 round trip: ``x = [Unsqueeze](Cast(narrow, to=FLOAT))``. Then
+        the lowering gathers from (the Unsqueeze of) ``narrow`` and widens only what it read, instead of
+        the whole input on every run (a Cast is elementwise and exact, so the order does not matter)."""
+        node = self.producers.get(x)
+        aligned = None
+        if node is not None and node.op_type == "Unsqueeze" and node.domain in ("", "ai.onnx"):
+            aligned, node = node, self.producers.get(node.input[0])
+        if node is None or node.op_type != "Cast" or node.domain not in ("", "ai.onnx") or \
+                _attribute(node, "to", 0) != TensorProto.FLOAT or data.elem_type != TensorProto.FLOAT:
+            return None
+        source = infos.get(node.input[0])
+        if source is None or source.elem_type not in (TensorProto.FLOAT16, TensorProto.BFLOAT16):
+            return None
+        name = node.input[0]
+        if aligned is not None:
+            copy = NodeProto()
+            copy.CopyFrom(aligned)
+            copy.input[0] = name
+            copy.output[0] = copy.name = name = builder.names.fresh(f"{builder.prefix}/narrow_aligned")
+            builder.nodes.append(copy)
+        return name, source.elem_type
+
+
+def _inline_functions_holding(model: ModelProto, report: LowerReport) -> ModelProto:
+    holding = [(f.domain, f.name) for f in model.functions if any(_is_gather_multiaxis(n) for n in f.node)]
+    if not holding:
+        return model
+    try:
+        return onnx.inliner.inline_selected_functions(model, holding)
+    except Exception as error:  # noqa: BLE001
+        for function in model.functions:
+            for node in function.node:
+                if _is_gather_multiaxis(node):
+                    report.outcomes.append(LoweredNode(node.name, f"function {function.name}", False,
+                                                       f"the function could not be inlined: {error}"))
+        return model
+
+
+def _drop_unused(model: ModelProto, names: set[str]) -> None:
+    """Remove what produces ``names`` (inputs of lowered nodes: axes constants, a widening Cast) when
+    nothing uses it any more, and then what only that used (ORT would run such a Cast, and warns about
+    unused initializers). Graph inputs and outputs stay."""
+    holders = list(_node_holders(model))
+    while names:
+        used = {name for holder in holders for node in holder.node for name in node.input}
+        used |= {v.name for holder in holders if isinstance(holder, GraphProto) for v in (*holder.output, *holder.input)}
+        unused, freed = names - used, set()
+        for holder in holders:
+            dead = [n for n in holder.node if n.output and all(o in unused for o in n.output)]
+            if dead:
+                kept = [n for n in holder.node if not any(n is d for d in dead)]
+                del holder.node[:]
+                holder.node.extend(kept)
+                freed.update(name for n in dead for name in n.input if name)
+            if isinstance(holder, GraphProto):
+                kept_inits = [i for i in holder.initializer if i.name not in unused]
+                if len(kept_inits) != len(holder.initializer):
+                    del holder.initializer[:]
+                    holder.initializer.extend(kept_inits)
+        names = freed
+
+
+def lower_model(model: ModelProto) -> tuple[ModelProto, LowerReport]:
+    """Return a copy of ``model`` with every GatherMultiaxis node replaced by standard ONNX ops, and the
+    report of what happened to each (a node is only ever replaced by an equivalent subgraph or left as
+    it is, with the reason). See the module docstring for the construction."""
+    report = LowerReport()
+    result = ModelProto()
+    result.CopyFrom(model)
+    ir_version = result.ir_version
+    result = _inline_functions_holding(result, report)
+    result.ir_version = ir_version
+    # Shape inference stops at a GatherMultiaxis (onnx has no schema for it), so ranks behind one are
+    # known only once it is lowered: repeat while a pass lowers something and leaves something.
+    names, freed_axes = NameScope(_all_names(result)), set()
+    while True:
+        attempt = LowerReport()
+        lowerer = _Lowerer(_default_opset(result), names, attempt)
+        lowerer.graph(result.graph, _inferred(_typing_copy(result)).graph, {}, {}, "main graph")
+        freed_axes |= lowerer.freed_axes
+        report.outcomes.extend(o for o in attempt.outcomes if o.lowered)
+        if not attempt.lowered or not attempt.left:
+            report.outcomes.extend(o for o in attempt.outcomes if not o.lowered)
+            break
+    _drop_unused(result, freed_axes)
+    still_custom = any(node.domain == DOMAIN for holder in _node_holders(result) for node in holder.node)
+    still_custom = still_custom or any(f.domain == DOMAIN for f in result.functions)
+    if not still_custom:
+        kept = [o for o in result.opset_import if o.domain != DOMAIN]
+        del result.opset_import[:]
+        result.opset_import.extend(kept)
+    return result, report
+
+
+__all__ = ["MIN_OPSET", "LowerReport", "LoweredNode", "lower_model"]

@@ -1,0 +1,92 @@
+"""The executable specification of GatherMultiaxis, and the operator for ``onnx.reference``.
+
+``reference_gather_multiaxis`` is the proposal's coordinate-masking algorithm, one output element at a
+time: deliberately slow and simple, so that the kernel (``gathermultiaxis.ops.kernel``) and the
+lowering to standard ONNX (``gathermultiaxis.graphs.lower``) can be tested against it. Its shape
+rules are ``GatherGeometry``'s; its errors are the kernel's exception types.
+
+``GatherMultiaxis`` wraps it as an ``onnx.reference.op_run.OpRun`` of domain ``ai.onnx.contrib``, so
+that ``onnx.reference.ReferenceEvaluator(model, new_ops=[GatherMultiaxis])`` runs rewritten models
+without ONNX Runtime (this module does not import onnxruntime).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from onnx.reference.op_run import OpRun
+
+from .geometry import GatherGeometry
+from .kernel import INDEX_DTYPES, MODES, GatherIndexError, zero_element
+
+
+def reference_gather_multiaxis(data, indices, axes: Sequence[int], mode: str = "error") -> np.ndarray:
+    """``output[o] = data[c]`` for every output coordinate ``o``, where ``c[d] = o[d]`` (0 where
+    ``data.shape[d] == 1``) off ``axes`` and ``c[axes[j]]`` is the ``j``-th component of the coordinate
+    tuple at ``o`` (broadcast) in the logical indices. The shape contract, the modes and the errors are
+    those stated once in ``gathermultiaxis.ops.kernel.gather_multiaxis``: GatherShapeError for shapes
+    and axes, GatherIndexError for an out-of-range index in "error" / "error_nonempty" mode, and an
+    axis of size 0 indexed by a non-empty coordinate set is a GatherShapeError in every mode (in
+    "error_nonempty" only when the output is not empty).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    data, indices = np.asarray(data), np.asarray(indices)
+    if indices.dtype not in INDEX_DTYPES:
+        raise TypeError(f"indices must be int32 or int64, got {indices.dtype}")
+    geometry = GatherGeometry.infer(data.shape, indices.shape, axes)
+    axes, k = geometry.axes, len(geometry.axes)
+    logical, out_shape = geometry.logical_indices_shape, geometry.output_shape
+    if mode == "error_nonempty":
+        if geometry.output_size == 0:  # nothing is read, so nothing is checked
+            return np.empty(out_shape, dtype=data.dtype)
+        mode = "error"
+    if k:
+        geometry.check_addressable()
+    if mode == "error":  # every index value must be in range, used or not
+        for position in np.ndindex(*indices.shape):
+            axis = axes[position[-1] % k if k > 1 else 0] if k else None
+            value = int(indices[position])
+            if axis is not None and not -data.shape[axis] <= value < data.shape[axis]:
+                dim = data.shape[axis]
+                raise GatherIndexError(f"index {value} at indices{list(position)} is out of range for axis {axis} "
+                                       f"of size {dim} (valid range [{-dim}, {dim - 1}])")
+    output = np.empty(out_shape, dtype=data.dtype)
+    zero = zero_element(data.dtype)
+    for o in np.ndindex(*out_shape):
+        in_coord = [o[d] if data.shape[d] != 1 else 0 for d in range(geometry.rank)]
+        idx_coord = [o[d] if logical[d] != 1 else 0 for d in range(geometry.rank)]
+        is_zero = False
+        for j, axis in enumerate(axes):
+            position = idx_coord[:-1] + [idx_coord[-1] * k + j] if k > 1 else idx_coord
+            value = int(indices[tuple(position)])
+            dim = data.shape[axis]
+            if value < 0:
+                value += dim
+            if not 0 <= value < dim:
+                if mode == "clamp":
+                    value = min(max(value, 0), dim - 1)
+                else:  # "zero" (in "error" mode every value was checked above)
+                    is_zero, value = True, 0
+            in_coord[axis] = value
+        output[o] = zero if is_zero else data[tuple(in_coord)]
+    return output
+
+
+class GatherMultiaxis(OpRun):
+    """GatherMultiaxis(input, indices, axes, mode) for ``onnx.reference.ReferenceEvaluator``."""
+
+    op_domain = "ai.onnx.contrib"
+
+    def _run(self, data, indices, axes, mode=None):  # noqa: D401 - OpRun's signature
+        mode = "error" if mode is None else mode
+        if isinstance(mode, bytes):
+            mode = mode.decode()
+        axes = np.asarray(axes)
+        if axes.ndim != 1 or axes.dtype.kind not in "iu":
+            raise TypeError(f"GatherMultiaxis: axes must be a 1-D integer tensor, got {axes.dtype}{list(axes.shape)}")
+        return (reference_gather_multiaxis(data, indices, [int(a) for a in axes], mode),)
+
+
+__all__ = ["GatherMultiaxis", "reference_gather_multiaxis"]
