@@ -111,7 +111,10 @@ def _schema() -> OpSchema:
         attributes=[OpSchema.Attribute("mode", OpSchema.AttrType.STRING,
                                        "out-of-range indices: error, error_nonempty, zero or clamp", required=True)],
     )
-    schema.set_type_and_shape_inference_function(_infer)
+    # onnx < 1.19 cannot take a Python inference function; the rewriter's value_info still types every
+    # replaced output there, so only a second inference through a GatherMultiaxis node learns less.
+    if hasattr(schema, "set_type_and_shape_inference_function"):
+        schema.set_type_and_shape_inference_function(_infer)
     return schema
 
 
