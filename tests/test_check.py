@@ -16,6 +16,8 @@ from gathermultiaxis.fuzz import fuzz_case, save_reproducer
 from gathermultiaxis.graphs import rules
 
 T = TensorProto
+# onnx 1.23's node tests: 84 hold a gather (older onnx ships fewer: 35 in 1.16)
+ONNX_1_23 = tuple(int(part) for part in onnx.__version__.split(".")[:2]) >= (1, 23)
 
 
 def run_check(args, tmp_path, capsys):
@@ -50,7 +52,8 @@ def test_default_suite_passes_everything_ort_can_run(tmp_path, capsys, report_li
     results = report["results"]
     report_line(f"gathermultiaxis check (default suite): {report['summary']}")
     assert status == 0
-    assert report["counts"]["passed"] >= 79 and report["counts"]["failed"] == report["counts"]["not compared"] == 0
+    assert report["counts"]["passed"] >= (79 if ONNX_1_23 else 30)
+    assert report["counts"]["failed"] == report["counts"]["not compared"] == 0
     assert set(report["counts"]) == set(check.VERDICTS) and all(type(n) is int for n in report["counts"].values())
     gather_tests = [r for r in results if r["name"].startswith(("test_gather_", "test_gather_elements", "test_gathernd"))]
     assert len(gather_tests) >= 9
@@ -246,7 +249,7 @@ def test_progress_and_verbosity(tmp_path):
 def test_default_suite_contents():
     names = [case.name for case in default_suite()]
     assert "bundled example" in names and "test_gather_0" in names and "test_gathernd_example_int32_batch_dim1" in names
-    assert len(names) == 85
+    assert len(names) == 85 if ONNX_1_23 else len(names) >= 30
 
 
 def test_negative_declared_dims_are_unknown_sizes(tmp_path, capsys):
