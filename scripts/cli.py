@@ -82,17 +82,33 @@ def _write_json(path: str, payload, force: bool) -> None:
 
 # -- rewrite -------------------------------------------------------------------------------------
 
-def run_rewrite(args) -> int:
-    source, target = _source_and_target(args, "replace the input")
+def _source_and_target(args) -> tuple[Path, Path]:
+    """The input model and where the result goes (-o, or the input itself with --in-place)."""
+    source = Path(args.model)
+    if args.in_place:
+        if args.output is not None:
+            raise CommandError("give either -o/--output or --in-place, not both")
+        return source, source
+    if args.output is None:
+        raise CommandError("no output: give -o OUT.onnx (or --in-place to replace the input)")
+    target = Path(args.output)
+    if target.resolve() == source.resolve():
+        raise CommandError(f"{target}: the output is the input file; pass --in-place to replace it")
+    return source, target
+
+
+def _transform_file(args, transform):
+    """Load ``args.model``, apply ``transform(model) -> (model, report)`` (after ORT's optimizer with
+    --ort-optimize), save the result where -o / --in-place says, print and return the report."""
+    source, target = _source_and_target(args)
     _writable(args.json, args.force)
     try:
         model, data_folder = load_model(source)
         external = data_folder is not None
-        with (ort_optimized(model, data_folder, target) if args.ort_optimize
+        with (ort_optimized(model, data_folder, target) if getattr(args, "ort_optimize", False)
               else contextlib.nullcontext((model, data_folder))) as (model, data_folder):
-            rewritten, report = rewrite_model(model, args.ops or GATHER_OPS,
-                                              runtime_alignment=not args.static_ranks_only)
-            save_model(rewritten, target, external_data=external, external_data_folder=data_folder,
+            result, report = transform(model)
+            save_model(result, target, external_data=external, external_data_folder=data_folder,
                        overwrite=args.force or args.in_place, validate=loads_in_ort)
     except ModelFileError as error:
         raise CommandError(str(error)) from None
@@ -101,42 +117,19 @@ def run_rewrite(args) -> int:
     print(f"wrote {target}")
     if args.json:
         _write_json(args.json, report.as_dict(), force=True)  # checked before the work
+    return report
+
+
+def run_rewrite(args) -> int:
+    _transform_file(args, lambda model: rewrite_model(model, args.ops or GATHER_OPS,
+                                                      runtime_alignment=not args.static_ranks_only))
     return 0
-
-
-def _source_and_target(args, replacing: str) -> tuple[Path, Path]:
-    """The input model and where the result goes (-o, or the input itself with --in-place)."""
-    source = Path(args.model)
-    if args.in_place:
-        if args.output is not None:
-            raise CommandError("give either -o/--output or --in-place, not both")
-        return source, source
-    if args.output is None:
-        raise CommandError(f"no output: give -o OUT.onnx (or --in-place to {replacing})")
-    target = Path(args.output)
-    if target.resolve() == source.resolve():
-        raise CommandError(f"{target}: the output is the input file; pass --in-place to replace it")
-    return source, target
 
 
 def run_lower(args) -> int:
     """``lower IN -o OUT``: GatherMultiaxis -> standard ONNX ops. Exit 1 (the model still written) when a
     node could not be lowered, the report saying why."""
-    source, target = _source_and_target(args, "replace the input")
-    _writable(args.json, args.force)
-    try:
-        model, data_folder = load_model(source)
-        lowered, report = lower_model(model)
-        save_model(lowered, target, external_data=data_folder is not None, external_data_folder=data_folder,
-                    overwrite=args.force or args.in_place, validate=loads_in_ort)
-    except ModelFileError as error:
-        raise CommandError(str(error)) from None
-    if args.verbose >= 0:
-        print(report.table())
-    print(f"wrote {target}")
-    if args.json:
-        _write_json(args.json, report.as_dict(), force=True)  # checked before the work
-    return 1 if report.left else 0
+    return 1 if _transform_file(args, lower_model).left else 0
 
 
 def _op_list(text: str) -> list[str]:
@@ -310,6 +303,13 @@ def build_parser() -> argparse.ArgumentParser:
                           help="print less (check: only failures and the summary; no progress)")
     loudness.add_argument("-v", "--verbose", dest="verbose", action="count", help="print more")
 
+    model_file = argparse.ArgumentParser(add_help=False)  # rewrite and lower: one model file in, one out
+    model_file.add_argument("model", help="the ONNX model")
+    model_file.add_argument("-o", "--output", help="where to write the result")
+    model_file.add_argument("--in-place", action="store_true", help="replace the input file")
+    model_file.add_argument("--force", action="store_true", help="overwrite existing output files")
+    model_file.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+
     parser = argparse.ArgumentParser(
         prog="gathermultiaxis", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="One gather operator for ONNX Runtime: rewrite models to GatherMultiaxis and check them.",
@@ -318,14 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     rewrite = commands.add_parser(
-        "rewrite", parents=[common], help="replace Gather, GatherElements and GatherND nodes by GatherMultiaxis",
+        "rewrite", parents=[common, model_file], help="replace Gather, GatherElements and GatherND nodes by GatherMultiaxis",
         description="Rewrite every Gather, GatherElements and GatherND node of a model (subgraphs and "
                     "model-local functions included) as GatherMultiaxis plus rank-alignment nodes.")
-    rewrite.add_argument("model", help="the ONNX model to rewrite")
-    rewrite.add_argument("-o", "--output", help="where to write the rewritten model")
-    rewrite.add_argument("--in-place", action="store_true", help="replace the input file")
-    rewrite.add_argument("--force", action="store_true", help="overwrite existing output files")
-    rewrite.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     rewrite.add_argument("--ops", type=_op_list, default=None, metavar="OPS",
                          help="comma-separated op types to rewrite (default: Gather,GatherElements,GatherND)")
     rewrite.add_argument("--static-ranks-only", action="store_true",
@@ -337,15 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
     rewrite.set_defaults(run=run_rewrite)
 
     lower = commands.add_parser(
-        "lower", parents=[common], help="replace GatherMultiaxis nodes by standard ONNX ops (any ONNX runtime)",
+        "lower", parents=[common, model_file], help="replace GatherMultiaxis nodes by standard ONNX ops (any ONNX runtime)",
         description="Lower every GatherMultiaxis node (subgraphs and model-local functions included) to standard "
                     "ONNX ops in the model's own opset (11 or later; mode 'error' from 7). Exit status 1 when a "
                     "node is left (the model is written, the report says why).")
-    lower.add_argument("model", help="the ONNX model to lower (typically the output of rewrite)")
-    lower.add_argument("-o", "--output", help="where to write the lowered model")
-    lower.add_argument("--in-place", action="store_true", help="replace the input file")
-    lower.add_argument("--force", action="store_true", help="overwrite existing output files")
-    lower.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     lower.set_defaults(run=run_lower)
 
     checker = commands.add_parser(
