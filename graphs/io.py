@@ -12,6 +12,7 @@ import contextlib
 import mmap
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
@@ -84,6 +85,28 @@ def _external_entry(tensor: TensorProto) -> tuple[str, int, int | None]:
 
 # -- loading -------------------------------------------------------------------------------------
 
+def path_kind(path: Path) -> str:
+    """What a path is, following links (so that a link to /dev/zero is a device): "file", "folder",
+    "missing", or a description such as "a FIFO" (never opened: reading a FIFO or a device hangs)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "missing" if not path.is_symlink() else "a dangling link"
+    except OSError as error:
+        return f"unreadable ({error.strerror})"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
 def load_model(path: str | os.PathLike) -> tuple[ModelProto, Path | None]:
     """Load a model ONNX Runtime accepts, without reading its large external data.
 
@@ -92,10 +115,13 @@ def load_model(path: str | os.PathLike) -> tuple[ModelProto, Path | None]:
     are read in (shape inference needs small constants such as Reshape targets).
     """
     path = Path(path)
-    if path.is_dir():
+    kind = path_kind(path)
+    if kind == "folder":
         raise ModelFileError(f"{path}: is a folder, not a model file")
-    if not path.is_file():
+    if kind == "missing":
         raise ModelFileError(f"{path}: no such file")
+    if kind != "file":
+        raise ModelFileError(f"{path}: {kind}, not a model file")
     try:
         model = onnx.load_model(str(path), load_external_data=False)
     except Exception as error:  # noqa: BLE001 - protobuf raises several types for garbage

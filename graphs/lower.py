@@ -480,12 +480,12 @@ def _drop_unused(model: ModelProto, names: set[str]) -> None:
         used |= {v.name for holder in holders if isinstance(holder, GraphProto) for v in (*holder.output, *holder.input)}
         unused, freed = names - used, set()
         for holder in holders:
-            dead = [n for n in holder.node if n.output and all(o in unused for o in n.output)]
-            if dead:
-                kept = [n for n in holder.node if not any(n is d for d in dead)]
-                del holder.node[:]
-                holder.node.extend(kept)
-                freed.update(name for n in dead for name in n.input if name)
+            # by position, in place: protobuf hands out a new wrapper on every access (identity says
+            # nothing), and rebuilding the list would detach the subgraphs held in ``holders``
+            dead = [i for i, n in enumerate(holder.node) if n.output and all(o in unused for o in n.output)]
+            for i in reversed(dead):
+                freed.update(name for name in holder.node[i].input if name)
+                del holder.node[i]
             if isinstance(holder, GraphProto):
                 kept_inits = [i for i in holder.initializer if i.name not in unused]
                 if len(kept_inits) != len(holder.initializer):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import re
-import stat
 import warnings
 from dataclasses import dataclass, field
 from math import prod
@@ -24,6 +23,7 @@ from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from .examples import EXAMPLE_PATH, example_inputs
 from .graphs import GATHER_OPS, holds_gather
+from .graphs.io import path_kind
 
 # Symbolic dims take these sizes in turn, until the original model accepts the generated inputs
 # (3 first: small, and not 1, which would hide broadcasting mistakes).
@@ -100,33 +100,12 @@ def default_suite() -> list[CheckCase]:
     return cases
 
 
-def _kind(path: Path) -> str:
-    """What a path is, following links (so that a link to /dev/zero is a device)."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        return "missing" if not path.is_symlink() else "a dangling link"
-    except OSError as error:
-        return f"unreadable ({error.strerror})"
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
-
-
 def _is_backend_folder(folder: Path) -> bool:
-    return _kind(folder / "model.onnx") == "file" and any(folder.glob("test_data_set_*"))
+    return path_kind(folder / "model.onnx") == "file" and any(folder.glob("test_data_set_*"))
 
 
 def _vet_model_file(path: Path) -> None:
-    kind = _kind(path)
+    kind = path_kind(path)
     if kind != "file":
         raise BadInput(f"{path}: {'no such file or folder' if kind == 'missing' else kind + ', not a model file'}")
 
@@ -138,7 +117,7 @@ def find_sources(paths: list[str]) -> list[FileSource]:
     sources = []
     for raw in paths:
         path = Path(raw)
-        kind = _kind(path)
+        kind = path_kind(path)
         if kind == "file":
             if path.stat().st_size == 0:
                 raise BadInput(f"{path}: empty file, not an ONNX model")
@@ -218,7 +197,7 @@ def load_inputs(path: str) -> tuple[DataSet, ...]:
     """Data sets from an .npz file (arrays named after the inputs), or a folder of .npz files or of
     backend-test data sets (``test_data_set_*/input_*.pb``, matched by the tensors' names)."""
     location = Path(path)
-    kind = _kind(location)
+    kind = path_kind(location)
     try:
         if kind == "file":
             return (_npz_data_set(location),)

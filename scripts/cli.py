@@ -35,6 +35,13 @@ class CommandError(Exception):
     """One line for the user; exit status 2."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments: one line on stderr (which command, what is wrong, where to look), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 class Output:
     """Where a command prints: results on stdout; progress on stderr (a live line on a terminal, a
     line every ``period`` seconds otherwise); ``-q`` keeps only failures and the summary, ``-v`` adds
@@ -297,20 +304,20 @@ def run_example(args) -> int:
 # -- the parser ----------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = OneLineParser(add_help=False)
     loudness = common.add_mutually_exclusive_group()
     loudness.add_argument("-q", "--quiet", dest="verbose", action="store_const", const=-1, default=0,
                           help="print less (check: only failures and the summary; no progress)")
     loudness.add_argument("-v", "--verbose", dest="verbose", action="count", help="print more")
 
-    model_file = argparse.ArgumentParser(add_help=False)  # rewrite and lower: one model file in, one out
+    model_file = OneLineParser(add_help=False)  # rewrite and lower: one model file in, one out
     model_file.add_argument("model", help="the ONNX model")
     model_file.add_argument("-o", "--output", help="where to write the result")
     model_file.add_argument("--in-place", action="store_true", help="replace the input file")
     model_file.add_argument("--force", action="store_true", help="overwrite existing output files")
     model_file.add_argument("--json", metavar="FILE", help="also write the report as JSON")
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gathermultiaxis", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="One gather operator for ONNX Runtime: rewrite models to GatherMultiaxis and check them.",
         epilog=__doc__.split("\n\n", 2)[2])

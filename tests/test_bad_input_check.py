@@ -25,14 +25,17 @@ def one_line_exit_2(args, capsys, message):
         status = exit_info.code
     err = capsys.readouterr().err
     assert status == 2, err
-    assert message in err, err
+    assert message in err and err.count("\n") == 1, err
     return err
 
 
 def test_fifo_named_directly(tmp_path, capsys):
     os.mkfifo(tmp_path / "pipe.onnx")
-    err = one_line_exit_2(["check", str(tmp_path / "pipe.onnx")], capsys, "a FIFO, not a model file")
-    assert err.count("\n") == 1
+    one_line_exit_2(["check", str(tmp_path / "pipe.onnx")], capsys, "a FIFO, not a model file")
+    for command in ("rewrite", "lower"):
+        one_line_exit_2([command, str(tmp_path / "pipe.onnx"), "-o", str(tmp_path / "out.onnx")], capsys,
+                        "pipe.onnx: a FIFO, not a model file")
+    assert not (tmp_path / "out.onnx").exists()
 
 
 def test_fifo_and_device_link_in_a_checked_folder(tmp_path, capsys):
@@ -73,6 +76,8 @@ def test_garbage_model_in_a_folder_is_not_runnable(tmp_path, capsys):
     (["bench", "--plot", "/nonexistent/b.png"], "does not exist"),
     (["bench", "--json", "/nonexistent/b.json"], "does not exist"),
     (["bench", "--repeats", "0"], "must be at least 1"),
+    (["bogus"], "invalid choice: 'bogus'"),
+    (["rewrite"], "the following arguments are required: model"),
 ])
 def test_nonsense_arguments_fail_before_any_work(args, message, capsys):
     started = time.monotonic()

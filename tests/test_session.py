@@ -54,11 +54,11 @@ def test_import_patches_nothing():
     assert child.returncode == 0 and "OK" in child.stdout, child.stderr
 
 
-def test_hidden_token_and_drop_in_methods():
+def test_hidden_token_and_drop_in_methods(tmp_path):
     model = gather_multiaxis_model(TensorProto.INT32, TensorProto.INT64)
     options = ort.SessionOptions()
     options.enable_profiling = True
-    options.profile_file_prefix = os.path.join(HERE, "..", ".pytest_cache", "gathermultiaxis_profile")
+    options.profile_file_prefix = str(tmp_path / "gathermultiaxis_profile")
     sess = gathermultiaxis.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     assert [i.name for i in sess.get_inputs()] == ["input", "indices", "axes"]
     assert RUN_TOKEN not in [i.name for i in sess.get_inputs()]
