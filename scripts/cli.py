@@ -247,6 +247,18 @@ def run_big_model(args) -> int:
     return 0 if run.exit_status == 0 and run.rows_match else 1
 
 
+def run_end_to_end(args) -> int:
+    """bench --end-to-end MODEL...: whole models, original vs rewrite in InferenceSession (runtime_bench)."""
+    missing = [path for path in args.end_to_end if not Path(path).is_file()]
+    if missing:
+        raise CommandError(f"--end-to-end {missing[0]}: no such file")
+    results = runtime_bench.end_to_end(args.end_to_end, repeats=args.repeats or 501)
+    print(runtime_bench.format_end_to_end(results))
+    if args.json:
+        _write_json(args.json, [asdict(r) for r in results], force=True)  # checked before the work
+    return 0 if all(r.bit_identical for r in results) else 1
+
+
 def run_runtime_bench(args) -> int:
     """bench --runtime: the models a user meets, through both entry points (runtime_bench)."""
     output = Output(args.verbose)
@@ -271,6 +283,8 @@ def run_bench(args) -> int:
         return run_big_model(args)
     if args.runtime:
         return run_runtime_bench(args)
+    if args.end_to_end:
+        return run_end_to_end(args)
     if args.plot:
         _writable(args.plot, args.force)
         try:
@@ -401,6 +415,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "detection post-processing) through InferenceSession and session_options() "
                                     "against builtin, and the memory of a session over a bound 150 MB table "
                                     "(--quick skips the memory)")
+    bench_command.add_argument("--end-to-end", nargs="+", metavar="MODEL",
+                               help="instead: whole models as users run them, the original on ORT against the "
+                                    "`rewrite --ort-optimize` model in InferenceSession (default options, "
+                                    "interleaved; exit 1 if an output differs)")
     bench_command.add_argument("--big-model", type=_positive_float, nargs="?", const=2.2, default=None, metavar="GB",
                                help="instead: peak memory of `rewrite` on a model with a GB-sized external table "
                                     "(default 2.2 GB, a sparse file)")
