@@ -228,9 +228,6 @@ def staging_folder(path: Path, folder: Path) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-_staging = staging_folder
-
-
 class _DataWriter:
     """Appends tensor payloads to one data file at aligned offsets; runs of zeros become holes, so a
     sparse source stays sparse."""

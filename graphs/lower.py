@@ -34,14 +34,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import onnx
-import onnx.inliner
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from ..ops.kernel import MODES
 from ..ops.signature import DOMAIN, OP_TYPE
 from .builder import NameScope, NodeBuilder
-from .rewrite import _all_names, _default_opset, _graph_infos, _inferred, _node_holders, _subgraphs, _typing_copy
+from .rewrite import (_all_names, _default_opset, _graph_infos, _inferred, _node_holders, _nodes_within, _subgraphs,
+                      _typing_copy, inline_functions_holding)
 from .rules import TensorInfo
 
 MIN_OPSET = 7        # "error" mode; the other modes need Where and Less on int64 (and Slice's inputs)
@@ -455,19 +454,11 @@ class _Lowerer:
         return name, source.elem_type
 
 
-def _inline_functions_holding(model: ModelProto, report: LowerReport) -> ModelProto:
-    holding = [(f.domain, f.name) for f in model.functions if any(_is_gather_multiaxis(n) for n in f.node)]
-    if not holding:
-        return model
-    try:
-        return onnx.inliner.inline_selected_functions(model, holding)
-    except Exception as error:  # noqa: BLE001
-        for function in model.functions:
-            for node in function.node:
-                if _is_gather_multiaxis(node):
-                    report.outcomes.append(LoweredNode(node.name, f"function {function.name}", False,
-                                                       f"the function could not be inlined: {error}"))
-        return model
+def _report_function_nodes(model: ModelProto, report: LowerReport, reason: str) -> None:
+    for function in model.functions:
+        for node in _nodes_within(function.node):
+            if _is_gather_multiaxis(node):
+                report.outcomes.append(LoweredNode(node.name, f"function {function.name}", False, reason))
 
 
 def _drop_unused(model: ModelProto, names: set[str]) -> None:
@@ -502,10 +493,13 @@ def lower_model(model: ModelProto) -> tuple[ModelProto, LowerReport]:
     result = ModelProto()
     result.CopyFrom(model)
     ir_version = result.ir_version
-    result = _inline_functions_holding(result, report)
+    result, failure = inline_functions_holding(result, _is_gather_multiaxis)
+    if failure:
+        _report_function_nodes(result, report, failure)
     result.ir_version = ir_version
-    # Shape inference stops at a GatherMultiaxis (onnx has no schema for it), so ranks behind one are
-    # known only once it is lowered: repeat while a pass lowers something and leaves something.
+    # Under onnx < 1.19 shape inference stops at a GatherMultiaxis (its schema has no inference there),
+    # so ranks behind one are known only once it is lowered: repeat while a pass lowers something and
+    # leaves something.
     names, freed_axes = NameScope(_all_names(result)), set()
     while True:
         attempt = LowerReport()

@@ -20,7 +20,7 @@ import io
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -419,10 +419,11 @@ def _nodes_within(nodes) -> Iterator[NodeProto]:
                 yield from _nodes_within(sub.node)
 
 
-def _functions_holding(model: ModelProto, ops: tuple[str, ...]) -> set[tuple[str, str]]:
-    """Model-local functions holding a gather anywhere: in their body, its subgraphs, or a function they call."""
+def _functions_holding(model: ModelProto, is_target: Callable[[NodeProto], bool]) -> set[tuple[str, str]]:
+    """Model-local functions holding a target node anywhere: in their body, its subgraphs, or a function
+    they call."""
     bodies = {(f.domain, f.name): list(_nodes_within(f.node)) for f in model.functions}
-    holding = {key for key, nodes in bodies.items() if any(_is_target(n, ops) for n in nodes)}
+    holding = {key for key, nodes in bodies.items() if any(is_target(n) for n in nodes)}
     grown = True
     while grown:
         grown = False
@@ -448,16 +449,18 @@ def _apply_attribute_defaults(model: ModelProto) -> None:
                 node.attribute.append(default)
 
 
-def _inline_gather_functions(model: ModelProto, ops: tuple[str, ...], report: RewriteReport) -> ModelProto:
-    holding = _functions_holding(model, ops)
+def inline_functions_holding(model: ModelProto, is_target: Callable[[NodeProto], bool]) -> tuple[ModelProto, str]:
+    """``model`` with every model-local function that holds a target node (see _functions_holding)
+    inlined, attribute defaults applied first (``model`` is changed for that); and "" or, when onnx's
+    inliner fails, the reason (the model then comes back not inlined). Shared by rewrite and lower."""
+    holding = _functions_holding(model, is_target)
     if not holding:
-        return model
+        return model, ""
     _apply_attribute_defaults(model)
     try:
-        return onnx.inliner.inline_selected_functions(model, sorted(holding))
+        return onnx.inliner.inline_selected_functions(model, sorted(holding)), ""
     except Exception as error:  # noqa: BLE001
-        _report_function_gathers(model, ops, report, f"the function could not be inlined: {error}")
-        return model
+        return model, f"the function could not be inlined: {error}"
 
 
 def _report_function_gathers(model: ModelProto, ops: tuple[str, ...], report: RewriteReport, reason: str) -> None:
@@ -489,7 +492,9 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     result = ModelProto()
     result.CopyFrom(model)
     ir_version = result.ir_version
-    result = _inline_gather_functions(result, ops, report)
+    result, failure = inline_functions_holding(result, lambda node: _is_target(node, ops))
+    if failure:
+        _report_function_gathers(result, ops, report, failure)
     result.ir_version = ir_version
     if not report.outcomes:  # inlined: what a function still holds is in one that is never called
         _report_function_gathers(result, ops, report, "in a model-local function that no node calls")
