@@ -249,10 +249,17 @@ def _index_bounds(model: ModelProto, sizes: dict[str, list[int]]) -> dict[str, i
     return bounds
 
 
+def _static_size(dim) -> int | None:
+    """A declared dim's size, or None when it is symbolic (a dim_param, no value, or the negative
+    dim_value -1 that some exporters write for a dynamic dim)."""
+    return dim.dim_value if dim.HasField("dim_value") and dim.dim_value >= 0 else None
+
+
 def _input_shapes(model: ModelProto, symbolic_size: int, given: dict[str, tuple[int, ...]]) -> dict[str, list[int]]:
     shapes = {}
+    fed = set(feed_names(model))
     for value in model.graph.input:
-        if value.name not in feed_names(model):
+        if value.name not in fed:
             continue
         if not value.type.HasField("tensor_type"):
             kind = value.type.WhichOneof("value") or "unknown"
@@ -263,8 +270,7 @@ def _input_shapes(model: ModelProto, symbolic_size: int, given: dict[str, tuple[
         elif not value.type.tensor_type.HasField("shape"):
             raise CannotGenerate(f"input {value.name!r} has no declared shape: give --input-shapes {value.name}:[...]")
         else:
-            # a negative dim_value (-1 in some exporters' files) is an unknown size, as a dim_param is
-            shapes[value.name] = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else symbolic_size
+            shapes[value.name] = [symbolic_size if _static_size(d) is None else _static_size(d)
                                   for d in value.type.tensor_type.shape.dim]
     return shapes
 
@@ -303,5 +309,5 @@ def generated_inputs(model: ModelProto, seed: int = 0, symbolic_size: int = 3,
 
 
 def has_symbolic_dims(model: ModelProto, given: dict[str, tuple[int, ...]]) -> bool:
-    return any(not d.HasField("dim_value") or d.dim_value < 0 for value in model.graph.input if value.name not in given
+    return any(_static_size(d) is None for value in model.graph.input if value.name not in given
                and value.type.HasField("tensor_type") for d in value.type.tensor_type.shape.dim)
