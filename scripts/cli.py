@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import sys
 import time
@@ -174,14 +175,13 @@ def run_check(args) -> int:
     except BadInput as error:
         raise CommandError(str(error)) from None
     output = Output(args.verbose)
-    done = []
+    finished = itertools.count(1)
 
     def on_result(result: check.CheckResult) -> None:
-        done.append(result)
         if args.verbose > 0:
             output.end_progress()
             print(f"{result.verdict:<13} {result.name}" + (f"  ({result.detail})" if result.detail else ""), flush=True)
-        output.progress(len(done), len(sources), result.name)
+        output.progress(next(finished), len(sources), result.name)
 
     report = check.run(sources, options=options, timeout=args.timeout, fail_fast=args.fail_fast,
                        on_result=on_result, command=sys.argv if args.argv is None else args.argv, mode=args.mode)
