@@ -46,7 +46,8 @@ class NodeOutcome:
     node: str
     graph: str
     rewritten: bool
-    reason: str = ""
+    reason: str = ""              # why it was left, or why it was aligned at run time
+    runtime_aligned: bool = False  # rewritten with the run-time alignment (the last resort)
 
 
 @dataclass
@@ -61,6 +62,10 @@ class RewriteReport:
     def left(self) -> int:
         return sum(not o.rewritten for o in self.outcomes)
 
+    @property
+    def runtime_aligned(self) -> int:
+        return sum(o.runtime_aligned for o in self.outcomes)
+
     def counts(self) -> dict[str, dict[str, int]]:
         table: dict[str, Counter] = {}
         for outcome in self.outcomes:
@@ -68,7 +73,8 @@ class RewriteReport:
         return {op: {"rewritten": c["rewritten"], "left": c["left"]} for op, c in sorted(table.items())}
 
     def as_dict(self) -> dict:
-        return {"rewritten": self.rewritten, "left": self.left, "by_op": self.counts(),
+        return {"rewritten": self.rewritten, "left": self.left, "runtime_aligned": self.runtime_aligned,
+                "by_op": self.counts(),
                 "nodes": [vars(o) for o in self.outcomes]}
 
     def table(self) -> str:
@@ -79,6 +85,9 @@ class RewriteReport:
         for outcome in self.outcomes:
             if not outcome.rewritten:
                 lines.append(f"  left {outcome.op_type} {outcome.node!r} in {outcome.graph}: {outcome.reason}")
+            elif outcome.runtime_aligned:
+                lines.append(f"  aligned at run time: {outcome.op_type} {outcome.node!r} in {outcome.graph}: "
+                             f"{outcome.reason}")
         return "\n".join(lines)
 
 
@@ -92,18 +101,48 @@ def _tensor_info(type_proto: TypeProto) -> TensorInfo | None:
     return TensorInfo(tensor_type.elem_type, dims)
 
 
-def _graph_infos(graph: GraphProto) -> dict[str, TensorInfo]:
-    infos = {init.name: TensorInfo(init.data_type, tuple(init.dims)) for init in graph.initializer}
+def _graph_infos(graph: GraphProto, main: bool) -> dict[str, TensorInfo]:
+    """What inference wrote into ``graph`` (of the typing copy), with the facts ORT enforces last so that
+    nothing hides them: initializer dims, Constant values and the main graph's input shapes."""
+    infos: dict[str, TensorInfo] = {}
+    for value in (*graph.value_info, *graph.output, *(graph.input if not main else ())):
+        _learn(infos, value.name, _tensor_info(value.type))
+    facts = {init.name: TensorInfo(init.data_type, tuple(init.dims)) for init in graph.initializer}
+    if main:
+        facts.update({value.name: info for value in graph.input if (info := _tensor_info(value.type)) is not None})
+    for node in graph.node:
+        value = _constant_value(node)
+        if value is not None:
+            facts[node.output[0]] = TensorInfo(value.data_type, tuple(value.dims))
+    for name, info in facts.items():
+        if info.rank is not None or not _known_rank(infos.get(name)):
+            infos[name] = _with_elem_type(info, infos.get(name))
+    return infos
+
+
+def _learn(infos: dict[str, TensorInfo], name: str, info: TensorInfo | None) -> None:
+    """Record ``info`` for ``name`` unless it knows less than what is recorded: an entry without a shape
+    never replaces a known rank (it keeps only its element type when the known one has none)."""
+    if info is None:
+        return
+    known = infos.get(name)
+    if _known_rank(known) and info.rank is None:
+        if not known.elem_type and info.elem_type:
+            infos[name] = TensorInfo(info.elem_type, known.shape)
+        return
+    infos[name] = _with_elem_type(info, known)
+
+
+def _declared_ranks(graph: GraphProto) -> dict[str, TensorInfo]:
+    """The ranks (never the sizes: ORT does not enforce them) that ``graph`` of the original model
+    declares for values no fact covers: value_info, outputs and subgraph inputs. Used only where
+    inference says nothing."""
+    ranks = {}
     for value in (*graph.input, *graph.value_info, *graph.output):
         info = _tensor_info(value.type)
-        if info is not None:
-            infos[value.name] = info
-    for node in graph.node:  # Constant outputs: shape inference does not always record them
-        if node.op_type == "Constant" and node.domain in _ONNX_DOMAINS and node.output[0] not in infos:
-            for attribute in node.attribute:
-                if attribute.name == "value":
-                    infos[node.output[0]] = TensorInfo(attribute.t.data_type, tuple(attribute.t.dims))
-    return infos
+        if info is not None and info.rank is not None:
+            ranks[value.name] = TensorInfo(info.elem_type, (None,) * info.rank)
+    return ranks
 
 
 def _typing_copy(model: ModelProto) -> ModelProto:
@@ -133,7 +172,11 @@ class _TypingCopier:
         light = GraphProto(name=graph.name)
         light.input.extend(graph.input)
         light.output.extend(graph.output)
-        light.value_info.extend(graph.value_info)
+        # A value_info entry for a fact (an initializer, a Constant output, an input) is left out: its
+        # cleared shape would hide the fact (the dynamo exporter writes one for every initializer).
+        facts = {init.name for init in graph.initializer} | {value.name for value in graph.input} | {
+            node.output[0] for node in graph.node if _constant_value(node) is not None}
+        light.value_info.extend(value for value in graph.value_info if value.name not in facts)
         # Declared element types are kept, declared sizes not: ORT does not enforce value_info, graph
         # outputs, or Loop and Scan body inputs (their types come from the node's inputs).
         for value in (*light.output, *light.value_info, *(light.input if not main else ())):
@@ -306,11 +349,18 @@ class _Rewriter:
 
     def graph(self, graph: GraphProto, inferred: GraphProto, scope: dict[str, TensorInfo],
               constants: dict[str, onnx.TensorProto], path: str) -> None:
-        infos = {**scope, **_graph_infos(inferred)}
+        main = path == "main graph"
+        infos = dict(scope)
+        for name, info in _graph_infos(inferred, main).items():
+            _learn(infos, name, info)
         if self._lacking(graph, infos):
             for name, info in self.symbolic.items():  # layer 2 where layer 1 has no rank
                 if not _known_rank(infos.get(name)):
                     infos[name] = _with_elem_type(info, infos.get(name))
+        declared = _declared_ranks(graph)
+        for value in graph.input:  # a body input's declared rank, where inference says nothing
+            if not _known_rank(infos.get(value.name)) and value.name in declared:
+                infos[value.name] = _with_elem_type(declared[value.name], infos.get(value.name))
         constants = {**constants, **{init.name: init for init in graph.initializer},
                      **{node.output[0]: value for node in graph.node if (value := _constant_value(node)) is not None}}
         replacements: dict[int, list[NodeProto]] = {}
@@ -319,25 +369,59 @@ class _Rewriter:
                 for sub, inferred_sub in zip(_subgraphs(attribute), _subgraphs(inferred_attribute)):
                     self.graph(sub, inferred_sub, infos, constants, f"{path}/{node.name or node.op_type}.{attribute.name}")
             _apply_rank_rule(node, infos, constants)  # layer 3 where layers 1 and 2 have no rank
+            for name in node.output:  # then a declared rank, where no inference layer says anything
+                if name in declared and not _known_rank(infos.get(name)):
+                    infos[name] = _with_elem_type(declared[name], infos.get(name))
             if not _is_target(node, self.ops):
                 continue
-            replacement = self.node(node, infos, path)
+            replacement = self.node(node, infos, path, graph)
             if replacement[-1] is not node:
                 replacements[position] = replacement
                 _declare_output(graph, node, infos, subgraph=path != "main graph")
         _splice(graph, replacements)
 
-    def node(self, node: NodeProto, infos: dict[str, TensorInfo], path: str) -> list[NodeProto]:
+    def node(self, node: NodeProto, infos: dict[str, TensorInfo], path: str, graph: GraphProto) -> list[NodeProto]:
         unknown = TensorInfo(0, None)
         builder = NodeBuilder(self.opset, self.names, node.name or self.names.fresh(f"{node.op_type}_{node.output[0]}"))
         try:
-            emit_replacement(node, infos.get(node.input[0], unknown), infos.get(node.input[1], unknown), builder,
-                             self.runtime_alignment)
+            missing = emit_replacement(node, infos.get(node.input[0], unknown), infos.get(node.input[1], unknown),
+                                       builder, self.runtime_alignment)
         except LeftUnchanged as reason:
             self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, False, str(reason)))
             return [node]
-        self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True))
+        if missing is None:
+            self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True))
+        else:
+            why = "; ".join(_why_rank_unknown(name, graph, infos) for name in node.input[:2]
+                            if not _known_rank(infos.get(name)))
+            self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True,
+                                                    f"{missing}: {why}" if why else missing, runtime_aligned=True))
         return builder.nodes
+
+
+def _why_rank_unknown(name: str, graph: GraphProto, infos: dict[str, TensorInfo]) -> str:
+    """Where the unknown rank of ``name`` starts: follow the producers whose inputs' ranks are unknown
+    too, up to the first value no layer could type (a node whose inputs are known, or a graph input)."""
+    producers = {output: node for node in graph.node for output in node.output if output}
+    inputs = {value.name for value in graph.input}
+    seen = set()
+    current = name
+    while current not in seen:
+        seen.add(current)
+        node = producers.get(current)
+        if node is None:
+            if current in inputs:
+                return f"{current!r} is an input of {graph.name or 'the graph'} declared without a shape"
+            return f"{current!r} comes from an enclosing graph, which knows no rank for it"
+        unknown = [i for i in node.input if i and not _known_rank(infos.get(i))]
+        if unknown:
+            current = unknown[0]
+            continue
+        op = f"{node.domain}.{node.op_type}" if node.domain not in _ONNX_DOMAINS else node.op_type
+        where = "" if current == name else f" (via {name!r})"
+        return (f"{current!r}{where} is an output of {op} node {node.name!r}, whose output rank neither ONNX's "
+                f"nor ORT's shape inference, nor a rank rule, nor a declared value_info gives")
+    return f"{name!r} is computed in a cycle of unknown ranks"
 
 
 def _node_key(node: NodeProto) -> tuple:

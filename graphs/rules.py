@@ -111,11 +111,13 @@ def _equal_ranks(data: TensorInfo, indices: TensorInfo) -> tuple[TensorInfo, Ten
 
 
 def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, builder: NodeBuilder,
-                     allow_runtime: bool = True) -> None:
-    """Append the replacement of ``node`` to ``builder``; raises LeftUnchanged when it cannot.
+                     allow_runtime: bool = True) -> str | None:
+    """Append the replacement of ``node`` to ``builder``; raises LeftUnchanged when it cannot. Returns
+    None for a static alignment, or what was missing (e.g. "the rank of 'x' is not known") for a
+    run-time one.
 
     Ranks known: the static alignment of ``RULES``. A rank (or GatherND's coordinate size) unknown: the
-    run-time alignment of ``runtime_alignment`` (opset 13 on), unless ``allow_runtime`` is false.
+    run-time alignment of ``runtime_alignment``, unless ``allow_runtime`` is false.
     """
     if node.op_type == "GatherElements":
         data, indices = _equal_ranks(data, indices)
@@ -124,11 +126,16 @@ def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, bui
         raise LeftUnchanged(f"{_type_name(data.elem_type)} needs a Cast, which opset {builder.opset} lacks for it")
     if not cast_to_float and data.elem_type not in DATA_TYPES:
         raise LeftUnchanged(f"data type {_type_name(data.elem_type)} cannot cross the PyOp bridge")
+    missing_statically = None
     try:
         replacement = _static_replacement(node, data, indices)
     except _NeedsRuntime as missing:
+        missing_statically = str(missing)
         if not allow_runtime:  # e.g. for lowering, which needs static axes
             raise LeftUnchanged(f"{missing}, and the run-time alignment is off") from None
+        if node.op_type == "GatherND" and builder.opset < runtime_alignment.AXES_INPUT_OPSET:
+            raise LeftUnchanged(f"{missing}, and GatherND's run-time alignment needs opset "
+                                f"{runtime_alignment.AXES_INPUT_OPSET} (the model has {builder.opset})") from None
         if builder.opset < runtime_alignment.MIN_OPSET:
             raise LeftUnchanged(f"{missing}, and a run-time alignment needs opset "
                                 f"{runtime_alignment.MIN_OPSET} (the model has {builder.opset})") from None
@@ -142,21 +149,26 @@ def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, bui
     if replacement is None:
         aligned = _runtime(node, x, idx, builder)
         x, idx, axes, squeeze = aligned.data, aligned.indices, aligned.axes, aligned.output_squeeze
+        output_shape = aligned.output_shape
         mode = "error_nonempty" if node.op_type == "GatherND" else "error"
     else:
         alignment = replacement.alignment
         x = builder.unsqueeze(x, list(alignment.data_unsqueeze), "align_data")
         idx = builder.unsqueeze(idx, list(alignment.indices_unsqueeze), "align_indices")
         axes, squeeze, mode = list(alignment.axes), list(alignment.output_squeeze), replacement.mode
+        output_shape = None
     output = node.output[0]
-    needs_tail = bool(squeeze) or cast_to_float
+    needs_tail = bool(squeeze) or bool(output_shape) or cast_to_float
     gathered = builder.names.fresh(f"{builder.prefix}/gathered") if needs_tail else output
     builder.gather_multiaxis(x, idx, axes, gathered, node.name or builder.prefix, mode)
     y = builder.squeeze(gathered, squeeze, "restore_rank") if squeeze else gathered
+    if output_shape:  # below opset 13 (its zeros are sizes: see runtime_alignment)
+        y = runtime_alignment.reshape(builder, y, output_shape, "restore_rank")
     if cast_to_float:
         y = builder.cast(y, data.elem_type, "from_float")
     if needs_tail:
         builder.rename_last_output(output)
+    return missing_statically
 
 
 def _static_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Replacement:

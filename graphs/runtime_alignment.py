@@ -11,7 +11,13 @@ GatherMultiaxis reads its axes from a tensor. Two choices keep every rank case o
   a padding dimension always exists; it is squeezed from the output with the index region's padding.
 
 The squeezed axes are therefore never empty (an empty Squeeze axes input would squeeze every size-1
-dimension). Needs opset 13 (Unsqueeze and Squeeze with axes as an input).
+dimension). From opset 13 on, Unsqueeze and Squeeze take the computed axes as an input. Below 13 they
+take axes only as an attribute, so the same alignments are Reshapes to computed shapes: the shape
+vectors are cut at the node's (static) axis attribute and joined with vectors of ones
+(``Shape * 0 + 1``), which needs only opset 7's ops (Slice with attributes below opset 10, no Range,
+int64 comparisons only through Equal). A size-0 dimension becomes -1 in a computed shape (Reshape's
+0 copies an input dimension, maybe another one); a tensor with two or more size-0 dimensions is
+refused by that Reshape (an error, never a wrong result).
 """
 
 from __future__ import annotations
@@ -19,21 +25,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from onnx import TensorProto, numpy_helper
 
 from .builder import NodeBuilder
 
-MIN_OPSET = 13
+MIN_OPSET = 7               # Gather; GatherElements and GatherND exist from opset 11
+AXES_INPUT_OPSET = 13       # Unsqueeze/Squeeze take axes as an input; below it, Reshape to computed shapes
 _INT64_MAX = int(np.iinfo(np.int64).max)
 
 
 @dataclass(frozen=True)
 class RuntimeAlignment:
-    """Names of the aligned data and indices, the 1-D axes tensor, and the 1-D axes to squeeze (or None)."""
+    """Names of the aligned data and indices, the 1-D axes tensor, and how the output gets its rank back:
+    the 1-D axes to squeeze, or the shape to reshape it to (or neither)."""
 
     data: str
     indices: str
     axes: str
     output_squeeze: str | None
+    output_shape: str | None = None
 
 
 class _Arith:
@@ -66,12 +76,62 @@ class _Arith:
         if axis >= 0:
             return self.const(axis, role)
         shifted = self.add(self.const(axis, role + "_attribute"), rank, role + "_shifted")
-        below = self.b.op("Less", [shifted, self.const(0, role + "_zero")], role + "_below")
-        return self.b.op("Where", [below, rank, shifted], role)
+        if self.b.opset >= 9:
+            below = self.b.op("Less", [shifted, self.const(0, role + "_zero")], role + "_below")
+            return self.b.op("Where", [below, rank, shifted], role)
+        # Opset 7/8: Less takes floats only and there is no Where: shifted + below * (rank - shifted).
+        as_float = self.b.cast(shifted, TensorProto.FLOAT, role + "_as_float")
+        zero = self.b.op("Constant", [], role + "_float_zero", value=numpy_helper.from_array(np.array(0, np.float32)))
+        below = self.b.cast(self.b.op("Less", [as_float, zero], role + "_below"), TensorProto.INT64, role + "_below_01")
+        return self.add(shifted, self.b.op("Mul", [below, self.sub(rank, shifted, role + "_to_rank")], role + "_jump"),
+                        role)
+
+    def ones_like(self, vector: str, role: str) -> str:
+        """A 1-D vector of ones as long as ``vector`` (a shape): no Range or ConstantOfShape needed."""
+        zeros = self.b.op("Mul", [vector, self.const(0, role + "_zero")], role + "_zeros")
+        return self.add(zeros, self.const(1, role + "_one"), role)
+
+    def cut(self, vector: str, start: int, end: int, role: str) -> str:
+        """``vector[start:end]`` with static bounds (negative ones count from the end), at any opset."""
+        if self.b.opset < 10:
+            return self.b.op("Slice", [vector], role, starts=[start], ends=[end], axes=[0])
+        return self.b.slice(vector, self.const([start], role + "_start"), self.const([end], role + "_end"),
+                            self.const([0], role + "_axes"), role)
+
+    def reshape(self, x: str, shape: str, role: str) -> str:
+        """Reshape to a computed shape whose 0s mean size 0: they become -1 (Reshape's 0 would copy an
+        input dimension). Two size-0 dimensions make two -1s, which Reshape refuses."""
+        is_zero = self.b.cast(self.b.op("Equal", [shape, self.const(0, role + "_zero")], role + "_is_zero"),
+                              TensorProto.INT64, role + "_is_zero_01")
+        return self.b.op("Reshape", [x, self.sub(shape, is_zero, role + "_shape")], role)
+
+
+def _gather_by_reshape(builder: NodeBuilder, data: str, indices: str, axis: int) -> RuntimeAlignment:
+    """``gather`` below opset 13: data.shape[:axis] + ones(q) + data.shape[axis:] for the data, ones(axis) +
+    indices.shape + [1] + ones(r-axis-1) for the indices, and the output reshaped to Gather's shape."""
+    m = _Arith(builder)
+    data_shape, indices_shape = builder.shape(data, "data_shape"), builder.shape(indices, "indices_shape")
+    r = builder.op("Size", [data_shape], "data_rank")
+    q = builder.op("Size", [indices_shape], "indices_rank")
+    a = m.axis(axis, r, "axis")
+    head = m.cut(data_shape, 0, axis, "data_head") if axis != 0 else None   # data.shape[:axis]
+    tail = m.cut(data_shape, axis, _INT64_MAX, "data_tail")                 # data.shape[axis:]
+    rest = m.cut(tail, 1, _INT64_MAX, "data_rest")                           # data.shape[axis+1:]
+    aligned_data = builder.concat([*([head] if head else []), m.ones_like(indices_shape, "data_ones"), tail],
+                                  "data_aligned_shape")
+    indices_parts = [m.ones_like(head, "indices_ones_head")] if head else []
+    indices_parts += [indices_shape, m.const([1], "indices_one"), m.ones_like(rest, "indices_ones_tail")]
+    aligned_indices = builder.concat(indices_parts, "indices_aligned_shape")
+    output_shape = builder.concat([*([head] if head else []), indices_shape, rest], "output_shape")
+    return RuntimeAlignment(m.reshape(data, aligned_data, "align_data"),
+                            m.reshape(indices, aligned_indices, "align_indices"),
+                            m.vector(m.add(a, q, "read_axis"), "axes"), None, output_shape)
 
 
 def gather(builder: NodeBuilder, data: str, indices: str, axis: int) -> RuntimeAlignment:
     """ONNX Gather (batch_dims 0): output = data.shape[:axis] + indices.shape + data.shape[axis+1:]."""
+    if builder.opset < AXES_INPUT_OPSET:
+        return _gather_by_reshape(builder, data, indices, axis)
     m = _Arith(builder)
     r, q = m.rank(data, "data_rank"), m.rank(indices, "indices_rank")
     a = m.axis(axis, r, "axis")
@@ -126,3 +186,8 @@ def gather_nd(builder: NodeBuilder, data: str, indices: str, batch_dims: int) ->
                              "restore_rank_axes")
     return RuntimeAlignment(data, indices, m.range(b, b_k, "axes"), squeeze)
 
+
+
+def reshape(builder: NodeBuilder, x: str, shape: str, role: str) -> str:
+    """Reshape ``x`` to a computed ``shape`` whose 0s are sizes (see _Arith.reshape)."""
+    return _Arith(builder).reshape(x, shape, role)
