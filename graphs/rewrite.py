@@ -200,14 +200,23 @@ class _TypingCopier:
             copy.output.extend(node.output)
             for attribute in node.attribute:
                 if attribute.type == AttributeProto.GRAPH:
-                    copy.attribute.add(name=attribute.name, type=attribute.type).g.CopyFrom(
-                        self.graph(attribute.g, main=False))
+                    body = copy.attribute.add(name=attribute.name, type=attribute.type).g
+                    body.CopyFrom(self.graph(attribute.g, main=False))
+                    if node.op_type == "Loop" and node.domain in _ONNX_DOMAINS:
+                        _type_loop_counters(body)
                 elif attribute.type == AttributeProto.GRAPHS:
                     copy.attribute.add(name=attribute.name, type=attribute.type).graphs.extend(
                         self.graph(sub, main=False) for sub in attribute.graphs)
                 else:
                     copy.attribute.append(attribute)
         return light
+
+
+def _type_loop_counters(body: GraphProto) -> None:
+    """A Loop body's first two inputs are facts of the Loop spec: the iteration number (an int64 scalar)
+    and the condition (a bool scalar)."""
+    for value, elem_type in zip(body.input, (onnx.TensorProto.INT64, onnx.TensorProto.BOOL)):
+        value.type.CopyFrom(helper.make_tensor_type_proto(elem_type, []))
 
 
 def _is_large(tensor: onnx.TensorProto) -> bool:

@@ -160,3 +160,74 @@ def test_run_time_alignment_refuses_an_axis_below_minus_rank(opset):
     assert report.runtime_aligned == 1
     with pytest.raises(Exception):
         custom_session(rewritten).run(None, feeds)
+
+
+def dlrm_model(opset):
+    """A TorchScript DLRM-style export: two EmbeddingBags (each a Loop of gathers over the bags) and a
+    dense layer."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    import io
+    import warnings
+
+    class DLRM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.bags = torch.nn.ModuleList([torch.nn.EmbeddingBag(20, 4, mode=mode) for mode in ("sum", "mean")])
+            self.dense = torch.nn.Linear(3, 4)
+
+        def forward(self, dense, ids0, offsets0, ids1, offsets1):
+            return torch.cat([self.dense(dense), self.bags[0](ids0, offsets0), self.bags[1](ids1, offsets1)], 1)
+
+    args = (torch.randn(2, 3), torch.tensor([1, 2, 4, 5]), torch.tensor([0, 3]), torch.tensor([7, 8]),
+            torch.tensor([0, 1]))
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(DLRM().eval(), args, buffer, dynamo=False, opset_version=opset,
+                          input_names=["dense", "ids0", "offsets0", "ids1", "offsets1"],
+                          dynamic_axes={"dense": {0: "B"}, "ids0": {0: "n0"}, "offsets0": {0: "B"},
+                                        "ids1": {0: "n1"}, "offsets1": {0: "B"}})
+    return onnx.load_model_from_string(buffer.getvalue())
+
+
+def without_declared_shapes(model):
+    """Unknown ranks everywhere a model may leave them unknown: graph inputs and outputs, value_info,
+    subgraph outputs (ORT's Loop wants shapes for its body's inputs)."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    pending = [model.graph]
+    while pending:
+        graph = pending.pop()
+        del graph.value_info[:]
+        for v in (*(graph.input if graph is model.graph else ()), *graph.output):
+            v.type.tensor_type.ClearField("shape")
+        pending.extend(a.g for n in graph.node for a in n.attribute if a.type == onnx.AttributeProto.GRAPH)
+    return model
+
+
+def all_op_types(graph):
+    for node in graph.node:
+        yield node.op_type
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                yield from all_op_types(attribute.g)
+
+
+@pytest.mark.parametrize("shapes", ["as exported", "unknown ranks everywhere"])
+def test_dlrm_embedding_bags_at_opset_11(shapes):
+    """Main left 4 of 10 gathers (in the Loop bodies: "a run-time alignment needs opset 13"). As exported,
+    every rank is known now (the Loop's iteration number is a scalar by the Loop spec); with no declared
+    shape at all, the Reshape form of the run-time alignment takes the rest."""
+    model = dlrm_model(11)
+    if shapes != "as exported":
+        model = without_declared_shapes(model)
+    rewritten, report = rewrite_model(model)
+    assert (report.rewritten, report.left) == (10, 0), report.table()
+    assert "Gather" not in set(all_op_types(rewritten.graph))
+    assert (report.runtime_aligned == 0) == (shapes == "as exported"), report.table()
+    for batch, (n0, n1) in [(2, (4, 2)), (3, (7, 3)), (1, (1, 5))]:
+        offsets0 = np.sort(np.concatenate([[0], RNG.integers(0, n0 + 1, batch - 1)]))
+        offsets1 = np.sort(np.concatenate([[0], RNG.integers(0, n1 + 1, batch - 1)]))
+        assert_rewrite_matches(model, {"dense": RNG.standard_normal((batch, 3)).astype(np.float32),
+                                       "ids0": RNG.integers(0, 20, n0), "offsets0": offsets0,
+                                       "ids1": RNG.integers(0, 20, n1), "offsets1": offsets1})
