@@ -14,6 +14,7 @@ never bakes a wrong answer into the model.
 from __future__ import annotations
 
 import contextlib
+import functools
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -78,6 +79,85 @@ def ort_optimize(model: ModelProto, external_data_folder: str | Path | None = No
         return onnx.load_model(str(target), load_external_data=not keep_external)
 
 
+# ---- typing what ORT's optimizer writes ------------------------------------------------------------------
+# ORT's fused ops have no ONNX schema, and ORT's symbolic shape inference stops at the first op it does
+# not know (FusedConv, FusedGemm, FusedMatMul among them). For shape inference only, the typing copy holds
+# a standard op with exactly the same output type and shape in their place.
+
+_MICROSOFT = "com.microsoft"
+_CONV_ATTRIBUTES = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}
+_GEMM_ATTRIBUTES = {"alpha", "beta", "transA", "transB"}
+
+
+def typing_stand_in(node: onnx.NodeProto) -> onnx.NodeProto | None:
+    """A standard node typing ``node``'s outputs exactly as ORT computes them, for a com.microsoft op
+    that ORT's optimizer inserts; None for any other node (or a form without an exact stand-in)."""
+    if node.domain != _MICROSOFT:
+        return None
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    if node.op_type == "FusedConv":  # Conv + activation (+ Z, added: of the output's shape)
+        kept = {k: v for k, v in attributes.items() if k in _CONV_ATTRIBUTES}
+        return onnx.helper.make_node("Conv", list(node.input[:3]), list(node.output), name=node.name, **kept)
+    if node.op_type == "FusedGemm":  # Gemm + activation
+        kept = {k: v for k, v in attributes.items() if k in _GEMM_ATTRIBUTES}
+        return onnx.helper.make_node("Gemm", list(node.input[:3]), list(node.output), name=node.name, **kept)
+    if node.op_type == "FusedMatMul":  # alpha * op(A) @ op(B); op transposes the last two dims
+        if attributes.get("transBatchA", 0) or attributes.get("transBatchB", 0):
+            return None
+        trans_a, trans_b = attributes.get("transA", 0), attributes.get("transB", 0)
+        if not (trans_a or trans_b):
+            return onnx.helper.make_node("MatMul", list(node.input[:2]), list(node.output), name=node.name)
+        a, b = ("...ji" if trans_a else "...ij"), ("...kj" if trans_b else "...jk")
+        return onnx.helper.make_node("Einsum", list(node.input[:2]), list(node.output), name=node.name,
+                                     equation=f"{a},{b}->...ik")
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _contrib_schemas() -> dict[tuple[str, str], object]:
+    """ORT's own op schemas (com.microsoft and the other domains ORT registers), newest version of each."""
+    try:
+        from onnxruntime.capi.onnxruntime_pybind11_state import get_all_operator_schema
+    except ImportError:
+        return {}
+    schemas: dict[tuple[str, str], object] = {}
+    for schema in get_all_operator_schema():
+        key = (schema.domain, schema.name)
+        if schema.domain not in ("", "ai.onnx") and (key not in schemas or
+                                                      schema.since_version > schemas[key].since_version):
+            schemas[key] = schema
+    return schemas
+
+
+def _elem_type_of(type_str: str) -> int:
+    name = type_str.removeprefix("tensor(").removesuffix(")").upper()
+    try:
+        return onnx.TensorProto.DataType.Value(name)
+    except ValueError:
+        return 0
+
+
+def schema_output_types(node: onnx.NodeProto, input_types: list[int]) -> list[int] | None:
+    """The element types of a non-ONNX node's outputs by ORT's op schema: an output's type parameter is
+    bound by an input of the same parameter whose type is known, or allows a single type. 0 where the
+    schema does not tell; None when ORT has no schema for the op."""
+    schema = _contrib_schemas().get((node.domain, node.op_type))
+    if schema is None:
+        return None
+    bound: dict[str, int] = {}
+    for formal, elem_type in zip(schema.inputs, input_types):
+        if str(formal.option).endswith("Variadic"):
+            break
+        if elem_type:
+            bound.setdefault(formal.typeStr, elem_type)
+    allowed = {c.type_param_str: list(c.allowed_type_strs) for c in schema.type_constraints}
+    types = []
+    for formal in list(schema.outputs)[:len(node.output)]:
+        choices = allowed.get(formal.typeStr, [formal.typeStr])
+        types.append(bound.get(formal.typeStr) or (_elem_type_of(choices[0]) if len(choices) == 1 else 0))
+    return types
+
+
 @contextlib.contextmanager
 def ort_optimized(model: ModelProto, external_data_folder: Path | None, output: Path) -> Iterator[tuple[ModelProto, Path]]:
     """``ort_optimize`` for the command line: the optimized model and the folder its external data is in,
@@ -92,4 +172,5 @@ def ort_optimized(model: ModelProto, external_data_folder: Path | None, output: 
         yield optimized, workdir
 
 
-__all__ = ["DISABLED_OPTIMIZERS", "OrtOptimizeError", "ort_optimize", "ort_optimized"]
+__all__ = ["DISABLED_OPTIMIZERS", "OrtOptimizeError", "ort_optimize", "ort_optimized", "schema_output_types",
+           "typing_stand_in"]

@@ -205,7 +205,7 @@ _BROADCAST = "Add Sub Mul Div Pow Mod Max Min Sum Mean Where BitShift PRelu".spl
     "IsNaN", "IsInf"})
 # com.microsoft ops that ORT's transformer optimizer and offline optimizer write.
 _MICROSOFT_UNARY = ("FastGelu BiasGelu Gelu QuickGelu SkipLayerNormalization SkipSimplifiedLayerNormalization "
-                    "SimplifiedLayerNormalization LayerNormalization BiasAdd BiasSplitGelu FusedConv").split()
+                    "SimplifiedLayerNormalization LayerNormalization BiasAdd").split()
 
 RANK_RULES: dict[tuple[str, str], RankRule] = {
     **{("", op): same_shape for op in _UNARY},
@@ -220,7 +220,9 @@ RANK_RULES: dict[tuple[str, str], RankRule] = {
     ("", "GatherElements"): gather_elements,
     **{(_MICROSOFT, op): same_shape for op in _MICROSOFT_UNARY},
     (_MICROSOFT, "Attention"): attention, (_MICROSOFT, "MultiHeadAttention"): attention,
-    (_MICROSOFT, "FusedMatMul"): matmul,
+    (_MICROSOFT, "FusedMatMul"): matmul, (_MICROSOFT, "FusedConv"): same_rank,
+    (_MICROSOFT, "BiasSplitGelu"): same_rank,  # the last dimension halves
+    (_MICROSOFT, "FusedGemm"): flatten,  # Gemm: always 2-D
 }
 
 

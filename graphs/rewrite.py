@@ -36,6 +36,28 @@ from .rank_rules import apply_rank_rule
 from .rules import RULES, LeftUnchanged, TensorInfo, emit_replacement
 
 GATHER_OPS = tuple(RULES)
+
+# Ops of other domains that gather inside their kernel: each is a row of the report. A rewrite for one of
+# them (a rule that replaces the node) reports a "rewritten" row instead, under the same op name.
+_ATTENTION_ROTARY = ("gathers rows of its cos/sin caches by position inside ORT's attention kernel, which "
+                     "reads the KV cache too; no standard form of the rest exists to keep it")
+INTERNAL_GATHERS: dict[tuple[str, str], str] = {
+    ("com.microsoft", "EmbedLayerNormalization"): (
+        "its word, position and segment embedding gathers are fused with their sum and LayerNormalization in "
+        "one ORT kernel (rewrite the model before ORT's transformers optimizer fuses them)"),
+    ("com.microsoft", "QEmbedLayerNormalization"): "its embedding gathers are fused with quantized LayerNormalization",
+    ("com.microsoft", "GatherBlockQuantized"): (
+        "it gathers blocks of 4/8-bit quantized data and dequantizes them with their scales in one kernel; "
+        "the quantized element types cannot cross the PyOp bridge"),
+    ("com.microsoft", "RotaryEmbedding"): "it gathers cos/sin cache rows by position ids inside the rotation kernel",
+    ("com.microsoft", "MRotaryEmbedding"): "it gathers cos/sin cache rows by position ids inside the rotation kernel",
+    ("com.microsoft", "GemmaRotaryEmbedding"): "it gathers cos/sin cache rows by position inside the rotation kernel",
+    ("com.microsoft", "GroupQueryAttention"): "it " + _ATTENTION_ROTARY,
+    ("com.microsoft", "SparseAttention"): "it " + _ATTENTION_ROTARY,
+    ("com.microsoft", "TorchEmbedding"): "ORT's kernel of torch's embedding (padding_idx, scale_grad_by_freq)",
+    ("com.microsoft", "WordConvEmbedding"): "its embedding gather is fused with a convolution in one ORT kernel",
+    ("com.microsoft", "GatherND"): "ORT's own (training) GatherND, not the ONNX op: its semantics are not ONNX's",
+}
 _ONNX_DOMAINS = ("", "ai.onnx")
 _STRIP_ABOVE_BYTES = 1 << 16
 
@@ -78,10 +100,12 @@ class RewriteReport:
                 "nodes": [vars(o) for o in self.outcomes]}
 
     def table(self) -> str:
-        lines = [f"{'op type':<16}{'rewritten':>10}{'left':>6}"]
-        for op, counts in self.counts().items():
-            lines.append(f"{op:<16}{counts['rewritten']:>10}{counts['left']:>6}")
-        lines.append(f"{'total':<16}{self.rewritten:>10}{self.left:>6}")
+        counts = self.counts()
+        width = max([16, *(len(op) + 2 for op in counts)])
+        lines = [f"{'op type':<{width}}{'rewritten':>10}{'left':>6}"]
+        for op, row in counts.items():
+            lines.append(f"{op:<{width}}{row['rewritten']:>10}{row['left']:>6}")
+        lines.append(f"{'total':<{width}}{self.rewritten:>10}{self.left:>6}")
         for outcome in self.outcomes:
             if not outcome.rewritten:
                 lines.append(f"  left {outcome.op_type} {outcome.node!r} in {outcome.graph}: {outcome.reason}")
@@ -194,6 +218,10 @@ class _TypingCopier:
                 stand_in = self.names.fresh(node.output[0] + "/stripped")
                 self.hoisted.append(_bare_input(stand_in, value))
                 light.node.append(helper.make_node("Identity", [stand_in], [node.output[0]], name=node.name))
+                continue
+            stand_in = ortopt.typing_stand_in(node)
+            if stand_in is not None:  # an ORT fused op: a standard op of the same output type and shape
+                light.node.append(stand_in)
                 continue
             copy = light.node.add(op_type=node.op_type, domain=node.domain, name=node.name, overload=node.overload)
             copy.input.extend(node.input)
@@ -377,6 +405,8 @@ class _Rewriter:
             for attribute, inferred_attribute in zip(node.attribute, inferred_node.attribute):
                 for sub, inferred_sub in zip(_subgraphs(attribute), _subgraphs(inferred_attribute)):
                     self.graph(sub, inferred_sub, infos, constants, f"{path}/{node.name or node.op_type}.{attribute.name}")
+            if (node.domain, node.op_type) in INTERNAL_GATHERS:
+                self.report.outcomes.append(_internal_gather_outcome(node, path))
             _apply_rank_rule(node, infos, constants)  # layer 3 where layers 1 and 2 have no rank
             for name in node.output:  # then a declared rank, where no inference layer says anything
                 if name in declared and not _known_rank(infos.get(name)):
@@ -406,6 +436,12 @@ class _Rewriter:
             self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True,
                                                     f"{missing}: {why}" if why else missing, runtime_aligned=True))
         return builder.nodes
+
+
+def _internal_gather_outcome(node: NodeProto, path: str) -> NodeOutcome:
+    op = f"{node.domain}.{node.op_type}"
+    why = INTERNAL_GATHERS[node.domain, node.op_type]
+    return NodeOutcome(op, node.name, path, False, f"inside {op}: not rewritten, {why}")
 
 
 def _why_rank_unknown(name: str, graph: GraphProto, infos: dict[str, TensorInfo]) -> str:
@@ -475,10 +511,18 @@ def _apply_rank_rule(node: NodeProto, infos: dict[str, TensorInfo], constants: d
         return None if tensor is None or tensor.data_location == onnx.TensorProto.EXTERNAL else \
             numpy_helper.to_array(tensor)
 
-    outputs = apply_rank_rule(node, [infos.get(name) if name else None for name in node.input], constant)
+    inputs = [infos.get(name) if name else None for name in node.input]
+    outputs = apply_rank_rule(node, inputs, constant)
     for name, info in zip(node.output, outputs or ()):
         if name and info is not None and info.rank is not None and not _known_rank(infos.get(name)):
             infos[name] = _with_elem_type(info, infos.get(name))
+    if node.domain not in _ONNX_DOMAINS and any(name and not (infos.get(name) and infos[name].elem_type)
+                                                 for name in node.output):
+        types = ortopt.schema_output_types(node, [info.elem_type if info else 0 for info in inputs])
+        for name, elem_type in zip(node.output, types or ()):  # element types by ORT's op schema
+            known = infos.get(name)
+            if name and elem_type and not (known and known.elem_type):
+                infos[name] = TensorInfo(elem_type, known.shape if known else None)
 
 
 def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorInfo], subgraph: bool) -> None:
@@ -600,4 +644,4 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     return result, report
 
 
-__all__ = ["GATHER_OPS", "NodeOutcome", "RewriteReport", "holds_gather", "rewrite_model"]
+__all__ = ["GATHER_OPS", "INTERNAL_GATHERS", "NodeOutcome", "RewriteReport", "holds_gather", "rewrite_model"]

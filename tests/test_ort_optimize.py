@@ -120,3 +120,97 @@ def test_check_compares_both_ways(tmp_path, capsys):
     source = transformer_optimized(tmp_path)
     assert main(["check", "--ort-optimize", str(source), str(SHIPPED)]) == 0
     assert "2 passed, 0 failed, 0 not compared, 0 not runnable" in capsys.readouterr().out
+
+
+# -- what ORT's optimizer writes is typed (issue 17) ------------------------------------------------------
+
+def detector_model(dynamo: bool) -> onnx.ModelProto:
+    """A small detector-like torch model: a conv backbone (Conv + BatchNorm + ReLU: FusedConv after ORT's
+    optimizer), per-location scores and boxes, TopK of the best scores whose indices gather box rows
+    (GatherElements, Gather), a 2-D head (Gemm + ReLU: FusedGemm) and a box-pair similarity (MatMul of a
+    transpose: FusedMatMul). torchvision is not used (it does not import here)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    if dynamo:
+        pytest.importorskip("onnxscript", reason="onnxscript is not installed (torch's dynamo exporter needs it)")
+    import io
+    import warnings
+
+    class Detector(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.backbone = torch.nn.Sequential(
+                torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                torch.nn.Conv2d(8, 8, 3, stride=2, padding=1), torch.nn.ReLU())
+            self.scores, self.boxes = torch.nn.Conv2d(8, 3, 1), torch.nn.Conv2d(8, 4, 1)
+            self.head = torch.nn.Linear(8, 6)
+
+        def forward(self, image):
+            features = self.backbone(image)
+            scores = self.scores(features).flatten(2).transpose(1, 2)          # [B, HW, 3]
+            boxes = self.boxes(features).flatten(2).transpose(1, 2)            # [B, HW, 4]
+            best, label = scores.max(-1)
+            top, index = best.topk(5, dim=1)                                    # [B, 5]
+            kept = torch.gather(boxes, 1, index.unsqueeze(-1).expand(-1, -1, 4))
+            pairs = torch.matmul(kept, kept.transpose(1, 2))                    # [B, 5, 5]
+            pooled = torch.relu(self.head(features.mean((2, 3))))               # [B, 6]
+            return (top, kept, torch.gather(label, 1, index), pairs[:, 0], boxes[0][index[0]],
+                    pooled[:, torch.tensor([5, 0, 2])], pooled[0])
+
+    model, image = Detector().eval(), torch.randn(2, 3, 16, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if dynamo:
+            return torch.onnx.export(model, (image,), dynamo=True, verbose=False,
+                                     dynamic_shapes=({0: torch.export.Dim("B", min=1, max=8)},)).model_proto
+        buffer = io.BytesIO()
+        torch.onnx.export(model, (image,), buffer, dynamo=False, opset_version=17, input_names=["image"],
+                          dynamic_axes={"image": {0: "B"}})
+    return onnx.load_model_from_string(buffer.getvalue())
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+def test_detector_under_ort_optimize_keeps_no_gather_and_needs_no_run_time_alignment(dynamo):
+    """Main left 4 of 7 gathers of the TorchScript export ("data type unknown": their data came from
+    FusedConv) and aligned one at run time; now ORT's fused ops are typed (stand-ins and ORT's schemas)."""
+    model = detector_model(dynamo)
+    optimized = ortopt.ort_optimize(model)
+    fused = {node.op_type for node in optimized.graph.node if node.domain == "com.microsoft"}
+    assert {"FusedConv", "FusedGemm"} <= fused, fused
+    rewritten, report = rewrite_model(model, ort_optimize=True)
+    assert report.left == 0 and report.rewritten >= 7 and report.runtime_aligned == 0, report.table()
+    assert not any(node.op_type.startswith("Gather") and node.domain in ("", "ai.onnx")
+                   for node in rewritten.graph.node)
+    rng = np.random.default_rng(5)
+    original, custom = default_options_session(model, custom=False), default_options_session(rewritten, custom=True)
+    name = original.get_inputs()[0].name
+    for batch in (2, 1, 3):
+        feeds = {name: rng.standard_normal((batch, 3, 16, 16)).astype(np.float32)}
+        for actual, expected in zip(custom.run(None, feeds), original.run(None, feeds), strict=True):
+            assert_bit_identical(actual, expected)
+
+
+def test_fused_op_stand_ins_type_exactly_what_ort_computes():
+    """Each stand-in's output shape (by ONNX's inference) is what ORT's fused kernel returns."""
+    ms = "com.microsoft"
+    cases = [
+        (helper.make_node("FusedMatMul", ["a", "b"], ["y"], domain=ms, transB=1, alpha=0.5),
+         {"a": (2, 3, 4), "b": (2, 5, 4)}),
+        # (ONNX's Einsum inference does not broadcast batch dims of different ranks: those get the rank rule's)
+        (helper.make_node("FusedMatMul", ["a", "b"], ["y"], domain=ms, transA=1), {"a": (2, 4, 3), "b": (1, 4, 5)}),
+        (helper.make_node("FusedGemm", ["a", "b", "c"], ["y"], domain=ms, transA=1, activation="Relu"),
+         {"a": (4, 3), "b": (4, 6), "c": (6,)}),
+        (helper.make_node("FusedConv", ["a", "b", "c"], ["y"], domain=ms, strides=[2, 1], pads=[1, 0, 1, 0],
+                          activation="Relu"), {"a": (1, 2, 7, 5), "b": (3, 2, 3, 3), "c": (3,)}),
+    ]
+    rng = np.random.default_rng(0)
+    for node, shapes in cases:
+        model = make_model([node], [helper.make_tensor_value_info(k, TensorProto.FLOAT, s) for k, s in shapes.items()],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                           extra_opsets=[helper.make_opsetid(ms, 1)])
+        feeds = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+        expected = builtin_session(model).run(None, feeds)[0].shape
+        stand_in = make_model([ortopt.typing_stand_in(node)], model.graph.input, model.graph.output)
+        inferred = onnx.shape_inference.infer_shapes(stand_in, strict_mode=True).graph.output[0].type.tensor_type
+        assert tuple(d.dim_value for d in inferred.shape.dim) == expected, node.op_type
+        assert ortopt.schema_output_types(node, [TensorProto.FLOAT] * len(node.input)) == [TensorProto.FLOAT]

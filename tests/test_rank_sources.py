@@ -231,3 +231,38 @@ def test_dlrm_embedding_bags_at_opset_11(shapes):
         assert_rewrite_matches(model, {"dense": RNG.standard_normal((batch, 3)).astype(np.float32),
                                        "ids0": RNG.integers(0, 20, n0), "offsets0": offsets0,
                                        "ids1": RNG.integers(0, 20, n1), "offsets1": offsets1})
+
+
+# ---- gathers inside other domains' ops are rows of the report ----------------------------------------------
+
+def test_gathers_inside_com_microsoft_ops_are_rows_of_the_report():
+    """EmbedLayerNormalization (ORT's transformers optimizer) gathers three embeddings inside one kernel;
+    GatherBlockQuantized (onnxruntime-genai's int4 tied embeddings) gathers quantized blocks."""
+    ms = "com.microsoft"
+    tables = {name: numpy_helper.from_array(RNG.standard_normal(shape).astype(np.float32), name)
+              for name, shape in [("words", (30, 8)), ("positions", (16, 8)), ("segments", (2, 8)),
+                                  ("gamma", (8,)), ("beta", (8,)), ("scales", (30, 1))]}
+    packed = numpy_helper.from_array(RNG.integers(0, 255, (30, 4), dtype=np.uint8), "packed")
+    nodes = [helper.make_node("EmbedLayerNormalization", ["ids", "segment_ids", "words", "positions", "segments",
+                                                          "gamma", "beta"], ["embedded", "mask_index"],
+                              domain=ms, name="embed", epsilon=1e-5),
+             helper.make_node("GatherBlockQuantized", ["packed", "ids64", "scales"], ["dequantized"], domain=ms,
+                              name="tied", block_size=16, gather_axis=0, quantize_axis=1, bits=4),
+             helper.make_node("Gather", ["embedded", "pick"], ["picked"], name="plain", axis=1)]
+    model = make_model(nodes, [value("ids", T.INT32, ["b", "s"]), value("segment_ids", T.INT32, ["b", "s"]),
+                               value("ids64", T.INT64, ["n"])],
+                       [value("picked", T.FLOAT, None), value("dequantized", T.FLOAT, None)],
+                       [*tables.values(), packed, numpy_helper.from_array(np.array([0, -1]), "pick")],
+                       extra_opsets=[helper.make_opsetid(ms, 1)])
+    rewritten, report = rewrite_model(model)
+    rows = {o.op_type: o for o in report.outcomes}
+    assert report.counts() == {"Gather": {"rewritten": 1, "left": 0},
+                               "com.microsoft.EmbedLayerNormalization": {"rewritten": 0, "left": 1},
+                               "com.microsoft.GatherBlockQuantized": {"rewritten": 0, "left": 1}}
+    assert rows["com.microsoft.GatherBlockQuantized"].reason.startswith(
+        "inside com.microsoft.GatherBlockQuantized: not rewritten, ")
+    assert "inside com.microsoft.EmbedLayerNormalization: not rewritten" in report.table()
+    assert report.as_dict()["left"] == 2
+    feeds = {"ids": RNG.integers(0, 30, (2, 5)).astype(np.int32), "segment_ids": RNG.integers(0, 2, (2, 5)).astype(
+        np.int32), "ids64": np.array([3, 29, 0])}
+    assert_rewrite_matches(model, feeds)
