@@ -133,9 +133,6 @@ def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, bui
         missing_statically = str(missing)
         if not allow_runtime:  # e.g. for lowering, which needs static axes
             raise LeftUnchanged(f"{missing}, and the run-time alignment is off") from None
-        if node.op_type == "GatherND" and builder.opset < runtime_alignment.AXES_INPUT_OPSET:
-            raise LeftUnchanged(f"{missing}, and GatherND's run-time alignment needs opset "
-                                f"{runtime_alignment.AXES_INPUT_OPSET} (the model has {builder.opset})") from None
         if builder.opset < runtime_alignment.MIN_OPSET:
             raise LeftUnchanged(f"{missing}, and a run-time alignment needs opset "
                                 f"{runtime_alignment.MIN_OPSET} (the model has {builder.opset})") from None

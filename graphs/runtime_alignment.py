@@ -17,7 +17,8 @@ vectors are cut at the node's (static) axis attribute and joined with vectors of
 (``Shape * 0 + 1``), which needs only opset 7's ops (Slice with attributes below opset 10, no Range,
 int64 comparisons only through Equal). A size-0 dimension becomes -1 in a computed shape (Reshape's
 0 copies an input dimension, maybe another one); a tensor with two or more size-0 dimensions is
-refused by that Reshape (an error, never a wrong result).
+refused by that Reshape (an error, never a wrong result). GatherND (opset 11 on) may use opset 11's
+Range, Where and Slice inputs there.
 """
 
 from __future__ import annotations
@@ -91,6 +92,11 @@ class _Arith:
         zeros = self.b.op("Mul", [vector, self.const(0, role + "_zero")], role + "_zeros")
         return self.add(zeros, self.const(1, role + "_one"), role)
 
+    def ones(self, length: str, role: str) -> str:
+        """A 1-D vector of ``length`` (a scalar) ones (opset 9)."""
+        one = numpy_helper.from_array(np.array([1], np.int64))
+        return self.b.op("ConstantOfShape", [self.vector(length, role + "_length")], role, value=one)
+
     def cut(self, vector: str, start: int, end: int, role: str) -> str:
         """``vector[start:end]`` with static bounds (negative ones count from the end), at any opset."""
         if self.b.opset < 10:
@@ -146,6 +152,37 @@ def gather(builder: NodeBuilder, data: str, indices: str, axis: int) -> RuntimeA
     return RuntimeAlignment(data, indices, axes, axes)
 
 
+def _gather_nd_by_reshape(builder: NodeBuilder, data: str, indices: str, batch_dims: int) -> RuntimeAlignment:
+    """``gather_nd`` below opset 13 (GatherND exists from 11): data.shape[:b+k] + ones(M-k) +
+    data.shape[b+k:] + [1] for the data, indices.shape[:-1] + ones(A-q) + [k] for the indices, and the
+    output reshaped to indices.shape[:-1] + data.shape[b+k:]."""
+    m = _Arith(builder)
+    data_shape, indices_shape = builder.shape(data, "data_shape"), builder.shape(indices, "indices_shape")
+    r = builder.op("Size", [data_shape], "data_rank")
+    q = builder.op("Size", [indices_shape], "indices_rank")
+    b = m.const(batch_dims, "batch_dims")
+    last = m.cut(indices_shape, -1, _INT64_MAX, "coordinate_size_1d")
+    b_k = m.add(b, builder.squeeze(last, [0], "coordinate_size"), "indexed_end")          # b+k
+    short = m.sub(m.sub(q, m.const(1, "one"), "q_minus_one"), b_k, "index_dims_over_k")  # q-1-b-k
+    below = builder.op("Less", [short, m.const(0, "zero")], "no_padding")
+    pad = builder.op("Where", [below, m.const(0, "zero_pad"), short], "padding")         # M-k
+    b_k_1d = m.vector(b_k, "indexed_end_1d")
+    head = builder.slice(data_shape, m.const([0], "head_start"), b_k_1d, m.const([0], "head_axes"), "data_head")
+    tail = builder.slice(data_shape, b_k_1d, m.const([_INT64_MAX], "tail_end"), m.const([0], "tail_axes"),
+                         "data_tail")
+    index_region = m.cut(indices_shape, 0, -1, "index_region")
+    data_ones = m.ones(pad, "data_ones")
+    aligned_data = builder.concat([head, data_ones, tail, m.const([1], "data_one_last")], "data_aligned_shape")
+    # A - q = r + (M-k) + 1 - q >= 0
+    indices_ones = m.ones(m.sub(m.add(m.add(r, pad, "r_pad"), m.const(1, "one_"), "aligned_rank_minus_b"), q,
+                                "indices_pad"), "indices_ones")
+    aligned_indices = builder.concat([index_region, indices_ones, last], "indices_aligned_shape")
+    output_shape = builder.concat([index_region, tail], "output_shape")
+    return RuntimeAlignment(m.reshape(data, aligned_data, "align_data"),
+                            m.reshape(indices, aligned_indices, "align_indices"),
+                            m.range(b, b_k, "axes"), None, output_shape)
+
+
 def gather_elements(builder: NodeBuilder, data: str, indices: str, axis: int) -> RuntimeAlignment:
     """GatherElements: equal ranks already; the data is cut to the indices' extents except on ``axis``."""
     m = _Arith(builder)
@@ -166,6 +203,8 @@ def gather_nd(builder: NodeBuilder, data: str, indices: str, batch_dims: int) ->
     Aligned rank A = b + M + T + 1 with M = max(k, q-1-b) and T = r-b-k: batch dims, the index region,
     the trailing data dims, and the size-1 dimension that carries the folded coordinates.
     """
+    if builder.opset < AXES_INPUT_OPSET:
+        return _gather_nd_by_reshape(builder, data, indices, batch_dims)
     m = _Arith(builder)
     r, q = m.rank(data, "data_rank"), m.rank(indices, "indices_rank")
     b = m.const(batch_dims, "batch_dims")

@@ -62,27 +62,24 @@ def declared(shape, how):
 @pytest.mark.parametrize("how", ["static", "symbolic", "rank-only", "unknown-rank"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_single_node_matches_builtin(name, how):
-    """Unknown ranks (and GatherND's symbolic coordinate size) take the run-time alignment (GatherND's from
-    opset 13, the others at every opset they exist in)."""
+    """Unknown ranks (and GatherND's symbolic coordinate size) take the run-time alignment, at every opset
+    (below 13 by Reshape to computed shapes)."""
     op_type, opsets, attributes, data, indices = CASES[name]
     for opset in opsets:
         index_type = helper.np_dtype_to_tensor_dtype(indices.dtype)
         model = single_node_model(op_type, opset, declared(data.shape, how), declared(indices.shape, how),
                                   index_type=index_type, **attributes)
         runtime_needed = how == "unknown-rank" or (op_type == "GatherND" and how != "static")
-        if runtime_needed and opset < 13 and op_type == "GatherND":
-            rewritten, report = rewrite_model(model)
-            assert report.left == 1 and "needs opset 13" in report.outcomes[0].reason, report.table()
-            continue
         report = assert_rewrite_matches(model, feeds(data, indices))
-        assert (report.rewritten, report.left) == (1, 0), report.table()
+        assert (report.rewritten, report.left, report.runtime_aligned) == (1, 0, runtime_needed), report.table()
 
 
-def test_gather_nd_unknown_tuple_size_before_opset_13_is_left_and_reported():
+def test_gather_nd_unknown_tuple_size_before_opset_13_is_aligned_at_run_time():
+    """Before issue 17 it was left ("needs opset 13")."""
     model = single_node_model("GatherND", 12, [4, 5, 6], ["n", "k"])
-    rewritten, report = rewrite_model(model)
-    assert report.left == 1 and "coordinate size" in report.outcomes[0].reason
-    assert rewritten.graph == model.graph
+    report = assert_rewrite_matches(model, feeds(RNG.standard_normal((4, 5, 6)).astype(np.float32),
+                                                 np.array([[3, -1], [0, 4]])))
+    assert report.runtime_aligned == 1 and "coordinate size" in report.outcomes[0].reason
 
 
 def test_helper_nodes_take_the_form_of_the_opset():
