@@ -28,30 +28,35 @@ def _ids(*shape) -> np.ndarray:
     return np.random.default_rng(0).integers(1, VOCAB, shape, dtype=np.int64)
 
 
-def _export(module, feeds: dict[str, np.ndarray], path: Path, dynamo: bool, output_names=None) -> None:
+def _export(module, feeds: dict[str, np.ndarray], path: Path, dynamo: bool, symbolic: bool = True) -> None:
+    """The dynamo exporter with static shapes; the TorchScript one with symbolic batch and sequence dims
+    on 2-D inputs (unless not ``symbolic``), as such exports are usually made (their shape arithmetic is
+    then a chain of tiny int64 Gathers)."""
     import torch
 
     args = tuple(torch.from_numpy(value) for value in feeds.values())
+    options = {"external_data": False} if dynamo else {
+        "dynamic_axes": {name: {0: "batch", 1: "sequence"} for name, value in feeds.items()
+                         if value.ndim == 2 and symbolic}}
     with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
-        torch.onnx.export(module.eval(), args, str(path), input_names=list(feeds), output_names=output_names,
-                          dynamo=dynamo, opset_version=18, **({"external_data": False} if dynamo else {}))
+        torch.onnx.export(module.eval(), args, str(path), input_names=list(feeds), dynamo=dynamo, opset_version=18,
+                          **options)
 
 
-class _Outputs:
-    """A wrapper returning a model's ``logits`` (or ``last_hidden_state``) only, as a plain tensor."""
+def _logits(model, names: list[str], **options):
+    """A module calling ``model`` with its inputs by name (positions differ between architectures: GPT-2's
+    second one is ``past_key_values``) and returning the ``logits`` tensor only."""
+    import torch
 
-    def __new__(cls, model, key: str):
-        import torch
+    class Logits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
 
-        class Wrapped(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.model = model
+        def forward(self, *args):
+            return self.model(**dict(zip(names, args)), **options).logits
 
-            def forward(self, *args):
-                return getattr(self.model(*args, use_cache=False) if key != "pixel" else self.model(*args), "logits")
-
-        return Wrapped()
+    return Logits()
 
 
 def _bert(path: Path, dynamo: bool = True) -> dict:
@@ -60,7 +65,7 @@ def _bert(path: Path, dynamo: bool = True) -> dict:
     model = BertForMaskedLM(BertConfig(vocab_size=VOCAB, max_position_embeddings=128, **_TINY))
     feeds = {"input_ids": _ids(BATCH, SEQUENCE), "attention_mask": np.ones((BATCH, SEQUENCE), np.int64),
              "token_type_ids": np.zeros((BATCH, SEQUENCE), np.int64)}
-    _export(_Outputs(model, "text"), feeds, path, dynamo)
+    _export(_logits(model, list(feeds), use_cache=False), feeds, path, dynamo)
     return feeds
 
 
@@ -69,7 +74,7 @@ def _gpt2(path: Path, dynamo: bool) -> dict:
 
     model = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=2, n_positions=128))
     feeds = {"input_ids": _ids(BATCH, SEQUENCE), "attention_mask": np.ones((BATCH, SEQUENCE), np.int64)}
-    _export(_Outputs(model, "text"), feeds, path, dynamo)
+    _export(_logits(model, list(feeds), use_cache=False), feeds, path, dynamo)
     return feeds
 
 
@@ -87,18 +92,7 @@ def _seq2seq(path: Path, architecture: str) -> dict:
         model = transformers.BartForConditionalGeneration(config)
     feeds = {"input_ids": _ids(BATCH, SEQUENCE), "attention_mask": np.ones((BATCH, SEQUENCE), np.int64),
              "decoder_input_ids": _ids(BATCH, 8)}
-    import torch
-
-    class Wrapped(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids, attention_mask, decoder_input_ids):
-            return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                              decoder_input_ids=decoder_input_ids, use_cache=False).logits
-
-    _export(Wrapped(), feeds, path, dynamo=True)
+    _export(_logits(model, list(feeds), use_cache=False), feeds, path, dynamo=True)
     return feeds
 
 
@@ -133,7 +127,7 @@ def _llama_decode(path: Path) -> dict:
             return (out.logits, *(t for layer in range(layers) for t in (grown.layers[layer].keys,
                                                                          grown.layers[layer].values)))
 
-    _export(Step(), feeds, path, dynamo=False)
+    _export(Step(), feeds, path, dynamo=False, symbolic=False)  # the step's shapes are its point
     return feeds
 
 
@@ -142,7 +136,7 @@ def _vit(path: Path) -> dict:
 
     model = ViTForImageClassification(ViTConfig(image_size=32, patch_size=8, num_channels=3, num_labels=10, **_TINY))
     feeds = {"pixel_values": np.random.default_rng(2).standard_normal((BATCH, 3, 32, 32)).astype(np.float32)}
-    _export(_Outputs(model, "pixel"), feeds, path, dynamo=True)
+    _export(_logits(model, list(feeds)), feeds, path, dynamo=True)
     return feeds
 
 
