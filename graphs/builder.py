@@ -20,12 +20,18 @@ class NameScope:
     """Hands out tensor and node names that are not used anywhere in the model yet."""
 
     taken: set[str]
+    # Per base, the last suffix handed out: names are never released, so every smaller suffix is still
+    # taken and the search resumes there (the same names as counting from 0, without the quadratic
+    # rescan when many nodes share a base).
+    _last: dict[str, int] = field(default_factory=dict)
 
     def fresh(self, base: str) -> str:
-        name, n = base, 0
+        n = self._last.get(base, 0)
+        name = base if n == 0 else f"{base}_{n}"
         while name in self.taken:
             n += 1
             name = f"{base}_{n}"
+        self._last[base] = n
         self.taken.add(name)
         return name
 

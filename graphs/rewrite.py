@@ -401,6 +401,7 @@ class _Rewriter:
         constants = {**constants, **{init.name: init for init in graph.initializer},
                      **{node.output[0]: value for node in graph.node if (value := _constant_value(node)) is not None}}
         replacements: dict[int, list[NodeProto]] = {}
+        declared = _Declared.of(graph)
         for position, (node, inferred_node) in enumerate(zip(graph.node, inferred.node)):
             for attribute, inferred_attribute in zip(node.attribute, inferred_node.attribute):
                 for sub, inferred_sub in zip(_subgraphs(attribute), _subgraphs(inferred_attribute)):
@@ -416,7 +417,7 @@ class _Rewriter:
             replacement = self.node(node, infos, path, graph)
             if replacement[-1] is not node:
                 replacements[position] = replacement
-                _declare_output(graph, node, infos, subgraph=path != "main graph")
+                _declare_output(graph, node, infos, path != "main graph", declared)
         _splice(graph, replacements)
 
     def node(self, node: NodeProto, infos: dict[str, TensorInfo], path: str, graph: GraphProto) -> list[NodeProto]:
@@ -525,26 +526,45 @@ def _apply_rank_rule(node: NodeProto, infos: dict[str, TensorInfo], constants: d
                 infos[name] = TensorInfo(elem_type, known.shape if known else None)
 
 
-def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorInfo], subgraph: bool) -> None:
+@dataclass
+class _Declared:
+    """What a graph declares, as the rewrite needs it per replaced node: its outputs by name (the first
+    of a repeated name) and the names typed by value_info or inputs, kept up to date as value_info grows.
+    Built once per graph, so that declaring is linear in the graph, not in graph x replaced nodes."""
+
+    outputs: dict[str, onnx.ValueInfoProto]
+    typed: set[str]
+
+    @classmethod
+    def of(cls, graph: GraphProto) -> "_Declared":
+        outputs: dict[str, onnx.ValueInfoProto] = {}
+        for value in graph.output:
+            outputs.setdefault(value.name, value)
+        return cls(outputs, {value.name for value in (*graph.value_info, *graph.input)})
+
+
+def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorInfo], subgraph: bool,
+                    declared: _Declared) -> None:
     """Type a replaced node's output: a value_info with its element type (the data's) and what is known of
     its shape, unless the graph declares it already. A subgraph output declared without a shape gets its
     rank: ORT's Loop and Scan require a shape for every body output and infer none through a custom op."""
     output = node.output[0]
     elem_type = infos.get(node.input[0], TensorInfo(0, None)).elem_type
     shape = infos.get(output, TensorInfo(0, None)).shape
-    for declared in graph.output:
-        if declared.name == output:
-            tensor_type = declared.type.tensor_type
-            if subgraph and shape is not None and not tensor_type.HasField("shape"):
-                # The rank only: a static size ORT took from here would fix the body output's allocation,
-                # and a wrong one ends the process inside the PyOp bridge.
-                typed = helper.make_tensor_value_info(output, tensor_type.elem_type or elem_type, [None] * len(shape))
-                declared.type.CopyFrom(typed.type)
-            return
-    if any(value.name == output for value in (*graph.value_info, *graph.input)):
+    graph_output = declared.outputs.get(output)
+    if graph_output is not None:
+        tensor_type = graph_output.type.tensor_type
+        if subgraph and shape is not None and not tensor_type.HasField("shape"):
+            # The rank only: a static size ORT took from here would fix the body output's allocation,
+            # and a wrong one ends the process inside the PyOp bridge.
+            typed = helper.make_tensor_value_info(output, tensor_type.elem_type or elem_type, [None] * len(shape))
+            graph_output.type.CopyFrom(typed.type)
+        return
+    if output in declared.typed:
         return
     if elem_type:
         graph.value_info.append(helper.make_tensor_value_info(output, elem_type, None if shape is None else list(shape)))
+        declared.typed.add(output)
 
 
 def _nodes_within(nodes) -> Iterator[NodeProto]:

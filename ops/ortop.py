@@ -50,6 +50,7 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto
 from onnxruntime.capi import onnxruntime_inference_collection as _ort_collection
+from . import extensions  # noqa: F401, I001 - first: onnxruntime_extensions without transformers/torch
 from onnxruntime_extensions import PyCustomOpDef, get_library_path, onnx_op
 from onnxruntime_extensions import _ocos
 

@@ -198,7 +198,8 @@ def _drop_unused(info: _Graph, candidates: list) -> None:
                     uses[name] -= 1
                 del pending[key]
                 changed = True
-    kept = [t for t in graph.initializer if uses.get(t.name, 0) or t.name in {v.name for v in graph.input}]
+    inputs = {v.name for v in graph.input}  # once, not once per initializer
+    kept = [t for t in graph.initializer if uses.get(t.name, 0) or t.name in inputs]
     if len(kept) != len(graph.initializer):
         del graph.initializer[:]
         graph.initializer.extend(kept)

@@ -24,7 +24,6 @@ from typing import Callable
 
 import numpy as np
 from onnx import ModelProto, TensorProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
 from .graphs import lower_model, rewrite_model
 from .graphs.rules import RULES, TensorInfo
@@ -240,6 +239,8 @@ def run_bench(quick: bool = False, repeats: int | None = None, reference_cap_s: 
             for array in w.op_inputs:
                 np.array(array, copy=True)
             return w.kernel()
+
+        from onnx.reference import ReferenceEvaluator  # slow to import: only when benched
 
         reference = ReferenceEvaluator(workload.model)
         result.times = {

@@ -1,4 +1,5 @@
-"""Peak memory of ``gathermultiaxis rewrite`` on a model over protobuf's 2 GB limit.
+"""Peak memory of ``gathermultiaxis rewrite`` on a model over protobuf's 2 GB limit, and its time and
+memory on a model of many nodes.
 
 ``gathermultiaxis bench --big-model [GB] [--big-model-folder DIR] [--ort-optimize]`` builds a model whose
 embedding table (the data of a Gather, ``--gb`` gigabytes of float32) lives in a sparse external-data
@@ -6,6 +7,10 @@ file (holes read as zeros, so it takes no disk space), rewrites it in a child pr
 child's peak resident set size (``ru_maxrss`` from ``os.wait4``), the size of the written files and
 whether the rewritten model gives the original's rows. Not a test: it needs a few GB of free disk when
 the file system does not keep holes.
+
+``gathermultiaxis bench --big-graph [GATHERS]`` builds a chain of GATHERS x (Gather + Add) and times, in
+fresh processes (wall clock, CPU time and peak RSS from ``os.wait4``), ``gathermultiaxis rewrite`` of it
+against ``onnx.load`` + ``onnx.shape_inference.infer_shapes`` of the same file.
 """
 
 from __future__ import annotations
@@ -14,12 +19,13 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from .harness import IR_VERSION
 
@@ -97,3 +103,133 @@ def _rows_match(source: Path, target: Path) -> bool:
     got = ort.InferenceSession(str(target), session_options(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     return (want.dtype == got.dtype and want.shape == got.shape and want.tobytes() == got.tobytes()
             and len({row.tobytes() for row in want}) == len(feeds["ids"]))
+
+
+# -- many nodes: rewrite time and memory against onnx.load + infer_shapes ----------------------------
+
+def build_big_graph(gathers: int) -> ModelProto:
+    """A chain of ``gathers`` x (Gather + Add): 2 x ``gathers`` nodes, every Gather rewritten. Each link
+    reverses the 8 columns of a [n, 8] float tensor and adds one, so the chain is a real computation."""
+    nodes = []
+    previous = "x"
+    for i in range(gathers):
+        nodes.append(helper.make_node("Gather", [previous, "reversed"], [f"gathered{i}"], axis=1, name=f"gather{i}"))
+        nodes.append(helper.make_node("Add", [f"gathered{i}", "one"], [f"sum{i}"], name=f"add{i}"))
+        previous = f"sum{i}"
+    graph = helper.make_graph(nodes, "big_graph", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+                              [helper.make_tensor_value_info(previous, TensorProto.FLOAT, ["n", 8])],
+                              [numpy_helper.from_array(np.arange(7, -1, -1, dtype=np.int64), "reversed"),
+                               numpy_helper.from_array(np.ones(8, np.float32), "one")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION)
+
+
+@dataclass
+class Measured:
+    seconds: list[float]       # wall clock
+    peak_rss_mib: list[float]
+    cpu_seconds: list[float] = field(default_factory=list)  # user + system: what a loaded machine does not inflate
+
+    @property
+    def median_cpu_seconds(self) -> float:
+        return float(np.median(self.cpu_seconds))
+
+    @property
+    def median_seconds(self) -> float:
+        return float(np.median(self.seconds))
+
+    @property
+    def median_peak_rss_mib(self) -> float:
+        return float(np.median(self.peak_rss_mib))
+
+
+@dataclass
+class BigGraphRun:
+    gathers: int
+    nodes: int
+    model_bytes: int
+    repeats: int
+    rewrite: Measured             # `gathermultiaxis rewrite` as a user runs it (a fresh process)
+    load_and_infer: Measured      # onnx.load + onnx.shape_inference.infer_shapes (a fresh process)
+    python_startup: Measured      # `python -c "import onnx"`: the floor under both
+    rewrite_over_load_and_infer: dict[str, float]  # seconds and peak RSS, ratios of medians
+    output_loads: bool
+
+
+_LOAD_AND_INFER = "import sys, onnx; onnx.shape_inference.infer_shapes(onnx.load(sys.argv[1]))"
+
+
+def child_environment() -> dict[str, str]:
+    """The environment without PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION: an onnxruntime-extensions import
+    in this process may have set it to "python" (see ops/extensions.py), which would slow the children
+    by the pure-Python protobuf parser and measure that instead."""
+    return {k: v for k, v in os.environ.items() if k != "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"}
+
+
+def _timed(command: list[str]) -> tuple[int, float, float, float, str]:
+    start = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             env=child_environment())
+    stderr = child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - start
+    return os.waitstatus_to_exitcode(status), seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, stderr
+
+
+def measure_big_graph(gathers: int = 50_000, repeats: int = 1, folder: Path | None = None) -> BigGraphRun:
+    """Build ``build_big_graph(gathers)``, then time, in fresh processes and interleaved ``repeats``
+    times: ``gathermultiaxis rewrite`` of it, onnx.load + infer_shapes of it, and Python importing onnx."""
+    commands = {"rewrite": None, "load_and_infer": None, "python_startup": [sys.executable, "-c", "import onnx"]}
+    results = {name: Measured([], []) for name in commands}
+    with tempfile.TemporaryDirectory(prefix="gathermultiaxis-graph-", dir=folder) as scratch:
+        source, target = Path(scratch) / "graph.onnx", Path(scratch) / "rewritten.onnx"
+        model = build_big_graph(gathers)
+        nodes = len(model.graph.node)
+        onnx.save_model(model, str(source))
+        del model
+        commands["rewrite"] = [sys.executable, "-m", "gathermultiaxis", "rewrite", str(source), "-o", str(target),
+                               "--force", "-q"]
+        commands["load_and_infer"] = [sys.executable, "-c", _LOAD_AND_INFER, str(source)]
+        for _ in range(repeats):
+            for name, command in commands.items():
+                status, seconds, cpu, peak, stderr = _timed(command)
+                if status != 0:
+                    raise RuntimeError(f"{' '.join(command[:4])} ... failed (exit {status}): {stderr.strip()[-500:]}")
+                results[name].seconds.append(round(seconds, 2))
+                results[name].cpu_seconds.append(round(cpu, 2))
+                results[name].peak_rss_mib.append(round(peak, 1))
+        output_loads = _graph_output_loads(target)
+        model_bytes = source.stat().st_size
+    rewrite, baseline = results["rewrite"], results["load_and_infer"]
+    return BigGraphRun(gathers, nodes, model_bytes, repeats, rewrite, baseline, results["python_startup"],
+                       {"seconds": rewrite.median_seconds / baseline.median_seconds,
+                        "cpu_seconds": rewrite.median_cpu_seconds / baseline.median_cpu_seconds,
+                        "peak_rss": rewrite.median_peak_rss_mib / baseline.median_peak_rss_mib},
+                       output_loads)
+
+
+def _graph_output_loads(target: Path) -> bool:
+    """The rewritten chain loads in ORT (as the rewrite's own check did) and every Gather became a
+    GatherMultiaxis. (Running it is the other tests' business: 50k Python op calls per run.)"""
+    model = onnx.load(str(target))
+    ops = {node.op_type for node in model.graph.node}
+    return "Gather" not in ops and "GatherMultiaxis" in ops
+
+
+def format_big_graph(run: BigGraphRun) -> str:
+    def row(name: str, measured: Measured) -> str:
+        return (f"| {name} | {measured.median_seconds:.2f} [{min(measured.seconds):.2f}-{max(measured.seconds):.2f}] | "
+                f"{measured.median_cpu_seconds:.2f} | "
+                f"{measured.median_peak_rss_mib:.0f} [{min(measured.peak_rss_mib):.0f}-"
+                f"{max(measured.peak_rss_mib):.0f}] |")
+
+    return "\n".join([
+        f"{run.nodes} nodes, {run.gathers} Gathers, {run.model_bytes / 2**20:.1f} MiB; fresh processes, "
+        f"{run.repeats} interleaved repeat(s), median [min-max]",
+        "| command | seconds | CPU seconds | peak RSS MiB |", "|---|---|---|---|",
+        row("gathermultiaxis rewrite", run.rewrite),
+        row("onnx.load + infer_shapes", run.load_and_infer),
+        row("python -c 'import onnx'", run.python_startup),
+        f"rewrite / (load + infer_shapes): {run.rewrite_over_load_and_infer['seconds']:.2f}x time, "
+        f"{run.rewrite_over_load_and_infer['cpu_seconds']:.2f}x CPU time, "
+        f"{run.rewrite_over_load_and_infer['peak_rss']:.2f}x peak RSS; every Gather rewritten: "
+        f"{'yes' if run.output_loads else 'NO'}"])

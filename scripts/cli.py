@@ -24,7 +24,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from . import __version__, bench, bigmodel, check, runtime_bench
+from . import __version__, check  # the bench modules: imported by the commands that use them
 from .cases import BadInput, InputOptions, default_suite, find_sources, load_inputs, parse_input_shapes
 from .examples import EXAMPLE_PATH
 from .graphs import GATHER_OPS, lower_model, rewrite_model
@@ -111,13 +111,17 @@ def _transform_file(args, transform):
     source, target = _source_and_target(args)
     _writable(args.json, args.force)
     try:
-        model, data_folder = load_model(source)
+        loaded, data_folder = load_model(source)  # ORT loads it (or the command stops here)
         external = data_folder is not None
-        with (ort_optimized(model, data_folder, target) if getattr(args, "ort_optimize", False)
-              else contextlib.nullcontext((model, data_folder))) as (model, data_folder):
+        with (ort_optimized(loaded, data_folder, target) if getattr(args, "ort_optimize", False)
+              else contextlib.nullcontext((loaded, data_folder))) as (model, data_folder):
             result, report = transform(model)
+            # A written model equal to the loaded one (nothing rewritten or inlined, no --ort-optimize) is
+            # the graph ORT just loaded, written by onnx with its external data copied byte for byte:
+            # a second full ORT load (seconds on a big graph) would prove nothing the first did not.
+            unchanged = result == loaded
             save_model(result, target, external_data=external, external_data_folder=data_folder,
-                       overwrite=args.force or args.in_place, validate=loads_in_ort)
+                       overwrite=args.force or args.in_place, validate=None if unchanged else loads_in_ort)
     except ModelFileError as error:
         raise CommandError(str(error)) from None
     if args.verbose >= 0:
@@ -237,6 +241,7 @@ def _positive_float(text: str) -> float:
 
 def run_big_model(args) -> int:
     """bench --big-model: peak memory of rewrite on a model over 2 GB (bigmodel.measure)."""
+    from . import bigmodel
     if args.big_model_folder and not Path(args.big_model_folder).is_dir():
         raise CommandError(f"--big-model-folder {args.big_model_folder}: no such folder")
     run = bigmodel.measure(args.big_model, Path(args.big_model_folder) if args.big_model_folder else None,
@@ -247,20 +252,56 @@ def run_big_model(args) -> int:
     return 0 if run.exit_status == 0 and run.rows_match else 1
 
 
-def run_end_to_end(args) -> int:
-    """bench --end-to-end MODEL...: whole models, original vs rewrite in InferenceSession (runtime_bench)."""
-    missing = [path for path in args.end_to_end if not Path(path).is_file()]
-    if missing:
-        raise CommandError(f"--end-to-end {missing[0]}: no such file")
-    results = runtime_bench.end_to_end(args.end_to_end, repeats=args.repeats or 501)
-    print(runtime_bench.format_end_to_end(results))
+def run_big_graph(args) -> int:
+    """bench --big-graph: rewrite time and peak memory on a model of many nodes (bigmodel.measure_big_graph)."""
+    from . import bigmodel
+    run = bigmodel.measure_big_graph(args.big_graph, repeats=args.repeats or 1)
+    print(bigmodel.format_big_graph(run))
     if args.json:
-        _write_json(args.json, [asdict(r) for r in results], force=True)  # checked before the work
-    return 0 if all(r.bit_identical for r in results) else 1
+        _write_json(args.json, asdict(run), force=True)  # checked before the work
+    return 0 if run.output_loads else 1
+
+
+def run_build_exports(args) -> int:
+    """bench --build-exports DIR: the real exports --end-to-end times (exports.build_exports)."""
+    from . import exports
+
+    folder = Path(args.build_exports)
+    if not folder.is_dir():
+        raise CommandError(f"--build-exports {folder}: no such folder")
+    output = Output(args.verbose)
+    written, skipped = exports.build_exports(folder, progress=lambda name: output.progress(0, None, name))
+    output.end_progress()
+    for path in written:
+        print(f"wrote {path}")
+    for name, reason in skipped.items():
+        print(f"skipped {name}: {reason}")
+    return 0 if written else 1
+
+
+def run_end_to_end(args) -> int:
+    """bench --end-to-end MODEL|FOLDER...: whole models in fresh processes (end_to_end)."""
+    from . import end_to_end
+
+    missing = [item for item in args.end_to_end if not Path(item).exists()]
+    if missing:
+        raise CommandError(f"--end-to-end {missing[0]}: no such file or folder")
+    if not end_to_end.model_paths(args.end_to_end):
+        raise CommandError(f"--end-to-end {' '.join(args.end_to_end)}: no .onnx file")
+    output = Output(args.verbose)
+    rows = end_to_end.run(args.end_to_end, repeats=args.repeats or 201, processes=args.processes,
+                          progress=lambda text: output.progress(0, None, text))
+    output.end_progress()
+    print(end_to_end.versions_line())
+    print(end_to_end.format_rows(rows))
+    if args.json:
+        _write_json(args.json, [asdict(r) for r in rows], force=True)  # checked before the work
+    return 0 if all(r.bit_identical and r.processes for r in rows) else 1
 
 
 def run_runtime_bench(args) -> int:
     """bench --runtime: the models a user meets, through both entry points (runtime_bench)."""
+    from . import runtime_bench
     output = Output(args.verbose)
     results = runtime_bench.run_runtime_bench(args.repeats or 41, progress=lambda name: output.progress(0, None, name))
     output.end_progress()
@@ -278,13 +319,18 @@ def run_runtime_bench(args) -> int:
 
 
 def run_bench(args) -> int:
+    from . import bench
     _writable(args.json, args.force)
     if args.big_model:
         return run_big_model(args)
+    if args.big_graph:
+        return run_big_graph(args)
     if args.runtime:
         return run_runtime_bench(args)
     if args.end_to_end:
         return run_end_to_end(args)
+    if args.build_exports:
+        return run_build_exports(args)
     if args.plot:
         _writable(args.plot, args.force)
         try:
@@ -415,13 +461,25 @@ def build_parser() -> argparse.ArgumentParser:
                                     "detection post-processing) through InferenceSession and session_options() "
                                     "against builtin, and the memory of a session over a bound 150 MB table "
                                     "(--quick skips the memory)")
-    bench_command.add_argument("--end-to-end", nargs="+", metavar="MODEL",
-                               help="instead: whole models as users run them, the original on ORT against the "
-                                    "`rewrite --ort-optimize` model in InferenceSession (default options, "
-                                    "interleaved; exit 1 if an output differs)")
+    bench_command.add_argument("--end-to-end", nargs="+", metavar="MODEL|FOLDER",
+                               help="instead: whole models as users run them (a folder: its *.onnx files), in "
+                                    "fresh processes: the original on ORT, the `rewrite --ort-optimize` model in "
+                                    "InferenceSession and its lowering on ORT (default options, interleaved; "
+                                    "exit 1 if the rewritten model's output differs)")
+    bench_command.add_argument("--processes", type=_positive_int, default=2,
+                               help="--end-to-end: fresh processes per model (default 2)")
+    bench_command.add_argument("--build-exports", metavar="DIR",
+                               help="instead: write the real exports --end-to-end is meant for into DIR "
+                                    "(transformers models with random weights, a hummingbird-ml tree ensemble; "
+                                    "needs torch and transformers)")
     bench_command.add_argument("--big-model", type=_positive_float, nargs="?", const=2.2, default=None, metavar="GB",
                                help="instead: peak memory of `rewrite` on a model with a GB-sized external table "
                                     "(default 2.2 GB, a sparse file)")
+    bench_command.add_argument("--big-graph", type=_positive_int, nargs="?", const=50_000, default=None,
+                               metavar="GATHERS",
+                               help="instead: seconds and peak memory of `rewrite` on a chain of GATHERS x "
+                                    "(Gather + Add) nodes (default 50000: 100k nodes) against onnx.load + "
+                                    "infer_shapes of it, in fresh processes (--repeats: interleaved, default 1)")
     bench_command.add_argument("--big-model-folder", metavar="DIR", help="where --big-model builds its model")
     bench_command.add_argument("--ort-optimize", action="store_true", help="--big-model: rewrite with --ort-optimize")
     bench_command.set_defaults(run=run_bench)

@@ -9,6 +9,7 @@ ORT). Medians with the spread (10th-90th percentile) and the same ratio from the
 repeats, to show whether the repeats are enough.
 
 ``rss_over_bound_table`` measures the resident memory of a session over a bound table in a child process.
+Whole models: ``end_to_end``.
 """
 
 from __future__ import annotations
@@ -309,61 +310,3 @@ def format_rss(result: dict, external: bool) -> str:
             f"({result['session_over_table']:.2f}x the table); {runs.replace('_', ' ')}: "
             f"{mib(result[runs] - result['baseline'])} over the baseline, "
             f"{result['growth_10_to_end'] / 2**20:+.1f} MiB after the first 10 runs")
-
-
-# ---------------------------------------------------------------- whole models
-
-@dataclass
-class EndToEndResult:
-    model: str
-    shape: str                # the batch and sequence size given to symbolic dims
-    rewritten_gathers: int
-    bit_identical: bool
-    builtin_ms: float
-    rewritten_ms: float
-    ratio: float
-    halves: tuple[float, float]  # the ratio on odd / even repeats
-
-
-def end_to_end(paths: list[str], sizes=((1, 16), (8, 32)), repeats: int = 501) -> list[EndToEndResult]:
-    """Whole models, as users run them: the original on plain ORT and the ``rewrite --ort-optimize``
-    model in ``gathermultiaxis.InferenceSession``, both with ORT's default options, interleaved; the
-    first symbolic dim of each input takes the batch size, the others the sequence size."""
-    import onnxruntime as ort
-
-    from .cases import generated_inputs
-    from .ops import InferenceSession
-
-    results = []
-    for path in paths:
-        model = onnx.load(path)
-        rewritten, report = rewrite_model(model, ort_optimize=True)
-        original = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        ours = InferenceSession(rewritten, providers=["CPUExecutionProvider"])
-        for batch, sequence in sizes:
-            shapes = {value.name: tuple(d.dim_value if d.HasField("dim_value") else (batch if j == 0 else sequence)
-                                        for j, d in enumerate(value.type.tensor_type.shape.dim))
-                      for value in model.graph.input}
-            feeds = generated_inputs(model, 0, sequence, shapes)
-            same = all(bit_identical(a, b) for a, b in zip(ours.run(None, feeds), original.run(None, feeds)))
-            samples: dict[str, list[float]] = {"builtin": [], "rewritten": []}
-            for _ in range(repeats):
-                for name, sess in (("builtin", original), ("rewritten", ours)):
-                    start = time.perf_counter()
-                    sess.run(None, feeds)
-                    samples[name].append((time.perf_counter() - start) * 1e3)
-            builtin, ours_ms = (float(np.median(samples[k])) for k in ("builtin", "rewritten"))
-            halves = tuple(float(np.median(samples["rewritten"][h::2]) / np.median(samples["builtin"][h::2]))
-                           for h in (0, 1))
-            results.append(EndToEndResult(os.path.basename(path), f"[{batch}, {sequence}]", report.rewritten, same,
-                                          builtin, ours_ms, ours_ms / builtin, halves))
-    return results
-
-
-def format_end_to_end(results: list[EndToEndResult]) -> str:
-    rows = ["| model | batch, sequence | gathers rewritten | bit-identical | builtin ms | rewritten ms | rewritten / "
-            "builtin (odd / even repeats) |", "|---|---|---|---|---|---|---|"]
-    rows += [f"| {r.model} | {r.shape} | {r.rewritten_gathers} | {'yes' if r.bit_identical else 'NO'} | "
-             f"{r.builtin_ms:.3f} | {r.rewritten_ms:.3f} | {r.ratio:.2f} ({r.halves[0]:.2f} / {r.halves[1]:.2f}) |"
-             for r in results]
-    return "\n".join(rows)

@@ -1,0 +1,49 @@
+"""Imports onnxruntime-extensions without its tokenizer converter.
+
+``import onnxruntime_extensions`` runs ``onnxruntime_extensions.cvt`` (tokenizer conversion), which
+imports transformers and torch when they are installed (5-20 s and ~230 MB on a 2-core machine) and
+sets ``PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python`` in ``os.environ``: every child process started
+afterwards (``check``'s worker, a bench's fresh processes) then parses protobuf in pure Python, many
+times slower. The op needs neither: this module puts a stand-in for ``cvt`` in ``sys.modules`` first,
+which imports the real one the first time any of its names is used (``gen_processing_models`` is
+bound by the package at import, so it gets a forwarding function). Import this module before
+``onnxruntime_extensions``; importing it after is harmless (then nothing is deferred).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+
+_CVT = "onnxruntime_extensions.cvt"
+
+
+def _real_cvt() -> types.ModuleType:
+    module = sys.modules.get(_CVT)
+    if isinstance(module, _DeferredCvt):
+        del sys.modules[_CVT]
+        module = importlib.import_module(_CVT)  # also sets the package's ``cvt`` attribute
+    return module
+
+
+class _DeferredCvt(types.ModuleType):
+    def __getattr__(self, name: str):
+        if name.startswith("__"):  # the import system probing (__path__, __spec__ ...): not a use
+            raise AttributeError(name)
+        return getattr(_real_cvt(), name)
+
+
+def _gen_processing_models(*args, **kwargs):
+    return _real_cvt().gen_processing_models(*args, **kwargs)
+
+
+if "onnxruntime_extensions" not in sys.modules and _CVT not in sys.modules:
+    _stand_in = _DeferredCvt(_CVT, "stand-in: the real module is imported on first use")
+    _stand_in.gen_processing_models = _gen_processing_models
+    sys.modules[_CVT] = _stand_in
+
+import onnxruntime_extensions  # noqa: E402 - after the stand-in, on purpose
+
+if isinstance(sys.modules.get(_CVT), _DeferredCvt):
+    onnxruntime_extensions.cvt = sys.modules[_CVT]  # found in sys.modules, so the import did not set it

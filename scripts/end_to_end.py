@@ -1,0 +1,187 @@
+"""``gathermultiaxis bench --end-to-end MODEL|FOLDER ...``: whole models as users run them.
+
+Three columns per model, all with ORT's default session options: the original on plain ORT (builtin
+gathers); the ``rewrite --ort-optimize`` model in ``gathermultiaxis.InferenceSession``; and that rewrite
+lowered to standard ONNX ops (``graphs.lower_model``, static ranks only) on plain ORT. Each model is
+timed in ``processes`` fresh processes (a slow state of one process counts), the processes of all
+models interleaved (model A, model B, ..., model A, ...), and inside a process the three sessions
+interleaved round-robin. Reported: medians over all repeats of all processes, the ratios of medians,
+and their spread (the lowest and highest ratio of one process); a geometric-mean row over the models.
+
+Inputs: ``MODEL.inputs.npz`` beside the model when there is one (``gathermultiaxis bench
+--build-exports`` writes them), else generated inputs whose symbolic dims take (batch, sequence).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+COLUMNS = ("builtin", "rewritten", "lowered")
+
+
+@dataclass
+class ModelRow:
+    model: str
+    shape: str                    # "inputs.npz", or the (batch, sequence) given to symbolic dims
+    rewritten_gathers: int
+    bit_identical: bool           # rewritten (InferenceSession) against the original, every process
+    lowered_bit_identical: bool | None  # None: lowering left a GatherMultiaxis (or failed)
+    median_ms: dict[str, float] = field(default_factory=dict)
+    ratios: dict[str, float] = field(default_factory=dict)           # "rewritten / builtin", "lowered / builtin"
+    spread: dict[str, tuple[float, float]] = field(default_factory=dict)  # per-process ratio min, max
+    processes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def model_paths(items: list[str]) -> list[Path]:
+    """Model files, a folder standing for the ``*.onnx`` files in it (sorted)."""
+    paths: list[Path] = []
+    for item in items:
+        path = Path(item)
+        paths.extend(sorted(path.glob("*.onnx")) if path.is_dir() else [path])
+    return paths
+
+
+def _feeds(path: Path, model, batch: int, sequence: int) -> tuple[dict, str]:
+    saved = path.with_name(path.stem + ".inputs.npz")
+    if saved.is_file():
+        with np.load(saved) as arrays:
+            return {name: arrays[name] for name in arrays.files}, "inputs.npz"
+    from .cases import generated_inputs
+
+    shapes = {value.name: tuple(d.dim_value if d.HasField("dim_value") else (batch if j == 0 else sequence)
+                                for j, d in enumerate(value.type.tensor_type.shape.dim))
+              for value in model.graph.input}
+    return generated_inputs(model, 0, sequence, shapes), f"[{batch}, {sequence}]"
+
+
+def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: int = 16) -> dict:
+    """One process's measurement of one model (the child's task): samples in ms per column."""
+    import onnx
+    import onnxruntime as ort
+
+    from .graphs import lower_model, rewrite_model
+    from .harness import bit_identical
+    from .ops import InferenceSession
+
+    model = onnx.load(path)
+    feeds, shape = _feeds(Path(path), model, batch, sequence)
+    rewritten, report = rewrite_model(model, ort_optimize=True)
+    static, _ = rewrite_model(model, ort_optimize=True, runtime_alignment=False)
+    lowered, lowering = lower_model(static)
+    providers = ["CPUExecutionProvider"]
+    sessions = {"builtin": ort.InferenceSession(model.SerializeToString(), providers=providers),
+                "rewritten": InferenceSession(rewritten, providers=providers),
+                "lowered": ort.InferenceSession(lowered.SerializeToString(), providers=providers)}
+    want = sessions["builtin"].run(None, feeds)
+    same = {name: all(bit_identical(a, b) for a, b in zip(sessions[name].run(None, feeds), want))
+            for name in ("rewritten", "lowered")}
+    samples: dict[str, list[float]] = {name: [] for name in sessions}
+    for sess in sessions.values():
+        sess.run(None, feeds)  # warm-up
+    for _ in range(repeats):
+        for name, sess in sessions.items():
+            start = time.perf_counter()
+            sess.run(None, feeds)
+            samples[name].append((time.perf_counter() - start) * 1e3)
+    return {"shape": shape, "rewritten_gathers": report.rewritten, "bit_identical": same["rewritten"],
+            "lowered_bit_identical": same["lowered"] if not lowering.left else None,
+            "lowering_left": lowering.left, "samples": samples}
+
+
+def _child_environment() -> dict[str, str]:
+    from .bigmodel import child_environment
+
+    return child_environment()
+
+
+def _measure_in_child(path: Path, repeats: int, batch: int, sequence: int) -> dict:
+    code = ("import json, sys; from gathermultiaxis.end_to_end import measure_in_this_process; "
+            f"print(json.dumps(measure_in_this_process({str(path)!r}, {repeats}, {batch}, {sequence})))")
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_child_environment())
+    if child.returncode != 0:
+        return {"error": (child.stderr.strip().splitlines() or [f"exit status {child.returncode}"])[-1]}
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def run(items: list[str], repeats: int = 201, processes: int = 2, batch: int = 1, sequence: int = 16,
+        progress=None) -> list[ModelRow]:
+    """Measure every model of ``items`` (files or folders) in ``processes`` fresh processes each, interleaved."""
+    paths = model_paths(items)
+    measured: dict[Path, list[dict]] = {path: [] for path in paths}
+    for round_number in range(processes):
+        for path in paths:
+            if progress:
+                progress(f"{path.name} (process {round_number + 1} of {processes})")
+            measured[path].append(_measure_in_child(path, repeats, batch, sequence))
+    return [_row(path, runs) for path, runs in measured.items()]
+
+
+def _row(path: Path, runs: list[dict]) -> ModelRow:
+    good = [r for r in runs if "error" not in r]
+    row = ModelRow(path.name, good[0]["shape"] if good else "-", good[0]["rewritten_gathers"] if good else 0,
+                   bool(good) and all(r["bit_identical"] for r in good),
+                   None if not good or any(r["lowered_bit_identical"] is None for r in good)
+                   else all(r["lowered_bit_identical"] for r in good), processes=len(good))
+    row.notes = [f"a process failed: {r['error']}" for r in runs if "error" in r]
+    if not good:
+        return row
+    if any(r["lowering_left"] for r in good):
+        row.notes.append(f"lowering left {good[0]['lowering_left']} GatherMultiaxis node(s)")
+    for name in COLUMNS:
+        row.median_ms[name] = float(np.median([s for r in good for s in r["samples"][name]]))
+    for name in ("rewritten", "lowered"):
+        key = f"{name} / builtin"
+        row.ratios[key] = row.median_ms[name] / row.median_ms["builtin"]
+        per_process = [float(np.median(r["samples"][name]) / np.median(r["samples"]["builtin"])) for r in good]
+        row.spread[key] = (min(per_process), max(per_process))
+    return row
+
+
+def geometric_mean(rows: list[ModelRow], key: str) -> float | None:
+    values = [row.ratios[key] for row in rows if key in row.ratios]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def format_rows(rows: list[ModelRow]) -> str:
+    def ratio(row: ModelRow, key: str) -> str:
+        if key not in row.ratios:
+            return "n/a"
+        low, high = row.spread[key]
+        return f"{row.ratios[key]:.2f} [{low:.2f}-{high:.2f}]"
+
+    def same(value: bool | None) -> str:
+        return "n/a" if value is None else ("yes" if value else "NO")
+
+    lines = ["| model | inputs | gathers rewritten | bit-identical (rewritten / lowered) | builtin ms | "
+             "rewritten ms | lowered ms | rewritten / builtin [per-process min-max] | lowered / builtin |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        ms = (lambda name: f"{row.median_ms[name]:.3f}" if name in row.median_ms else "n/a")
+        lines.append(f"| {row.model} | {row.shape} | {row.rewritten_gathers} | {same(row.bit_identical)} / "
+                     f"{same(row.lowered_bit_identical)} | {ms('builtin')} | {ms('rewritten')} | {ms('lowered')} | "
+                     f"{ratio(row, 'rewritten / builtin')} | {ratio(row, 'lowered / builtin')} |")
+    means = [geometric_mean(rows, key) for key in ("rewritten / builtin", "lowered / builtin")]
+    lines.append("| geometric mean | | | | | | | " + " | ".join("n/a" if m is None else f"{m:.2f}" for m in means)
+                 + " |")
+    notes = [f"{row.model}: {note}" for row in rows for note in row.notes]
+    return "\n".join(lines + [f"note: {note}" for note in notes])
+
+
+def versions_line() -> str:
+    import platform
+
+    import onnx
+    import onnxruntime
+
+    return (f"{platform.machine()}, {os.cpu_count()} cores; Python {platform.python_version()}, onnx {onnx.__version__}, "
+            f"onnxruntime {onnxruntime.__version__}")
