@@ -14,8 +14,12 @@ The session takes the same arguments as ORT's and changes only its own in-memory
   table is handed to the kernel once (``ortop.BOUND_TABLES``, released with the session) instead of
   being copied through the bridge on every call. float16/bfloat16 tables stay 16-bit: the kernel
   gathers them as they are and widens only the gathered output to float32, which the Cast after the
-  op turns back exactly. External-data tables of a model loaded from a path are memory-mapped.
-  Nodes and initializers that only fed a bound operand are dropped from the in-memory model.
+  op turns back exactly. External-data tables are memory-mapped, after ``graphs.io.check_external_data``
+  has checked their entry as ORT would (ORT never sees a bound table). Nodes and initializers that
+  only fed a bound operand are dropped from the in-memory model.
+* Other external data is not read: the model ORT gets keeps its references, and ORT maps them itself
+  from the model's folder (``EXTERNAL_DATA_FOLDER``), with its own checks.
+* Model-local functions holding GatherMultiaxis are inlined first, so that every node takes the token.
 """
 
 from __future__ import annotations
