@@ -14,6 +14,7 @@ import os
 import shutil
 import stat
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -144,17 +145,111 @@ def load_model(path: str | os.PathLike) -> tuple[ModelProto, Path | None]:
 
 
 def _check_external_reference(path: Path, folder: Path, tensor: TensorProto) -> None:
-    location, offset, length = _external_entry(tensor)
-    target = (folder / location).resolve()
-    if not location or folder not in target.parents:
-        raise ModelFileError(f"{path}: external data of {tensor.name!r} points outside the model's folder "
-                             f"({location!r})")
-    if not target.is_file():
-        raise ModelFileError(f"{path}: external data file {location!r} of {tensor.name!r} is missing")
-    size = target.stat().st_size
-    if offset + (length or 0) > size:
-        raise ModelFileError(f"{path}: external data of {tensor.name!r} (offset {offset}, length {length}) "
-                             f"runs past the end of {location!r} ({size} bytes)")
+    try:
+        check_external_data(tensor, folder)
+    except ExternalDataError as error:
+        raise ModelFileError(f"{path}: {error}") from None
+
+
+class ExternalDataError(ModelFileError):
+    """A tensor's external-data entry that ONNX Runtime would refuse: malformed, outside the model's
+    folder, not a regular file, or disagreeing with the tensor's size or with its file."""
+
+
+@dataclass(frozen=True)
+class ExternalData:
+    """Where a tensor's bytes are: ``size`` bytes at ``offset`` of the regular file ``path`` (resolved)."""
+
+    path: Path
+    offset: int
+    size: int
+
+
+# The keys ONNX Runtime (1.32) accepts in TensorProto.external_data; it refuses any other.
+_EXTERNAL_KEYS = ("location", "offset", "length", "checksum")
+_INT64_MAX = (1 << 63) - 1
+# Element types packed several to a byte: type -> elements per byte.
+_PACKED_TYPES = {getattr(TensorProto, name): per_byte
+                 for name, per_byte in (("INT4", 2), ("UINT4", 2), ("FLOAT4E2M1", 2), ("INT2", 4), ("UINT2", 4))
+                 if hasattr(TensorProto, name)}
+
+
+def _stored_size(tensor: TensorProto) -> int | None:
+    """Bytes of the tensor's values as ONNX Runtime computes them from dims and type; None when unknown."""
+    count = 1
+    for dim in tensor.dims:
+        count *= dim
+    if tensor.data_type in _PACKED_TYPES:
+        per_byte = _PACKED_TYPES[tensor.data_type]
+        return (count + per_byte - 1) // per_byte
+    if tensor.data_type in (TensorProto.STRING, TensorProto.UNDEFINED):
+        return None
+    try:
+        return count * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def _external_number(tensor: TensorProto, key: str, text: str, signed: bool) -> int:
+    digits = text[1:] if signed and text.startswith("-") else text
+    value = int(text) if digits.isascii() and digits.isdigit() else None
+    if value is None or not (-_INT64_MAX - 1 <= value <= (_INT64_MAX if signed else (1 << 64) - 1)):
+        raise ExternalDataError(f"external data of {tensor.name!r}: {key} {text!r} is not "
+                                f"{'an' if signed else 'a non-negative'} integer")
+    return value
+
+
+def check_external_data(tensor: TensorProto, folder: str | os.PathLike) -> ExternalData:
+    """Check ``tensor``'s external-data entry the way ONNX Runtime checks it when it loads a model from
+    ``folder``, and say where its bytes are; raise ExternalDataError naming the tensor and the problem.
+
+    Like ONNX Runtime 1.32: only the keys location, offset, length and checksum; one non-empty
+    location, relative, which (links followed) stays inside ``folder`` and is an existing regular file
+    (never opened here: a FIFO would block); offset and length decimal integers (the last entry wins);
+    a non-zero length equal to what dims and type need; the bytes inside the file. Unlike it, a
+    location holding a NUL character is refused (ORT reads it up to the NUL).
+    """
+    entries: dict[str, str] = {}
+    for entry in tensor.external_data:
+        if entry.key not in _EXTERNAL_KEYS:
+            raise ExternalDataError(f"external data of {tensor.name!r}: unknown key {entry.key!r} "
+                                    f"(ONNX Runtime allows {', '.join(_EXTERNAL_KEYS)})")
+        if entry.key == "location" and "location" in entries:
+            raise ExternalDataError(f"external data of {tensor.name!r}: more than one location")
+        entries[entry.key] = entry.value
+    location = entries.get("location")
+    if location is None:
+        raise ExternalDataError(f"external data of {tensor.name!r}: no location")
+    if not location or "\x00" in location:
+        raise ExternalDataError(f"external data of {tensor.name!r}: "
+                                f"{'an empty location' if not location else 'a location holding a NUL character'}")
+    offset = _external_number(tensor, "offset", entries.get("offset", "0"), signed=True)
+    length = _external_number(tensor, "length", entries.get("length", "0"), signed=False)
+    if os.path.isabs(location):
+        raise ExternalDataError(f"external data of {tensor.name!r} points outside the model's folder "
+                                f"({location!r} is an absolute path; ONNX Runtime allows only paths relative "
+                                f"to the model's folder)")
+    root = Path(os.path.realpath(folder))
+    target = Path(os.path.realpath(root / location))
+    if target != root and root not in target.parents:
+        raise ExternalDataError(f"external data of {tensor.name!r} points outside the model's folder "
+                                f"({location!r} resolves to {str(target)!r}, outside {str(root)!r})")
+    kind = path_kind(target)
+    if kind in ("missing", "a dangling link") or location.endswith(("/", os.sep)):
+        raise ExternalDataError(f"external data file {location!r} of {tensor.name!r} is missing")
+    if kind != "file":
+        raise ExternalDataError(f"external data file {location!r} of {tensor.name!r} is "
+                                f"{'a folder' if kind == 'folder' else kind}, not a regular file")
+    size = _stored_size(tensor)
+    if length and size is not None and length != size:
+        raise ExternalDataError(f"external data of {tensor.name!r}: length {length} disagrees with its dims "
+                                f"{list(tensor.dims)}, which need {size} bytes")
+    size = size if size is not None else length
+    file_size = target.stat().st_size
+    if offset < 0 or offset + size > file_size:
+        raise ExternalDataError(f"external data of {tensor.name!r} (offset {offset}, length {size}) runs past "
+                                f"the end of {location!r} ({file_size} bytes)")
+    return ExternalData(target, offset, size)
 
 
 def _external_size(folder: Path, tensor: TensorProto) -> int:

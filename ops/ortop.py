@@ -128,13 +128,18 @@ class _ErrorChannel:
         self._lock = threading.Lock()
         self._unattributed: list[BaseException] = []  # raised on an ORT pool thread (parallel mode)
 
+    # Errors no run takes are dropped, oldest first, beyond this many: a session that never runs
+    # through a guarded method would otherwise keep every one (each traceback holds its call's arrays).
+    MAX_UNATTRIBUTED = 64
+
     def record(self, error: BaseException) -> None:
         if getattr(self._local, "depth", 0):
             if getattr(self._local, "error", None) is None:
                 self._local.error = error
             return
         with self._lock:
-            self._unattributed.append(error)
+            self._unattributed.append(error.with_traceback(None))  # its frames hold the call's arrays
+            del self._unattributed[:-self.MAX_UNATTRIBUTED]
 
     def _enter(self) -> None:
         depth = getattr(self._local, "depth", 0)

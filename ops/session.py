@@ -14,14 +14,19 @@ The session takes the same arguments as ORT's and changes only its own in-memory
   table is handed to the kernel once (``ortop.BOUND_TABLES``, released with the session) instead of
   being copied through the bridge on every call. float16/bfloat16 tables stay 16-bit: the kernel
   gathers them as they are and widens only the gathered output to float32, which the Cast after the
-  op turns back exactly. External-data tables of a model loaded from a path are memory-mapped.
-  Nodes and initializers that only fed a bound operand are dropped from the in-memory model.
+  op turns back exactly. External-data tables are memory-mapped, after ``graphs.io.check_external_data``
+  has checked their entry as ORT would (ORT never sees a bound table). Nodes and initializers that
+  only fed a bound operand are dropped from the in-memory model.
+* Other external data is not read: the model ORT gets keeps its references, and ORT maps them itself
+  from the model's folder (``EXTERNAL_DATA_FOLDER``), with its own checks.
+* Model-local functions holding GatherMultiaxis are inlined first, so that every node takes the token.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import stat
 import weakref
 from dataclasses import dataclass, field
 
@@ -29,13 +34,19 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import AttributeProto, ModelProto, TensorProto, helper, numpy_helper
-from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+from onnx.external_data_helper import uses_external_data
 from onnxruntime.capi import onnxruntime_inference_collection as _ort_collection
+from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 
+from ..graphs.io import ExternalData, ExternalDataError, check_external_data, external_tensors
+from ..graphs.rewrite import inline_functions_holding
 from . import ortop
 from .ortop import BOUND_TABLES, DOMAIN, OP_TYPE, RUN_ERRORS, RUN_OP_TYPE, BoundTable, bound_op_type
 
 RUN_TOKEN = "gathermultiaxis::run_token"
+# ORT's session config entry naming the folder external data is relative to (for a model given as bytes;
+# it overrides the model file's own folder too).
+EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
 _WIDENED = {TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16"}
 _session_numbers = itertools.count(1)
 
@@ -61,14 +72,11 @@ def _tensor_array(tensor: TensorProto, base_dir: str | None) -> tuple[np.ndarray
     if uses_external_data(tensor):
         if base_dir is None:
             return None
-        info = {entry.key: entry.value for entry in tensor.external_data}
         dtype = (np.dtype(np.uint16) if tensor.data_type == TensorProto.BFLOAT16
                  else helper.tensor_dtype_to_np_dtype(tensor.data_type))
         if dtype == object:
             return None
-        path = os.path.join(base_dir, info["location"])
-        array = np.memmap(path, dtype=dtype, mode="r", offset=int(info.get("offset", 0)), shape=tuple(tensor.dims))
-        return array, widen
+        return _mapped(tensor.name, check_external_data(tensor, base_dir), dtype, tuple(tensor.dims)), widen
     if tensor.data_type == TensorProto.STRING:
         decoded = []
         for value in tensor.string_data:
@@ -88,6 +96,20 @@ def _tensor_array(tensor: TensorProto, base_dir: str | None) -> tuple[np.ndarray
         array = np.frombuffer(tensor.raw_data, dtype=dtype).reshape(tuple(tensor.dims))  # one copy: the bytes
         return array.astype(array.dtype.newbyteorder("=")) if not array.dtype.isnative else array, widen
     return numpy_helper.to_array(tensor), widen
+
+
+def _mapped(name: str, where: ExternalData, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """The external bytes of tensor ``name`` (checked by ``check_external_data``) as a read-only
+    memory-mapped array. The file is opened without blocking and checked again once open: it may have
+    been replaced (by a FIFO, say) since it was checked."""
+    if where.size == 0:
+        return np.zeros(shape, dtype)
+    descriptor = os.open(where.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with open(descriptor, "rb") as file:
+        status = os.fstat(file.fileno())
+        if not stat.S_ISREG(status.st_mode) or where.offset + where.size > status.st_size:
+            raise ExternalDataError(f"external data file of {name!r} changed while the model was loaded")
+        return np.memmap(file, dtype=dtype, mode="r", offset=where.offset, shape=shape)
 
 
 class _Graph:
@@ -205,8 +227,28 @@ def _drop_unused(info: _Graph, candidates: list) -> None:
         graph.initializer.extend(kept)
 
 
+def _is_gather(node: onnx.NodeProto) -> bool:
+    return node.op_type == OP_TYPE and node.domain == DOMAIN
+
+
+def _inline_gather_functions(model: ModelProto) -> ModelProto:
+    """``model`` with the model-local functions that hold a GatherMultiaxis node inlined (as the rewriter
+    does), so that every such node is in a graph and takes the run token: a function body cannot see
+    the token, and a node without it would report its error to no run."""
+    ir_version = model.ir_version
+    inlined, failure = inline_functions_holding(model, _is_gather)
+    if failure:
+        holding = sorted(f.name for f in model.functions if any(_is_gather(n) for n in f.node))
+        raise ValueError(f"{OP_TYPE} inside model-local functions {holding}: {failure}")
+    inlined.ir_version = ir_version
+    return inlined
+
+
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True) -> PreparedModel:
-    """Turn ``model`` (changed in place: pass a copy) into what the session runs: see the module docstring."""
+    """Turn ``model`` (changed in place: pass a copy) into what the session runs: see the module docstring.
+    ``base_dir``: the folder external data is relative to (None: tables in external data are not bound)."""
+    if model.functions:
+        model = _inline_gather_functions(model)
     nodes = list(_gather_nodes(model.graph))
     prepared = PreparedModel(model)
     if not nodes:
@@ -252,6 +294,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
 
 
 def _load(path_or_bytes) -> tuple[ModelProto, str | None]:
+    """The model without its external data, and the folder of its file (None for bytes or a ModelProto)."""
     if isinstance(path_or_bytes, ModelProto):
         model = ModelProto()
         model.CopyFrom(path_or_bytes)
@@ -262,6 +305,45 @@ def _load(path_or_bytes) -> tuple[ModelProto, str | None]:
         path = os.fspath(path_or_bytes)
         return onnx.load(path, load_external_data=False), os.path.dirname(os.path.abspath(path))
     raise TypeError(f"Unable to load from type '{type(path_or_bytes)}'")
+
+
+def _configured_folder(options: ort.SessionOptions | None) -> str:
+    if options is None:
+        return ""
+    try:
+        return options.get_session_config_entry(EXTERNAL_DATA_FOLDER)
+    except RuntimeError:  # not set
+        return ""
+
+
+def _external_data_folder(model_folder: str | None, options: ort.SessionOptions | None) -> str | None:
+    """The folder ORT reads external data from: the options' EXTERNAL_DATA_FOLDER entry when set, else
+    the model file's folder; None for a model given as bytes without the entry (ORT then uses the
+    working folder, and the session binds no external table)."""
+    return _configured_folder(options) or model_folder
+
+
+class _ExternalDataFolder:
+    """Points ``options`` at ``folder`` while ORT creates the session from the prepared model's bytes, so
+    that ORT reads (memory-maps) the external data it still references itself, from the model's own
+    folder and with its own checks. Options the caller keeps using get their entry back afterwards
+    ("" is ORT's default: the working folder)."""
+
+    def __init__(self, options: ort.SessionOptions, folder: str | None, model: ModelProto, owned: bool):
+        self.options, self.restore = options, None
+        if folder is None or not external_tensors(model):
+            return
+        before = _configured_folder(options)
+        if before != folder:
+            options.add_session_config_entry(EXTERNAL_DATA_FOLDER, folder)
+            self.restore = None if owned else before
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.restore is not None:
+            self.options.add_session_config_entry(EXTERNAL_DATA_FOLDER, self.restore)
 
 
 # The public SessionOptions properties, copied onto the session's own options.
@@ -319,10 +401,12 @@ class InferenceSession(ort.InferenceSession):
                  provider_options=None, bind_constants: bool = True, **kwargs):
         if isinstance(path_or_bytes, (str, os.PathLike)) and os.fspath(path_or_bytes).endswith(".ort"):
             raise ValueError("ORT format models are not supported: pass the ONNX model")
-        model, base_dir = _load(path_or_bytes)
-        prepared = prepare_model(model, base_dir, bind=bind_constants)
-        if base_dir is not None:  # external data of everything not bound: inline (ORT gets bytes)
-            load_external_data_for_model(prepared.model, base_dir)
+        model, model_folder = _load(path_or_bytes)
+        folder = _external_data_folder(model_folder, sess_options)
+        try:
+            prepared = prepare_model(model, folder, bind=bind_constants)
+        except ExternalDataError as error:  # ORT's exception type for the same refusal
+            raise Fail(f"cannot load the model: {error}") from error
         self._gathermultiaxis_token = prepared.tokened
         self._gathermultiaxis_string_inputs = prepared.string_inputs
         self._gathermultiaxis_tables = list(prepared.tables)
@@ -335,9 +419,12 @@ class InferenceSession(ort.InferenceSession):
                 value = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.ascontiguousarray(array), elem_type)
                 options.add_initializer(name, value)
                 self._gathermultiaxis_shared.append(value)
+        # External data not bound stays external: ORT maps it from ``folder`` (the bytes stay small).
+        pointed = _ExternalDataFolder(options, folder, prepared.model, owned=options in _own_copies)
         serialized = prepared.model.SerializeToString()
         del model, prepared
-        super().__init__(serialized, options, providers, provider_options, **kwargs)
+        with pointed:
+            super().__init__(serialized, options, providers, provider_options, **kwargs)
 
     @property
     def bound_tables(self) -> int:
