@@ -13,6 +13,7 @@ Two more op types exist only inside the in-memory model of a ``gathermultiaxis.I
 
     output = GatherMultiaxisRun(input, indices, axes, run_token, mode)       # data through the bridge
     output = GatherMultiaxisRunFixedAxes(input, indices, run_token, mode, axes)  # the same, constant axes
+    output = GatherMultiaxisRunFixedAxesToFloat16(input, indices, run_token, mode, axes)  # float -> float16
     output = GatherMultiaxisBound<Type>(indices, run_token, table)             # data bound once (BOUND_TABLES)
 
 ``run_token`` is an int64 scalar the session feeds on every run: an error is recorded under it and the
@@ -71,6 +72,7 @@ from .signature import DATA_TYPES, DOMAIN, INDEX_TYPES, OP_TYPE
 
 RUN_OP_TYPE = "GatherMultiaxisRun"
 FIXED_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxes"
+NARROWING_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxesToFloat16"  # float32 data holding float16 values
 BOUND_OP_PREFIX = "GatherMultiaxisBound"
 
 # ONNX element type -> PyOp bridge type (the signature and its types: ops/signature.py).
@@ -462,6 +464,27 @@ def _hook_fixed(k_id, feed, attributes):
     return _answer(k_id, output)
 
 
+def _hook_narrowing(k_id, feed, attributes):
+    """The input is float32 holding float16 values (ORT's exact Cast from float16): the gathered values go
+    back to float16 exactly, NaN payloads included (NumPy keeps them; ORT's Cast to float16 quiets them)."""
+    input, indices, token = feed
+    axes = parse_axes(attributes["axes"])
+    try:
+        output = _gather_call(input, indices, axes, attributes["mode"]).astype(np.float16)
+    except Exception as exc:  # noqa: BLE001
+        RUN_ERRORS.record(int(token), exc)
+        output = _placeholder_array(exc, np.dtype(np.float16), input.shape, indices.shape, axes)
+    return _answer(k_id, output)
+
+
+def _compute_narrowing(input, indices, run_token, mode, axes):
+    try:
+        return _handed_back(gather_multiaxis(input, indices, parse_axes(axes), mode).astype(np.float16))
+    except Exception as exc:  # noqa: BLE001
+        RUN_ERRORS.record(int(run_token), exc)
+        return _placeholder(exc, np.dtype(np.float16), input.shape, indices.shape, parse_axes(axes))
+
+
 def _hook_bound(k_id, feed, attributes):
     indices, token = feed
     return _answer(k_id, _bound_output(indices, token, attributes["table"]))
@@ -533,6 +556,9 @@ def register(handback: bool | None = None, hook: bool | None = None) -> None:
                             _compute_run, _hook_run)
                     _define(FIXED_RUN_OP_TYPE, [data_type, index_type, int64], data_type,
                             {"mode": string, "axes": string}, _compute_fixed, _hook_fixed)
+            for index_type in (_BRIDGE_TYPES[t] for t in INDEX_TYPES):
+                _define(NARROWING_RUN_OP_TYPE, [PyCustomOpDef.dt_float, index_type, int64], PyCustomOpDef.dt_float16,
+                        {"mode": string, "axes": string}, _compute_narrowing, _hook_narrowing)
             for elem_type in BOUND_OUTPUT_TYPES:
                 for index_type in (_BRIDGE_TYPES[t] for t in INDEX_TYPES):
                     _define(bound_op_type(elem_type), [index_type, int64], _BRIDGE_OUTPUT_TYPES[elem_type],

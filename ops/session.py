@@ -33,7 +33,7 @@ from onnx.external_data_helper import load_external_data_for_model, uses_externa
 from onnxruntime.capi import onnxruntime_inference_collection as _ort_collection
 
 from . import ortop
-from .ortop import (BOUND_TABLES, DOMAIN, FIXED_RUN_OP_TYPE, OP_TYPE, RUN_ERRORS, RUN_OP_TYPE, BoundTable,
+from .ortop import (BOUND_TABLES, DOMAIN, FIXED_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, OP_TYPE, RUN_ERRORS, RUN_OP_TYPE, BoundTable,
                     bound_op_type)
 
 RUN_TOKEN = "gathermultiaxis::run_token"
@@ -257,6 +257,22 @@ def _float16_cast_after(info: _Graph, consumers: dict, name: str) -> onnx.NodePr
     return cast
 
 
+def _elem_types(graph: onnx.GraphProto) -> dict[str, int]:
+    types = {value.name: value.type.tensor_type.elem_type for values in (graph.input, graph.value_info, graph.output)
+             for value in values if value.type.HasField("tensor_type")}
+    types.update((tensor.name, tensor.data_type) for tensor in graph.initializer)
+    return types
+
+
+def _widened_float16(info: _Graph, types: dict, name: str) -> bool:
+    """Whether ``name`` is a Cast to float of a float16 value (exact: every value it holds is a float16 one)."""
+    cast = info.producer.get(name)
+    if cast is None or cast.op_type != "Cast" or cast.domain not in ("", "ai.onnx"):
+        return False
+    to = _attribute(cast, "to")
+    return to is not None and to.i == TensorProto.FLOAT and types.get(cast.input[0]) == TensorProto.FLOAT16
+
+
 def _fixed_axes(infos: dict, graph: onnx.GraphProto, name: str) -> tuple[int, ...] | None:
     """The constant axes ``name`` holds in ``graph`` (seen by the graph itself), or None."""
     info = infos.get(id(graph))
@@ -286,6 +302,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
         for name in graph_node.input:
             consumers.setdefault(name, []).append(graph_node)
     narrow_float16 = ortop.bridge_info()["handback_supported"]  # float16 outputs need the array handback
+    types = _elem_types(model.graph) if narrow_float16 else {}
     chain: list = []
     dropped_value_info: set = set()
     crosses_bridge = False
@@ -294,7 +311,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
         mode = None if mode_attribute is None else mode_attribute.s.decode()
         axes = _fixed_axes(infos, graph, node.input[2]) if len(node.input) > 2 and node.input[2] else None
         bound = None
-        if bind and graph is model.graph and axes is not None:
+        if bind and graph is model.graph and axes is not None and mode is not None:
             passed: list = []
             bound = info.resolve(node.input[0], base_dir, passed)
             if bound is not None:
@@ -305,8 +322,15 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
                 node.op_type = RUN_OP_TYPE
                 node.input.append(token)
             else:  # constant axes travel as an attribute: one input less to copy per call
-                replacement = helper.make_node(FIXED_RUN_OP_TYPE, [node.input[0], node.input[1], token],
-                                               list(node.output), name=node.name, domain=DOMAIN,
+                op_type, outputs = FIXED_RUN_OP_TYPE, list(node.output)
+                cast = (_float16_cast_after(info, consumers, outputs[0])
+                        if graph is model.graph and _widened_float16(info, types, node.input[0]) else None)
+                if cast is not None:  # float16 data, widened to cross the bridge: back to float16 in the op
+                    op_type, outputs = NARROWING_RUN_OP_TYPE, [cast.output[0]]
+                    dropped_value_info.add(node.output[0])
+                    model.graph.node.remove(cast)
+                replacement = helper.make_node(op_type, [node.input[0], node.input[1], token],
+                                               outputs, name=node.name, domain=DOMAIN,
                                                axes=ortop.axes_attribute(axes),
                                                **({} if mode is None else {"mode": mode}))
                 node.CopyFrom(replacement)
@@ -324,7 +348,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
             dropped_value_info.add(outputs[0])
             outputs = [cast.output[0]]
             model.graph.node.remove(cast)
-        table = BoundTable(array, widen, axes, "" if mode is None else mode, indices_axes)
+        table = BoundTable(array, widen, axes, mode, indices_axes)
         key = f"session{session_number}/{number}"
         prepared.tables[key] = table
         output_type = (TensorProto.STRING if array.dtype == object
@@ -487,6 +511,16 @@ class InferenceSession(ort.InferenceSession):
         token = self._gathermultiaxis_token_name
         if token is not None:
             self._inputs_meta = [value for value in self._inputs_meta if value.name != token]
+
+    def _validate_input(self, feed_input_names):
+        """ORT's missing-input check, with the feed names the caller gave (the token left out)."""
+        token = self._gathermultiaxis_token_name
+        if token is None:
+            return super()._validate_input(feed_input_names)
+        for value in self._inputs_meta:  # the common case: nothing missing, nothing to report
+            if value.name not in feed_input_names and not value.type.startswith("optional"):
+                return super()._validate_input([name for name in feed_input_names if name != token])
+        return None
 
     @property
     def bound_tables(self) -> int:

@@ -30,7 +30,7 @@ OPTIONS_PATH_LIMITS = {
     "binding": "binding constant tables is a step of gathermultiaxis.InferenceSession",
 }
 CASES = ["run_async", "iobinding", "parallel", "scan", "strings", "uint64", "extensions_before", "extensions_after",
-         "binding"]
+         "binding", "ortvaluevector", "async_dropped", "own_hook"]
 
 
 @pytest.mark.parametrize("entry", ["session", "options"])
