@@ -57,7 +57,7 @@ import functools
 import itertools
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnxruntime as ort
@@ -243,6 +243,18 @@ class BoundTable:
     axes: tuple[int, ...] = (0,)
     mode: str = "error"
     indices_axes: tuple[int, ...] = ()
+    take_table: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        # The embedding form (one axis a, the table of size 1 before it, the absorbed alignment adding the
+        # indices' size-1 dimensions after it): the gather is ndarray.take of the raw indices along the
+        # table's first real dimension, with no plan to look up.
+        rank = self.array.ndim
+        if (len(self.axes) == 1 and self.mode in ("error", "error_nonempty") and -rank <= self.axes[0] < rank
+                and self.array.dtype != object):
+            axis = self.axes[0] % rank
+            if all(size == 1 for size in self.array.shape[:axis]) and self.indices_axes == tuple(range(axis + 1, rank)):
+                object.__setattr__(self, "take_table", self.array.reshape(self.array.shape[axis:]))
 
     def output_dtype(self) -> np.dtype:
         return np.dtype(np.float32) if self.widen else self.array.dtype
@@ -396,6 +408,12 @@ def _bound_output(indices, run_token, table) -> np.ndarray:
     if bound is None:  # the session that bound it is gone: cannot happen while it runs
         RUN_ERRORS.record(int(run_token), RuntimeError(f"no bound table {table!r} (its session was released)"))
         return np.zeros((0,) * max(indices.ndim, 1), dtype=np.float32)
+    take_table = bound.take_table
+    if take_table is not None and indices.ndim == bound.array.ndim - len(bound.indices_axes) and CALL_PATH["take_bound"]:
+        try:  # the embedding form: refusals go the general way below, which names the index
+            return _widen(take_table.take(indices, axis=0), bound.widen)
+        except (IndexError, TypeError):
+            pass
     try:
         indices = bound.indices(indices)
         output = _widen(_gather_call(bound.array, indices, bound.axes, bound.mode), bound.widen)
@@ -409,12 +427,16 @@ def _bound_output(indices, run_token, table) -> np.ndarray:
 
 # ---------------------------------------------------------------- the own invocation hook
 
+# Steps of the call path that can be switched off, for `bench --runtime`'s breakdown of what each one buys.
+CALL_PATH = {"take_1d": True, "take_bound": True}
+
+
 def _gather_call(data: np.ndarray, indices: np.ndarray, axes, mode: str) -> np.ndarray:
     """gather_multiaxis, with a shortcut for the tiny 1-D gathers of shape arithmetic (TorchScript exports
     are full of them): ``ndarray.take`` counts negatives from the end once and refuses out-of-range
     indices, as mode "error" does; any refusal goes the general way, which names the offending index."""
     if data.ndim == 1 and indices.ndim == 1 and len(axes) == 1 and axes[0] in (0, -1) and (
-            mode == "error" or mode == "error_nonempty"):
+            mode == "error" or mode == "error_nonempty") and CALL_PATH["take_1d"]:
         try:
             return data.take(indices)
         except (IndexError, TypeError):

@@ -206,6 +206,11 @@ def _drop_unused(info: _Graph, candidates: list) -> None:
         graph.initializer.extend(kept)
 
 
+# Node forms of the bind step that can be switched off, for `bench --runtime`'s breakdown of what each buys:
+# constant axes as an attribute, the indices' alignment Unsqueeze absorbed into bound nodes, float16 outputs.
+BIND_FORMS = {"fixed_axes": True, "absorb_alignment": True, "float16_output": True}
+
+
 def _all_names(graph: onnx.GraphProto, names: set) -> set:
     """Every value name of ``graph`` and its subgraphs (inputs, outputs, initializers, value_info, nodes)."""
     for values in (graph.input, graph.output, graph.value_info, graph.initializer):
@@ -301,7 +306,8 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
     for graph_node in model.graph.node:
         for name in graph_node.input:
             consumers.setdefault(name, []).append(graph_node)
-    narrow_float16 = ortop.bridge_info()["handback_supported"]  # float16 outputs need the array handback
+    # float16 outputs need the array handback
+    narrow_float16 = ortop.bridge_info()["handback_supported"] and BIND_FORMS["float16_output"]
     types = _elem_types(model.graph) if narrow_float16 else {}
     chain: list = []
     dropped_value_info: set = set()
@@ -318,7 +324,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
                 chain.extend(passed)
         if bound is None:
             crosses_bridge = True
-            if axes is None:
+            if axes is None or not BIND_FORMS["fixed_axes"]:
                 node.op_type = RUN_OP_TYPE
                 node.input.append(token)
             else:  # constant axes travel as an attribute: one input less to copy per call
@@ -337,7 +343,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
             continue
         array, widen = bound
         indices, indices_axes = node.input[1], ()
-        unsqueezed = _unsqueezed(info, indices)
+        unsqueezed = _unsqueezed(info, indices) if BIND_FORMS["absorb_alignment"] else None
         if unsqueezed is not None:  # the alignment Unsqueeze of the indices: a free view in the kernel
             indices, indices_axes = unsqueezed
             chain.append(info.producer[node.input[1]])
