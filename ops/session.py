@@ -512,11 +512,18 @@ class InferenceSession(ort.InferenceSession):
         super().__init__(serialized, options, providers, provider_options, **kwargs)
 
     def _bind_session(self, sess):
-        """ORT's own bookkeeping, without the hidden token input (get_inputs, ORT's missing-input message)."""
+        """ORT's own bookkeeping, without the hidden token input (get_inputs, ORT's missing-input message),
+        and what ``run`` needs to check per call, read once (each read of a NodeArg property is a C call)."""
         super()._bind_session(sess)
         token = self._gathermultiaxis_token_name
         if token is not None:
             self._inputs_meta = [value for value in self._inputs_meta if value.name != token]
+        self._gathermultiaxis_required = frozenset(value.name for value in self._inputs_meta
+                                                   if not value.type.startswith("optional"))
+        self._gathermultiaxis_outputs = [value.name for value in self._outputs_meta]
+        # run's direct path: CPU only (no EP fallback to retry) and no WebGPU graph capture to check
+        self._gathermultiaxis_direct = (token is not None and list(self._providers) == ["CPUExecutionProvider"]
+                                        and not sess.is_webgpu_graph_capture_enabled())
 
     def _validate_input(self, feed_input_names):
         """ORT's missing-input check, with the feed names the caller gave (the token left out)."""
@@ -554,8 +561,16 @@ class InferenceSession(ort.InferenceSession):
         token = RUN_ERRORS.new_token()
         feed = dict(input_feed)
         feed[name] = np.array(token, dtype=np.int64)
+        # ORT's Session.run checks, in that order: WebGPU graph capture, missing inputs, OrtValues of
+        # another device, then retries on CPU after an EP failure. A CPU-only session needs only the
+        # second and third, done here with what _bind_session read once.
+        direct = self._gathermultiaxis_direct and self._gathermultiaxis_required <= input_feed.keys() and not any(
+            isinstance(value, ort.OrtValue) for value in input_feed.values())
         try:
-            result = _SESSION.run(self, output_names, feed, run_options)
+            if direct:
+                result = self._sess.run(output_names or self._gathermultiaxis_outputs, feed, run_options)
+            else:
+                result = _SESSION.run(self, output_names, feed, run_options)
         except BaseException as exc:
             error = RUN_ERRORS.pop(token)
             if error is None:
