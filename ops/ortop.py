@@ -11,12 +11,22 @@ Node signature (domain ``ai.onnx.contrib``, version 1), the one model files carr
 Two more op types exist only inside the in-memory model of a ``gathermultiaxis.InferenceSession``
 (``ops/session.py``), never in a file::
 
-    output = GatherMultiaxisRun(input, indices, axes, run_token, mode)          # data through the bridge
-    output = GatherMultiaxisBound<Type>(indices, axes, run_token, mode, table)  # data bound once (BOUND_TABLES)
+    output = GatherMultiaxisRun(input, indices, axes, run_token, mode)       # data through the bridge
+    output = GatherMultiaxisRunFixedAxes(input, indices, run_token, mode, axes)  # the same, constant axes
+    output = GatherMultiaxisRunFixedAxesToFloat16(input, indices, run_token, mode, axes)  # float -> float16
+    output = GatherMultiaxisBound<Type>(indices, run_token, table)             # data bound once (BOUND_TABLES)
 
 ``run_token`` is an int64 scalar the session feeds on every run: an error is recorded under it and the
 session's run wrapper raises it, so each error belongs to the run that caused it in every run API and
-execution mode.
+execution mode. ``axes`` as an attribute is a comma-separated string (the bridge hands every attribute
+over as a string); a bound node's ``table`` attribute names a ``BoundTable`` that holds the table and
+everything else the call needs (axes, mode, the indices' alignment, the output type), set once at bind
+time.
+
+Calls arrive through the package's own invocation hook (``PyCustomOpDef.install_hooker``, installed by
+``register``): it answers the op types defined here directly and hands every other PyOp id to
+onnxruntime-extensions' own invoker, unchanged. Without it (another hook installed later) the op bodies
+still work through the generic invoker, only slower.
 
 Properties of the bridge (onnxruntime-extensions 0.15, ORT 1.31) that shape this module:
 
@@ -25,10 +35,13 @@ Properties of the bridge (onnxruntime-extensions 0.15, ORT 1.31) that shape this
   right shape and type (zeros; the shape is known for index errors) so that nothing downstream
   (Squeeze, Scan outputs, pre-allocated IOBinding outputs) aborts on a placeholder.
 * Plain ``GatherMultiaxis`` nodes (sessions built by the user with ``session_options()``) have no
-  token: their errors go through a per-thread channel and a wrapper of ``onnxruntime``'s
-  ``Session.run*`` methods installed by the first ``session_options()`` call, never by import. That
-  path cannot attribute errors under ``ExecutionMode.ORT_PARALLEL`` (ORT pool threads) or
-  ``run_async``: see the README.
+  token: their errors go through a per-thread channel and run wrappers set on each such session when
+  it is created (``guard_onnxruntime_sessions``, called by ``session_options()``, never by import);
+  sessions made with other options keep onnxruntime's own methods, untouched. That path cannot
+  attribute errors under ``ExecutionMode.ORT_PARALLEL`` (ORT pool threads) or ``run_async``: see the
+  README.
+* float16 outputs cross the bridge (one ``memcpy``, itemsize 2); float16 *inputs* and bfloat16 in
+  either direction do not.
 * The default return path converts every output to a Python list (6x slower on large outputs). The
   bridge copies any array with ``memcpy``, so the op hands back the C-contiguous array itself, wrapped
   so that the bridge's ``rv.flatten().tolist()`` yields it. A self-test against the installed bridge
@@ -44,7 +57,7 @@ import functools
 import itertools
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnxruntime as ort
@@ -59,6 +72,8 @@ from .kernel import GatherIndexError, gather_multiaxis
 from .signature import DATA_TYPES, DOMAIN, INDEX_TYPES, OP_TYPE
 
 RUN_OP_TYPE = "GatherMultiaxisRun"
+FIXED_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxes"
+NARROWING_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxesToFloat16"  # float32 data holding float16 values
 BOUND_OP_PREFIX = "GatherMultiaxisBound"
 
 # ONNX element type -> PyOp bridge type (the signature and its types: ops/signature.py).
@@ -76,6 +91,9 @@ _BRIDGE_TYPES = {
     TensorProto.BOOL: PyCustomOpDef.dt_bool,
     TensorProto.STRING: PyCustomOpDef.dt_string,
 }
+# Output types a bound node may have beyond DATA_TYPES: float16 comes back through the bridge as it is.
+BOUND_OUTPUT_TYPES = (*DATA_TYPES, TensorProto.FLOAT16)
+_BRIDGE_OUTPUT_TYPES = {**_BRIDGE_TYPES, TensorProto.FLOAT16: PyCustomOpDef.dt_float16}
 
 
 def bound_op_type(elem_type: int) -> str:
@@ -182,27 +200,73 @@ class _ErrorChannel:
 
 ERRORS = _ErrorChannel()
 _GUARDED_METHODS = ("run", "run_with_ort_values", "run_with_iobinding", "run_with_ortvaluevector")
+_guarded_options: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()  # options of session_options()
 
 
-def _guard_sessions() -> None:
-    """Install the plain op's error channel on onnxruntime's Session class (first ``session_options()``)."""
-    for name in _GUARDED_METHODS:
-        method = getattr(_ort_collection.Session, name, None)
-        if method is not None:
-            setattr(_ort_collection.Session, name, ERRORS.guard(method))
+def _guard_if_ours(init):
+    """Wrap ``onnxruntime.InferenceSession.__init__``: a session created with options from
+    ``session_options()`` gets the error channel as run wrappers on the instance itself; every other
+    session keeps onnxruntime's methods (nothing per run)."""
+
+    @functools.wraps(init)
+    def created(self, path_or_bytes, sess_options=None, *args, **kwargs):
+        init(self, path_or_bytes, sess_options, *args, **kwargs)
+        if (sess_options is not None and sess_options in _guarded_options
+                and not getattr(self, "_gathermultiaxis_run_tokens", False)):  # not gathermultiaxis' own session
+            for name in _GUARDED_METHODS:
+                method = getattr(self, name, None)
+                if method is not None:
+                    setattr(self, name, ERRORS.guard(method))
+
+    created._gathermultiaxis_guard = True
+    return created
+
+
+def guard_onnxruntime_sessions() -> None:
+    """Make op errors of plain GatherMultiaxis nodes reach the caller of ``onnxruntime.InferenceSession``'s
+    run methods, for sessions created with options from ``session_options()`` (which calls this).
+
+    The one process-wide change the package makes to onnxruntime: ``onnxruntime.InferenceSession.__init__``
+    is wrapped so that such a session gets run wrappers on the instance. Other sessions are not slowed:
+    they pay one set lookup at creation and nothing per run. Idempotent; never called by import."""
+    with _lock:
+        init = _ort_collection.InferenceSession.__init__
+        if not getattr(init, "_gathermultiaxis_guard", False):
+            _ort_collection.InferenceSession.__init__ = _guard_if_ours(init)
 
 
 @dataclass(frozen=True)
 class BoundTable:
-    """A constant data operand handed to the kernel once. ``widen`` names the 16-bit float format whose
-    raw values ``array`` holds ("float16" or "bfloat16", gathered as they are and widened to float32
-    exactly), or is None."""
+    """A constant data operand handed to the kernel once, with everything else its node needs (set at
+    bind time, so a call does no parsing). ``widen`` names the 16-bit float format whose raw values
+    ``array`` holds ("float16" or "bfloat16", gathered as they are and widened to float32 exactly) when
+    the node's output is float32, or is None (the output has ``array``'s type, float16 included).
+    ``indices_axes``: dimensions of size 1 the node inserts into its indices first (the rewriter's
+    alignment Unsqueeze, absorbed)."""
 
     array: np.ndarray
     widen: str | None = None
+    axes: tuple[int, ...] = (0,)
+    mode: str = "error"
+    indices_axes: tuple[int, ...] = ()
+    take_table: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        # The embedding form (one axis a, the table of size 1 before it, the absorbed alignment adding the
+        # indices' size-1 dimensions after it): the gather is ndarray.take of the raw indices along the
+        # table's first real dimension, with no plan to look up.
+        rank = self.array.ndim
+        if (len(self.axes) == 1 and self.mode in ("error", "error_nonempty") and -rank <= self.axes[0] < rank
+                and self.array.dtype != object):
+            axis = self.axes[0] % rank
+            if all(size == 1 for size in self.array.shape[:axis]) and self.indices_axes == tuple(range(axis + 1, rank)):
+                object.__setattr__(self, "take_table", self.array.reshape(self.array.shape[axis:]))
 
     def output_dtype(self) -> np.dtype:
         return np.dtype(np.float32) if self.widen else self.array.dtype
+
+    def indices(self, indices: np.ndarray) -> np.ndarray:
+        return np.expand_dims(indices, self.indices_axes) if self.indices_axes else indices
 
 
 BOUND_TABLES: dict[str, BoundTable] = {}  # key (the node's "table" attribute) -> table; owned by sessions
@@ -240,46 +304,78 @@ class _ArrayHandback:
         return self.array
 
 
-_state = {"registered": False, "handback": False, "opdefs": [], "guarded": False}
+_state = {"registered": False, "handback": False, "opdefs": [], "hook": False}
 _lock = threading.RLock()
 
 NUL_LIMIT = ("a string holding a NUL character cannot cross onnxruntime-extensions' PyOp bridge (it passes "
               "strings as C strings, which end at the first NUL)")
 
 
+def _check_strings(output: np.ndarray) -> None:
+    for value in output.flat:  # the bridge would cut the string at the NUL: refuse instead
+        if "\x00" in value if isinstance(value, str) else b"\x00" in value:
+            raise ValueError(NUL_LIMIT)
+
+
 def _handed_back(output: np.ndarray):
-    """The op's return value for ``output``, in the form the active output path needs."""
+    """The op's return value for ``output``, in the form the generic invoker's output path needs."""
     if output.dtype == object:
-        for value in output.flat:  # the bridge would cut the string at the NUL: refuse instead
-            if "\x00" in value if isinstance(value, str) else b"\x00" in value:
-                raise ValueError(NUL_LIMIT)
+        _check_strings(output)
         return output
-    if not _state["handback"]:
+    if not _state["handback"] and output.dtype != np.float16:  # float16 has no list path (only the array)
         # the list path rebuilds an array from Python ints: uint64 above 2**63 would go through float64
         return output.view(np.int64) if output.dtype == np.uint64 else output
     # np.ascontiguousarray would turn a 0-d output into shape (1,)
     return _ArrayHandback(output if output.flags.c_contiguous else output.copy(order="C"))
 
 
-def _placeholder(error: BaseException, dtype: np.dtype, input_shape, indices_shape, axes):
+def _payload(output: np.ndarray):
+    """What the own hook returns as the output's data (strings checked by the caller)."""
+    if output.dtype == object:
+        return output.reshape(-1).tolist()
+    if not _state["handback"] and output.dtype != np.float16:
+        return (output.view(np.int64) if output.dtype == np.uint64 else output).reshape(-1).tolist()
+    return output if output.flags.c_contiguous else output.copy(order="C")
+
+
+def _placeholder_array(error: BaseException, dtype: np.dtype, input_shape, indices_shape, axes) -> np.ndarray:
     """What a failed call returns: zeros of the output's shape when it is known (index errors), else an
     empty array of the input's rank."""
     shape = (0,) * max(len(input_shape), 1)
     if isinstance(error, GatherIndexError):
         try:
             shape = GatherGeometry.infer(tuple(input_shape), tuple(indices_shape),
-                                         normalize_axes(axes.tolist(), len(input_shape))).output_shape
+                                         normalize_axes(list(axes), len(input_shape))).output_shape
         except Exception:  # noqa: BLE001 - fall back to the empty placeholder
             pass
-    output = np.full(shape, "", dtype=object) if dtype == object else np.zeros(shape, dtype=dtype)
-    return _handed_back(output)
+    return np.full(shape, "", dtype=object) if dtype == object else np.zeros(shape, dtype=dtype)
+
+
+def _placeholder(error: BaseException, dtype: np.dtype, input_shape, indices_shape, axes):
+    return _handed_back(_placeholder_array(error, dtype, input_shape, indices_shape, axes))
+
+
+def _axes_list(axes: np.ndarray) -> list:
+    if axes.ndim != 1:
+        raise ValueError(f"axes must be a 1-D int64 tensor, got shape {list(axes.shape)}")
+    return axes.tolist()
+
+
+@functools.lru_cache(maxsize=256)
+def parse_axes(text: str) -> tuple[int, ...]:
+    """The ``axes`` attribute of a GatherMultiaxisRunFixedAxes node ("0,2"; "" for none), as ints."""
+    return tuple(int(part) for part in text.split(",")) if text else ()
+
+
+def axes_attribute(axes) -> str:
+    return ",".join(str(int(axis)) for axis in axes)
 
 
 def _gather(data, indices, axes, mode, widen=None):
-    if axes.ndim != 1:
-        raise ValueError(f"axes must be a 1-D int64 tensor, got shape {list(axes.shape)}")
-    return _handed_back(_widen(gather_multiaxis(data, indices, axes.tolist(), mode), widen))
+    return _handed_back(_widen(gather_multiaxis(data, indices, _axes_list(axes), mode), widen))
 
+
+# ---------------------------------------------------------------- op bodies for the generic invoker
 
 def _compute(input, indices, axes, mode):
     """The plain op body as the bridge calls it: never raises (see the module docstring)."""
@@ -287,7 +383,7 @@ def _compute(input, indices, axes, mode):
         return _gather(input, indices, axes, mode)
     except Exception as exc:  # noqa: BLE001 - every error must travel to the caller, not kill the process
         ERRORS.record(exc)
-        return _placeholder(exc, input.dtype, input.shape, indices.shape, axes)
+        return _placeholder(exc, input.dtype, input.shape, indices.shape, axes.reshape(-1).tolist())
 
 
 def _compute_run(input, indices, axes, run_token, mode):
@@ -296,20 +392,145 @@ def _compute_run(input, indices, axes, run_token, mode):
         return _gather(input, indices, axes, mode)
     except Exception as exc:  # noqa: BLE001
         RUN_ERRORS.record(int(run_token), exc)
-        return _placeholder(exc, input.dtype, input.shape, indices.shape, axes)
+        return _placeholder(exc, input.dtype, input.shape, indices.shape, axes.reshape(-1).tolist())
 
 
-def _compute_bound(indices, axes, run_token, mode, table):
+def _compute_fixed(input, indices, run_token, mode, axes):
+    """GatherMultiaxisRunFixedAxes: axes from the attribute."""
+    try:
+        return _handed_back(gather_multiaxis(input, indices, parse_axes(axes), mode))
+    except Exception as exc:  # noqa: BLE001
+        RUN_ERRORS.record(int(run_token), exc)
+        return _placeholder(exc, input.dtype, input.shape, indices.shape, parse_axes(axes))
+
+
+def _compute_bound(indices, run_token, table):
     """GatherMultiaxisBound<Type>: the data is the session's bound table ``table``."""
+    return _handed_back(_bound_output(indices, run_token, table))
+
+
+def _bound_output(indices, run_token, table) -> np.ndarray:
     bound = BOUND_TABLES.get(table)
     if bound is None:  # the session that bound it is gone: cannot happen while it runs
         RUN_ERRORS.record(int(run_token), RuntimeError(f"no bound table {table!r} (its session was released)"))
         return np.zeros((0,) * max(indices.ndim, 1), dtype=np.float32)
+    take_table = bound.take_table
+    if take_table is not None and indices.ndim == bound.array.ndim - len(bound.indices_axes) and CALL_PATH["take_bound"]:
+        try:  # the embedding form: refusals go the general way below, which names the index
+            return _widen(take_table.take(indices, axis=0), bound.widen)
+        except (IndexError, TypeError):
+            pass
     try:
-        return _gather(bound.array, indices, axes, mode, bound.widen)
+        indices = bound.indices(indices)
+        output = _widen(_gather_call(bound.array, indices, bound.axes, bound.mode), bound.widen)
+        if output.dtype == object:
+            _check_strings(output)
+        return output
     except Exception as exc:  # noqa: BLE001
         RUN_ERRORS.record(int(run_token), exc)
-        return _placeholder(exc, bound.output_dtype(), bound.array.shape, indices.shape, axes)
+        return _placeholder_array(exc, bound.output_dtype(), bound.array.shape, indices.shape, bound.axes)
+
+
+# ---------------------------------------------------------------- the own invocation hook
+
+# Steps of the call path that can be switched off, for `bench --runtime`'s breakdown of what each one buys.
+CALL_PATH = {"take_1d": True, "take_bound": True}
+
+
+def _gather_call(data: np.ndarray, indices: np.ndarray, axes, mode: str) -> np.ndarray:
+    """gather_multiaxis, with a shortcut for the tiny 1-D gathers of shape arithmetic (TorchScript exports
+    are full of them): ``ndarray.take`` counts negatives from the end once and refuses out-of-range
+    indices, as mode "error" does; any refusal goes the general way, which names the offending index."""
+    if data.ndim == 1 and indices.ndim == 1 and len(axes) == 1 and axes[0] in (0, -1) and (
+            mode == "error" or mode == "error_nonempty") and CALL_PATH["take_1d"]:
+        try:
+            return data.take(indices)
+        except (IndexError, TypeError):
+            pass
+    return gather_multiaxis(data, indices, axes, mode)
+
+
+def _answer(k_id, output: np.ndarray):
+    return (k_id, output.shape, _payload(output))
+
+
+def _hook_plain(k_id, feed, attributes):
+    input, indices, axes = feed
+    mode = attributes["mode"]
+    try:
+        output = _gather_call(input, indices, _axes_list(axes), mode)
+        if output.dtype == object:
+            _check_strings(output)
+    except Exception as exc:  # noqa: BLE001
+        ERRORS.record(exc)
+        output = _placeholder_array(exc, input.dtype, input.shape, indices.shape, axes.reshape(-1).tolist())
+    return _answer(k_id, output)
+
+
+def _hook_run(k_id, feed, attributes):
+    input, indices, axes, token = feed
+    try:
+        output = _gather_call(input, indices, _axes_list(axes), attributes["mode"])
+        if output.dtype == object:
+            _check_strings(output)
+    except Exception as exc:  # noqa: BLE001
+        RUN_ERRORS.record(int(token), exc)
+        output = _placeholder_array(exc, input.dtype, input.shape, indices.shape, axes.reshape(-1).tolist())
+    return _answer(k_id, output)
+
+
+def _hook_fixed(k_id, feed, attributes):
+    input, indices, token = feed
+    axes = parse_axes(attributes["axes"])
+    try:
+        output = _gather_call(input, indices, axes, attributes["mode"])
+        if output.dtype == object:
+            _check_strings(output)
+    except Exception as exc:  # noqa: BLE001
+        RUN_ERRORS.record(int(token), exc)
+        output = _placeholder_array(exc, input.dtype, input.shape, indices.shape, axes)
+    return _answer(k_id, output)
+
+
+def _hook_narrowing(k_id, feed, attributes):
+    """The input is float32 holding float16 values (ORT's exact Cast from float16): the gathered values go
+    back to float16 exactly, NaN payloads included (NumPy keeps them; ORT's Cast to float16 quiets them)."""
+    input, indices, token = feed
+    axes = parse_axes(attributes["axes"])
+    try:
+        output = _gather_call(input, indices, axes, attributes["mode"]).astype(np.float16)
+    except Exception as exc:  # noqa: BLE001
+        RUN_ERRORS.record(int(token), exc)
+        output = _placeholder_array(exc, np.dtype(np.float16), input.shape, indices.shape, axes)
+    return _answer(k_id, output)
+
+
+def _compute_narrowing(input, indices, run_token, mode, axes):
+    try:
+        return _handed_back(gather_multiaxis(input, indices, parse_axes(axes), mode).astype(np.float16))
+    except Exception as exc:  # noqa: BLE001
+        RUN_ERRORS.record(int(run_token), exc)
+        return _placeholder(exc, np.dtype(np.float16), input.shape, indices.shape, parse_axes(axes))
+
+
+def _hook_bound(k_id, feed, attributes):
+    indices, token = feed
+    return _answer(k_id, _bound_output(indices, token, attributes["table"]))
+
+
+_HOOKS: dict[int, object] = {}  # opdef id -> the hook function answering it
+_generic_invoker = _ocos._on_pyop_invocation
+
+
+def _invoke(k_id, feed, attributes):
+    """The bridge's invocation hook: ours for our op types, onnxruntime-extensions' for every other PyOp."""
+    hook = _HOOKS.get(k_id)
+    if hook is None:
+        return _generic_invoker(k_id, feed, attributes)
+    try:
+        return hook(k_id, feed, attributes)
+    except Exception:  # noqa: BLE001 - a surprise in the hook itself: the generic body records it
+        return _generic_invoker(k_id, feed, attributes)
 
 
 def _string_attributes(attributes):
@@ -318,24 +539,22 @@ def _string_attributes(attributes):
     return attributes
 
 
-def _define(op_type, inputs, output, attrs, body):
+def _define(op_type, inputs, output, attrs, body, hook):
     opdef = onnx_op(op_type=op_type, inputs=inputs, outputs=[output], attrs=attrs)(body)
     if all(kind == PyCustomOpDef.dt_string for kind in attrs.values()):
         opdef.cast_attributes = _string_attributes
     _state["opdefs"].append(opdef)
+    _HOOKS[opdef._id] = hook
     return opdef
 
 
 def _handback_works(opdef) -> bool:
-    """Run the installed bridge's Python invocation hook on one call and check it hands the array on."""
-    hook = getattr(_ocos, "_on_pyop_invocation", None)
-    if hook is None:
-        return False
+    """Run the installed bridge's generic invoker on one call and check it hands the array on."""
     probe_input = np.arange(6, dtype=np.float32).reshape(2, 3)
     feed = [probe_input, np.array([[2, 0]], dtype=np.int64), np.array([1], dtype=np.int64)]
     _state["handback"] = True
     try:
-        result = hook(opdef._id, feed, {"mode": "error"})
+        result = _generic_invoker(opdef._id, feed, {"mode": "error"})
         payload = result[2]
         return (isinstance(payload, np.ndarray) and tuple(result[1]) == (2, 2)
                 and np.array_equal(payload, np.array([[2, 0], [5, 3]], dtype=np.float32)))
@@ -345,12 +564,13 @@ def _handback_works(opdef) -> bool:
         _state["handback"] = False
 
 
-def register(handback: bool | None = None) -> None:
-    """Define every GatherMultiaxis op type with the PyOp bridge: plain, Run and Bound, for every
-    (data type, index type) pair.
+def register(handback: bool | None = None, hook: bool | None = None) -> None:
+    """Define every GatherMultiaxis op type with the PyOp bridge: plain, Run, RunFixedAxes and Bound, for
+    every (data type, index type) pair, and install the package's invocation hook.
 
     Idempotent. ``handback=False`` forces the bridge's default (list) output path; ``None`` uses the
-    array handback when the installed bridge passes the self-test.
+    array handback when the installed bridge passes the self-test. ``hook=False`` puts
+    onnxruntime-extensions' generic invoker back (``True`` or ``None``: the package's own hook).
     """
     with _lock:
         if not _state["registered"]:
@@ -358,15 +578,27 @@ def register(handback: bool | None = None) -> None:
             for elem_type in DATA_TYPES:
                 data_type = _BRIDGE_TYPES[elem_type]
                 for index_type in (_BRIDGE_TYPES[t] for t in INDEX_TYPES):
-                    _define(OP_TYPE, [data_type, index_type, int64], data_type, {"mode": string}, _compute)
+                    _define(OP_TYPE, [data_type, index_type, int64], data_type, {"mode": string}, _compute,
+                            _hook_plain)
                     _define(RUN_OP_TYPE, [data_type, index_type, int64, int64], data_type, {"mode": string},
-                            _compute_run)
-                    _define(bound_op_type(elem_type), [index_type, int64, int64], data_type,
-                            {"mode": string, "table": string}, _compute_bound)
+                            _compute_run, _hook_run)
+                    _define(FIXED_RUN_OP_TYPE, [data_type, index_type, int64], data_type,
+                            {"mode": string, "axes": string}, _compute_fixed, _hook_fixed)
+            for index_type in (_BRIDGE_TYPES[t] for t in INDEX_TYPES):
+                _define(NARROWING_RUN_OP_TYPE, [PyCustomOpDef.dt_float, index_type, int64], PyCustomOpDef.dt_float16,
+                        {"mode": string, "axes": string}, _compute_narrowing, _hook_narrowing)
+            for elem_type in BOUND_OUTPUT_TYPES:
+                for index_type in (_BRIDGE_TYPES[t] for t in INDEX_TYPES):
+                    _define(bound_op_type(elem_type), [index_type, int64], _BRIDGE_OUTPUT_TYPES[elem_type],
+                            {"table": string}, _compute_bound, _hook_bound)
             _state["registered"] = True
             _state["handback_supported"] = _handback_works(_state["opdefs"][0])
         _state["handback"] = _state["handback_supported"] if handback is None else (
             handback and _state["handback_supported"])
+        use_hook = hook is None or hook
+        if use_hook != _state["hook"]:
+            PyCustomOpDef.install_hooker(_invoke if use_hook else _generic_invoker)
+            _state["hook"] = use_hook
 
 
 def bridge_info() -> dict:
@@ -375,7 +607,8 @@ def bridge_info() -> dict:
     if register_if_needed:
         register()
     return {"registered": _state["registered"], "handback_supported": _state["handback_supported"],
-            "handback_active": _state["handback"], "registrations": len(_state["opdefs"])}
+            "handback_active": _state["handback"], "own_hook": _state["hook"],
+            "registrations": len(_state["opdefs"])}
 
 
 _registered_options: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()
@@ -396,17 +629,38 @@ def register_library(options: ort.SessionOptions) -> ort.SessionOptions:
         return options
 
 
+SPINNING_KEY = "session.intra_op.allow_spinning"
+
+
+def config_entry(options: ort.SessionOptions, key: str) -> str | None:
+    """A session config entry of ``options``, or None when it is not set (ORT raises for those)."""
+    try:
+        return options.get_session_config_entry(key)
+    except RuntimeError:
+        return None
+
+
+def quiet_threads(options: ort.SessionOptions) -> ort.SessionOptions:
+    """Turn off the spinning of ORT's intra-op threads unless ``options`` already says something about it:
+    spinning threads fight the Python op for the GIL's holder's core (measured: 6-18x slow states on two
+    cores; 1.25-1.45x without spinning)."""
+    if config_entry(options, SPINNING_KEY) is None:
+        options.add_session_config_entry(SPINNING_KEY, "0")
+    return options
+
+
 def session_options(options: ort.SessionOptions | None = None) -> ort.SessionOptions:
     """An ``onnxruntime.SessionOptions`` with the custom-op library (and GatherMultiaxis) registered,
     for users who build ``onnxruntime.InferenceSession`` themselves (``gathermultiaxis.InferenceSession``
     is the better way: see the README for what this path cannot guarantee).
 
     Pass existing options to add the library to them; calling it again on the same options is a no-op
-    (registering the library twice would make session creation fail). The first call installs the plain
-    op's error channel on ``onnxruntime``'s ``Session.run*`` methods. Thread-safe.
+    (registering the library twice would make session creation fail). Spinning of the intra-op threads
+    is turned off unless the options set ``session.intra_op.allow_spinning``. The first call runs
+    ``guard_onnxruntime_sessions()``. Thread-safe.
     """
     with _lock:
-        if not _state["guarded"]:
-            _guard_sessions()
-            _state["guarded"] = True
-        return register_library(ort.SessionOptions() if options is None else options)
+        guard_onnxruntime_sessions()
+        options = register_library(quiet_threads(ort.SessionOptions() if options is None else options))
+        _guarded_options.add(options)
+        return options

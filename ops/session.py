@@ -41,7 +41,8 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 from ..graphs.io import ExternalData, ExternalDataError, check_external_data, external_tensors
 from ..graphs.rewrite import inline_functions_holding
 from . import ortop
-from .ortop import BOUND_TABLES, DOMAIN, OP_TYPE, RUN_ERRORS, RUN_OP_TYPE, BoundTable, bound_op_type
+from .ortop import (BOUND_TABLES, DOMAIN, FIXED_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, OP_TYPE, RUN_ERRORS, RUN_OP_TYPE, BoundTable,
+                    bound_op_type)
 
 RUN_TOKEN = "gathermultiaxis::run_token"
 # ORT's session config entry naming the folder external data is relative to (for a model given as bytes;
@@ -56,7 +57,8 @@ class PreparedModel:
     """The in-memory model a session runs and the tables it binds."""
 
     model: ModelProto
-    tokened: bool = False                                   # has the RUN_TOKEN input
+    tokened: bool = False                                   # has the hidden run-token input
+    token: str = ""                                         # its name (RUN_TOKEN, or RUN_TOKEN_n if taken)
     tables: dict[str, BoundTable] = field(default_factory=dict)
     string_inputs: list[str] = field(default_factory=list)  # checked for NUL when data crosses the bridge
     shared: dict[str, tuple[np.ndarray, int]] = field(default_factory=dict)  # bound initializers ORT still
@@ -244,6 +246,90 @@ def _inline_gather_functions(model: ModelProto) -> ModelProto:
     return inlined
 
 
+# Node forms of the bind step that can be switched off, for `bench --runtime`'s breakdown of what each buys:
+# constant axes as an attribute, the indices' alignment Unsqueeze absorbed into bound nodes, float16 outputs.
+BIND_FORMS = {"fixed_axes": True, "absorb_alignment": True, "float16_output": True}
+
+
+def _all_names(graph: onnx.GraphProto, names: set) -> set:
+    """Every value name of ``graph`` and its subgraphs (inputs, outputs, initializers, value_info, nodes)."""
+    for values in (graph.input, graph.output, graph.value_info, graph.initializer):
+        names.update(value.name for value in values)
+    names.update(sparse.values.name for sparse in graph.sparse_initializer)
+    for node in graph.node:
+        names.update(node.input)
+        names.update(node.output)
+        for attribute in node.attribute:
+            for sub in _subgraphs(attribute):
+                _all_names(sub, names)
+    return names
+
+
+def _token_name(model: ModelProto) -> str:
+    """A name for the hidden run-token input that no value of ``model`` has."""
+    taken = _all_names(model.graph, set())
+    name, number = RUN_TOKEN, itertools.count(1)
+    while name in taken:
+        name = f"{RUN_TOKEN}_{next(number)}"
+    return name
+
+
+def _attribute(node: onnx.NodeProto, name: str):
+    return next((a for a in node.attribute if a.name == name), None)
+
+
+def _unsqueezed(info: _Graph, name: str) -> tuple[str, tuple[int, ...]] | None:
+    """(input, axes) when ``name`` is the output of an Unsqueeze with constant axes that nothing else reads
+    (the rewriter's alignment of the indices), else None."""
+    node = info.producer.get(name)
+    if node is None or node.op_type != "Unsqueeze" or node.domain not in ("", "ai.onnx") or info.uses.get(name) != 1:
+        return None
+    attribute = _attribute(node, "axes")
+    axes = (list(attribute.ints) if attribute is not None
+            else info.constant_ints(node.input[1]) if len(node.input) > 1 else None)
+    return None if axes is None else (node.input[0], tuple(axes))
+
+
+def _float16_cast_after(info: _Graph, consumers: dict, name: str) -> onnx.NodeProto | None:
+    """The Cast to float16 that is the only reader of ``name`` (the rewriter's way back from float32)."""
+    readers = consumers.get(name, [])
+    if len(readers) != 1 or info.uses.get(name) != 1:
+        return None
+    cast = readers[0]
+    to = _attribute(cast, "to")
+    if cast.op_type != "Cast" or cast.domain not in ("", "ai.onnx") or to is None or to.i != TensorProto.FLOAT16:
+        return None
+    return cast
+
+
+def _elem_types(graph: onnx.GraphProto) -> dict[str, int]:
+    types = {value.name: value.type.tensor_type.elem_type for values in (graph.input, graph.value_info, graph.output)
+             for value in values if value.type.HasField("tensor_type")}
+    types.update((tensor.name, tensor.data_type) for tensor in graph.initializer)
+    return types
+
+
+def _widened_float16(info: _Graph, types: dict, name: str) -> bool:
+    """Whether ``name`` is a Cast to float of a float16 value (exact: every value it holds is a float16 one)."""
+    cast = info.producer.get(name)
+    if cast is None or cast.op_type != "Cast" or cast.domain not in ("", "ai.onnx"):
+        return False
+    to = _attribute(cast, "to")
+    return to is not None and to.i == TensorProto.FLOAT and types.get(cast.input[0]) == TensorProto.FLOAT16
+
+
+def _fixed_axes(infos: dict, graph: onnx.GraphProto, name: str) -> tuple[int, ...] | None:
+    """The constant axes ``name`` holds in ``graph`` (seen by the graph itself), or None."""
+    info = infos.get(id(graph))
+    if info is None:
+        info = infos[id(graph)] = _Graph(graph)
+    try:
+        values = info.constant_ints(name)
+    except Exception:  # noqa: BLE001 - an unreadable constant: leave the axes to the run, which reports it
+        return None
+    return None if values is None else tuple(values)
+
+
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True) -> PreparedModel:
     """Turn ``model`` (changed in place: pass a copy) into what the session runs: see the module docstring.
     ``base_dir``: the folder external data is relative to (None: tables in external data are not bound)."""
@@ -254,35 +340,76 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
     if not nodes:
         return prepared
     prepared.tokened = True
-    model.graph.input.append(helper.make_tensor_value_info(RUN_TOKEN, TensorProto.INT64, []))
+    token = prepared.token = _token_name(model)
+    model.graph.input.append(helper.make_tensor_value_info(token, TensorProto.INT64, []))
     session_number = next(_session_numbers)
-    info = _Graph(model.graph) if bind else None
+    info = _Graph(model.graph)
+    infos = {id(model.graph): info}
+    consumers: dict[str, list] = {}
+    for graph_node in model.graph.node:
+        for name in graph_node.input:
+            consumers.setdefault(name, []).append(graph_node)
+    # float16 outputs need the array handback
+    narrow_float16 = ortop.bridge_info()["handback_supported"] and BIND_FORMS["float16_output"]
+    types = _elem_types(model.graph) if narrow_float16 else {}
     chain: list = []
+    dropped_value_info: set = set()
     crosses_bridge = False
     for number, (graph, node) in enumerate(nodes):
+        mode_attribute = _attribute(node, "mode")
+        mode = None if mode_attribute is None else mode_attribute.s.decode()
+        axes = _fixed_axes(infos, graph, node.input[2]) if len(node.input) > 2 and node.input[2] else None
         bound = None
-        if info is not None and graph is model.graph:
+        if bind and graph is model.graph and axes is not None and mode is not None:
             passed: list = []
             bound = info.resolve(node.input[0], base_dir, passed)
             if bound is not None:
                 chain.extend(passed)
         if bound is None:
             crosses_bridge = True
-            node.op_type = RUN_OP_TYPE
-            node.input.append(RUN_TOKEN)
+            if axes is None or not BIND_FORMS["fixed_axes"]:
+                node.op_type = RUN_OP_TYPE
+                node.input.append(token)
+            else:  # constant axes travel as an attribute: one input less to copy per call
+                op_type, outputs = FIXED_RUN_OP_TYPE, list(node.output)
+                cast = (_float16_cast_after(info, consumers, outputs[0])
+                        if graph is model.graph and _widened_float16(info, types, node.input[0]) else None)
+                if cast is not None:  # float16 data, widened to cross the bridge: back to float16 in the op
+                    op_type, outputs = NARROWING_RUN_OP_TYPE, [cast.output[0]]
+                    dropped_value_info.add(node.output[0])
+                    model.graph.node.remove(cast)
+                replacement = helper.make_node(op_type, [node.input[0], node.input[1], token],
+                                               outputs, name=node.name, domain=DOMAIN,
+                                               axes=ortop.axes_attribute(axes),
+                                               **({} if mode is None else {"mode": mode}))
+                node.CopyFrom(replacement)
             continue
         array, widen = bound
-        table = BoundTable(array, widen)
+        indices, indices_axes = node.input[1], ()
+        unsqueezed = _unsqueezed(info, indices) if BIND_FORMS["absorb_alignment"] else None
+        if unsqueezed is not None:  # the alignment Unsqueeze of the indices: a free view in the kernel
+            indices, indices_axes = unsqueezed
+            chain.append(info.producer[node.input[1]])
+        outputs = list(node.output)
+        cast = _float16_cast_after(info, consumers, outputs[0]) if widen == "float16" and narrow_float16 else None
+        if cast is not None:  # the gathered rows stay float16: no widening, no Cast back
+            widen = None
+            dropped_value_info.add(outputs[0])
+            outputs = [cast.output[0]]
+            model.graph.node.remove(cast)
+        table = BoundTable(array, widen, axes, mode, indices_axes)
         key = f"session{session_number}/{number}"
         prepared.tables[key] = table
         output_type = (TensorProto.STRING if array.dtype == object
                        else helper.np_dtype_to_tensor_dtype(table.output_dtype()))
-        mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), None)
-        replacement = helper.make_node(bound_op_type(output_type), [node.input[1], node.input[2], RUN_TOKEN],
-                                       list(node.output), name=node.name, domain=DOMAIN, table=key,
-                                       **({} if mode is None else {"mode": mode}))
+        replacement = helper.make_node(bound_op_type(output_type), [indices, token], outputs, name=node.name,
+                                       domain=DOMAIN, table=key)
         node.CopyFrom(replacement)
-    if info is not None:
+    if dropped_value_info:
+        kept_info = [value for value in model.graph.value_info if value.name not in dropped_value_info]
+        del model.graph.value_info[:]
+        model.graph.value_info.extend(kept_info)
+    if bind:
         _drop_unused(info, chain)
         kept = {tensor.name for tensor in model.graph.initializer}
         prepared.shared = {name: value for name, value in info.bound_initializers.items()
@@ -350,38 +477,79 @@ class _ExternalDataFolder:
 _OPTION_PROPERTIES = ("enable_cpu_mem_arena", "enable_mem_pattern", "enable_mem_reuse", "enable_profiling",
                       "execution_mode", "execution_order", "graph_optimization_level", "inter_op_num_threads",
                       "intra_op_num_threads", "log_severity_level", "log_verbosity_level", "logid",
-                      "optimized_model_filepath", "profile_file_prefix", "use_deterministic_compute",
-                      "use_per_session_threads")
+                      "profile_file_prefix", "use_deterministic_compute", "use_per_session_threads")
+
+# The session config entries ORT 1.32 reads (the keys its libraries hold, EP-specific ones aside). ORT has
+# no way to list the entries of a SessionOptions, so the copy asks for each of these by name.
+CONFIG_KEYS = (
+    "mlas.disable_kleidiai", "mlas.kleidiai.conv_igemm_max_work", "mlas.nchwc_depthwise_sliding",
+    "mlas.nchwc_pointwise_conv_max_input_channel_batch", "mlas.qnbit.force_fp32", "mlas.use_lut_gemm",
+    "optimization.constant_folding_max_output_size_in_bytes", "optimization.disable_specified_optimizers",
+    "optimization.enable_cast_chain_elimination", "optimization.enable_gelu_approximation",
+    "optimization.minimal_build_optimizations", "session.allow_released_opsets_only",
+    "session.collect_node_memory_stats_to_file", "session.disable_aot_function_inlining",
+    "session.disable_cpu_ep_fallback", "session.disable_double_qdq_remover", "session.disable_prepacking",
+    "session.disable_qdq_constant_folding", "session.disable_quant_qdq", "session.dynamic_block_base",
+    "session.enable_dq_matmulnbits_fusion", "session.enable_quant_qdq_cleanup",
+    "session.external_data_loader.chunk_bytes", "session.external_data_loader.min_size_bytes",
+    "session.external_data_loader.pinned_memory_bytes", "session.external_data_loader.threads",
+    "session.force_spinning_stop", "session.function_expansion_byte_limit", "session.function_expansion_node_limit",
+    "session.gqa_value_layout", "session.graph_optimizations_loop_level", "session.inter_op.allow_spinning",
+    "session.inter_op.spin_backoff_max", "session.inter_op.spin_duration_us", "session.intra_op.allow_spinning",
+    "session.intra_op.spin_backoff_max", "session.intra_op.spin_duration_us", "session.intra_op_thread_affinities",
+    "session.kernel_dispatch_policy", "session.layer_assignment_settings", "session.max_shape_override",
+    "session.node_partition_config_file", "session.prepack.enable_parallel", "session.qdq_matmulnbits_accuracy_level",
+    "session.qdq_matmulnbits_block_size", "session.qdqisint8allowed", "session.record_ep_graph_assignment_info",
+    "session.set_denormal_as_zero", "session.strict_shape_type_inference", "session.strict_workspace_verification",
+    "session.use_device_allocator_for_initializers", "session.use_env_allocators", "session.x64quantprecision",
+)
+# Entries that would make ORT write the session's internal model (hidden token, internal op types, no
+# bound tables): refused, like the optimized_model_filepath property.
+_REFUSED_KEYS = ("session.optimized_model_filepath", "session.save_model_format",
+                 "session.optimized_model_external_initializers_file_name")
 
 
 def own_options(options: ort.SessionOptions | None) -> ort.SessionOptions:
     """The options the session is created with: ``options`` itself when ``session_options()`` registered the
-    library on it, else a copy of its public properties with the library registered.
+    library on it, else a copy of its public properties and of every config entry ORT reads
+    (``CONFIG_KEYS``), with the library registered. Either way intra-op spinning is off unless the
+    options set ``session.intra_op.allow_spinning`` (a Python op holding the GIL and spinning ORT threads
+    fight over a small machine's cores).
 
     Why a copy: onnxruntime-extensions (0.15) crashes at session creation on options where its library
     was registered before a PyOp was defined (the user's own registration, for its tokenizers, say, made
     before gathermultiaxis defined its op types), and refuses options registered twice. A copy has
     neither problem; the library registered on it brings the extensions' own ops too. What ORT gives no
-    way to read (session config entries, initializers, custom op libraries added to ``options``) is
+    way to read (initializers, free dimension overrides, custom op libraries added to ``options``) is
     not copied: see the README."""
+    if options is not None:
+        _refuse_model_writing(options)
     if options is not None and ortop.registered_by_us(options):
-        return options
+        return ortop.quiet_threads(options)
     copy = ort.SessionOptions()
     if options is not None:
         for name in _OPTION_PROPERTIES:
             setattr(copy, name, getattr(options, name))
+        for key in CONFIG_KEYS:
+            value = ortop.config_entry(options, key)
+            if value is not None:
+                copy.add_session_config_entry(key, value)
     _own_copies.add(copy)
-    return ortop.register_library(copy)
+    return ortop.register_library(ortop.quiet_threads(copy))
+
+
+def _refuse_model_writing(options: ort.SessionOptions) -> None:
+    """optimized_model_filepath would save the session's internal model, which no one else can run."""
+    if options.optimized_model_filepath or any(ortop.config_entry(options, key) for key in _REFUSED_KEYS[:1]):
+        raise ValueError(
+            "gathermultiaxis.InferenceSession cannot save its optimized model (SessionOptions.optimized_model_filepath): "
+            "the model it runs is internal (bound tables, a hidden input, op types of its own). Optimize the "
+            "rewritten model with `gathermultiaxis rewrite --ort-optimize` or with onnxruntime and "
+            "gathermultiaxis.session_options() instead")
 
 
 _own_copies: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()
-
-
-def _ort_method(name: str):
-    """onnxruntime's own Session method, without the plain op's error channel that session_options()
-    installs (this session's errors travel by token)."""
-    method = getattr(_ort_collection.Session, name)
-    return method.__wrapped__ if getattr(method, "_gathermultiaxis_guard", False) else method
+_SESSION = _ort_collection.Session  # onnxruntime's run methods, called with the token added
 
 
 def _release(keys) -> None:
@@ -397,17 +565,22 @@ class InferenceSession(ort.InferenceSession):
     ``own_options``).
     """
 
+    _gathermultiaxis_run_tokens = True  # errors travel by run token (no per-thread channel)
+    _gathermultiaxis_token_name = None
+
     def __init__(self, path_or_bytes, sess_options: ort.SessionOptions | None = None, providers=None,
                  provider_options=None, bind_constants: bool = True, **kwargs):
         if isinstance(path_or_bytes, (str, os.PathLike)) and os.fspath(path_or_bytes).endswith(".ort"):
             raise ValueError("ORT format models are not supported: pass the ONNX model")
+        if sess_options is not None:
+            _refuse_model_writing(sess_options)
         model, model_folder = _load(path_or_bytes)
         folder = _external_data_folder(model_folder, sess_options)
         try:
             prepared = prepare_model(model, folder, bind=bind_constants)
         except ExternalDataError as error:  # ORT's exception type for the same refusal
             raise Fail(f"cannot load the model: {error}") from error
-        self._gathermultiaxis_token = prepared.tokened
+        self._gathermultiaxis_token_name = prepared.token if prepared.tokened else None
         self._gathermultiaxis_string_inputs = prepared.string_inputs
         self._gathermultiaxis_tables = list(prepared.tables)
         BOUND_TABLES.update(prepared.tables)
@@ -426,35 +599,36 @@ class InferenceSession(ort.InferenceSession):
         with pointed:
             super().__init__(serialized, options, providers, provider_options, **kwargs)
 
+    def _bind_session(self, sess):
+        """ORT's own bookkeeping, without the hidden token input (get_inputs, ORT's missing-input message),
+        and what ``run`` needs to check per call, read once (each read of a NodeArg property is a C call)."""
+        super()._bind_session(sess)
+        token = self._gathermultiaxis_token_name
+        if token is not None:
+            self._inputs_meta = [value for value in self._inputs_meta if value.name != token]
+        self._gathermultiaxis_required = frozenset(value.name for value in self._inputs_meta
+                                                   if not value.type.startswith("optional"))
+        self._gathermultiaxis_outputs = [value.name for value in self._outputs_meta]
+        # run's direct path: CPU only (no EP fallback to retry) and no WebGPU graph capture to check
+        self._gathermultiaxis_direct = (token is not None and list(self._providers) == ["CPUExecutionProvider"]
+                                        and not sess.is_webgpu_graph_capture_enabled())
+
+    def _validate_input(self, feed_input_names):
+        """ORT's missing-input check, with the feed names the caller gave (the token left out)."""
+        token = self._gathermultiaxis_token_name
+        if token is None:
+            return super()._validate_input(feed_input_names)
+        for value in self._inputs_meta:  # the common case: nothing missing, nothing to report
+            if value.name not in feed_input_names and not value.type.startswith("optional"):
+                return super()._validate_input([name for name in feed_input_names if name != token])
+        return None
+
     @property
     def bound_tables(self) -> int:
         """How many constant data operands this session handed to the kernel."""
         return len(self._gathermultiaxis_tables)
 
-    def get_inputs(self):
-        return [value for value in super().get_inputs() if value.name != RUN_TOKEN]
-
     # ------------------------------------------------------------ run APIs
-    def _token(self):
-        return RUN_ERRORS.new_token() if self._gathermultiaxis_token else None
-
-    @staticmethod
-    def _finish(token, result):
-        error = RUN_ERRORS.pop(token) if token is not None else None
-        if error is not None:
-            raise error
-        return result
-
-    def _guarded(self, token, call):
-        try:
-            result = call()
-        except BaseException as exc:
-            error = RUN_ERRORS.pop(token) if token is not None else None
-            if error is None:
-                raise
-            raise error from exc
-        return self._finish(token, result)
-
     def _check_strings(self, input_feed) -> None:
         for name in self._gathermultiaxis_string_inputs:
             value = input_feed.get(name)
@@ -467,38 +641,102 @@ class InferenceSession(ort.InferenceSession):
                 raise ValueError(f"input {name!r}: {ortop.NUL_LIMIT}")
 
     def run(self, output_names, input_feed, run_options=None):
-        self._check_strings(input_feed)
-        token = self._token()
-        if token is not None:
-            input_feed = {**input_feed, RUN_TOKEN: np.array(token, dtype=np.int64)}
-        return self._guarded(token, lambda: _ort_method("run")(self, output_names, input_feed, run_options))
+        name = self._gathermultiaxis_token_name
+        if name is None:
+            return _SESSION.run(self, output_names, input_feed, run_options)
+        if self._gathermultiaxis_string_inputs:
+            self._check_strings(input_feed)
+        token = RUN_ERRORS.new_token()
+        feed = dict(input_feed)
+        feed[name] = np.array(token, dtype=np.int64)
+        # ORT's Session.run checks, in that order: WebGPU graph capture, missing inputs, OrtValues of
+        # another device, then retries on CPU after an EP failure. A CPU-only session needs only the
+        # second and third, done here with what _bind_session read once.
+        direct = self._gathermultiaxis_direct and self._gathermultiaxis_required <= input_feed.keys() and not any(
+            isinstance(value, ort.OrtValue) for value in input_feed.values())
+        try:
+            if direct:
+                result = self._sess.run(output_names or self._gathermultiaxis_outputs, feed, run_options)
+            else:
+                result = _SESSION.run(self, output_names, feed, run_options)
+        except BaseException as exc:
+            error = RUN_ERRORS.pop(token)
+            if error is None:
+                raise
+            raise error from exc
+        error = RUN_ERRORS.pop(token)
+        if error is not None:
+            raise error
+        return result
+
+    def _tokened_call(self, call, add_token):
+        """Run ``call(token)`` after ``add_token`` put a fresh token into its feed; raise the run's error."""
+        token = RUN_ERRORS.new_token()
+        add_token(token)
+        try:
+            result = call()
+        except BaseException as exc:
+            error = RUN_ERRORS.pop(token)
+            if error is None:
+                raise
+            raise error from exc
+        error = RUN_ERRORS.pop(token)
+        if error is not None:
+            raise error
+        return result
 
     def run_with_ort_values(self, output_names, input_dict_ort_values, run_options=None):
-        token = self._token()
-        if token is not None:
-            input_dict_ort_values = {**input_dict_ort_values,
-                                     RUN_TOKEN: ort.OrtValue.ortvalue_from_numpy(np.array(token, dtype=np.int64))}
-        return self._guarded(token, lambda: _ort_method("run_with_ort_values")(
-            self, output_names, input_dict_ort_values, run_options))
+        name = self._gathermultiaxis_token_name
+        if name is None:
+            return _SESSION.run_with_ort_values(self, output_names, input_dict_ort_values, run_options)
+        feed = dict(input_dict_ort_values)
+        return self._tokened_call(
+            lambda: _SESSION.run_with_ort_values(self, output_names, feed, run_options),
+            lambda token: feed.__setitem__(name, ort.OrtValue.ortvalue_from_numpy(np.array(token, dtype=np.int64))))
 
     def run_with_iobinding(self, iobinding, run_options=None):
-        token = self._token()
-        if token is not None:
-            value = np.array(token, dtype=np.int64)  # alive until the run returns
-            iobinding.bind_cpu_input(RUN_TOKEN, value)
-        return self._guarded(token, lambda: _ort_method("run_with_iobinding")(self, iobinding, run_options))
+        name = self._gathermultiaxis_token_name
+        if name is None:
+            return _SESSION.run_with_iobinding(self, iobinding, run_options)
+        value = []  # the token's array, alive until the run returns
+        return self._tokened_call(
+            lambda: _SESSION.run_with_iobinding(self, iobinding, run_options),
+            lambda token: (value.append(np.array(token, dtype=np.int64)), iobinding.bind_cpu_input(name, value[0])))
+
+    def run_with_ortvaluevector(self, run_options, feed_names, feeds, fetch_names, fetches, fetch_devices):
+        name = self._gathermultiaxis_token_name
+        if name is None:
+            return _SESSION.run_with_ortvaluevector(self, run_options, feed_names, feeds, fetch_names, fetches,
+                                                    fetch_devices)
+        from onnxruntime.capi import _pybind_state
+
+        names, values, token_value = list(feed_names), _pybind_state.OrtValueVector(), []
+        if len(names) != len(feeds):
+            raise ValueError(f"run_with_ortvaluevector: {len(names)} feed names for {len(feeds)} feeds")
+        for value in feeds:
+            values.push_back(value)
+
+        def add_token(token):
+            token_value.append(ort.OrtValue.ortvalue_from_numpy(np.array(token, dtype=np.int64)))
+            names.append(name)
+            values.push_back(token_value[0]._ortvalue)
+
+        return self._tokened_call(lambda: _SESSION.run_with_ortvaluevector(
+            self, run_options, names, values, fetch_names, fetches, fetch_devices), add_token)
 
     def run_async(self, output_names, input_feed, callback, user_data, run_options=None):
-        self._check_strings(input_feed)
-        token = self._token()
-        if token is None:
-            return super().run_async(output_names, input_feed, callback, user_data, run_options)
-        input_feed = {**input_feed, RUN_TOKEN: np.array(token, dtype=np.int64)}
+        name = self._gathermultiaxis_token_name
+        if self._gathermultiaxis_string_inputs:
+            self._check_strings(input_feed)
+        if name is None:
+            return _SESSION.run_async(self, output_names, input_feed, callback, user_data, run_options)
+        token = RUN_ERRORS.new_token()
+        input_feed = {**input_feed, name: np.array(token, dtype=np.int64)}
 
-        def finished(results, data, err):
+        def finished(results, data, err, session=self):  # holds the session (and its tables) until the end
             error = RUN_ERRORS.pop(token)
             if error is not None:
                 err = f"{type(error).__name__}: {error}" + (f" ({err})" if err else "")
             callback(results, data, err)
 
-        return super().run_async(output_names, input_feed, finished, user_data, run_options)
+        return _SESSION.run_async(self, output_names, input_feed, finished, user_data, run_options)

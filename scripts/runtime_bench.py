@@ -215,39 +215,92 @@ def format_runtime_report(results: list[RuntimeResult]) -> str:
     return "\n".join(lines)
 
 
-def per_call_breakdown(repeats: int = 41, calls: int = 2000) -> dict[str, float]:
-    """Microseconds per call of the Python side of a tiny GatherMultiaxisRun call, interleaved: the
-    invoker as onnxruntime-extensions ships it (``Opdef.cast_attributes`` per call), the invoker with the
-    conversion skipped (what the op does), the op body alone and the kernel alone."""
-    from onnxruntime_extensions import _ocos
+# The steps of the call path and how to switch each one off (ops.ortop.register / CALL_PATH, session.BIND_FORMS).
+CALL_PATH_STEPS = ("own invocation hook", "1-D take shortcut", "bound take shortcut", "axes as an attribute",
+                   "alignment absorbed", "float16 output")
 
-    from .ops import gather_multiaxis, ortop
 
+def _call_path_workloads(rng) -> list[RuntimeWorkload]:
+    table = rng.standard_normal((1000, 64)).astype(np.float32)
+    ids = rng.integers(0, 1000, (1, 8))
+    return [_tiny(rng), _embedding("bound embedding float32 [1000, 64], ids [1, 8]", table, ids, ""),
+            _embedding("bound embedding float16 [1000, 64], ids [1, 8]", table.astype(np.float16), ids, "")]
+
+
+def _switch(step: str, on: bool) -> None:
+    from .ops import ortop, session
+
+    if step == "own invocation hook":
+        ortop.register(hook=on)
+    elif step == "1-D take shortcut":
+        ortop.CALL_PATH["take_1d"] = on
+    elif step == "bound take shortcut":
+        ortop.CALL_PATH["take_bound"] = on
+    else:
+        session.BIND_FORMS[{"axes as an attribute": "fixed_axes", "alignment absorbed": "absorb_alignment",
+                            "float16 output": "float16_output"}[step]] = on
+
+
+def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
+    """Calling-thread CPU time (time.thread_time) per run of tiny models, builtin against
+    gathermultiaxis.InferenceSession with every step of the call path, and with each step switched off
+    in turn (one session per variant, all interleaved). Rows: workload, variant, median us, p10, p90."""
+    import onnxruntime as ort
+
+    from .ops import InferenceSession, ortop
+
+    rows = []
     ortop.register()
-    opdef = next(o for o in ortop._state["opdefs"] if o.op_type == ortop.RUN_OP_TYPE)
-    data, indices, axes, token = np.array([2, 3]), np.array([0]), np.array([0]), np.array(1)
-    feed, attributes = [data, indices, axes, token], {"mode": "error"}
-    shipped = type(opdef).cast_attributes.__get__(opdef)
+    for workload in _call_path_workloads(np.random.default_rng(0)):
+        rewritten = rewrite_model(workload.model)[0]
+        variants = {"builtin": ort.InferenceSession(workload.model.SerializeToString(),
+                                                    providers=["CPUExecutionProvider"])}
+        variants["all steps"] = InferenceSession(rewritten, providers=["CPUExecutionProvider"])
+        for step in ("axes as an attribute", "alignment absorbed", "float16 output"):
+            _switch(step, False)
+            variants[f"without {step}"] = InferenceSession(rewritten, providers=["CPUExecutionProvider"])
+            _switch(step, True)
+        runtime_steps = {f"without {step}": step
+                         for step in ("own invocation hook", "1-D take shortcut", "bound take shortcut")}
+        for name in runtime_steps:
+            variants[name] = variants["all steps"]
+        expected = variants["builtin"].run(None, workload.feeds)
+        samples: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(repeats):
+            for name, sess in variants.items():
+                step = runtime_steps.get(name)
+                if step:
+                    _switch(step, False)
+                try:
+                    got = sess.run(None, workload.feeds)
+                    if not all(bit_identical(a, e) for a, e in zip(got, expected)):
+                        raise AssertionError(f"{workload.name}, {name}: output differs from builtin")
+                    start = time.thread_time()
+                    for _ in range(calls):
+                        sess.run(None, workload.feeds)
+                    samples[name].append((time.thread_time() - start) / calls * 1e6)
+                finally:
+                    if step:
+                        _switch(step, True)
+        for name, values in samples.items():
+            rows.append({"workload": workload.name, "variant": name, "median_us": float(np.median(values)),
+                         "p10_us": float(np.percentile(values, 10)), "p90_us": float(np.percentile(values, 90))})
+    return rows
 
-    def invoke_shipped():
-        opdef.cast_attributes = shipped
-        try:
-            _ocos._on_pyop_invocation(opdef._id, feed, attributes)
-        finally:
-            opdef.cast_attributes = ortop._string_attributes
 
-    timed = {"invoker, attributes converted (shipped)": invoke_shipped,
-             "invoker, conversion skipped (ours)": lambda: _ocos._on_pyop_invocation(opdef._id, feed, attributes),
-             "op body": lambda: ortop._compute_run(data, indices, axes, token, "error"),
-             "kernel": lambda: gather_multiaxis(data, indices, [0], "error")}
-    samples: dict[str, list[float]] = {name: [] for name in timed}
-    for _ in range(repeats):
-        for name, call in timed.items():
-            start = time.perf_counter()
-            for _ in range(calls):
-                call()
-            samples[name].append((time.perf_counter() - start) / calls * 1e6)
-    return {name: float(np.median(values)) for name, values in samples.items()}
+def format_call_path_breakdown(rows: list[dict]) -> str:
+    lines = ["| workload | variant | calling-thread CPU us per run | p10-p90 | minus builtin |", "|---|---|---|---|---|"]
+    builtin = {row["workload"]: row["median_us"] for row in rows if row["variant"] == "builtin"}
+    for row in rows:
+        lines.append(f"| {row['workload']} | {row['variant']} | {row['median_us']:.1f} | "
+                     f"{row['p10_us']:.1f}-{row['p90_us']:.1f} | {row['median_us'] - builtin[row['workload']]:+.1f} |")
+    return "\n".join(lines)
+
+
+def per_call_breakdown(repeats: int = 21, calls: int = 300) -> dict[str, float]:
+    """Median calling-thread CPU us per run of the tiny shape gather, per variant (call_path_breakdown)."""
+    return {row["variant"]: row["median_us"] for row in call_path_breakdown(repeats, calls)
+            if row["workload"].startswith("tiny")}
 
 
 # ---------------------------------------------------------------- resident memory

@@ -342,6 +342,95 @@ def case_binding(entry):
             assert not BOUND_TABLES, "bound tables outlive their session"
 
 
+def constant_axes_model(elem_type=TensorProto.FLOAT):
+    """GatherMultiaxis with a Constant axes operand: the session runs it as GatherMultiaxisRunFixedAxes."""
+    axes = helper.make_node("Constant", [], ["axes"], value=numpy_helper.from_array(np.array([1], np.int64)))
+    node = helper.make_node("GatherMultiaxis", ["input", "indices", "axes"], ["output"], domain="ai.onnx.contrib",
+                            mode="error")
+    value = helper.make_tensor_value_info
+    return make_model([axes, node], [value("input", elem_type, None), value("indices", TensorProto.INT64, None)],
+                      [value("output", elem_type, None)], extra_opsets=CONTRIB)
+
+
+def case_ortvaluevector(entry):
+    """run_with_ortvaluevector (no run token of the caller's) runs, and its op errors are raised."""
+    from onnxruntime.capi import _pybind_state as C
+
+    from gathermultiaxis import GatherIndexError
+
+    sess = make_session(entry, gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64))
+
+    def run(feeds):
+        values = C.OrtValueVector()
+        kept = [ort.OrtValue.ortvalue_from_numpy(v) for v in feeds.values()]
+        for value in kept:
+            values.push_back(value._ortvalue)
+        fetches = C.OrtValueVector()
+        sess.run_with_ortvaluevector(ort.RunOptions(), list(feeds), values, ["output"], fetches,
+                                     [ort.OrtDevice.make("cpu", 0)._get_c_device()])
+        return np.asarray(fetches[0].numpy())
+
+    np.testing.assert_array_equal(run(GOOD), [[2, 0], [5, 3]])
+    expect_error(lambda: run({**GOOD, "indices": np.array([[0, 8]])}), GatherIndexError, "index 8 at")
+    np.testing.assert_array_equal(run({**GOOD, "indices": np.array([[1, 1]])}), [[1, 1], [4, 4]])
+
+
+def case_async_dropped(entry):
+    """run_async, then the session object dropped before the callbacks: every run still succeeds."""
+    import gc
+
+    from gathermultiaxis.graphs import rewrite_model
+
+    table = numpy_helper.from_array(np.arange(400, dtype=np.float32).reshape(100, 4), "table")
+    original = embedding_model(table, [None, None])
+    sess = make_session(entry, rewrite_model(original)[0])
+    outcomes, done = {}, threading.Semaphore(0)
+
+    def callback(results, number, err):
+        outcomes[number] = (None if err else np.asarray(results[0]), err)
+        done.release()
+
+    for number in range(20):
+        sess.run_async(None, {"ids": np.array([[number, 99 - number]])}, callback, number)
+    del sess
+    gc.collect()
+    for _ in range(20):
+        assert done.acquire(timeout=60), "a run_async callback never came"
+    expected = np.arange(400, dtype=np.float32).reshape(100, 4)
+    good = [n for n, (output, err) in outcomes.items() if not err and np.array_equal(output, expected[[[n, 99 - n]]])]
+    assert len(good) == 20, {n: err for n, (_, err) in outcomes.items() if err}
+
+
+def case_own_hook(entry):
+    """The package's invocation hook and onnxruntime-extensions' generic invoker give the same answers and
+    errors, on every node form; a PyOp of the user's own still runs through the generic invoker."""
+    from onnxruntime_extensions import PyCustomOpDef, onnx_op
+
+    from gathermultiaxis import GatherIndexError
+    from gathermultiaxis.ops import bridge_info, register
+
+    @onnx_op(op_type="UsersDouble", inputs=[PyCustomOpDef.dt_float], outputs=[PyCustomOpDef.dt_float])
+    def users_double(x):
+        return x * 2
+
+    register()
+    assert bridge_info()["own_hook"] is True
+    fixed = make_session(entry, constant_axes_model())
+    fed = make_session(entry, gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64))
+    value = helper.make_tensor_value_info
+    users = make_model([helper.make_node("UsersDouble", ["x"], ["y"], domain="ai.onnx.contrib")],
+                       [value("x", TensorProto.FLOAT, [2])], [value("y", TensorProto.FLOAT, [2])], extra_opsets=CONTRIB)
+    users_sess = make_session(entry, users)
+    for hook in (True, False, True):
+        register(hook=hook)
+        assert bridge_info()["own_hook"] is hook
+        np.testing.assert_array_equal(fixed.run(None, {k: GOOD[k] for k in ("input", "indices")})[0], [[2, 0], [5, 3]])
+        np.testing.assert_array_equal(fed.run(None, GOOD)[0], [[2, 0], [5, 3]])
+        expect_error(lambda: fixed.run(None, {"input": GOOD["input"], "indices": np.array([[0, -9]])}),
+                     GatherIndexError, "index -9 at")
+        np.testing.assert_array_equal(users_sess.run(None, {"x": np.array([1.5, -2], np.float32)})[0], [3, -4])
+
+
 CASES = {name[len("case_"):]: function for name, function in globals().items() if name.startswith("case_")}
 
 if __name__ == "__main__":

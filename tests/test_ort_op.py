@@ -36,7 +36,8 @@ def run(case, elem_type):
 
 def test_registered_types():
     assert len(DATA_TYPES) == 12 and len(INDEX_TYPES) == 2
-    assert bridge_info()["registrations"] == 3 * 24  # plain, Run and Bound op types
+    # plain, Run, RunFixedAxes and Bound op types; Bound with float16 output; RunFixedAxesToFloat16
+    assert bridge_info()["registrations"] == 4 * 24 + 2 + 2
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,0 +1,168 @@
+"""The session's call path and options (issue 21 items 1-4; issue 18 items 10 and 15): what the session
+keeps of the user's options, the node forms it runs, float16 outputs, the hidden token, and that nothing
+the package installs changes sessions it did not make. Timings live in `bench --runtime`, not here."""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from session_cases import CONTRIB, GOOD, constant_axes_model, embedding_model
+from support import assert_bit_identical, gather_multiaxis_model, make_model
+
+import gathermultiaxis
+from gathermultiaxis.graphs import rewrite_model
+from gathermultiaxis.ops import ortop
+from gathermultiaxis.ops.session import RUN_TOKEN, prepare_model
+
+SPINNING = "session.intra_op.allow_spinning"
+MODEL = gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64)
+
+
+def entry(sess, key):
+    return ortop.config_entry(sess.get_session_options(), key)
+
+
+def test_spinning_is_off_unless_the_user_set_it():
+    sess = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"])
+    assert entry(sess, SPINNING) == "0"
+    options = ort.SessionOptions()
+    options.add_session_config_entry(SPINNING, "1")
+    sess = gathermultiaxis.InferenceSession(MODEL, options, providers=["CPUExecutionProvider"])
+    assert entry(sess, SPINNING) == "1"
+    assert ortop.config_entry(options, SPINNING) == "1"  # the caller's options are left as they were
+    prepared = gathermultiaxis.session_options(ort.SessionOptions())
+    assert ortop.config_entry(prepared, SPINNING) == "0"
+    mine = ort.SessionOptions()
+    mine.add_session_config_entry(SPINNING, "1")
+    assert ortop.config_entry(gathermultiaxis.session_options(mine), SPINNING) == "1"
+
+
+def test_user_config_entries_and_properties_survive_the_copy():
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.disable_prepacking", "1")
+    options.add_session_config_entry("session.use_env_allocators", "1")
+    options.add_session_config_entry("optimization.disable_specified_optimizers", "ConstantFolding")
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.intra_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_PARALLEL
+    sess = gathermultiaxis.InferenceSession(MODEL, options, providers=["CPUExecutionProvider"])
+    assert entry(sess, "session.disable_prepacking") == "1"
+    assert entry(sess, "session.use_env_allocators") == "1"
+    assert entry(sess, "optimization.disable_specified_optimizers") == "ConstantFolding"
+    used = sess.get_session_options()
+    assert used.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    assert used.intra_op_num_threads == 1 and used.execution_mode == ort.ExecutionMode.ORT_PARALLEL
+    np.testing.assert_array_equal(sess.run(None, GOOD)[0], [[2, 0], [5, 3]])
+
+
+def test_config_keys_are_ones_ort_knows():
+    """Every key the copy carries is one ORT accepts (a typo would silently carry nothing)."""
+    from gathermultiaxis.ops.session import CONFIG_KEYS
+
+    assert SPINNING in CONFIG_KEYS and len(set(CONFIG_KEYS)) == len(CONFIG_KEYS)
+    assert all(key.count(".") >= 1 and key == key.strip() for key in CONFIG_KEYS)
+
+
+def test_optimized_model_filepath_is_refused(tmp_path):
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    with pytest.raises(ValueError, match="cannot save its optimized model"):
+        gathermultiaxis.InferenceSession(MODEL, options)
+    assert not (tmp_path / "optimized.onnx").exists()
+
+
+def test_token_name_cannot_collide_and_stays_hidden():
+    colliding = onnx.ModelProto()
+    colliding.CopyFrom(MODEL)
+    node = colliding.graph.node[0]
+    node.input[0] = RUN_TOKEN  # the user's own input has the token's usual name
+    colliding.graph.input[0].name = RUN_TOKEN
+    sess = gathermultiaxis.InferenceSession(colliding, providers=["CPUExecutionProvider"])
+    names = [value.name for value in sess.get_inputs()]
+    assert names == [RUN_TOKEN, "indices", "axes"] and len(sess._inputs_meta) == 3
+    feeds = {RUN_TOKEN: GOOD["input"], "indices": GOOD["indices"], "axes": GOOD["axes"]}
+    np.testing.assert_array_equal(sess.run(None, feeds)[0], [[2, 0], [5, 3]])
+    plain = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"])
+    with pytest.raises(ValueError) as missing:
+        plain.run(None, {"input": GOOD["input"], "axes": GOOD["axes"]})
+    assert "indices" in str(missing.value) and "run_token" not in str(missing.value)
+
+
+def test_nothing_changes_sessions_the_package_did_not_make():
+    """session_options() gives run wrappers only to sessions created with its options: a builtin-only
+    session keeps onnxruntime's own methods (no per-run cost)."""
+    from onnxruntime.capi.onnxruntime_inference_collection import Session
+
+    value = helper.make_tensor_value_info
+    builtin_model = make_model([helper.make_node("Identity", ["x"], ["y"])], [value("x", TensorProto.FLOAT, [2])],
+                               [value("y", TensorProto.FLOAT, [2])])
+    options = gathermultiaxis.session_options()
+    builtin = ort.InferenceSession(builtin_model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert "run" not in vars(builtin) and type(builtin).run is Session.run
+    assert all(getattr(Session, name).__module__ == Session.__module__ for name in ("run", "run_with_ort_values"))
+    ours = ort.InferenceSession(MODEL.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    assert "run" in vars(ours)
+    with pytest.raises(gathermultiaxis.GatherIndexError, match="index 7 at"):
+        ours.run(None, {**GOOD, "indices": np.array([[7, 0]])})
+    package = gathermultiaxis.InferenceSession(MODEL, options, providers=["CPUExecutionProvider"])
+    assert "run" not in vars(package)  # the package's own session raises by run token
+
+
+def node_types(model):
+    return [node.op_type for node in model.graph.node]
+
+
+def test_bound_float16_node_form_and_bits():
+    """A float16 table: one bound node (indices, token) returning float16; the alignment Unsqueeze and the
+    Cast round trip are gone; the result is builtin Gather's, NaN payloads included."""
+    bits = np.random.default_rng(3).integers(0, 2**16, (50, 4), dtype=np.uint16)
+    bits[0, :3] = [0x7E01, 0xFD00, 0x8000]
+    original = embedding_model(numpy_helper.from_array(bits.view(np.float16), "table"), [None, None])
+    rewritten, _ = rewrite_model(original)
+    prepared = prepare_model(onnx.ModelProto.FromString(rewritten.SerializeToString()))
+    assert node_types(prepared.model) == ["GatherMultiaxisBoundFloat16"], node_types(prepared.model)
+    assert list(prepared.model.graph.node[0].input) == ["ids", prepared.token]
+    ortop.BOUND_TABLES.update(prepared.tables)
+    sess = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"])
+    builtin = ort.InferenceSession(original.SerializeToString(), providers=["CPUExecutionProvider"])
+    for ids in (np.array([[0, 1, 49, -50]]), np.arange(-50, 50).reshape(4, 25)):
+        assert_bit_identical(sess.run(None, {"ids": ids})[0], builtin.run(None, {"ids": ids})[0])
+    with pytest.raises(gathermultiaxis.GatherIndexError, match="index 50 at"):
+        sess.run(None, {"ids": np.array([[50]])})
+    for key in prepared.tables:
+        ortop.BOUND_TABLES.pop(key)
+
+
+def test_constant_axes_travel_as_an_attribute():
+    prepared = prepare_model(constant_axes_model())
+    node = next(n for n in prepared.model.graph.node if n.domain == "ai.onnx.contrib")
+    assert node.op_type == "GatherMultiaxisRunFixedAxes" and len(node.input) == 3
+    assert {a.name: a.s for a in node.attribute} == {"axes": b"1", "mode": b"error"}
+    sess = gathermultiaxis.InferenceSession(constant_axes_model(TensorProto.INT64))
+    data = np.arange(6, dtype=np.int64).reshape(2, 3)
+    np.testing.assert_array_equal(sess.run(None, {"input": data, "indices": np.array([[2, -3]])})[0], [[2, 0], [5, 3]])
+    overridable = onnx.ModelProto()  # axes that a feed can override stay an input
+    overridable.CopyFrom(MODEL)
+    overridable.graph.initializer.append(numpy_helper.from_array(np.array([1], np.int64), "axes"))
+    node = next(n for n in prepare_model(overridable).model.graph.node if n.domain == "ai.onnx.contrib")
+    assert node.op_type == "GatherMultiaxisRun" and node.input[2] == "axes"
+
+
+def test_float16_input_comes_back_as_float16():
+    """A float16 graph input crosses the bridge widened (exactly) and comes back as float16 from the op."""
+    value = helper.make_tensor_value_info
+    original = make_model([helper.make_node("Gather", ["data", "ids"], ["out"], axis=1)],
+                          [value("data", TensorProto.FLOAT16, [None, None]), value("ids", TensorProto.INT64, [None])],
+                          [value("out", TensorProto.FLOAT16, None)])
+    rewritten, _ = rewrite_model(original)
+    prepared = prepare_model(onnx.ModelProto.FromString(rewritten.SerializeToString()))
+    assert "GatherMultiaxisRunFixedAxesToFloat16" in node_types(prepared.model)
+    assert node_types(prepared.model).count("Cast") == 1, node_types(prepared.model)  # the widening only
+    sess = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"])
+    builtin = ort.InferenceSession(original.SerializeToString(), providers=["CPUExecutionProvider"])
+    data = np.array([[0x7E01, 0xFD00, 0x3C00], [0xFC00, 0x0001, 0x8000]], np.uint16).view(np.float16)
+    feeds = {"data": data, "ids": np.array([2, 1, 0, -1])}
+    assert_bit_identical(sess.run(None, feeds)[0], builtin.run(None, feeds)[0])
+    with pytest.raises(gathermultiaxis.GatherIndexError, match="index 3 at"):
+        sess.run(None, {"data": data, "ids": np.array([3])})
