@@ -30,12 +30,13 @@ import onnx.shape_inference
 from onnx import AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, TypeProto, helper, numpy_helper
 
 from ..ops.signature import DOMAIN
-from . import ortopt
+from . import block_quantized, ortopt
 from .builder import NameScope, NodeBuilder
 from .rank_rules import apply_rank_rule
 from .rules import RULES, LeftUnchanged, TensorInfo, emit_replacement
 
 GATHER_OPS = tuple(RULES)
+OPT_IN_OPS = (block_quantized.OP_TYPE,)  # rewritten only when asked for (ops=...): see graphs/block_quantized.py
 _ONNX_DOMAINS = ("", "ai.onnx")
 _STRIP_ABOVE_BYTES = 1 << 16
 
@@ -319,9 +320,12 @@ class _Rewriter:
                 for sub, inferred_sub in zip(_subgraphs(attribute), _subgraphs(inferred_attribute)):
                     self.graph(sub, inferred_sub, infos, constants, f"{path}/{node.name or node.op_type}.{attribute.name}")
             _apply_rank_rule(node, infos, constants)  # layer 3 where layers 1 and 2 have no rank
-            if not _is_target(node, self.ops):
+            if block_quantized.is_target(node, self.ops):
+                replacement = self.block_quantized(node, infos, path)
+            elif _is_target(node, self.ops):
+                replacement = self.node(node, infos, path)
+            else:
                 continue
-            replacement = self.node(node, infos, path)
             if replacement[-1] is not node:
                 replacements[position] = replacement
                 _declare_output(graph, node, infos, subgraph=path != "main graph")
@@ -336,6 +340,18 @@ class _Rewriter:
         except LeftUnchanged as reason:
             self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, False, str(reason)))
             return [node]
+        self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True))
+        return builder.nodes
+
+
+    def block_quantized(self, node: NodeProto, infos: dict[str, TensorInfo], path: str) -> list[NodeProto]:
+        builder = NodeBuilder(self.opset, self.names, node.name or self.names.fresh(f"{node.op_type}_{node.output[0]}"))
+        try:
+            output = block_quantized.emit_gather_block_quantized(node, infos, builder)
+        except LeftUnchanged as reason:
+            self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, False, str(reason)))
+            return [node]
+        infos[node.output[0]] = output  # typed by the scales (the data are quantized)
         self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True))
         return builder.nodes
 
@@ -394,6 +410,8 @@ def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorI
     rank: ORT's Loop and Scan require a shape for every body output and infer none through a custom op."""
     output = node.output[0]
     elem_type = infos.get(node.input[0], TensorInfo(0, None)).elem_type
+    if block_quantized.is_target(node, (node.op_type,)):
+        elem_type = infos.get(output, TensorInfo(0, None)).elem_type
     shape = infos.get(output, TensorInfo(0, None)).shape
     for declared in graph.output:
         if declared.name == output:
@@ -485,9 +503,10 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     if ort_optimize:
         model = ortopt.ort_optimize(model)
     ops = tuple(ops)
-    unknown_ops = set(ops) - set(GATHER_OPS)
+    unknown_ops = set(ops) - set(GATHER_OPS) - set(OPT_IN_OPS)
     if unknown_ops:
-        raise ValueError(f"cannot rewrite {sorted(unknown_ops)}; the rewritable op types are {list(GATHER_OPS)}")
+        raise ValueError(f"cannot rewrite {sorted(unknown_ops)}; the rewritable op types are "
+                         f"{list(GATHER_OPS + OPT_IN_OPS)}")
     report = RewriteReport()
     result = ModelProto()
     result.CopyFrom(model)
@@ -507,4 +526,4 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     return result, report
 
 
-__all__ = ["GATHER_OPS", "NodeOutcome", "RewriteReport", "holds_gather", "rewrite_model"]
+__all__ = ["GATHER_OPS", "OPT_IN_OPS", "NodeOutcome", "RewriteReport", "holds_gather", "rewrite_model"]
