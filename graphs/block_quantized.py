@@ -18,8 +18,10 @@ The rewrite: indices out of range are replaced by 0 and remembered in a mask; Ga
 data's rows, the scales' rows and the zero points' rows (int4 / uint4 tables are cast to int8 first:
 no ONNX op reinterprets their bytes); the codes are unpacked with Div and Mod; each block's scale and
 zero point are spread over its codes by one more GatherMultiaxis along the quantize axis (the constant
-``arange(n) // block_size``); then ``Where(mask, float(code - zero_point) * scale, 0)``, and a Cast to
-float16 when the scales are float16. Every step is exact, so the result is bit-identical to ORT's.
+``arange(n) // block_size``); then ``float(Where(mask, code - zero_point, 0)) * scale``, and a Cast to
+float16 when the scales are float16. The scales' rows are read in GatherMultiaxis mode "zero", so an
+index out of range gives 0 * +0.0 = +0.0 as in ORT (a Where on floats would not do: ORT's Where turns
+-0.0 into +0.0). Every step is exact, so the result is bit-identical to ORT's.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
 from .builder import NodeBuilder
+from ..ops.alignment import gather_alignment
 from .rules import LeftUnchanged, TensorInfo, emit_replacement
 
 OP_TYPE = "GatherBlockQuantized"
@@ -68,6 +71,16 @@ class _Emitter:
         gather = helper.make_node("Gather", [data, indices], [output], name=output, axis=axis)
         emit_replacement(gather, data_info, indices_info, self.b)
         return output
+
+    def gather_or_zero(self, data: str, rank: int, indices: str, indices_rank: int, axis: int, role: str) -> str:
+        """A Gather whose out-of-range indices give 0 (GatherMultiaxis mode "zero"): an exact +0.0, which
+        ORT's Where would not keep apart from -0.0."""
+        alignment = gather_alignment(rank, indices_rank, axis)
+        data = self.b.unsqueeze(data, list(alignment.data_unsqueeze), f"{role}_align_data")
+        indices = self.b.unsqueeze(indices, list(alignment.indices_unsqueeze), f"{role}_align_indices")
+        output = self.b.names.fresh(f"{self.b.prefix}/{role}")
+        self.b.gather_multiaxis(data, indices, list(alignment.axes), output, output, "zero")
+        return self.b.squeeze(output, list(alignment.output_squeeze), f"{role}_restore_rank")
 
     def unpack(self, packed: str, components: int, bits: int, rank: int, last: int, role: str) -> str:
         """uint8 [..., last] -> int32 [..., last * components], code j of a byte = (byte >> bits*j) & (2**bits - 1)."""
@@ -160,7 +173,7 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
     scale_table = node.input[2]
     if scales.elem_type == TensorProto.FLOAT16:  # the bridge carries no float16; ORT computes in float32 anyway
         scale_table = builder.cast(scale_table, TensorProto.FLOAT, "scales_float")
-    scale_rows, _ = rows(scale_table, TensorInfo(TensorProto.FLOAT, scales.shape), "scales")
+    scale_rows = e.gather_or_zero(scale_table, rank, index, indices.rank, gather_axis, "scales_rows")
     scale = spread_blocks(scale_rows, TensorInfo(TensorProto.FLOAT, scales.shape), "scales")
     if zero_points is not None:
         zero_rows, zero_info = rows(node.input[3], zero_points, "zero_points")
@@ -178,13 +191,13 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
         codes = e.op("Sub", [codes, spread_blocks(zero_rows, zero_rows_info, "zero_points")], "centred")
     elif data.elem_type == _PACKED:
         codes = e.op("Sub", [codes, e.tensor(np.array(1 << (bits - 1), np.int32), "default_zero_point")], "centred")
-    product = e.op("Mul", [builder.cast(codes, TensorProto.FLOAT, "centred_float"), scale], "dequantized")
+    # Out of range: code 0 (on integers) times scale +0.0 (mode "zero") is the +0.0 ORT writes.
     mask = builder.unsqueeze(valid, list(range(gather_axis)) + list(range(gather_axis + indices.rank, out_rank)),
                              "in_range_aligned")
-    zero = e.tensor(np.array(0.0, np.float32), "zero")
-    result = e.op("Where", [mask, product, zero], "out_of_range_zeroed")
+    codes = e.op("Where", [mask, codes, e.tensor(np.array(0, np.int32), "zero_code")], "out_of_range_zeroed")
+    e.op("Mul", [builder.cast(codes, TensorProto.FLOAT, "centred_float"), scale], "dequantized")
     if scales.elem_type == TensorProto.FLOAT16:
-        builder.cast(result, TensorProto.FLOAT16, "to_float16")
+        builder.cast(builder.nodes[-1].output[0], TensorProto.FLOAT16, "to_float16")
     builder.rename_last_output(node.output[0])
     shape = list(data.shape[:gather_axis]) + list(indices.shape) + list(data.shape[gather_axis + 1:])
     shape[-1] = shape[-1] * components if isinstance(shape[-1], int) else None
