@@ -303,6 +303,8 @@ class _Rewriter:
     def _lacking(self, graph: GraphProto, infos: dict[str, TensorInfo]) -> bool:
         """Whether a gather of ``graph`` lacks a rank after layer 1."""
         return any(_is_target(node, self.ops) and not all(_known_rank(infos.get(name)) for name in node.input[:2])
+                   or block_quantized.is_target(node, self.ops)
+                   and not all(_known_rank(infos.get(name)) for name in node.input if name)
                    for node in graph.node)
 
     def graph(self, graph: GraphProto, inferred: GraphProto, scope: dict[str, TensorInfo],
@@ -321,7 +323,7 @@ class _Rewriter:
                     self.graph(sub, inferred_sub, infos, constants, f"{path}/{node.name or node.op_type}.{attribute.name}")
             _apply_rank_rule(node, infos, constants)  # layer 3 where layers 1 and 2 have no rank
             if block_quantized.is_target(node, self.ops):
-                replacement = self.block_quantized(node, infos, path)
+                replacement = self.block_quantized(node, infos, constants, path)
             elif _is_target(node, self.ops):
                 replacement = self.node(node, infos, path)
             else:
@@ -344,10 +346,14 @@ class _Rewriter:
         return builder.nodes
 
 
-    def block_quantized(self, node: NodeProto, infos: dict[str, TensorInfo], path: str) -> list[NodeProto]:
+    def block_quantized(self, node: NodeProto, infos: dict[str, TensorInfo], constants: dict[str, onnx.TensorProto],
+                        path: str) -> list[NodeProto]:
         builder = NodeBuilder(self.opset, self.names, node.name or self.names.fresh(f"{node.op_type}_{node.output[0]}"))
+        # An initializer's own dims where a shapeless value_info (onnxruntime-genai writes one per initializer) hid them
+        tables = {name: TensorInfo(constants[name].data_type, tuple(constants[name].dims))
+                  for name in node.input if name in constants and not _known_rank(infos.get(name))}
         try:
-            output = block_quantized.emit_gather_block_quantized(node, infos, builder)
+            output = block_quantized.emit_gather_block_quantized(node, {**infos, **tables}, builder)
         except LeftUnchanged as reason:
             self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, False, str(reason)))
             return [node]
