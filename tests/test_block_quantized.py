@@ -156,3 +156,72 @@ def test_ort_where_loses_negative_zero():
     z = builtin_session(model).run(None, {"condition": np.array([True, True]), "x": np.array([-0.0, 1], np.float32),
                                           "y": np.zeros(2, np.float32)})[0]
     assert not np.signbit(z[0])
+
+
+# -- a real onnxruntime-genai model ------------------------------------------------------------------
+
+GENAI_MODEL = '''
+import sys
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+import torch
+torch.manual_seed(0)
+config = Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, max_position_embeddings=128, tie_word_embeddings=True)
+Qwen2ForCausalLM(config).save_pretrained(sys.argv[1])
+words = {f"w{i}": i for i in range(254)} | {"<unk>": 254, "<eos>": 255}
+tokenizer = Tokenizer(models.WordLevel(words, unk_token="<unk>"))
+tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", eos_token="<eos>",
+                        pad_token="<eos>").save_pretrained(sys.argv[1])
+'''
+
+
+@pytest.mark.slow
+def test_genai_int4_model_with_tied_embeddings(tmp_path, report_line):
+    """onnxruntime-genai's builder (-p int4 -e cpu) on a random-init Qwen2 with tied embeddings writes a
+    GatherBlockQuantized over the lm_head's 4-bit weights. Rewritten (gathers and GatherBlockQuantized)
+    and lowered, the model gives ORT's outputs bit for bit, with no gather left unreported."""
+    import os
+    import subprocess
+    import sys
+
+    import onnx
+    pytest.importorskip("onnxruntime_genai", reason="onnxruntime-genai is not installed (pip install onnxruntime-genai)")
+    pytest.importorskip("transformers", reason="transformers is not installed")
+    from sessions import builtin_session, custom_session
+
+    from gathermultiaxis.graphs import GATHER_OPS, OPT_IN_OPS
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    subprocess.run([sys.executable, "-c", GENAI_MODEL, str(tmp_path / "hf")], check=True, env=env, timeout=600,
+                   capture_output=True)
+    subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-m", "qwen2-tiny", "-i",
+                    str(tmp_path / "hf"), "-o", str(tmp_path / "out"), "-p", "int4", "-e", "cpu", "-c",
+                    str(tmp_path / "cache")], check=True, env=env, timeout=900, capture_output=True)
+    model = onnx.load(str(tmp_path / "out" / "model.onnx"))
+    assert any(node.op_type == "GatherBlockQuantized" for node in model.graph.node)
+    rewritten, report = rewrite_model(model, GATHER_OPS + OPT_IN_OPS)
+    assert report.left == 0 and report.counts().get("GatherBlockQuantized", {}).get("rewritten") == 1, report.table()
+    gathers = ("Gather", "GatherElements", "GatherND", "GatherBlockQuantized")
+    assert not any(node.op_type in gathers for node in rewritten.graph.node)
+    lowered, lower_report = lower_model(rewritten)
+    assert lower_report.left == 0
+    assert not any(node.domain == "com.microsoft" and node.op_type in gathers for node in lowered.graph.node)
+    rng, runs = np.random.default_rng(0), 0
+    sessions = builtin_session(model), custom_session(rewritten), builtin_session(lowered)
+    for batch, sequence, past in [(1, 7, 0), (2, 5, 0), (2, 1, 3), (1, 4, 6), (1, 1, 9)]:
+        feeds = {"input_ids": rng.integers(0, 256, (batch, sequence)), "attention_mask": np.ones((batch, past + sequence), np.int64)}
+        for value in model.graph.input:
+            if value.name.startswith("past_key_values"):
+                heads = value.type.tensor_type.shape.dim[1].dim_value
+                size = 64 // 4  # the head size; declared symbolic ("kv_cache_dim")
+                feeds[value.name] = rng.standard_normal((batch, heads, past, size)).astype(np.float32)
+        expected = sessions[0].run(None, feeds)
+        for session in sessions[1:]:
+            for actual, wanted in zip(session.run(None, feeds), expected):
+                assert_bit_identical(actual, wanted)
+        runs += 1
+    report_line(f"onnxruntime-genai int4 Qwen2 (tied embeddings): {report.rewritten} gathers rewritten "
+                f"(GatherBlockQuantized included), 0 left; rewritten and lowered bit-identical to ORT on {runs} "
+                f"input sets")
