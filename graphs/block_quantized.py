@@ -7,7 +7,7 @@ ORT's CPU kernel (contrib_ops/cpu/quantization/gather_block_quantized.cc), for i
 
 * ``data`` is uint8 holding ``8 / bits`` codes per byte (bits 2, 4 or 8; the first code in the lowest
   bits; ``gather_axis`` 0 and ``quantize_axis`` the last dimension only), or int4 / uint4 (bits 4, any
-  axes). The output has the data's shape with the gathered axis replaced by the indices' shape and, for
+  axes, also gather_axis = quantize_axis: then row ``i`` reads block ``i // block_size``). The output has the data's shape with the gathered axis replaced by the indices' shape and, for
   packed uint8, the last dimension multiplied by ``8 / bits``.
 * ``scales`` has the data's rank, ``ceil(n / block_size)`` blocks along ``quantize_axis`` (``n`` codes there).
 * ``zero_points`` (optional) has the scales' shape; for uint8 data packed like the data along the last
@@ -132,9 +132,6 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
         if bits != 4:
             raise LeftUnchanged(f"int4/uint4 data needs bits 4 (ORT refuses {bits})")
         components = 1
-    if gather_axis == quantize_axis:
-        raise LeftUnchanged("gather_axis equals quantize_axis: each index would need its own block's scale "
-                            "(not rewritten)")
     if scales.rank != rank or (zero_points is not None and zero_points.rank != rank):
         raise LeftUnchanged("scales and zero_points must have the data's rank")
     codes_on_axis = data.shape[quantize_axis] * components
@@ -151,17 +148,29 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
     index = builder.cast(node.input[1], TensorProto.INT64, "indices_int64")
     valid = e.op("And", [e.op("Not", [e.op("Less", [index, builder.constant(-dim, "minus_dim")], "below")], "not_below"),
                          e.op("Less", [index, builder.constant(dim, "dim")], "not_above")], "in_range")
-    safe = e.op("Where", [valid, index, builder.constant(0, "zero_index")], "safe_indices")
+    negative = e.op("Less", [index, builder.constant(0, "zero_index")], "negative")
+    counted = e.op("Where", [negative, e.op("Add", [index, builder.constant(dim, "dim_to_add")], "from_end"), index],
+                   "counted_from_start")
+    safe = e.op("Where", [valid, counted, builder.constant(0, "first_row")], "safe_indices")
     safe_info = TensorInfo(TensorProto.INT64, indices.shape)
+    same_axis = gather_axis == quantize_axis  # (int4 / uint4 only) each row reads its own block's scale
+    if same_axis:
+        block_rows = e.op("Div", [safe, builder.constant(block_size, "block_size")], "block_of_row")
+        # an index out of range reads the block past the end: scale +0.0 in mode "zero"
+        scale_index = e.op("Where", [valid, block_rows, builder.constant(blocks, "past_the_blocks")], "scale_rows_index")
+    else:
+        block_rows, scale_index = safe, index
 
-    def rows(name: str, info: TensorInfo, role: str) -> tuple[str, TensorInfo]:
+    def rows(name: str, info: TensorInfo, role: str, rows_index: str = safe) -> tuple[str, TensorInfo]:
         if info.elem_type in _NIBBLES:  # no op reads int4 bytes as bytes: widen the table first
             name = builder.cast(name, _NIBBLES[info.elem_type], f"{role}_widened")
             info = TensorInfo(_NIBBLES[info.elem_type], info.shape)
-        return e.gather(name, info, safe, safe_info, gather_axis, f"{role}_rows"), info
+        return e.gather(name, info, rows_index, safe_info, gather_axis, f"{role}_rows"), info
 
     def spread_blocks(blocked: str, info: TensorInfo, role: str) -> str:
         """One value per block -> one per code along the quantize axis (a gather of arange(n) // block_size)."""
+        if same_axis:  # gathered by block already
+            return blocked
         spread = e.tensor(np.arange(codes_on_axis, dtype=np.int64) // block_size, f"{role}_block_of_code")
         shape = info.shape[:gather_axis] + tuple(indices.shape) + info.shape[gather_axis + 1:]
         return e.gather(blocked, TensorInfo(info.elem_type, shape), spread, TensorInfo(TensorProto.INT64, (codes_on_axis,)),
@@ -173,10 +182,10 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
     scale_table = node.input[2]
     if scales.elem_type == TensorProto.FLOAT16:  # the bridge carries no float16; ORT computes in float32 anyway
         scale_table = builder.cast(scale_table, TensorProto.FLOAT, "scales_float")
-    scale_rows = e.gather_or_zero(scale_table, rank, index, indices.rank, gather_axis, "scales_rows")
+    scale_rows = e.gather_or_zero(scale_table, rank, scale_index, indices.rank, gather_axis, "scales_rows")
     scale = spread_blocks(scale_rows, TensorInfo(TensorProto.FLOAT, scales.shape), "scales")
     if zero_points is not None:
-        zero_rows, zero_info = rows(node.input[3], zero_points, "zero_points")
+        zero_rows, zero_info = rows(node.input[3], zero_points, "zero_points", block_rows)
         if data.elem_type == _PACKED:
             packed_blocks = zero_points.shape[-1]
             if not isinstance(packed_blocks, int):

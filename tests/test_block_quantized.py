@@ -109,7 +109,7 @@ def test_uint8_packed_against_ort(bits, report_line):
 @pytest.mark.parametrize("elem_type", [TensorProto.INT4, TensorProto.UINT4], ids=["int4", "uint4"])
 def test_int4_uint4_against_ort(elem_type, report_line):
     rng, counts = np.random.default_rng(elem_type), Counter()
-    axes_by_rank = {2: [(0, 1), (1, 0)], 3: [(0, 2), (0, 1), (1, 2), (2, 0), (1, 0), (2, 1)]}
+    axes_by_rank = {2: [(0, 1), (1, 0), (0, 0), (1, 1)], 3: [(0, 2), (0, 1), (1, 2), (2, 0), (1, 0), (2, 1), (0, 0), (1, 1), (2, 2)]}
     for rank, block_size, with_zero_points in itertools.product((2, 3), (16, 32, 64), (False, True)):
         for gather_axis, quantize_axis in axes_by_rank[rank]:
             shape = [int(rng.integers(2, 6)) for _ in range(rank)]
@@ -119,7 +119,7 @@ def test_int4_uint4_against_ort(elem_type, report_line):
                                    quantize_axis), rng, counts)
     report_line(f"GatherBlockQuantized {TensorProto.DataType.Name(elem_type).lower()} vs ORT's contrib kernel "
                 f"(rewritten and lowered): {counts['cases']} cases bit-identical (every gather_axis/quantize_axis "
-                f"pair of ranks 2 and 3, block sizes 16-64, ragged last blocks, with/without zero points)")
+                f"pair of ranks 2 and 3, equal ones included, block sizes 16-64, ragged last blocks, with/without zero points)")
 
 
 def test_opt_in():
@@ -131,17 +131,17 @@ def test_opt_in():
 
 
 def test_what_ort_refuses_is_left_with_the_reason():
-    """uint8 data with gather_axis != 0 (ORT's kernel refuses it) and int4 data gathered along its
-    quantize axis (not rewritten) stay as they are, each with the reason in the report."""
+    """uint8 data with gather_axis != 0 and int4 data with bits 8 (ORT's kernel refuses both) stay as they
+    are, each with the reason in the report."""
     rng = np.random.default_rng(1)
     data, scales, _, attributes, _ = packed_case(rng, 4, 16, False, np.float32, (4, 3))
     model = gbq_model(data, scales, None, (2,), TensorProto.INT64, **{**attributes, "gather_axis": 1})
     _, report = rewrite_model(model, OPS)
     assert report.rewritten == 0 and "gather_axis 0" in report.outcomes[0].reason
-    data, scales, _, attributes, _ = nibble_case(rng, TensorProto.INT4, 16, False, np.float32, [3, 32], 1, 0)
-    model = gbq_model(data, scales, None, (2,), TensorProto.INT64, **{**attributes, "quantize_axis": 1})
+    data, scales, _, attributes, _ = nibble_case(rng, TensorProto.INT4, 16, False, np.float32, [3, 32], 0, 1)
+    model = gbq_model(data, scales, None, (2,), TensorProto.INT64, **{**attributes, "bits": 8})
     _, report = rewrite_model(model, OPS)
-    assert report.rewritten == 0 and "quantize_axis" in report.outcomes[0].reason
+    assert report.rewritten == 0 and "bits 4" in report.outcomes[0].reason
 
 
 def test_ort_where_loses_negative_zero():
