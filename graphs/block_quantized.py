@@ -139,11 +139,14 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
     if isinstance(scales.shape[quantize_axis], int) and scales.shape[quantize_axis] != blocks:
         raise LeftUnchanged(f"scales have {scales.shape[quantize_axis]} blocks on quantize_axis, not "
                             f"ceil({codes_on_axis} / {block_size}) = {blocks}")
+    packed_blocks = -(-blocks // components)  # uint8 zero points: packed like the data
+    if data.elem_type == _PACKED and zero_points is not None and zero_points.shape[-1] != packed_blocks:
+        raise LeftUnchanged(f"uint8 zero points need {packed_blocks} bytes per row (ceil({blocks} blocks / "
+                            f"{components})), not {zero_points.shape[-1]}")
 
     e = _Emitter(builder)
     dim = data.shape[gather_axis]
     out_rank = rank - 1 + indices.rank
-    where = lambda axis: axis if axis < gather_axis else axis + indices.rank - 1  # data axis -> output axis
     # In-range indices, and 0 where ORT writes zeros.
     index = builder.cast(node.input[1], TensorProto.INT64, "indices_int64")
     valid = e.op("And", [e.op("Not", [e.op("Less", [index, builder.constant(-dim, "minus_dim")], "below")], "not_below"),
@@ -154,6 +157,7 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
     safe = e.op("Where", [valid, counted, builder.constant(0, "first_row")], "safe_indices")
     safe_info = TensorInfo(TensorProto.INT64, indices.shape)
     same_axis = gather_axis == quantize_axis  # (int4 / uint4 only) each row reads its own block's scale
+    output_axis = quantize_axis if quantize_axis < gather_axis else quantize_axis + indices.rank - 1
     if same_axis:
         block_rows = e.op("Div", [safe, builder.constant(block_size, "block_size")], "block_of_row")
         # an index out of range reads the block past the end: scale +0.0 in mode "zero"
@@ -174,7 +178,7 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
         spread = e.tensor(np.arange(codes_on_axis, dtype=np.int64) // block_size, f"{role}_block_of_code")
         shape = info.shape[:gather_axis] + tuple(indices.shape) + info.shape[gather_axis + 1:]
         return e.gather(blocked, TensorInfo(info.elem_type, shape), spread, TensorInfo(TensorProto.INT64, (codes_on_axis,)),
-                        where(quantize_axis), f"{role}_per_code")
+                        output_axis, f"{role}_per_code")
 
     codes, _ = rows(node.input[0], data, "data")
     codes = e.unpack(codes, components, bits, out_rank, data.shape[-1], "data") if data.elem_type == _PACKED else \
@@ -187,9 +191,6 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
     if zero_points is not None:
         zero_rows, zero_info = rows(node.input[3], zero_points, "zero_points", block_rows)
         if data.elem_type == _PACKED:
-            packed_blocks = zero_points.shape[-1]
-            if not isinstance(packed_blocks, int):
-                raise LeftUnchanged("the zero points' last dimension is not known statically")
             zero_rows = e.unpack(zero_rows, components, bits, out_rank, packed_blocks, "zero_points")
             zero_rows = builder.slice(zero_rows, builder.constant([0], "zp_start"), builder.constant([blocks], "zp_end"),
                                       builder.constant([out_rank - 1], "zp_axis"), "zero_points_blocks")
