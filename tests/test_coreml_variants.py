@@ -238,8 +238,8 @@ def test_gather_nd_validate_indices_checks_the_wrong_dims():
     """iOS17 gather_nd's validate_indices compares the coordinates with x.shape broadcast from the
     left (not x.shape[batch_dims:batch_dims + k]): with batch_dims=1 it refuses the valid index 2 of a
     size-3 dim (it compares it with dim 0, of size 2), and with fewer coordinates than x's rank it
-    crashes on the broadcast (a NumPy ValueError). Compare coremltools PR 2794 (the same wrong dim in
-    the torch frontend's guard)."""
+    crashes on the broadcast (a NumPy ValueError). The negative-index guard pass has the same wrong dim
+    (below)."""
     indices = np.array([[[0], [1]], [[0], [2]]], np.int32)
     with pytest.raises(IndexError, match="out of bounds"):
         mil(ct.target.iOS17, lambda: mb.gather_nd(x=X, indices=indices, batch_dims=np.int32(1),
@@ -271,3 +271,25 @@ def test_out_of_range_indices_raise():
                  lambda: v.coreml_gather_nd(X, np.array([[2]], np.int16))):
         with pytest.raises(GatherIndexError):
             call()
+
+
+def test_negative_index_guard_pass_offsets_gather_nd_from_the_wrong_dim():
+    """coremltools' pass common::guard_negative_gather_indices (which rewrites negative indices for iOS17)
+    adds x.shape[j] to coordinate j of gather_nd, not x.shape[batch_dims + j] (coremltools PR 2794): with
+    batch_dims=1 on x [2, 5, 3], -1 becomes 1 instead of 4. coreml_gather_nd reads row 4."""
+    from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+
+    x = np.arange(30, dtype=np.float32).reshape(2, 5, 3)
+    indices = np.array([[[-1], [0]], [[-1], [1]]], np.int32)
+
+    @mb.program(input_specs=[], opset_version=ct.target.iOS17)
+    def program():
+        return mb.gather_nd(x=x, indices=indices, batch_dims=np.int32(1))
+
+    PASS_REGISTRY["common::guard_negative_gather_indices"](program)
+    PASS_REGISTRY["common::const_elimination"](program)
+    (gather_nd,) = [op for op in program.functions["main"].operations if op.op_type == "gather_nd"]
+    guarded = gather_nd.indices.val
+    assert guarded.tolist() == [[[1], [0]], [[1], [1]]]  # the right offsets would give [[[4], [0]], [[4], [1]]]
+    assert_bit_identical(v.coreml_gather_nd(x, indices, 1), v.coreml_gather_nd(x, indices % 5, 1))
+    assert not np.array_equal(v.coreml_gather_nd(x, guarded, 1), v.coreml_gather_nd(x, indices, 1))
