@@ -30,7 +30,7 @@ import onnx.shape_inference
 from onnx import AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, TypeProto, helper, numpy_helper
 
 from ..ops.signature import DOMAIN
-from . import ortopt
+from . import block_quantized, ortopt
 from .builder import NameScope, NodeBuilder
 from .rank_rules import apply_rank_rule
 from .rules import RULES, LeftUnchanged, TensorInfo, emit_replacement
@@ -48,7 +48,7 @@ INTERNAL_GATHERS: dict[tuple[str, str], str] = {
     ("com.microsoft", "QEmbedLayerNormalization"): "its embedding gathers are fused with quantized LayerNormalization",
     ("com.microsoft", "GatherBlockQuantized"): (
         "it gathers blocks of 4/8-bit quantized data and dequantizes them with their scales in one kernel; "
-        "the quantized element types cannot cross the PyOp bridge"),
+        "rewritten only when asked for (ops including GatherBlockQuantized: graphs/block_quantized.py)"),
     ("com.microsoft", "RotaryEmbedding"): "it gathers cos/sin cache rows by position ids inside the rotation kernel",
     ("com.microsoft", "MRotaryEmbedding"): "it gathers cos/sin cache rows by position ids inside the rotation kernel",
     ("com.microsoft", "GemmaRotaryEmbedding"): "it gathers cos/sin cache rows by position inside the rotation kernel",
@@ -58,6 +58,8 @@ INTERNAL_GATHERS: dict[tuple[str, str], str] = {
     ("com.microsoft", "WordConvEmbedding"): "its embedding gather is fused with a convolution in one ORT kernel",
     ("com.microsoft", "GatherND"): "ORT's own (training) GatherND, not the ONNX op: its semantics are not ONNX's",
 }
+
+OPT_IN_OPS = (block_quantized.OP_TYPE,)  # rewritten only when asked for (ops=...): see graphs/block_quantized.py
 _ONNX_DOMAINS = ("", "ai.onnx")
 _STRIP_ABOVE_BYTES = 1 << 16
 
@@ -382,6 +384,8 @@ class _Rewriter:
     def _lacking(self, graph: GraphProto, infos: dict[str, TensorInfo]) -> bool:
         """Whether a gather of ``graph`` lacks a rank after layer 1."""
         return any(_is_target(node, self.ops) and not all(_known_rank(infos.get(name)) for name in node.input[:2])
+                   or block_quantized.is_target(node, self.ops)
+                   and not all(_known_rank(infos.get(name)) for name in node.input if name)
                    for node in graph.node)
 
     def graph(self, graph: GraphProto, inferred: GraphProto, scope: dict[str, TensorInfo],
@@ -401,23 +405,26 @@ class _Rewriter:
         constants = {**constants, **{init.name: init for init in graph.initializer},
                      **{node.output[0]: value for node in graph.node if (value := _constant_value(node)) is not None}}
         replacements: dict[int, list[NodeProto]] = {}
-        declared = _Declared.of(graph)
+        declarations = _Declared.of(graph)
         for position, (node, inferred_node) in enumerate(zip(graph.node, inferred.node)):
             for attribute, inferred_attribute in zip(node.attribute, inferred_node.attribute):
                 for sub, inferred_sub in zip(_subgraphs(attribute), _subgraphs(inferred_attribute)):
                     self.graph(sub, inferred_sub, infos, constants, f"{path}/{node.name or node.op_type}.{attribute.name}")
-            if (node.domain, node.op_type) in INTERNAL_GATHERS:
+            if (node.domain, node.op_type) in INTERNAL_GATHERS and not block_quantized.is_target(node, self.ops):
                 self.report.outcomes.append(_internal_gather_outcome(node, path))
             _apply_rank_rule(node, infos, constants)  # layer 3 where layers 1 and 2 have no rank
             for name in node.output:  # then a declared rank, where no inference layer says anything
                 if name in declared and not _known_rank(infos.get(name)):
                     infos[name] = _with_elem_type(declared[name], infos.get(name))
-            if not _is_target(node, self.ops):
+            if block_quantized.is_target(node, self.ops):
+                replacement = self.block_quantized(node, infos, constants, path)
+            elif _is_target(node, self.ops):
+                replacement = self.node(node, infos, path, graph)
+            else:
                 continue
-            replacement = self.node(node, infos, path, graph)
             if replacement[-1] is not node:
                 replacements[position] = replacement
-                _declare_output(graph, node, infos, path != "main graph", declared)
+                _declare_output(graph, node, infos, path != "main graph", declarations)
         _splice(graph, replacements)
 
     def node(self, node: NodeProto, infos: dict[str, TensorInfo], path: str, graph: GraphProto) -> list[NodeProto]:
@@ -436,6 +443,21 @@ class _Rewriter:
                             if not _known_rank(infos.get(name)))
             self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True,
                                                     f"{missing}: {why}" if why else missing, runtime_aligned=True))
+        return builder.nodes
+
+    def block_quantized(self, node: NodeProto, infos: dict[str, TensorInfo], constants: dict[str, onnx.TensorProto],
+                        path: str) -> list[NodeProto]:
+        builder = NodeBuilder(self.opset, self.names, node.name or self.names.fresh(f"{node.op_type}_{node.output[0]}"))
+        # An initializer's own dims where a shapeless value_info (onnxruntime-genai writes one per initializer) hid them
+        tables = {name: TensorInfo(constants[name].data_type, tuple(constants[name].dims))
+                  for name in node.input if name in constants and not _known_rank(infos.get(name))}
+        try:
+            output = block_quantized.emit_gather_block_quantized(node, {**infos, **tables}, builder)
+        except LeftUnchanged as reason:
+            self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, False, str(reason)))
+            return [node]
+        infos[node.output[0]] = output  # typed by the scales (the data are quantized)
+        self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True))
         return builder.nodes
 
 
@@ -550,6 +572,8 @@ def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorI
     rank: ORT's Loop and Scan require a shape for every body output and infer none through a custom op."""
     output = node.output[0]
     elem_type = infos.get(node.input[0], TensorInfo(0, None)).elem_type
+    if block_quantized.is_target(node, (node.op_type,)):
+        elem_type = infos.get(output, TensorInfo(0, None)).elem_type
     shape = infos.get(output, TensorInfo(0, None)).shape
     graph_output = declared.outputs.get(output)
     if graph_output is not None:
@@ -642,9 +666,10 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     if ort_optimize:
         model = ortopt.ort_optimize(model)
     ops = tuple(ops)
-    unknown_ops = set(ops) - set(GATHER_OPS)
+    unknown_ops = set(ops) - set(GATHER_OPS) - set(OPT_IN_OPS)
     if unknown_ops:
-        raise ValueError(f"cannot rewrite {sorted(unknown_ops)}; the rewritable op types are {list(GATHER_OPS)}")
+        raise ValueError(f"cannot rewrite {sorted(unknown_ops)}; the rewritable op types are "
+                         f"{list(GATHER_OPS + OPT_IN_OPS)}")
     report = RewriteReport()
     result = ModelProto()
     result.CopyFrom(model)
@@ -664,4 +689,4 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     return result, report
 
 
-__all__ = ["GATHER_OPS", "INTERNAL_GATHERS", "NodeOutcome", "RewriteReport", "holds_gather", "rewrite_model"]
+__all__ = ["GATHER_OPS", "INTERNAL_GATHERS", "OPT_IN_OPS", "NodeOutcome", "RewriteReport", "holds_gather", "rewrite_model"]

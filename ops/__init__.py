@@ -12,7 +12,8 @@ from .geometry import GatherGeometry, GatherShapeError, normalize_axes
 from .kernel import MODES, GatherIndexError, gather_multiaxis
 from .variants import (gather_xy_nchw, numpy_take, numpy_take_along_axis, onnx_gather, onnx_gather_elements,
                        onnx_gather_nd, openvino_gather, openvino_gather_nd, tf_gather, tf_gather_nd, torch_gather,
-                       torch_index_select, torch_take, torch_take_along_dim, tosa_gather, jax_gather)
+                       torch_index_select, torch_take, torch_take_along_dim, tosa_gather, coreml_gather,
+                       coreml_gather_along_axis, coreml_gather_nd, jax_gather)
 
 # name -> module that defines it, imported on first access (PEP 562)
 _LAZY = {"DATA_TYPES": ".signature", "DOMAIN": ".signature", "INDEX_TYPES": ".signature", "OP_TYPE": ".signature",
@@ -31,5 +32,6 @@ __all__ = [
     "session_options",
     "variants", "gather_xy_nchw", "numpy_take", "numpy_take_along_axis", "onnx_gather", "onnx_gather_elements",
     "onnx_gather_nd", "openvino_gather", "openvino_gather_nd", "tf_gather", "tf_gather_nd", "torch_gather",
-    "torch_index_select", "torch_take", "torch_take_along_dim", "tosa_gather", "jax_gather",
+    "torch_index_select", "torch_take", "torch_take_along_dim", "tosa_gather", "coreml_gather",
+    "coreml_gather_along_axis", "coreml_gather_nd", "jax_gather",
 ]

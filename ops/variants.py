@@ -18,7 +18,7 @@ import numpy as np
 
 from .alignment import Alignment, gather_alignment, gather_elements_alignment, gather_nd_alignment
 from .geometry import GatherShapeError
-from .kernel import gather_multiaxis
+from .kernel import GatherIndexError, gather_multiaxis
 
 
 @dataclass(frozen=True)
@@ -209,6 +209,56 @@ def tosa_gather(values, indices):
         raise ValueError(f"TOSA gather takes values [N, K, C] and indices [N, W], got {list(values.shape)} "
                          f"and {list(indices.shape)}")
     return _one_gather("tosa_gather", values, indices, [1], indices_shape=(*indices.shape, 1))
+
+
+# -- CoreML (coremltools MIL) ---------------------------------------------------------------------
+
+def _coreml_indices(indices, validate_indices):
+    """CoreML indices are int32, int16, uint16, int8 or uint8 (widened to int32 for the kernel). Negative
+    ones count from the end, as coremltools' value inference (``np.take``) and the iOS15/iOS16 docs say;
+    with ``validate_indices`` they are out of bounds, as the iOS17 check says (its docs say both)."""
+    indices = np.asarray(indices)
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"CoreML gather indices must be int32, int16, uint16, int8 or uint8, got {indices.dtype}")
+    if validate_indices and (indices < 0).any():
+        raise GatherIndexError(f"validate_indices: CoreML (iOS17) treats negative indices as out of bounds, got "
+                               f"{indices[indices < 0][0]}")
+    return indices if indices.dtype in (np.int32, np.int64) else indices.astype(np.int32)
+
+
+def coreml_gather(x, indices, axis=0, batch_dims=0, validate_indices=False):
+    """MIL ``gather`` (iOS15-iOS17): output shape ``D[:axis] + N[batch_dims:] + D[axis+1:]``, the first
+    ``batch_dims`` dims of ``x`` and ``indices`` paired (tf.gather's rule, a count in [0, axis]).
+    Out-of-range indices raise (CoreML leaves them undefined unless ``validate_indices``)."""
+    x = np.asarray(x)
+    indices = _coreml_indices(indices, validate_indices)
+    if batch_dims < 0:
+        raise ValueError(f"CoreML's batch_dims is a count of leading dims, got {batch_dims}")
+    return _one_gather("coreml_gather", x, indices, None,
+                       alignment=gather_alignment(x.ndim, indices.ndim, axis, batch_dims))
+
+
+def coreml_gather_along_axis(x, indices, axis=0, validate_indices=False):
+    """MIL ``gather_along_axis``: take_along_axis with indices of x's rank and x's sizes on every dim
+    but ``axis`` (CoreML's type inference refuses smaller or broadcast ones)."""
+    x = np.asarray(x)
+    indices = _coreml_indices(indices, validate_indices)
+    alignment = gather_elements_alignment(x.ndim, indices.ndim, axis)
+    (read,) = alignment.axes
+    if any(i != n for d, (i, n) in enumerate(zip(indices.shape, x.shape)) if d != read):
+        raise GatherShapeError(f"CoreML gather_along_axis needs indices of x's sizes on every dim but axis {axis}: "
+                               f"x {list(x.shape)}, indices {list(indices.shape)}")
+    return _one_gather("coreml_gather_along_axis", x, indices, None, alignment=alignment)
+
+
+def coreml_gather_nd(x, indices, batch_dims=0, validate_indices=False):
+    """MIL ``gather_nd`` (batch_dims since iOS16): output shape ``K[:-1] + D[batch_dims + K[-1]:]``."""
+    x = np.asarray(x)
+    indices = _coreml_indices(indices, validate_indices)
+    if indices.ndim == 0:
+        raise GatherShapeError("CoreML gather_nd needs indices of rank >= 1 (the last dim holds the coordinates)")
+    return _one_gather("coreml_gather_nd", x, indices, None,
+                       alignment=gather_nd_alignment(x.ndim, indices.ndim, indices.shape[-1], batch_dims))
 
 
 # -- JAX / StableHLO ------------------------------------------------------------------------------
@@ -435,7 +485,8 @@ def gather_xy_nchw(images, points):
 VARIANTS = {function.__name__: function for function in (
     onnx_gather, onnx_gather_elements, onnx_gather_nd, openvino_gather, openvino_gather_nd, numpy_take,
     numpy_take_along_axis, torch_gather, torch_take, torch_take_along_dim, torch_index_select, tf_gather,
-    tf_gather_nd, tosa_gather, jax_gather, gather_xy_nchw)}
+    tf_gather_nd, tosa_gather, coreml_gather, coreml_gather_along_axis, coreml_gather_nd, jax_gather,
+    gather_xy_nchw)}
 
 
 def _example_calls():
@@ -456,6 +507,9 @@ def _example_calls():
         ("tf_gather", lambda: tf_gather(x, np.zeros((2, 3, 5), np.int64), axis=2, batch_dims=2)),
         ("tf_gather_nd", lambda: tf_gather_nd(x, np.zeros((5, 2), np.int64))),
         ("tosa_gather", lambda: tosa_gather(x, np.zeros((2, 5), np.int64))),
+        ("coreml_gather", lambda: coreml_gather(x, np.zeros((2, 5), np.int32), axis=-1, batch_dims=1)),
+        ("coreml_gather_along_axis", lambda: coreml_gather_along_axis(x, np.zeros((2, 6, 4), np.int32), axis=1)),
+        ("coreml_gather_nd", lambda: coreml_gather_nd(x, np.zeros((2, 5, 2), np.int32), batch_dims=1)),
         ("jax_gather", lambda: jax_gather(x, np.zeros((2, 5, 2), np.int64), GatherDimensionNumbers(
             offset_dims=(2,), collapsed_slice_dims=(1,), start_index_map=(1, 2), operand_batching_dims=(0,),
             start_indices_batching_dims=(0,)), slice_sizes=(1, 1, 2))),

@@ -27,7 +27,7 @@ from pathlib import Path
 from . import __version__, check  # the bench modules: imported by the commands that use them
 from .cases import BadInput, InputOptions, default_suite, find_sources, load_inputs, parse_input_shapes
 from .examples import EXAMPLE_PATH
-from .graphs import GATHER_OPS, lower_model, rewrite_model
+from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
 from .graphs.io import ModelFileError, check_target, load_model, loads_in_ort, save_model, write_bytes_atomic
 from .graphs.ortopt import ort_optimized
 
@@ -146,9 +146,9 @@ def run_lower(args) -> int:
 
 def _op_list(text: str) -> list[str]:
     ops = [op.strip() for op in text.split(",") if op.strip()]
-    unknown = [op for op in ops if op not in GATHER_OPS]
+    unknown = [op for op in ops if op not in GATHER_OPS + OPT_IN_OPS]
     if unknown or not ops:
-        raise argparse.ArgumentTypeError(f"choose from {','.join(GATHER_OPS)} (got {text!r})")
+        raise argparse.ArgumentTypeError(f"choose from {','.join(GATHER_OPS + OPT_IN_OPS)} (got {text!r})")
     return ops
 
 
@@ -389,7 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Rewrite every Gather, GatherElements and GatherND node of a model (subgraphs and "
                     "model-local functions included) as GatherMultiaxis plus rank-alignment nodes.")
     rewrite.add_argument("--ops", type=_op_list, default=None, metavar="OPS",
-                         help="comma-separated op types to rewrite (default: Gather,GatherElements,GatherND)")
+                         help="comma-separated op types to rewrite (default: Gather,GatherElements,GatherND; "
+                              "GatherBlockQuantized (com.microsoft) only when listed)")
     rewrite.add_argument("--static-ranks-only", action="store_true",
                          help="leave a gather whose rank only the run time knows as it is, instead of aligning it "
                               "at run time (for models to be lowered: `lower` needs static axes)")
