@@ -155,7 +155,18 @@ class BigGraphRun:
     output_loads: bool
 
 
-_LOAD_AND_INFER = "import sys, onnx; onnx.shape_inference.infer_shapes(onnx.load(sys.argv[1]))"
+# Each child reports its own peak RSS (VmHWM, which exec resets) as it exits: ``ru_maxrss`` from wait4
+# would include the pages of this process the child had before exec (the fork copy), ~300 MB here.
+_PEAK_MARK = "peak-rss-kib"
+_REPORT_PEAK = ("import atexit, sys\n"
+                "def _report_peak():\n"
+                "    with open('/proc/self/status') as status:\n"
+                "        kib = next(line.split()[1] for line in status if line.startswith('VmHWM'))\n"
+                f"    sys.stderr.write('\\n{_PEAK_MARK} ' + kib + '\\n')\n"
+                "atexit.register(_report_peak)\n")
+_LOAD_AND_INFER = _REPORT_PEAK + "import onnx; onnx.shape_inference.infer_shapes(onnx.load(sys.argv[1]))"
+_REWRITE = _REPORT_PEAK + ("import runpy; sys.argv = ['gathermultiaxis', *sys.argv[1:]]; "
+                           "runpy.run_module('gathermultiaxis', run_name='__main__')")
 
 
 def child_environment() -> dict[str, str]:
@@ -172,13 +183,16 @@ def _timed(command: list[str]) -> tuple[int, float, float, float, str]:
     stderr = child.stderr.read()
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - start
-    return os.waitstatus_to_exitcode(status), seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, stderr
+    marks = [line.split()[1] for line in stderr.splitlines() if line.startswith(_PEAK_MARK)]
+    peak_mib = int(marks[-1]) / 1024 if marks else float("nan")
+    return os.waitstatus_to_exitcode(status), seconds, usage.ru_utime + usage.ru_stime, peak_mib, stderr
 
 
 def measure_big_graph(gathers: int = 50_000, repeats: int = 1, folder: Path | None = None) -> BigGraphRun:
     """Build ``build_big_graph(gathers)``, then time, in fresh processes and interleaved ``repeats``
     times: ``gathermultiaxis rewrite`` of it, onnx.load + infer_shapes of it, and Python importing onnx."""
-    commands = {"rewrite": None, "load_and_infer": None, "python_startup": [sys.executable, "-c", "import onnx"]}
+    commands = {"rewrite": None, "load_and_infer": None,
+                "python_startup": [sys.executable, "-c", _REPORT_PEAK + "import onnx"]}
     results = {name: Measured([], []) for name in commands}
     with tempfile.TemporaryDirectory(prefix="gathermultiaxis-graph-", dir=folder) as scratch:
         source, target = Path(scratch) / "graph.onnx", Path(scratch) / "rewritten.onnx"
@@ -186,7 +200,7 @@ def measure_big_graph(gathers: int = 50_000, repeats: int = 1, folder: Path | No
         nodes = len(model.graph.node)
         onnx.save_model(model, str(source))
         del model
-        commands["rewrite"] = [sys.executable, "-m", "gathermultiaxis", "rewrite", str(source), "-o", str(target),
+        commands["rewrite"] = [sys.executable, "-c", _REWRITE, "rewrite", str(source), "-o", str(target),
                                "--force", "-q"]
         commands["load_and_infer"] = [sys.executable, "-c", _LOAD_AND_INFER, str(source)]
         for _ in range(repeats):

@@ -36,7 +36,7 @@ class ModelRow:
     bit_identical: bool           # rewritten (InferenceSession) against the original, every process
     lowered_bit_identical: bool | None  # None: lowering left a GatherMultiaxis (or failed)
     median_ms: dict[str, float] = field(default_factory=dict)
-    ratios: dict[str, float] = field(default_factory=dict)           # "rewritten / builtin", "lowered / builtin"
+    ratios: dict[str, float] = field(default_factory=dict)  # "rewritten / builtin", "lowered / builtin": per-process median
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)  # per-process ratio min, max
     processes: int = 0
     notes: list[str] = field(default_factory=list)
@@ -141,8 +141,8 @@ def _row(path: Path, runs: list[dict]) -> ModelRow:
         row.median_ms[name] = float(np.median([s for r in good for s in r["samples"][name]]))
     for name in ("rewritten", "lowered"):
         key = f"{name} / builtin"
-        row.ratios[key] = row.median_ms[name] / row.median_ms["builtin"]
         per_process = [float(np.median(r["samples"][name]) / np.median(r["samples"]["builtin"])) for r in good]
+        row.ratios[key] = float(np.median(per_process))
         row.spread[key] = (min(per_process), max(per_process))
     return row
 
