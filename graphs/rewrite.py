@@ -127,7 +127,7 @@ def _tensor_info(type_proto: TypeProto) -> TensorInfo | None:
     return TensorInfo(tensor_type.elem_type, dims)
 
 
-def _graph_infos(graph: GraphProto, main: bool) -> dict[str, TensorInfo]:
+def _graph_infos(graph: GraphProto, main: bool = False) -> dict[str, TensorInfo]:
     """What inference wrote into ``graph`` (of the typing copy), with the facts ORT enforces last so that
     nothing hides them: initializer dims, Constant values and the main graph's input shapes."""
     infos: dict[str, TensorInfo] = {}

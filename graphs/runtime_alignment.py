@@ -15,10 +15,11 @@ dimension). From opset 13 on, Unsqueeze and Squeeze take the computed axes as an
 take axes only as an attribute, so the same alignments are Reshapes to computed shapes: the shape
 vectors are cut at the node's (static) axis attribute and joined with vectors of ones
 (``Shape * 0 + 1``), which needs only opset 7's ops (Slice with attributes below opset 10, no Range,
-int64 comparisons only through Equal). A size-0 dimension becomes -1 in a computed shape (Reshape's
-0 copies an input dimension, maybe another one); a tensor with two or more size-0 dimensions is
-refused by that Reshape (an error, never a wrong result). GatherND (opset 11 on) may use opset 11's
-Range, Where and Slice inputs there.
+int64 comparisons only through Equal). Reshape's 0 copies an input dimension, so a size 0 in a
+computed shape is written as -1 (the first) and 1 (the others), then an Expand to the shape restores the
+0s (opset 11 on; below it, Gather on a tensor with two or more size-0 dimensions is refused by the
+Reshape: an error, never a wrong result). GatherND (opset 11 on) may use opset 11's Range, Where and
+Slice inputs there.
 """
 
 from __future__ import annotations
@@ -105,11 +106,21 @@ class _Arith:
                             self.const([0], role + "_axes"), role)
 
     def reshape(self, x: str, shape: str, role: str) -> str:
-        """Reshape to a computed shape whose 0s mean size 0: they become -1 (Reshape's 0 would copy an
-        input dimension). Two size-0 dimensions make two -1s, which Reshape refuses."""
+        """Reshape to a computed shape whose 0s mean size 0 (Reshape's 0 would copy an input dimension).
+        From opset 11: the first 0 becomes -1 and the others 1, and an Expand to ``shape`` turns those 1s
+        back into 0s (broadcasting 1 with 0 gives 0; an Expand to its own shape is a copy). Below: every
+        0 becomes -1, so a shape with two size-0 dimensions is refused by Reshape (an error)."""
         is_zero = self.b.cast(self.b.op("Equal", [shape, self.const(0, role + "_zero")], role + "_is_zero"),
                               TensorProto.INT64, role + "_is_zero_01")
-        return self.b.op("Reshape", [x, self.sub(shape, is_zero, role + "_shape")], role)
+        if self.b.opset < 11:
+            return self.b.op("Reshape", [x, self.sub(shape, is_zero, role + "_shape")], role)
+        zeros_so_far = self.b.op("CumSum", [is_zero, self.const(0, role + "_cumsum_axis")], role + "_zeros_so_far")
+        first = self.b.op("Mul", [is_zero, self.b.cast(self.b.op("Equal", [zeros_so_far, self.const(1, role + "_one")],
+                                                                 role + "_first"), TensorProto.INT64,
+                                                       role + "_first_01")], role + "_first_zero")
+        twice_first = self.add(first, first, role + "_twice_first_zero")
+        loose = self.sub(self.add(shape, is_zero, role + "_zeros_as_one"), twice_first, role + "_loose_shape")
+        return self.b.op("Expand", [self.b.op("Reshape", [x, loose], role + "_loose"), shape], role)
 
 
 def _gather_by_reshape(builder: NodeBuilder, data: str, indices: str, axis: int) -> RuntimeAlignment:

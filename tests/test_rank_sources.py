@@ -318,3 +318,21 @@ def test_dynamo_exports_need_no_run_time_alignment(name):
     assert report.left == 0 and report.runtime_aligned == 0, report.table()
     assert InferenceSession(rewritten.SerializeToString()).bound_tables > 0
     assert_rewrite_matches(model, {model.graph.input[0].name: RNG.integers(0, 1000, (2, 7))})
+
+
+@pytest.mark.parametrize("opset", [11, 12])
+@pytest.mark.parametrize("op_type, attributes, data_shape, indices",
+                         [("Gather", {"axis": 0}, (2, 0, 0), np.array([1])),
+                          ("Gather", {"axis": -1}, (0, 3, 0, 2), np.zeros((0, 2), np.int64)),
+                          ("GatherND", {}, (1, 1, 0, 1, 2), np.zeros((1, 0, 1), np.int64)),
+                          ("GatherElements", {"axis": 1}, (0, 3, 0), np.zeros((0, 2, 0), np.int64))],
+                         ids=["gather", "gather-empty-indices", "gather-nd", "gather-elements"])
+def test_run_time_alignment_below_opset_13_of_tensors_with_several_size_0_dimensions(opset, op_type, attributes,
+                                                                                    data_shape, indices):
+    """Reshape's 0 copies an input dimension: a computed shape's 0s must stay sizes (regression: the fuzz
+    case GatherND-12 data [1, 1, 0, 1, 2], indices [1, 0, 1] raised in the rewrite's Reshape)."""
+    model = make_model([helper.make_node(op_type, ["data", "indices"], ["output"], **attributes)],
+                       [value("data", T.FLOAT, None), value("indices", T.INT64, None)],
+                       [value("output", T.FLOAT, None)], opset=opset)
+    report = assert_rewrite_matches(model, {"data": np.zeros(data_shape, np.float32), "indices": indices})
+    assert report.runtime_aligned == 1
