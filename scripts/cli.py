@@ -11,6 +11,8 @@ Exit status:
   2    bad input: a path, file or option the command cannot use; one line on stderr, before any work
   3    check: a case was not compared or not runnable (see --allow)
   130  interrupted (Ctrl-C): check prints the summary of what ran and writes the partial JSON report
+  143  check: stopped by SIGTERM (`kill`): the same as Ctrl-C (summary, partial JSON report, the
+       child process stopped)
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ def _writable(path: str | None, force: bool) -> None:
 
 
 def _write_json(path: str, payload, force: bool) -> None:
+    """Checked before the work (``_writable``) and again at write time: a report another run wrote
+    meanwhile is not overwritten without --force (exit 2, after the results are printed)."""
     try:
         write_bytes_atomic(Path(path), (json.dumps(payload, indent=2) + "\n").encode(), overwrite=force)
     except ModelFileError as error:
@@ -124,7 +128,7 @@ def _transform_file(args, transform):
         print(report.table())
     print(f"wrote {target}")
     if args.json:
-        _write_json(args.json, report.as_dict(), force=True)  # checked before the work
+        _write_json(args.json, report.as_dict(), force=args.force)
     return report
 
 
@@ -183,16 +187,20 @@ def run_check(args) -> int:
             print(f"{result.verdict:<13} {result.name}" + (f"  ({result.detail})" if result.detail else ""), flush=True)
         output.progress(next(finished), len(sources), result.name)
 
-    report = check.run(sources, options=options, timeout=args.timeout, fail_fast=args.fail_fast,
-                       on_result=on_result, command=sys.argv if args.argv is None else args.argv, mode=args.mode)
-    output.end_progress()
-    print_table(report.results, args.verbose)
-    if report.interrupted:
-        print(f"interrupted after {len(report.results)} of {len(sources)} cases", file=sys.stderr)
-    print(report.summary_line())
-    if args.json:
-        _write_json(args.json, report.as_dict(), force=True)  # checked before the work
-    return report.exit_status(allowed)
+    with check.stop_on_sigterm() as sigterm:  # SIGTERM gets what Ctrl-C gets (exit status 143)
+        report = check.run(sources, options=options, timeout=args.timeout, fail_fast=args.fail_fast,
+                           on_result=on_result, command=sys.argv if args.argv is None else args.argv,
+                           mode=args.mode)
+        sigterm.defer()
+        output.end_progress()
+        print_table(report.results, args.verbose)
+        if report.interrupted:
+            print(f"interrupted after {len(report.results)} of {len(sources)} cases ({report.stopped_by})",
+                  file=sys.stderr, flush=True)
+        print(report.summary_line(), flush=True)
+        if args.json:
+            _write_json(args.json, report.as_dict(), force=args.force)
+    return 143 if sigterm.received and not report.interrupted else report.exit_status(allowed)
 
 
 LISTED_PASSES = 50  # more passed cases than this are counted, not listed, unless -v
@@ -243,7 +251,7 @@ def run_big_model(args) -> int:
                            args.ort_optimize)
     print(json.dumps(asdict(run), indent=2))
     if args.json:
-        _write_json(args.json, asdict(run), force=True)  # checked before the work
+        _write_json(args.json, asdict(run), force=args.force)
     return 0 if run.exit_status == 0 and run.rows_match else 1
 
 
@@ -255,7 +263,7 @@ def run_end_to_end(args) -> int:
     results = runtime_bench.end_to_end(args.end_to_end, repeats=args.repeats or 501)
     print(runtime_bench.format_end_to_end(results))
     if args.json:
-        _write_json(args.json, [asdict(r) for r in results], force=True)  # checked before the work
+        _write_json(args.json, [asdict(r) for r in results], force=args.force)
     return 0 if all(r.bit_identical for r in results) else 1
 
 
@@ -273,7 +281,7 @@ def run_runtime_bench(args) -> int:
         print(runtime_bench.format_rss(rss, external))
     if args.json:
         _write_json(args.json, {"workloads": [asdict(r) for r in results],
-                                "rss": [dict(rss, external=external) for external, rss in memory]}, force=True)
+                                "rss": [dict(rss, external=external) for external, rss in memory]}, force=args.force)
     return 0
 
 
@@ -298,7 +306,7 @@ def run_bench(args) -> int:
     print(bench.format_report(results) if args.verbose >= 0 else bench.summary_table(results))
     print("\nLowered to standard ONNX ops, on plain ORT:\n" + bench.lowered_table(results))
     if args.json:
-        _write_json(args.json, [asdict(r) for r in results], force=True)
+        _write_json(args.json, [asdict(r) for r in results], force=args.force)
     if args.plot:
         bench.plot(results, args.plot)
         print(f"wrote {args.plot}")
