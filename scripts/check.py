@@ -39,7 +39,7 @@ from .cases import (SYMBOLIC_SIZES, CannotGenerate, CheckCase, DataSet, FileSour
                     generated_inputs, has_symbolic_dims, load_case)
 from .graphs import lower_model, rewrite_model
 from .graphs.io import one_line
-from .graphs.ortopt import OrtOptimizeError
+from .graphs.ortopt import OrtOptimizeError, ort_optimize
 from .harness import bit_identical, difference, make_session, versions
 from .isolation import Outcome, Worker, report_phase
 
@@ -225,8 +225,12 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     """The verdict on one case (see the module docstring), comparing as ``mode`` says."""
     result = CheckResult(case.name, "passed", source=case.source)
     report_phase("rewriting")
+    rewritten_data_folder = case.external_data_folder
     try:
-        rewritten, report = rewrite_model(case.model, ort_optimize=mode.optimized,
+        model, optimize = case.model, mode.optimized
+        if optimize and case.external_data_folder:  # ORT's optimizer needs the folder: it reads the data in
+            model, optimize, rewritten_data_folder = ort_optimize(model, case.external_data_folder), False, None
+        rewritten, report = rewrite_model(model, ort_optimize=optimize,
                                           runtime_alignment=mode is not CheckMode.LOWERED)
     except OrtOptimizeError as error:  # ORT cannot even load the original
         return CheckResult(case.name, "not runnable", detail=one_line(error), source=case.source)
@@ -236,7 +240,8 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     result.left_reasons = [f"{o.op_type} {o.node!r}: {o.reason}" for o in report.outcomes if not o.rewritten]
     report_phase("loading the original model on ORT")
     try:
-        builtin = make_session(case.model, custom=False, optimized=mode.optimized)
+        builtin = make_session(case.model, custom=False, optimized=mode.optimized,
+                               external_data_folder=case.external_data_folder)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "not runnable", one_line(error)
         return result
@@ -253,7 +258,8 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
             return result
     report_phase("loading the rewritten model")
     try:
-        custom = make_session(rewritten, custom=mode is not CheckMode.LOWERED, optimized=mode.optimized)
+        custom = make_session(rewritten, custom=mode is not CheckMode.LOWERED, optimized=mode.optimized,
+                              external_data_folder=rewritten_data_folder)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "failed", f"the rewritten model does not load: {one_line(error)}"
         return result

@@ -30,8 +30,15 @@ from . import __version__, bench, bigmodel, check, runtime_bench
 from .cases import BadInput, InputOptions, default_suite, find_sources, load_inputs, parse_input_shapes
 from .examples import EXAMPLE_PATH
 from .graphs import GATHER_OPS, lower_model, rewrite_model
-from .graphs.io import ModelFileError, check_target, load_model, loads_in_ort, save_model, write_bytes_atomic
+from .graphs.io import (ModelFileError, check_target, load_model, loads_in_ort, read_model, save_model,
+                        write_bytes_atomic)
 from .graphs.ortopt import ort_optimized
+
+
+def printable(text: str) -> str:
+    """``text`` with the bytes of file names that are not UTF-8 (surrogate escapes) shown as ``\\xff``:
+    printable on any stream."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 class CommandError(Exception):
@@ -126,7 +133,7 @@ def _transform_file(args, transform):
         raise CommandError(str(error)) from None
     if args.verbose >= 0:
         print(report.table())
-    print(f"wrote {target}")
+    print(printable(f"wrote {target}"))
     if args.json:
         _write_json(args.json, report.as_dict(), force=args.force)
     return report
@@ -162,10 +169,25 @@ def _check_sources(args) -> tuple[list, set[str]]:
             raise CommandError("--fuzz checks generated models and takes no PATH; run the paths separately")
         return check.fuzz_sources(args.fuzz, args.seed, args.save_dir), allowed
     if args.paths:
-        return find_sources(args.paths), allowed
+        sources = find_sources(args.paths)
+        _vet_named_models(sources, {str(Path(path)) for path in args.paths})
+        return sources, allowed
     # The default suite holds ONNX node tests that ORT itself cannot run (bfloat16 attention, ...):
     # they are listed, but do not fail the run.
     return default_suite(), allowed | {"not runnable"}
+
+
+def _vet_named_models(sources: list, named: set[str]) -> None:
+    """A model named on the command line that cannot be read (truncated, not ONNX) or whose external
+    data is missing, short or outside its folder is bad input (exit 2), found before any work; models
+    found in folders get a verdict instead ("not runnable")."""
+    for source in sources:
+        if source.path in named:
+            model_path = Path(source.path) / "model.onnx" if source.backend_folder else Path(source.path)
+            try:
+                read_model(model_path, inline_small=False)
+            except ModelFileError as error:
+                raise CommandError(str(error)) from None
 
 
 def run_check(args) -> int:
@@ -184,7 +206,8 @@ def run_check(args) -> int:
     def on_result(result: check.CheckResult) -> None:
         if args.verbose > 0:
             output.end_progress()
-            print(f"{result.verdict:<13} {result.name}" + (f"  ({result.detail})" if result.detail else ""), flush=True)
+            print(printable(f"{result.verdict:<13} {result.name}" + (f"  ({result.detail})" if result.detail else "")),
+                  flush=True)
         output.progress(next(finished), len(sources), result.name)
 
     with check.stop_on_sigterm() as sigterm:  # SIGTERM gets what Ctrl-C gets (exit status 143)
@@ -216,7 +239,7 @@ def print_table(results: list[check.CheckResult], verbosity: int) -> None:
     else:
         shown = results
     if shown:
-        print(check.format_table(shown))
+        print(printable(check.format_table(shown)))
     if len(shown) < len(results) and verbosity == 0:
         print(f"({len(results) - len(shown)} passed cases not listed; -v lists them)")
 
@@ -452,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except CommandError as error:
-        print(f"gathermultiaxis {args.command}: {error}", file=sys.stderr)
+        print(printable(f"gathermultiaxis {args.command}: {error}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"gathermultiaxis {args.command}: interrupted", file=sys.stderr)
