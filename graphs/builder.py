@@ -2,7 +2,8 @@
 
 Unsqueeze and Squeeze take ``axes`` as an attribute before opset 13 and as an input from 13 on; Cast
 takes an integer ``to`` from opset 6. Constants are Constant nodes (not initializers) so that the same
-code serves the main graph, subgraphs and function bodies.
+code serves the main graph, subgraphs and function bodies; before opset 9 (Constant-1 holds float types
+only) an int64 constant is a double Constant and a Cast.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from onnx import NodeProto, helper, numpy_helper
+from onnx import NodeProto, TensorProto, helper, numpy_helper
 
 from ..ops.signature import DOMAIN, OP_TYPE
 
@@ -55,8 +56,16 @@ class NodeBuilder:
         return self._emit(op_type, inputs, role, **attributes)
 
     def constant(self, values, role: str) -> str:
-        tensor = numpy_helper.from_array(np.asarray(values, dtype=np.int64), name="")
-        return self._emit("Constant", [], role, value=tensor)
+        """An int64 constant. Constant-1 (opsets 1 to 8) holds float types only: there it is a double
+        Constant Cast to int64 (exact: every value emitted here is far below 2**53)."""
+        array = np.asarray(values, dtype=np.int64)
+        if self.opset >= 9:
+            return self._emit("Constant", [], role, value=numpy_helper.from_array(array, name=""))
+        as_double = array.astype(np.float64)
+        if not np.array_equal(as_double.astype(np.int64), array):
+            raise ValueError(f"int64 constant {array.tolist()} has no exact double form for opset {self.opset}")
+        double = self._emit("Constant", [], role + "_double", value=numpy_helper.from_array(as_double, name=""))
+        return self._emit("Cast", [double], role, to=TensorProto.INT64)
 
     def _with_axes(self, op_type: str, x: str, axes: list[int], role: str) -> str:
         if not axes:

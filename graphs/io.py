@@ -115,6 +115,19 @@ def load_model(path: str | os.PathLike) -> tuple[ModelProto, Path | None]:
     relative to (pass it to :func:`save_model`); ``None`` otherwise. External tensors of up to 64 KiB
     are read in (shape inference needs small constants such as Reshape targets).
     """
+    model, folder = read_model(path, inline_small=False)
+    ort_refusal = ort_load_error(str(path))
+    if ort_refusal:
+        raise ModelFileError(f"{path}: invalid ONNX model, ONNX Runtime cannot load it ({ort_refusal})")
+    if folder is not None:
+        _inline_small_external(model, folder)
+    return model, folder
+
+
+def read_model(path: str | os.PathLike, inline_small: bool = True) -> tuple[ModelProto, Path | None]:
+    """:func:`load_model` without asking ONNX Runtime: the file is a readable ONNX model (not truncated,
+    not a FIFO) whose external data files exist inside its folder and are long enough. Raises
+    ModelFileError naming the file and the problem."""
     path = Path(path)
     kind = path_kind(path)
     if kind == "folder":
@@ -133,15 +146,17 @@ def load_model(path: str | os.PathLike) -> tuple[ModelProto, Path | None]:
     external = external_tensors(model)
     for tensor in external:
         _check_external_reference(path, folder, tensor)
-    ort_refusal = ort_load_error(str(path))
-    if ort_refusal:
-        raise ModelFileError(f"{path}: invalid ONNX model, ONNX Runtime cannot load it ({ort_refusal})")
-    for tensor in external:
+    if external and inline_small:
+        _inline_small_external(model, folder)
+    return model, folder if external else None
+
+
+def _inline_small_external(model: ModelProto, folder: Path) -> None:
+    for tensor in external_tensors(model):
         if _external_size(folder, tensor) <= _INLINE_UP_TO_BYTES:
             onnx.external_data_helper.load_external_data_for_tensor(tensor, str(folder))
             tensor.data_location = TensorProto.DEFAULT
             del tensor.external_data[:]
-    return model, folder if external else None
 
 
 def _check_external_reference(path: Path, folder: Path, tensor: TensorProto) -> None:
@@ -273,11 +288,37 @@ def ort_load_error(model: str | bytes, external_data_folder: Path | None = None)
     if external_data_folder is not None:
         options.add_session_config_entry("session.model_external_initializers_file_folder_path",
                                          str(external_data_folder))
+    if isinstance(model, str) and not _is_utf8(model):
+        return _ort_load_error_by_folder(Path(model))
     try:
         ort.InferenceSession(model, session_options(options), providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001 - ORT raises its own exception types
         return one_line(error)
     return ""
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a file name that is not UTF-8 (surrogate-escaped bytes)
+        return False
+    return True
+
+
+def _ort_load_error_by_folder(path: Path) -> str:
+    """ORT takes paths as UTF-8 strings only: a model whose path is not UTF-8 is given as bytes, its
+    external data located through an open handle on its folder (/proc/self/fd/N on Linux)."""
+    try:
+        content = path.read_bytes()
+        folder_handle = os.open(path.parent if str(path.parent) else ".", os.O_RDONLY)
+    except OSError as error:
+        return f"cannot read it ({error.strerror})"
+    try:
+        handle_path = Path(f"/proc/self/fd/{folder_handle}")
+        folder = handle_path if handle_path.is_dir() else path.parent
+        return ort_load_error(content, folder)
+    finally:
+        os.close(folder_handle)
 
 
 def loads_in_ort(path: Path) -> None:
@@ -422,6 +463,9 @@ def save_model(model: ModelProto, path: str | os.PathLike, *, external_data: boo
     data_name = path.name + ".data"
     move_inline = external_data or model.ByteSize() >= _PROTOBUF_LIMIT
     split = move_inline or bool(external_tensors(model))
+    if split and not _is_utf8(data_name):  # the model names its data file in a UTF-8 protobuf string
+        raise ModelFileError(f"{path}: the output's name is not valid UTF-8, and the model cannot name its "
+                             f"external data file {data_name!r} (ONNX stores locations as UTF-8): choose a UTF-8 name")
     targets = [path] + ([path.parent / data_name] if split else [])
     folder = _output_folder(path, targets, overwrite)
     with staging_folder(path, folder) as staging:
@@ -433,10 +477,40 @@ def save_model(model: ModelProto, path: str | os.PathLike, *, external_data: boo
             onnx.save_model(model, str(staged))
         if validate is not None:
             validate(staged)
-        if split:
-            os.replace(staging / data_name, folder / data_name)
-        os.replace(staged, path)
+        moves = ([(staging / data_name, folder / data_name)] if split else []) + [(staged, path)]
+        placed: list[Path] = []
+        try:
+            for source, target in moves:
+                _move_into_place(source, target, overwrite)
+                placed.append(target)
+        except ModelFileError:
+            for target in placed:  # the model's data file without the model: take it back
+                target.unlink()
+            raise
     return targets
+
+
+def _move_into_place(staged: Path, target: Path, overwrite: bool) -> None:
+    """Move a complete file into place. Without ``overwrite`` an existing target is refused at this
+    moment (another run may have written it since the command started): a hard link cannot replace a
+    file, so the check and the move are one step."""
+    if overwrite:
+        os.replace(staged, target)
+        return
+    try:
+        os.link(staged, target)
+    except FileExistsError:
+        raise ModelFileError(f"{target}: already exists (written by something else while this command ran; "
+                             f"pass --force to overwrite it)") from None
+    except OSError:  # a file system without hard links: claim the name exclusively, then replace it
+        try:
+            os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            raise ModelFileError(f"{target}: already exists (written by something else while this command "
+                                 f"ran; pass --force to overwrite it)") from None
+        os.replace(staged, target)
+        return
+    os.unlink(staged)
 
 
 def write_bytes_atomic(path: str | os.PathLike, content: bytes, overwrite: bool = False) -> None:
@@ -445,7 +519,7 @@ def write_bytes_atomic(path: str | os.PathLike, content: bytes, overwrite: bool 
     folder = _output_folder(path, [path], overwrite)
     with staging_folder(path, folder) as staging:
         (staging / path.name).write_bytes(content)
-        os.replace(staging / path.name, path)
+        _move_into_place(staging / path.name, path, overwrite)
 
 
 def check_target(path: str | os.PathLike, overwrite: bool = False) -> None:

@@ -148,7 +148,10 @@ def _attribute(node: NodeProto, name: str, default):
 
 
 def _constant_values(graph: GraphProto) -> dict[str, np.ndarray]:
-    values = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+    """The values that cannot change at run time: an initializer that is also a graph input is only a
+    default the caller may override (it is not constant)."""
+    inputs = {value.name for value in graph.input}
+    values = {init.name: numpy_helper.to_array(init) for init in graph.initializer if init.name not in inputs}
     for node in graph.node:
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
             for attribute in node.attribute:
@@ -156,6 +159,10 @@ def _constant_values(graph: GraphProto) -> dict[str, np.ndarray]:
                     values[node.output[0]] = numpy_helper.to_array(attribute.t)
                 elif attribute.name == "value_ints":
                     values[node.output[0]] = np.array(attribute.ints, dtype=np.int64)
+        elif (node.op_type == "Cast" and node.domain in ("", "ai.onnx") and node.input[0] in values
+              and _attribute(node, "to", 0) == TensorProto.INT64 and values[node.input[0]].dtype.kind == "f"):
+            # the int64 constants of opsets 7 and 8 (builder.NodeBuilder.constant): a double Constant, Cast
+            values[node.output[0]] = values[node.input[0]].astype(np.int64)
     return values
 
 
@@ -164,7 +171,9 @@ def lower_gather_multiaxis(node: NodeProto, data: TensorInfo, indices: TensorInf
     """Append the standard-ONNX replacement of one GatherMultiaxis node to ``b``; raises NotLowered.
     ``narrow``: a tensor of the input's shape and a narrower float type (float16 / bfloat16) that the
     input is an exact Cast of; it is gathered instead and the (few) gathered values are widened."""
-    mode = _attribute(node, "mode", "error")
+    mode = _attribute(node, "mode", None)
+    if mode is None:  # the schema and the custom op require it
+        raise NotLowered(f"no 'mode' attribute (required: one of {', '.join(MODES)})")
     if mode not in MODES:
         raise NotLowered(f"unknown mode {mode!r} (modes: {', '.join(MODES)})")
     if b.opset < MIN_OPSET or (mode != "error" and b.opset < MODES_MIN_OPSET):
@@ -393,7 +402,8 @@ class _Lowerer:
     def graph(self, graph: GraphProto, inferred: GraphProto, scope: dict, constants: dict, path: str) -> None:
         infos = {**scope, **_graph_infos(inferred)}
         self.producers = {output: node for node in graph.node for output in node.output}
-        constants = {**constants, **_constant_values(graph)}
+        shadowed = {value.name for value in graph.input}  # a subgraph's inputs hide outer constants
+        constants = {**{k: v for k, v in constants.items() if k not in shadowed}, **_constant_values(graph)}
         new_nodes: list[NodeProto] = []
         for node, inferred_node in zip(graph.node, inferred.node):
             for attribute, inferred_attribute in zip(node.attribute, inferred_node.attribute):
@@ -413,10 +423,12 @@ class _Lowerer:
             if len(node.input) != 3 or len(node.output) != 1:
                 raise NotLowered("a GatherMultiaxis node takes 3 inputs and gives 1 output")
             if node.input[2] not in constants:
-                raise NotLowered(f"axes {node.input[2]!r} are not a constant (Constant node or initializer)")
+                raise NotLowered(f"axes {node.input[2]!r} are not a constant (a Constant node, or an initializer "
+                                 f"that is not also a graph input: a graph input's value may be fed at run time)")
             axes = constants[node.input[2]]
-            if axes.ndim != 1 or axes.dtype.kind not in "iu":
-                raise NotLowered(f"axes {node.input[2]!r} are not a 1-D integer tensor")
+            if axes.ndim != 1 or axes.dtype != np.int64:  # the schema's and the custom op's type
+                raise NotLowered(f"axes {node.input[2]!r} are not a 1-D int64 tensor "
+                                 f"({axes.ndim}-D {axes.dtype}; the op takes 1-D int64)")
             data = infos.get(node.input[0], unknown)
             narrow = self._narrow_source(node.input[0], data, infos, builder)
             lower_gather_multiaxis(node, data, infos.get(node.input[1], unknown), [int(a) for a in axes], builder,

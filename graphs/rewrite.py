@@ -325,10 +325,17 @@ def _node_holders(model: ModelProto) -> Iterator[GraphProto | FunctionProto]:
 
 
 def _all_names(model: ModelProto) -> set[str]:
-    names: set[str] = set()
+    """Every name the model uses anywhere (tensors, nodes, graphs, functions), so that a fresh name
+    collides with none: sparse initializers count too, used or not (ORT turns them into initializers)."""
+    names: set[str] = {model.graph.name}
     for holder in _node_holders(model):
+        names.add(holder.name)
         if isinstance(holder, GraphProto):
             names.update(v.name for v in (*holder.input, *holder.output, *holder.value_info, *holder.initializer))
+            names.update(sparse.values.name for sparse in holder.sparse_initializer)
+        else:  # a function: its formal inputs and outputs, and its value_info (onnx >= 1.16)
+            names.update((*holder.input, *holder.output))
+            names.update(v.name for v in getattr(holder, "value_info", ()))
         for node in holder.node:
             names.update(node.input)
             names.update(node.output)
@@ -402,7 +409,9 @@ class _Rewriter:
         for value in graph.input:  # a body input's declared rank, where inference says nothing
             if not _known_rank(infos.get(value.name)) and value.name in declared:
                 infos[value.name] = _with_elem_type(declared[value.name], infos.get(value.name))
-        constants = {**constants, **{init.name: init for init in graph.initializer},
+        inputs = {value.name for value in graph.input}  # an initializer that is an input may be fed: not constant
+        constants = {**{k: v for k, v in constants.items() if k not in inputs},
+                     **{init.name: init for init in graph.initializer if init.name not in inputs},
                      **{node.output[0]: value for node in graph.node if (value := _constant_value(node)) is not None}}
         replacements: dict[int, list[NodeProto]] = {}
         declarations = _Declared.of(graph)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
+import zipfile
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
@@ -23,7 +24,7 @@ from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from .examples import EXAMPLE_PATH, example_inputs
 from .graphs import GATHER_OPS, holds_gather
-from .graphs.io import path_kind
+from .graphs.io import path_kind, read_model
 
 # Symbolic dims take these sizes in turn, until the original model accepts the generated inputs
 # (3 first: small, and not 1, which would hide broadcasting mistakes).
@@ -52,6 +53,7 @@ class CheckCase:
     model: ModelProto
     data_sets: list[DataSet] = field(default_factory=list)  # none: generated (see generated_data_sets)
     source: str = ""
+    external_data_folder: str | None = None  # where ORT reads the tensors the model keeps in files
 
 
 @dataclass(frozen=True)
@@ -193,14 +195,14 @@ def _backend_data_sets(folder: Path, names: list[str]) -> list[DataSet]:
 
 def load_case(source: FileSource) -> CheckCase:
     """Read a model file or backend-test folder (in the runner's child process)."""
+    # External data stays in its files (ORT memory-maps it; a model over 2 GiB could not be serialized)
     if source.backend_folder:
         folder = Path(source.path)
-        model = onnx.load_model(str(folder / "model.onnx"))
-        return CheckCase(source.name, model, _backend_data_sets(folder, feed_names(model)), source.path)
-    model = onnx.load_model(source.path)
-    if not model.graph.node and not model.graph.output:
-        raise ValueError("not an ONNX model (it has no graph)")
-    return CheckCase(source.name, model, [], source.path)
+        model, data_folder = read_model(folder / "model.onnx")
+        return CheckCase(source.name, model, _backend_data_sets(folder, feed_names(model)), source.path,
+                         str(data_folder) if data_folder else None)
+    model, data_folder = read_model(source.path)
+    return CheckCase(source.name, model, [], source.path, str(data_folder) if data_folder else None)
 
 
 # -- options for inputs --------------------------------------------------------------------------
@@ -219,17 +221,40 @@ def parse_input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+LOADED_BYTES_LIMIT = GENERATED_BYTES_LIMIT  # everything --load-inputs reads, checked before reading it
+
+
+class _LoadBudget:
+    """Bytes --load-inputs may still take; refuses, naming the file, before anything is decompressed."""
+
+    def __init__(self, option: str):
+        self.option, self.left = option, LOADED_BYTES_LIMIT
+
+    def take(self, size: int, what: str) -> None:
+        if size > self.left:
+            raise BadInput(f"{self.option}: {what} would take {size / 2**30:.2f} GiB, over the "
+                           f"{LOADED_BYTES_LIMIT / 2**30:g} GiB limit on loaded inputs (all files together)")
+        self.left -= size
+
+
 def load_inputs(path: str) -> tuple[DataSet, ...]:
     """Data sets from an .npz file (arrays named after the inputs), or a folder of .npz files or of
-    backend-test data sets (``test_data_set_*/input_*.pb``, matched by the tensors' names)."""
+    backend-test data sets (``test_data_set_*/input_*.pb``, matched by the tensors' names).
+
+    At most ``LOADED_BYTES_LIMIT`` bytes in all, checked before reading (an .npz member's declared
+    sizes, its .npy header's shape and type; a .pb file's size). A bare .npy file is refused: its array
+    has no name to match an input by."""
     location = Path(path)
     kind = path_kind(location)
+    budget = _LoadBudget(f"--load-inputs {path}")
     try:
         if kind == "file":
-            return (_npz_data_set(location),)
+            return (_npz_data_set(location, budget),)
         if kind == "folder":
-            data_sets = [_npz_data_set(p) for p in sorted(location.glob("*.npz"))]
+            data_sets = [_npz_data_set(p, budget) for p in sorted(location.glob("*.npz"))]
             for data_dir in sorted(location.glob("test_data_set_*")):
+                for p in _numbered(data_dir, "input"):
+                    budget.take(p.stat().st_size, str(p))
                 tensors = [TensorProto.FromString(p.read_bytes()) for p in _numbered(data_dir, "input")]
                 unnamed = [str(p) for p, t in zip(_numbered(data_dir, "input"), tensors) if not t.name]
                 if unnamed:
@@ -245,9 +270,45 @@ def load_inputs(path: str) -> tuple[DataSet, ...]:
     raise BadInput(f"--load-inputs {path}: {'no such file or folder' if kind == 'missing' else kind}")
 
 
-def _npz_data_set(path: Path) -> DataSet:
+def _npz_data_set(path: Path, budget: _LoadBudget) -> DataSet:
+    """The arrays of an .npz file, after checking what they would take (see load_inputs)."""
+    with open(path, "rb") as file:
+        start = file.read(6)
+    if start == b"\x93NUMPY":
+        raise BadInput(f"{budget.option}: {path} is a .npy file, one array without a name; inputs are matched "
+                       f"by name: save them with numpy.savez(FILE.npz, input_name=array, ...)")
+    if not zipfile.is_zipfile(path):
+        raise BadInput(f"{budget.option}: {path} is not an .npz file (not a zip archive of .npy arrays)")
+    with zipfile.ZipFile(path) as archive:
+        for member in archive.infolist():
+            if not member.filename.endswith(".npy"):
+                raise BadInput(f"{budget.option}: {path} holds {member.filename!r}, not an .npy array: not an .npz "
+                               f"file of arrays")
+            budget.take(member.file_size, f"{path}: {member.filename} ({member.file_size} bytes unpacked)")
+            shape, dtype = _npy_header(archive, member, budget.option, path)
+            if dtype.hasobject:
+                raise BadInput(f"{budget.option}: {path}: {member.filename} holds Python objects (dtype {dtype}), "
+                               f"which are never unpickled here: save arrays of numbers, booleans or strings")
     with np.load(path, allow_pickle=False) as arrays:
         return DataSet({name: arrays[name] for name in arrays.files})
+
+
+def _npy_header(archive: zipfile.ZipFile, member: zipfile.ZipInfo, option: str, path: Path):
+    """(shape, dtype) from an .npz member's .npy header; its size is checked against the declared one, so
+    that the array read later cannot be larger than what the budget took."""
+    with archive.open(member) as stream:
+        try:
+            version = np.lib.format.read_magic(stream)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read_header(stream)
+        except ValueError as error:
+            raise BadInput(f"{option}: {path}: {member.filename} is not a valid .npy array ({error})") from None
+    size = prod(shape) * dtype.itemsize
+    if size > member.file_size:
+        raise BadInput(f"{option}: {path}: {member.filename} declares shape {list(shape)} {dtype} "
+                       f"({size / 2**30:.2f} GiB) but holds only {member.file_size} bytes")
+    return shape, dtype
 
 
 # -- generated inputs ----------------------------------------------------------------------------

@@ -22,11 +22,14 @@ status (see ``gathermultiaxis.cli``).
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Callable, Iterable, Union
+from typing import Callable, Iterable, Iterator, Union
 
 import numpy as np
 from onnx import ModelProto
@@ -36,11 +39,47 @@ from .cases import (SYMBOLIC_SIZES, CannotGenerate, CheckCase, DataSet, FileSour
                     generated_inputs, has_symbolic_dims, load_case)
 from .graphs import lower_model, rewrite_model
 from .graphs.io import one_line
-from .graphs.ortopt import OrtOptimizeError
+from .graphs.ortopt import OrtOptimizeError, ort_optimize
 from .harness import bit_identical, difference, make_session, versions
 from .isolation import Outcome, Worker, report_phase
 
 VERDICTS = ("passed", "failed", "not compared", "not runnable", "builtin wrong")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an exception (``stop_on_sigterm``) so that it ends a run the way Ctrl-C does."""
+
+
+class SigtermGuard:
+    """What ``stop_on_sigterm`` yields: ``defer()`` once the run is over, so that a SIGTERM while the
+    report is printed and written is only noted (``received``) instead of losing the report."""
+
+    def __init__(self):
+        self.deferred = self.received = False
+
+    def defer(self) -> None:
+        self.deferred = True
+
+    def handle(self, number, frame) -> None:
+        self.received = True
+        if not self.deferred:
+            raise Terminated()
+
+
+@contextlib.contextmanager
+def stop_on_sigterm() -> Iterator[SigtermGuard]:
+    """Within: SIGTERM raises Terminated in the main thread (``run`` then stops its child and returns
+    the partial report, exit status 143). Outside the main thread it does nothing (Python allows
+    signal handlers only there)."""
+    guard = SigtermGuard()
+    if threading.current_thread() is not threading.main_thread():
+        yield guard
+        return
+    previous = signal.signal(signal.SIGTERM, guard.handle)
+    try:
+        yield guard
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 DEFAULT_TIMEOUT_S = 600.0
 
 
@@ -186,8 +225,12 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     """The verdict on one case (see the module docstring), comparing as ``mode`` says."""
     result = CheckResult(case.name, "passed", source=case.source)
     report_phase("rewriting")
+    rewritten_data_folder = case.external_data_folder
     try:
-        rewritten, report = rewrite_model(case.model, ort_optimize=mode.optimized,
+        model, optimize = case.model, mode.optimized
+        if optimize and case.external_data_folder:  # ORT's optimizer needs the folder: it reads the data in
+            model, optimize, rewritten_data_folder = ort_optimize(model, case.external_data_folder), False, None
+        rewritten, report = rewrite_model(model, ort_optimize=optimize,
                                           runtime_alignment=mode is not CheckMode.LOWERED)
     except OrtOptimizeError as error:  # ORT cannot even load the original
         return CheckResult(case.name, "not runnable", detail=one_line(error), source=case.source)
@@ -197,7 +240,8 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     result.left_reasons = [f"{o.op_type} {o.node!r}: {o.reason}" for o in report.outcomes if not o.rewritten]
     report_phase("loading the original model on ORT")
     try:
-        builtin = make_session(case.model, custom=False, optimized=mode.optimized)
+        builtin = make_session(case.model, custom=False, optimized=mode.optimized,
+                               external_data_folder=case.external_data_folder)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "not runnable", one_line(error)
         return result
@@ -214,7 +258,8 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
             return result
     report_phase("loading the rewritten model")
     try:
-        custom = make_session(rewritten, custom=mode is not CheckMode.LOWERED, optimized=mode.optimized)
+        custom = make_session(rewritten, custom=mode is not CheckMode.LOWERED, optimized=mode.optimized,
+                              external_data_folder=rewritten_data_folder)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "failed", f"the rewritten model does not load: {one_line(error)}"
         return result
@@ -277,6 +322,7 @@ def _check_source(task: tuple[Source, InputOptions, CheckMode]) -> CheckResult:
 class Report:
     results: list[CheckResult] = field(default_factory=list)
     interrupted: bool = False
+    stopped_by: str = ""  # "SIGINT" (Ctrl-C) or "SIGTERM" when interrupted
     mode: str = CheckMode.GATHERS.value
     command: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=versions)
@@ -293,9 +339,10 @@ class Report:
 
     def exit_status(self, allowed: Iterable[str] = ()) -> int:
         """0 when every case passed (or found ORT wrong); 1 on any failure; 3 on any case not compared
-        or not runnable, unless that verdict is ``allowed``; 130 when interrupted."""
+        or not runnable, unless that verdict is ``allowed``; when interrupted, 130 (Ctrl-C) or 143
+        (SIGTERM), the shell's codes for a death by those signals."""
         if self.interrupted:
-            return 130
+            return 143 if self.stopped_by == "SIGTERM" else 130
         counts = self.counts()
         if counts["failed"]:
             return 1
@@ -305,6 +352,7 @@ class Report:
 
     def as_dict(self) -> dict:
         return {"summary": self.summary_line(), "counts": self.counts(), "interrupted": self.interrupted,
+                "stopped_by": self.stopped_by,
                 "mode": self.mode, "command": self.command, "versions": self.versions,
                 "results": [asdict(r) for r in self.results]}
 
@@ -338,8 +386,9 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
         fail_fast: bool = False, on_result: Callable[[CheckResult], None] | None = None,
         command: list[str] | None = None, isolate: bool = True, mode: CheckMode = CheckMode.GATHERS) -> Report:
     """Check every source, each in a child process with ``timeout`` seconds (``isolate=False``: in this
-    process, without timeout). Ctrl-C (KeyboardInterrupt) ends the run early: the report holds what
-    ran and says it was interrupted."""
+    process, without timeout). Ctrl-C (KeyboardInterrupt), or SIGTERM within ``stop_on_sigterm()``,
+    ends the run early: the child is stopped, and the report holds what ran and says it was
+    interrupted."""
     report = Report(command=list(command or []), mode=mode.value)
     with (Worker() if isolate else _InProcess()) as worker:
         try:
@@ -351,9 +400,10 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
                     on_result(result)
                 if fail_fast and result.verdict == "failed":
                     break
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             worker.kill()
             report.interrupted = True
+            report.stopped_by = "SIGTERM" if isinstance(stop, Terminated) else "SIGINT"
     return report
 
 

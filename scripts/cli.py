@@ -11,6 +11,8 @@ Exit status:
   2    bad input: a path, file or option the command cannot use; one line on stderr, before any work
   3    check: a case was not compared or not runnable (see --allow)
   130  interrupted (Ctrl-C): check prints the summary of what ran and writes the partial JSON report
+  143  check: stopped by SIGTERM (`kill`): the same as Ctrl-C (summary, partial JSON report, the
+       child process stopped)
 """
 
 from __future__ import annotations
@@ -28,8 +30,15 @@ from . import __version__, check  # the bench modules: imported by the commands 
 from .cases import BadInput, InputOptions, default_suite, find_sources, load_inputs, parse_input_shapes
 from .examples import EXAMPLE_PATH
 from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
-from .graphs.io import ModelFileError, check_target, load_model, loads_in_ort, save_model, write_bytes_atomic
+from .graphs.io import (ModelFileError, check_target, load_model, loads_in_ort, read_model, save_model,
+                        write_bytes_atomic)
 from .graphs.ortopt import ort_optimized
+
+
+def printable(text: str) -> str:
+    """``text`` with the bytes of file names that are not UTF-8 (surrogate escapes) shown as ``\\xff``:
+    printable on any stream."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 class CommandError(Exception):
@@ -82,6 +91,8 @@ def _writable(path: str | None, force: bool) -> None:
 
 
 def _write_json(path: str, payload, force: bool) -> None:
+    """Checked before the work (``_writable``) and again at write time: a report another run wrote
+    meanwhile is not overwritten without --force (exit 2, after the results are printed)."""
     try:
         write_bytes_atomic(Path(path), (json.dumps(payload, indent=2) + "\n").encode(), overwrite=force)
     except ModelFileError as error:
@@ -126,9 +137,9 @@ def _transform_file(args, transform):
         raise CommandError(str(error)) from None
     if args.verbose >= 0:
         print(report.table())
-    print(f"wrote {target}")
+    print(printable(f"wrote {target}"))
     if args.json:
-        _write_json(args.json, report.as_dict(), force=True)  # checked before the work
+        _write_json(args.json, report.as_dict(), force=args.force)
     return report
 
 
@@ -162,10 +173,25 @@ def _check_sources(args) -> tuple[list, set[str]]:
             raise CommandError("--fuzz checks generated models and takes no PATH; run the paths separately")
         return check.fuzz_sources(args.fuzz, args.seed, args.save_dir), allowed
     if args.paths:
-        return find_sources(args.paths), allowed
+        sources = find_sources(args.paths)
+        _vet_named_models(sources, {str(Path(path)) for path in args.paths})
+        return sources, allowed
     # The default suite holds ONNX node tests that ORT itself cannot run (bfloat16 attention, ...):
     # they are listed, but do not fail the run.
     return default_suite(), allowed | {"not runnable"}
+
+
+def _vet_named_models(sources: list, named: set[str]) -> None:
+    """A model named on the command line that cannot be read (truncated, not ONNX) or whose external
+    data is missing, short or outside its folder is bad input (exit 2), found before any work; models
+    found in folders get a verdict instead ("not runnable")."""
+    for source in sources:
+        if source.path in named:
+            model_path = Path(source.path) / "model.onnx" if source.backend_folder else Path(source.path)
+            try:
+                read_model(model_path, inline_small=False)
+            except ModelFileError as error:
+                raise CommandError(str(error)) from None
 
 
 def run_check(args) -> int:
@@ -184,19 +210,24 @@ def run_check(args) -> int:
     def on_result(result: check.CheckResult) -> None:
         if args.verbose > 0:
             output.end_progress()
-            print(f"{result.verdict:<13} {result.name}" + (f"  ({result.detail})" if result.detail else ""), flush=True)
+            print(printable(f"{result.verdict:<13} {result.name}" + (f"  ({result.detail})" if result.detail else "")),
+                  flush=True)
         output.progress(next(finished), len(sources), result.name)
 
-    report = check.run(sources, options=options, timeout=args.timeout, fail_fast=args.fail_fast,
-                       on_result=on_result, command=sys.argv if args.argv is None else args.argv, mode=args.mode)
-    output.end_progress()
-    print_table(report.results, args.verbose)
-    if report.interrupted:
-        print(f"interrupted after {len(report.results)} of {len(sources)} cases", file=sys.stderr)
-    print(report.summary_line())
-    if args.json:
-        _write_json(args.json, report.as_dict(), force=True)  # checked before the work
-    return report.exit_status(allowed)
+    with check.stop_on_sigterm() as sigterm:  # SIGTERM gets what Ctrl-C gets (exit status 143)
+        report = check.run(sources, options=options, timeout=args.timeout, fail_fast=args.fail_fast,
+                           on_result=on_result, command=sys.argv if args.argv is None else args.argv,
+                           mode=args.mode)
+        sigterm.defer()
+        output.end_progress()
+        print_table(report.results, args.verbose)
+        if report.interrupted:
+            print(f"interrupted after {len(report.results)} of {len(sources)} cases ({report.stopped_by})",
+                  file=sys.stderr, flush=True)
+        print(report.summary_line(), flush=True)
+        if args.json:
+            _write_json(args.json, report.as_dict(), force=args.force)
+    return 143 if sigterm.received and not report.interrupted else report.exit_status(allowed)
 
 
 LISTED_PASSES = 50  # more passed cases than this are counted, not listed, unless -v
@@ -212,7 +243,7 @@ def print_table(results: list[check.CheckResult], verbosity: int) -> None:
     else:
         shown = results
     if shown:
-        print(check.format_table(shown))
+        print(printable(check.format_table(shown)))
     if len(shown) < len(results) and verbosity == 0:
         print(f"({len(results) - len(shown)} passed cases not listed; -v lists them)")
 
@@ -248,7 +279,7 @@ def run_big_model(args) -> int:
                            args.ort_optimize)
     print(json.dumps(asdict(run), indent=2))
     if args.json:
-        _write_json(args.json, asdict(run), force=True)  # checked before the work
+        _write_json(args.json, asdict(run), force=args.force)
     return 0 if run.exit_status == 0 and run.rows_match else 1
 
 
@@ -258,7 +289,7 @@ def run_big_graph(args) -> int:
     run = bigmodel.measure_big_graph(args.big_graph, repeats=args.repeats or 1)
     print(bigmodel.format_big_graph(run))
     if args.json:
-        _write_json(args.json, asdict(run), force=True)  # checked before the work
+        _write_json(args.json, asdict(run), force=args.force)
     return 0 if run.output_loads else 1
 
 
@@ -295,7 +326,7 @@ def run_end_to_end(args) -> int:
     print(end_to_end.versions_line())
     print(end_to_end.format_rows(rows))
     if args.json:
-        _write_json(args.json, [asdict(r) for r in rows], force=True)  # checked before the work
+        _write_json(args.json, [asdict(r) for r in rows], force=args.force)
     return 0 if all(r.bit_identical and r.processes for r in rows) else 1
 
 
@@ -314,7 +345,7 @@ def run_runtime_bench(args) -> int:
         print(runtime_bench.format_rss(rss, external))
     if args.json:
         _write_json(args.json, {"workloads": [asdict(r) for r in results],
-                                "rss": [dict(rss, external=external) for external, rss in memory]}, force=True)
+                                "rss": [dict(rss, external=external) for external, rss in memory]}, force=args.force)
     return 0
 
 
@@ -344,7 +375,7 @@ def run_bench(args) -> int:
     print(bench.format_report(results) if args.verbose >= 0 else bench.summary_table(results))
     print("\nLowered to standard ONNX ops, on plain ORT:\n" + bench.lowered_table(results))
     if args.json:
-        _write_json(args.json, [asdict(r) for r in results], force=True)
+        _write_json(args.json, [asdict(r) for r in results], force=args.force)
     if args.plot:
         bench.plot(results, args.plot)
         print(f"wrote {args.plot}")
@@ -503,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except CommandError as error:
-        print(f"gathermultiaxis {args.command}: {error}", file=sys.stderr)
+        print(printable(f"gathermultiaxis {args.command}: {error}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"gathermultiaxis {args.command}: interrupted", file=sys.stderr)

@@ -36,8 +36,10 @@ def tensor_type_of(array: np.ndarray) -> int:
     return TensorProto.STRING if array.dtype == object else helper.np_dtype_to_tensor_dtype(array.dtype)
 
 
-def make_session(model: ModelProto, custom: bool, optimized: bool = False):
+def make_session(model: ModelProto, custom: bool, optimized: bool = False, external_data_folder: str | None = None):
     """A CPU session of ``model``: ``gathermultiaxis.InferenceSession`` when ``custom``, else plain ORT.
+    Tensors of ``model`` kept in external files are read by ORT itself from ``external_data_folder``
+    (memory-mapped, never serialized: a model over 2 GiB runs as it does from its path).
 
     Comparisons run with graph optimizations off: with them on, ORT constant-folds shape arithmetic
     through a builtin Gather but not through a custom op, and the two foldings can round differently.
@@ -49,9 +51,15 @@ def make_session(model: ModelProto, custom: bool, optimized: bool = False):
     if not optimized:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 4  # runs expected to fail would otherwise log errors to stderr
+    if external_data_folder is not None:
+        options.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                         str(external_data_folder))
     if custom:  # the package's own session: the way rewritten models are meant to run
+        from .ops import session_options
         from .ops.session import InferenceSession  # onnxruntime-extensions: only when the op is needed
 
+        if external_data_folder is not None:  # options it keeps as they are, config entry included
+            options = session_options(options)
         return InferenceSession(model, options, providers=["CPUExecutionProvider"])
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 

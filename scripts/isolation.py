@@ -3,13 +3,20 @@
 
 The child is started once (spawn: no ORT thread pools inherited through fork) and reused; after a
 crash or a timeout it is replaced. A task reports the phase it is in, so that a crash or a hang can be
-attributed ("running the original model on ORT"). The child ignores SIGINT: Ctrl-C is the parent's.
+attributed ("running the original model on ORT"). The child ignores SIGINT and SIGTERM (Ctrl-C or a
+``kill`` of the process group is the parent's to handle: it stops the child), and it never outlives the
+parent: on Linux the kernel kills it when the parent dies (PR_SET_PDEATHSIG), elsewhere a watcher thread
+ends it within a second of the parent being gone.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import os
 import signal
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -23,9 +30,33 @@ def report_phase(text: str) -> None:
         _phase_sender.send(("phase", text))
 
 
-def _serve(connection) -> None:
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent(parent: int) -> None:
+    """End this process when ``parent`` ends, even when it is killed (SIGKILL) and cannot clean up."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the line above took effect
+        os._exit(1)
+
+    def watch() -> None:  # where prctl is missing; a native call holding the GIL delays it, nothing more
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _serve(connection, parent: int | None = None) -> None:
     global _phase_sender
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if parent is not None:
+        _die_with_parent(parent)
     _phase_sender = connection
     while True:
         try:
@@ -61,7 +92,7 @@ class Worker:
 
     def _start(self) -> None:
         parent_end, child_end = self._context.Pipe()
-        self._process = self._context.Process(target=_serve, args=(child_end,), daemon=True)
+        self._process = self._context.Process(target=_serve, args=(child_end, os.getpid()), daemon=True)
         self._process.start()
         child_end.close()
         self._connection = parent_end

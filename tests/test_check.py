@@ -226,12 +226,17 @@ def test_builtin_wrong_is_its_own_verdict(tmp_path, capsys):
 def test_a_hang_is_that_case_s_verdict_and_the_run_goes_on(tmp_path):
     import os
 
-    fifo = tmp_path / "hangs.onnx"
-    os.mkfifo(fifo)  # reading it waits forever for a writer
-    sources = [FileSource(str(fifo)), CheckCase("after", onnx.load_model(str(EXAMPLE_PATH)))]
-    report = check.run(sources, timeout=5)
-    hung, after = report.results
-    assert hung.verdict == "not runnable" and "hung while reading the model" in hung.detail, hung.detail
+    from test_check_signals import hanging_model
+
+    fifo = tmp_path / "fifo.onnx"
+    os.mkfifo(fifo)  # never opened (reading it would wait forever for a writer)
+    hanging_model(tmp_path / "hangs.onnx")  # its original runs for hours
+    sources = [FileSource(str(fifo)), FileSource(str(tmp_path / "hangs.onnx")),
+               CheckCase("after", onnx.load_model(str(EXAMPLE_PATH)))]
+    report = check.run(sources, timeout=20)  # loading both sessions takes seconds on a loaded machine
+    fifo_result, hung, after = report.results
+    assert fifo_result.verdict == "not runnable" and "a FIFO" in fifo_result.detail, fifo_result.detail
+    assert hung.verdict == "not runnable" and "hung while running the original model" in hung.detail, hung.detail
     assert after.verdict == "passed"
 
 

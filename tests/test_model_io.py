@@ -2,6 +2,7 @@
 model to the output without being read into memory, whatever the working folder."""
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from sessions import file_session
 from support import IR_VERSION, OPSET, assert_bit_identical, make_model
 
 from gathermultiaxis.cli import main
+from gathermultiaxis.examples import EXAMPLE_PATH
 from gathermultiaxis.graphs import io as model_io
 
 
@@ -148,3 +150,58 @@ def test_big_model_script_on_a_small_table(tmp_path):
     run = measure(0.01, tmp_path)
     assert run.exit_status == 0 and run.rows_match, run.stderr
     assert run.output_disk_bytes < run.output_bytes  # the sparse table stayed sparse
+
+
+# -- issue 18 item 21: existing files are refused when the file is moved into place -----------------
+
+def test_a_target_that_appears_during_the_write_is_not_overwritten(tmp_path):
+    model, folder = model_io.load_model(EXAMPLE_PATH)
+    for external in (False, True):
+        target = tmp_path / f"out_{external}.onnx"
+
+        def another_writer_finishes_first(staged):  # runs after the start check, before the move
+            target.write_text("the other writer's model")
+            Path(f"{target}.data").write_text("the other writer's data")
+
+        with pytest.raises(model_io.ModelFileError, match="already exists .written by something else"):
+            model_io.save_model(model, target, external_data=external, validate=another_writer_finishes_first)
+        assert target.read_text() == "the other writer's model"
+        assert Path(f"{target}.data").read_text() == "the other writer's data"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out_False.onnx", "out_False.onnx.data",
+                                                          "out_True.onnx", "out_True.onnx.data"]
+
+
+def test_the_data_file_is_taken_back_when_the_model_cannot_be_placed(tmp_path):
+    model, _ = model_io.load_model(EXAMPLE_PATH)
+    target = tmp_path / "out.onnx"
+    with pytest.raises(model_io.ModelFileError, match="already exists"):
+        model_io.save_model(model, target, external_data=True, validate=lambda staged: target.write_text("other"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.onnx"] and target.read_text() == "other"
+
+
+# -- issue 18 item 20: file names that are not UTF-8 ---------------------------------------------------
+
+needs_bytes_names = pytest.mark.skipif(os.name != "posix" or sys.platform == "darwin",
+                                       reason="file names that are not UTF-8 exist on Linux-like systems only")
+
+
+@needs_bytes_names
+def test_rewrite_and_lower_take_a_file_name_that_is_not_utf8(tmp_path, capsys):
+    source = Path(os.fsdecode(bytes(tmp_path) + b"/model\xff\xfe.onnx"))
+    source.write_bytes(EXAMPLE_PATH.read_bytes())
+    rewritten = Path(os.fsdecode(bytes(tmp_path) + b"/rewritten\xff.onnx"))
+    assert main(["rewrite", str(source), "-o", str(rewritten), "-q"]) == 0
+    assert main(["lower", str(rewritten), "-o", str(tmp_path / "lowered.onnx"), "-q"]) == 0
+    assert main(["check", str(source), "-v"]) == 0
+    assert "model\\xff\\xfe.onnx" in capsys.readouterr().out  # the name shown, its bytes escaped
+
+
+@needs_bytes_names
+def test_external_data_beside_a_model_whose_name_is_not_utf8(tmp_path, capsys):
+    source = external_everywhere_model(tmp_path)
+    renamed = Path(os.fsdecode(bytes(source) + b"\xff"))
+    source.rename(renamed)
+    assert main(["rewrite", str(renamed), "-o", str(tmp_path / "out.onnx"), "-q"]) == 0
+    # the output's data file would be named after it, and ONNX stores that location as UTF-8
+    assert main(["rewrite", str(renamed), "-o", os.fsdecode(bytes(tmp_path) + b"/out\xff.onnx")]) == 2
+    assert "not valid UTF-8" in capsys.readouterr().err
