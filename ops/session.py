@@ -329,10 +329,15 @@ def _fixed_axes(infos: dict, graph: onnx.GraphProto, name: str) -> tuple[int, ..
     if info is None:
         info = infos[id(graph)] = _Graph(graph)
     try:
-        values = info.constant_ints(name)
+        resolved = info.resolve(name, base_dir=None)
     except Exception:  # noqa: BLE001 - an unreadable constant: leave the axes to the run, which reports it
         return None
-    return None if values is None else tuple(values)
+    if resolved is None:
+        return None
+    values = np.asarray(resolved[0])
+    if values.dtype != np.int64 or values.ndim != 1:  # not the op's 1-D int64: stays an input, which ORT refuses
+        return None
+    return tuple(int(v) for v in values)
 
 
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True) -> PreparedModel:

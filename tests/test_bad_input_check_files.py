@@ -148,7 +148,7 @@ def test_external_data_outside_the_folder_named_directly_is_exit_2(tmp_path, cap
     (tmp_path / "model").mkdir()
     path = external_model(tmp_path / "model", location="../outside.bin")
     assert (tmp_path / "outside.bin").exists()
-    one_line_exit_2(["check", str(path)], capsys, "points outside the model's folder ('../outside.bin')")
+    one_line_exit_2(["check", str(path)], capsys, "points outside the model's folder ('../outside.bin'")
 
 
 def test_a_bad_model_found_in_a_folder_is_a_verdict_not_exit_2(tmp_path, capsys):

@@ -127,7 +127,9 @@ def test_opt_in():
     data, scales, zero_points, attributes, _ = packed_case(rng, 4, 32, False, np.float32, (4,))
     model = gbq_model(data, scales, zero_points, (2,), TensorProto.INT64, **attributes)
     rewritten, report = rewrite_model(model)
-    assert report.outcomes == [] and rewritten.graph.node[0].op_type == "GatherBlockQuantized"
+    assert rewritten.graph.node[0].op_type == "GatherBlockQuantized"
+    [row] = report.outcomes  # left, as a row of the report, saying how to ask for it
+    assert row.op_type == "com.microsoft.GatherBlockQuantized" and not row.rewritten and "asked for" in row.reason
 
 
 def test_what_ort_refuses_is_left_with_the_reason():
