@@ -187,8 +187,7 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     result = CheckResult(case.name, "passed", source=case.source)
     report_phase("rewriting")
     try:
-        rewritten, report = rewrite_model(case.model, ort_optimize=mode.optimized,
-                                          runtime_alignment=mode is not CheckMode.LOWERED)
+        rewritten, report = rewrite_model(case.model, ort_optimize=mode.optimized)
     except OrtOptimizeError as error:  # ORT cannot even load the original
         return CheckResult(case.name, "not runnable", detail=one_line(error), source=case.source)
     except Exception as error:  # noqa: BLE001
