@@ -41,7 +41,7 @@ from ..ops.signature import DOMAIN, OP_TYPE
 from .builder import NameScope, NodeBuilder
 from .rewrite import (_all_names, _default_opset, _graph_infos, _inferred, _node_holders, _nodes_within, _subgraphs,
                       _typing_copy, inline_functions_holding)
-from .rules import TensorInfo
+from .rules import INT64_MAX, TensorInfo
 
 MIN_OPSET = 7        # "error" mode; the other modes need Where and Less on int64 (and Slice's inputs)
 MODES_MIN_OPSET = 11
@@ -391,6 +391,161 @@ class _Lowering:
         return b.op("Gather", [valid, prepared], f"coordinate{j}_checked", axis=0), mask
 
 
+RUN_TIME_MIN_OPSET = 11  # Range; Where/Less on int64 (9), Mod (10)
+RUN_TIME_MODES = ("error", "error_nonempty")  # the modes the rewriter's run-time alignment writes
+
+
+def _reduce(b: _Builder, op_type: str, x: str, axes: list[int] | None, role: str) -> str:
+    """``op_type`` over ``axes`` (None: all of them), keepdims 0; axes are an input of ReduceSum from
+    opset 13 and of the other reductions from 18."""
+    if axes is None:
+        return b.op(op_type, [x], role, keepdims=0)
+    if b.opset >= (13 if op_type == "ReduceSum" else 18):
+        return b.op(op_type, [x, b.constant(axes, role + "_axes")], role, keepdims=0)
+    return b.op(op_type, [x], role, axes=axes, keepdims=0)
+
+
+def _suffix_products(b: _Builder, shape: str, dims: str, role: str) -> str:
+    """Row-major strides of a shape of run-time rank: ``prod(shape[d+1:])`` for every d, as the product
+    of the rows of an [r, r] matrix holding ``shape[e]`` where e > d and 1 elsewhere."""
+    later = b.op("Greater", [b.unsqueeze(dims, [0], role + "_columns"), b.unsqueeze(dims, [1], role + "_rows")],
+                 role + "_later")
+    factors = b.op("Where", [later, b.unsqueeze(shape, [0], role + "_row"), b.constant([1], "one")], role + "_factors")
+    return _reduce(b, "ReduceProd", factors, [1], role)
+
+
+def _raise_if(b: _Builder, count: str, role: str) -> str:
+    """A scalar 0 that cannot be computed when the int64 scalar ``count`` is not 0: ``Gather([0], count > 0)``
+    raises ORT's out-of-bounds error. Added into the offsets, so that it is always run."""
+    index = b.op("Cast", [b.op("Greater", [count, b.constant(0, "zero_scalar")], role + "_any")], role + "_index",
+                 to=TensorProto.INT64)
+    return b.op("Gather", [b.constant([0], "zero"), index], role, axis=0)
+
+
+def lower_gather_multiaxis_at_run_time(node: NodeProto, elem_type: int, b: _Builder) -> None:
+    """Append a replacement that needs neither ranks nor axes statically (see the module docstring's
+    last section); raises NotLowered. Every output element is read on its own: its output coordinates
+    come from its flat position (Div/Mod by the output strides), its input offset is the sum of the
+    gathered coordinates on the axes and the output coordinates elsewhere (0 where the input has size 1),
+    each times the input's stride. Every coordinate is checked as in ``_Lowering._checked`` (all of
+    them in "error" mode, none when the output is empty in "error_nonempty"), and so are the sizes of
+    the non-axis dimensions (they broadcast)."""
+    mode = _attribute(node, "mode", None)
+    if mode is None:
+        raise NotLowered(f"no 'mode' attribute (required: one of {', '.join(MODES)})")
+    if mode not in RUN_TIME_MODES:
+        raise NotLowered(f"mode {mode!r} with axes or ranks known only at run time (lowered: modes "
+                         f"{', '.join(RUN_TIME_MODES)})")
+    if b.opset < RUN_TIME_MIN_OPSET:
+        raise NotLowered(f"axes or ranks known only at run time need opset >= {RUN_TIME_MIN_OPSET} "
+                         f"(the model's opset is {b.opset})")
+    if b.opset < 14 and not elem_type:
+        raise NotLowered("below opset 14 the lowering of run-time ranks needs the input's element type (for an If), "
+                         "which is not known")
+    x, idx, output = node.input[0], node.input[1], node.output[0]
+    one_vector, int64 = b.constant([1], "one"), TensorProto.INT64
+    x_shape, i_shape = b.op("Shape", [x], "input_shape"), b.op("Shape", [idx], "indices_shape")
+    dims = b.arange(b.op("Size", [x_shape], "rank"), "dimensions")
+    # Gather(Range(0, r), axes) counts negative axes from the end and refuses out-of-range ones.
+    axes = b.op("Gather", [dims, b.cast(node.input[2], int64, "axes_int64")], "axes", axis=0)
+    k = b.op("Size", [axes], "k")
+    k_is_zero = b.op("Cast", [b.op("Equal", [k, b.constant(0, "zero_scalar")], "k_is_zero")], "k_is_zero_01", to=int64)
+    tuple_size = b.unsqueeze(b.op("Add", [k, k_is_zero], "tuple_size_scalar"), [0], "tuple_size")  # max(k, 1)
+    i_last = b.slice(i_shape, b.constant([-1], "minus_one"), b.constant([INT64_MAX], "to_end"), b.constant([0], "zero"),
+                     "indices_last")
+    i_head = b.slice(i_shape, b.constant([0], "zero"), b.constant([-1], "minus_one"), b.constant([0], "zero"),
+                     "indices_head")
+    logical = b.op("Concat", [i_head, b.op("Div", [i_last, tuple_size], "logical_last")], "logical_shape", axis=0)
+
+    on_axis = b.op("Cast", [_reduce(b, "ReduceSum", b.op("Cast", [b.op("Equal", [
+        b.unsqueeze(dims, [1], "dimension_column"), b.unsqueeze(axes, [0], "axes_row")], "is_axis_matrix")],
+        "is_axis_matrix_01", to=int64), [1], "is_axis_01")], "is_axis", to=TensorProto.BOOL)
+    l_is_one = b.op("Equal", [logical, one_vector], "logical_is_one")
+    x_is_one = b.op("Equal", [x_shape, one_vector], "input_is_one")
+    broadcast = b.op("Add", [logical, b.op("Mul", [b.op("Sub", [x_shape, logical], "size_difference"),
+                                                   b.op("Cast", [l_is_one], "logical_one_01", to=int64)],
+                                           "size_from_input")], "broadcast_shape")
+    fits = b.op("Or", [b.op("Or", [l_is_one, x_is_one], "either_one"), b.op("Equal", [x_shape, logical], "equal_sizes")],
+                "sizes_broadcast")
+    unfit = b.op("Cast", [b.op("Not", [b.op("Or", [fits, on_axis], "size_fine")], "size_unfit")], "size_unfit_01",
+                 to=int64)
+    shape_check = _raise_if(b, _reduce(b, "ReduceSum", unfit, None, "sizes_not_broadcasting"), "sizes_checked")
+    out_shape = b.op("Where", [on_axis, logical, broadcast], "output_shape")
+    size = _reduce(b, "ReduceProd", out_shape, None, "output_size")
+
+    # Coordinates: [M, k] (M = prod(logical)), normalised and checked like _Lowering._checked.
+    tuples = b.op("Reshape", [idx, b.op("Concat", [logical, tuple_size], "tuples_shape", axis=0)], "tuples")
+    rows = b.op("Reshape", [tuples, b.op("Concat", [b.constant([-1], "minus_one"), tuple_size], "tuple_rows_shape",
+                                         axis=0)], "tuple_rows")  # [M, max(k, 1)]
+    coordinates = b.slice(rows, b.constant([0], "zero"), b.unsqueeze(k, [0], "k_vector"), one_vector, "coordinates_raw")
+    coordinates = b.cast(coordinates, int64, "coordinates_int64")
+    axis_sizes = b.op("Gather", [x_shape, axes], "axis_sizes", axis=0)
+    zero = b.constant(0, "zero_scalar")
+    counted = b.op("Where", [b.op("Less", [coordinates, zero], "coordinates_negative"),
+                             b.op("Add", [coordinates, axis_sizes], "coordinates_from_end"), coordinates],
+                   "coordinates_counted")
+    outside = b.op("Or", [b.op("Less", [counted, zero], "coordinates_below"),
+                          b.op("Not", [b.op("Less", [counted, axis_sizes], "coordinates_below_size")],
+                               "coordinates_above")], "coordinates_outside")
+    bad = _reduce(b, "ReduceSum", b.op("Cast", [outside], "coordinates_outside_01", to=int64), None, "coordinates_bad")
+    if mode == "error_nonempty":  # an empty output reads nothing, so nothing is checked
+        bad = b.op("Mul", [bad, b.op("Cast", [b.op("Greater", [size, zero], "output_not_empty")], "read_factor",
+                                     to=int64)], "coordinates_bad_if_read")
+    coordinate_check = _raise_if(b, bad, "coordinates_checked")
+
+    # Flat output positions -> output coordinates [N, r] -> logical indices positions and input offsets [N].
+    positions = b.unsqueeze(b.arange(size, "output_positions"), [1], "output_positions_column")
+    out_strides = _suffix_products(b, out_shape, dims, "output_strides")
+    # ORT refuses a 0 divisor even where nothing is divided (an empty output): 0 becomes 1 there.
+    divisors = [b.op("Add", [v, b.op("Cast", [b.op("Equal", [v, zero], role + "_zero")], role + "_zero_01", to=int64)],
+                     role + "_nonzero") for v, role in [(out_strides, "output_strides"), (out_shape, "output_sizes")]]
+    out_coordinates = b.op("Mod", [b.op("Div", [positions, b.unsqueeze(divisors[0], [0], "output_strides_row")],
+                                        "output_quotients"), b.unsqueeze(divisors[1], [0], "output_shape_row")],
+                           "output_coordinates")
+    l_weights = b.op("Mul", [_suffix_products(b, logical, dims, "logical_strides"),
+                             b.op("Cast", [b.op("Not", [l_is_one], "logical_not_one")], "logical_read", to=int64)],
+                     "logical_weights")
+    tuple_row = _reduce(b, "ReduceSum", b.op("Mul", [out_coordinates, b.unsqueeze(l_weights, [0], "logical_weights_row")],
+                                             "logical_terms"), [1], "tuple_row")
+    components = b.op("Add", [b.op("Mul", [b.unsqueeze(tuple_row, [1], "tuple_row_column"), b.unsqueeze(k, [0], "k_1d")],
+                                   "tuple_start"),
+                              b.unsqueeze(b.arange(k, "component_numbers"), [0], "component_numbers_row")],
+                      "component_positions")
+    read = b.op("Gather", [b.op("Reshape", [counted, b.constant([-1], "minus_one")], "coordinates_flat"), components],
+                "coordinates_read", axis=0)                                   # [N, k]
+    x_strides = _suffix_products(b, x_shape, dims, "input_strides")
+    axis_offsets = _reduce(b, "ReduceSum", b.op("Mul", [read, b.unsqueeze(b.op("Gather", [x_strides, axes], "axis_strides",
+                                                                                axis=0), [0], "axis_strides_row")],
+                                                "axis_terms"), [1], "axis_offsets")
+    grid_weights = b.op("Mul", [x_strides, b.op("Cast", [b.op("Not", [b.op("Or", [x_is_one, on_axis], "not_read")],
+                                                              "grid_read")], "grid_read_01", to=int64)], "grid_weights")
+    grid_offsets = _reduce(b, "ReduceSum", b.op("Mul", [out_coordinates, b.unsqueeze(grid_weights, [0], "grid_weights_row")],
+                                                "grid_terms"), [1], "grid_offsets")
+    offsets = b.op("Add", [b.op("Add", [axis_offsets, grid_offsets], "offsets_unchecked"),
+                           b.op("Add", [shape_check, coordinate_check], "checks")], "offsets")
+    flat = b.op("Reshape", [x, b.constant([-1], "minus_one")], "input_flat")
+    values = b.op("Gather", [flat, offsets], "gathered_flat", axis=0)
+    if b.opset >= 14:
+        b.op("Reshape", [values, out_shape], "output", allowzero=1)
+    else:  # a 0 in Reshape's shape copies an input size there: an empty output is made by If
+        empty = b.op("Equal", [size, zero], "output_empty")
+        then_nodes, else_nodes, outer = [], [], b.nodes
+        b.nodes = then_nodes
+        b.op("Gather", [flat, b.op("ConstantOfShape", [out_shape], "no_offsets",
+                                   value=helper.make_tensor("", int64, [1], [0]))], "empty_output", axis=0)
+        b.nodes = else_nodes
+        b.op("Reshape", [values, out_shape], "read_output")
+        b.nodes = outer
+
+        def branch(nodes, role):
+            value = helper.make_tensor_value_info(nodes[-1].output[0], elem_type, None)
+            return helper.make_graph(nodes, b.names.fresh(f"{b.prefix}/{role}"), [], [value])
+
+        b.op("If", [empty], "output", then_branch=branch(then_nodes, "if_empty"),
+             else_branch=branch(else_nodes, "if_read"))
+    b.rename_last_output(output)
+
+
 @dataclass
 class _Lowerer:
     opset: int
@@ -399,8 +554,9 @@ class _Lowerer:
     freed_axes: set[str] = field(default_factory=set)  # inputs of lowered nodes that may now be unused
     producers: dict = field(default_factory=dict)      # output name -> node, in the graph being lowered
 
-    def graph(self, graph: GraphProto, inferred: GraphProto, scope: dict, constants: dict, path: str) -> None:
-        infos = {**scope, **_graph_infos(inferred)}
+    def graph(self, graph: GraphProto, inferred: GraphProto, scope: dict, constants: dict, path: str,
+              main: bool = True) -> None:
+        infos = {**scope, **_graph_infos(inferred, main)}
         self.producers = {output: node for node in graph.node for output in node.output}
         shadowed = {value.name for value in graph.input}  # a subgraph's inputs hide outer constants
         constants = {**{k: v for k, v in constants.items() if k not in shadowed}, **_constant_values(graph)}
@@ -408,7 +564,8 @@ class _Lowerer:
         for node, inferred_node in zip(graph.node, inferred.node):
             for attribute, inferred_attribute in zip(node.attribute, inferred_node.attribute):
                 for sub, inferred_sub in zip(_subgraphs(attribute), _subgraphs(inferred_attribute)):
-                    self.graph(sub, inferred_sub, infos, constants, f"{path}/{node.name or node.op_type}.{attribute.name}")
+                    self.graph(sub, inferred_sub, infos, constants, f"{path}/{node.name or node.op_type}.{attribute.name}",
+                               main=False)
             if not _is_gather_multiaxis(node):
                 new_nodes.append(node)
                 continue
@@ -422,17 +579,20 @@ class _Lowerer:
         try:
             if len(node.input) != 3 or len(node.output) != 1:
                 raise NotLowered("a GatherMultiaxis node takes 3 inputs and gives 1 output")
-            if node.input[2] not in constants:
-                raise NotLowered(f"axes {node.input[2]!r} are not a constant (a Constant node, or an initializer "
-                                 f"that is not also a graph input: a graph input's value may be fed at run time)")
-            axes = constants[node.input[2]]
-            if axes.ndim != 1 or axes.dtype != np.int64:  # the schema's and the custom op's type
-                raise NotLowered(f"axes {node.input[2]!r} are not a 1-D int64 tensor "
-                                 f"({axes.ndim}-D {axes.dtype}; the op takes 1-D int64)")
-            data = infos.get(node.input[0], unknown)
-            narrow = self._narrow_source(node.input[0], data, infos, builder)
-            lower_gather_multiaxis(node, data, infos.get(node.input[1], unknown), [int(a) for a in axes], builder,
-                                   narrow)
+            data, indices = infos.get(node.input[0], unknown), infos.get(node.input[1], unknown)
+            axes = constants.get(node.input[2])
+            axes_type = infos.get(node.input[2], unknown).elem_type
+            if (axes is not None and (axes.ndim != 1 or axes.dtype != np.int64)) or axes_type not in (0, TensorProto.INT64):
+                kind = f"{axes.ndim}-D {axes.dtype}" if axes is not None else TensorProto.DataType.Name(axes_type)
+                raise NotLowered(f"axes {node.input[2]!r} are not a 1-D int64 tensor ({kind}; the op takes 1-D int64)")
+            narrow = None
+            if axes is None or (data.rank is None and indices.rank is None):
+                # axes computed by the model (the rewriter's run-time alignment, or an axes initializer that is
+                # also a graph input, whose value may be fed at run time) or no rank known
+                lower_gather_multiaxis_at_run_time(node, data.elem_type, builder)
+            else:
+                narrow = self._narrow_source(node.input[0], data, infos, builder)
+                lower_gather_multiaxis(node, data, indices, [int(a) for a in axes], builder, narrow)
         except NotLowered as reason:
             self.report.outcomes.append(LoweredNode(node.name, path, False, str(reason)))
             return [node]

@@ -230,8 +230,7 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
         model, optimize = case.model, mode.optimized
         if optimize and case.external_data_folder:  # ORT's optimizer needs the folder: it reads the data in
             model, optimize, rewritten_data_folder = ort_optimize(model, case.external_data_folder), False, None
-        rewritten, report = rewrite_model(model, ort_optimize=optimize,
-                                          runtime_alignment=mode is not CheckMode.LOWERED)
+        rewritten, report = rewrite_model(model, ort_optimize=optimize)
     except OrtOptimizeError as error:  # ORT cannot even load the original
         return CheckResult(case.name, "not runnable", detail=one_line(error), source=case.source)
     except Exception as error:  # noqa: BLE001

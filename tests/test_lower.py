@@ -205,7 +205,8 @@ def test_an_out_of_range_coordinate_never_aliases_another_element(indices):
 
 
 def test_left_unchanged_with_reasons():
-    for model, reason in [(single("error", axes_node=False), "not a constant"),
+    for model, reason in [(single("zero", axes_node=False), "mode 'zero' with axes or ranks known only at run time"),
+                          (single("error", axes_node=False, opset=10), "known only at run time need opset >= 11"),
                           (single("zero", opset=10), "mode 'zero' needs opset >= 11"),
                           (single("error", opset=6), "mode 'error' needs opset >= 7"),
                           (single("sideways"), "unknown mode")]:
@@ -337,3 +338,125 @@ def test_no_unused_constants_are_left_in_subgraphs():
     unused = [node.output[0] for holder in holders for node in holder.node
               if node.op_type == "Constant" and node.output[0] not in used]
     assert len(holders) >= 3 and unused == []  # the main graph and the two If branches at least
+
+
+# -- ranks and axes known only at run time (the rewriter's run-time alignment) -----------------------
+
+def assert_lowered_matches_original(model, feed_sets, min_runtime_aligned=1):
+    """rewrite (with its run-time alignment) then lower: standard ops only, and on plain ORT (optimizations
+    off, and on with ORT's defaults) bit-identical to the original, or raising where the original raises."""
+    import onnxruntime as ort
+
+    rewritten, rewrite_report = rewrite_model(model)
+    assert rewrite_report.left == 0 and rewrite_report.runtime_aligned >= min_runtime_aligned, rewrite_report.table()
+    lowered, report = lower_model(rewritten)
+    assert report.left == 0 and report.lowered == rewrite_report.rewritten, report.table()
+    assert_standard_only(lowered)
+    sessions = [builtin_session(lowered), ort.InferenceSession(lowered.SerializeToString())]
+    raised = 0
+    for feeds in feed_sets:
+        try:
+            expected = builtin_session(model).run(None, feeds)
+        except Exception:  # noqa: BLE001  the original refuses these inputs: so must the lowered model
+            raised += 1
+            for session in sessions:
+                with pytest.raises(Exception):
+                    session.run(None, feeds)
+            continue
+        for session in sessions:
+            for actual, wanted in zip(session.run(None, feeds), expected):
+                assert_bit_identical(actual, wanted)
+    return raised
+
+
+def test_run_time_aligned_example_with_unknown_ranks_everywhere():
+    from test_rewrite_ranks import strip_shapes
+
+    assert_lowered_matches_original(strip_shapes(onnx.load_model(str(EXAMPLE_PATH))), [example_inputs()],
+                                    min_runtime_aligned=6)
+
+
+def test_run_time_aligned_torchscript_export_with_a_data_dependent_rank():
+    from test_rewrite_ranks import torch_data_dependent_model
+
+    rng = np.random.default_rng(3)
+    feeds = [{"x": rng.standard_normal(shape).astype(np.float32), "i": np.array(i)}
+             for shape, i in [((2, 5, 8), [1, -1]), ((3, 2, 8), [0, 1]), ((4, 7, 8), [3, -4])]]
+    feeds.append({"x": rng.standard_normal((2, 5, 8)).astype(np.float32), "i": np.array([1, 40])})  # 40: out of range
+    assert assert_lowered_matches_original(torch_data_dependent_model(), feeds) == 1
+
+
+def unranked(nodes, inputs, opset, elem_type=TensorProto.FLOAT, outputs=("y",)):
+    """Graph inputs and outputs without shapes: only the run tells the ranks."""
+    return make_model(nodes, [helper.make_tensor_value_info(name, t, None) for name, t in inputs],
+                      [helper.make_tensor_value_info(name, elem_type, None) for name in outputs], opset=opset)
+
+
+RANKED_FEEDS = [
+    # (data shape, indices), some out of range on purpose (both must raise), some empty
+    ((5,), np.array(3)), ((5,), np.array([[1, -5], [4, 0]])), ((4, 3), np.array([-1, 2])),
+    ((2, 3, 4), np.array([[0], [1]])), ((2, 3, 4), np.array([1, 5])), ((2, 3, 4), np.array([-3])),
+    ((3, 0, 2), np.array([2, 0])), ((0, 3), np.zeros((2, 0), np.int64)), ((0, 3), np.array([0])),
+]
+
+
+@pytest.mark.parametrize("opset", [11, 12, 13, 18])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_run_time_aligned_gather(opset, axis):
+    """Gather with ranks unknown: at opset >= 13 Unsqueeze/Squeeze with computed axes, below 13 Reshapes
+    to computed shapes (the rewriter's two run-time alignments); below 14 an empty output takes an If."""
+    model = unranked([helper.make_node("Gather", ["x", "i"], ["y"], axis=axis)],
+                     [("x", TensorProto.FLOAT), ("i", TensorProto.INT64)], opset)
+    rng = np.random.default_rng(opset)
+    feeds = [{"x": rng.standard_normal(shape).astype(np.float32), "i": i} for shape, i in RANKED_FEEDS
+             if -len(shape) <= axis < len(shape)]
+    if opset < 13:  # the rewriter's Reshape alignment refuses two size-0 dimensions (runtime_alignment's docstring)
+        feeds = [f for f in feeds if sum(d == 0 for d in (*f["x"].shape[:axis % f["x"].ndim], *f["i"].shape,
+                                                           *f["x"].shape[axis % f["x"].ndim + 1:])) < 2]
+    raised = assert_lowered_matches_original(model, feeds)
+    assert 0 < raised < len(feeds)
+
+
+@pytest.mark.parametrize("opset", [11, 13, 18])
+def test_run_time_aligned_gather_elements(opset):
+    model = unranked([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=-1)],
+                     [("x", TensorProto.INT32), ("i", TensorProto.INT32)], opset, TensorProto.INT32)
+    x = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    feeds = [{"x": x, "i": np.array([[[3, -4, 0]], [[1, 1, 2]]], np.int32)},  # smaller than the data
+             {"x": x[0, 0], "i": np.array([2, 2, -1], np.int32)},
+             {"x": x, "i": np.array([[[4]], [[0]]], np.int32)},                # out of range
+             {"x": x, "i": np.zeros((2, 0, 1), np.int32)}]
+    assert assert_lowered_matches_original(model, feeds) == 1
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("batch_dims", [0, 1])
+def test_run_time_aligned_gather_nd(opset, batch_dims):
+    """The coordinate size (last indices dimension) known only at run time: 1 or 2 coordinates. (0
+    coordinates: the rewriter's run-time alignment itself fails on them, its folded-coordinates dimension
+    then has size 0; reported, not a lowering matter.)"""
+    model = unranked([helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=batch_dims)],
+                     [("x", TensorProto.FLOAT), ("i", TensorProto.INT64)], opset)
+    x = np.random.default_rng(5).standard_normal((2, 3, 4)).astype(np.float32)
+    feeds = [{"x": x, "i": np.array([[1, 2], [0, -1]])}, {"x": x, "i": np.array([[1], [0]])},
+             {"x": x, "i": np.array([[1, 3], [0, 0]])}]
+    if batch_dims == 0:  # (with batch_dims 1, 0 batches against 2: ORT returns an empty output, the op refuses)
+        feeds.append({"x": x, "i": np.zeros((0, 2), np.int64)})
+        feeds.append({"x": x, "i": np.array([[7, 0]])})  # out of range (with batch_dims 1: 1 batch of 2)
+    assert_lowered_matches_original(model, feeds)
+
+
+def test_axes_given_as_a_graph_input_are_lowered():
+    """Axes the caller feeds are not baked in: the run-time lowering reads them, as the kernel does."""
+    model = single("error", axes_node=False, rank=3)
+    lowered, report = lower_model(model)
+    assert report.left == 0, report.table()
+    assert_standard_only(lowered)
+    data = np.random.default_rng(2).standard_normal((3, 4, 5)).astype(np.float32)
+    for axes, indices in [([0], np.array([[[2]], [[-1]]])), ([2], np.array([[[4, 0]]])),
+                          ([-1], np.array([[[1]]]))]:
+        feeds = {"input": data, "indices": indices, "axes": np.array(axes, np.int64)}
+        assert_bit_identical(builtin_session(lowered).run(None, feeds)[0], gather_multiaxis(data, indices, axes))
+    for axes, indices in [([0], np.array([[[3]]])), ([3], np.array([[[0]]])), ([1], np.array([[[0]], [[0]], [[0]], [[0]]]))]:
+        with pytest.raises(Exception):  # out of range, an axis beyond the rank, sizes that do not broadcast
+            builtin_session(lowered).run(None, {"input": data, "indices": indices, "axes": np.array(axes, np.int64)})
