@@ -67,6 +67,13 @@ class NodeBuilder:
         double = self._emit("Constant", [], role + "_double", value=numpy_helper.from_array(as_double, name=""))
         return self._emit("Cast", [double], role, to=TensorProto.INT64)
 
+    def length(self, x: str, role: str) -> str:
+        """The length of the 1-D ``x`` as an int64 scalar. Not ``Size``: ORT's shape inference (1.32)
+        propagates Size of a shape-like value as the product of its values (Size(Shape(x)) of a [3, 3]
+        ``x`` becomes 9), which then contradicts the length and fails the session's load
+        ("Incompatible dimensions"); Shape of the vector is propagated right."""
+        return self.squeeze(self._emit("Shape", [x], role + "_1d"), [0], role)
+
     def _with_axes(self, op_type: str, x: str, axes: list[int], role: str) -> str:
         if not axes:
             return x

@@ -445,10 +445,10 @@ def lower_gather_multiaxis_at_run_time(node: NodeProto, elem_type: int, b: _Buil
     x, idx, output = node.input[0], node.input[1], node.output[0]
     one_vector, int64 = b.constant([1], "one"), TensorProto.INT64
     x_shape, i_shape = b.op("Shape", [x], "input_shape"), b.op("Shape", [idx], "indices_shape")
-    dims = b.arange(b.op("Size", [x_shape], "rank"), "dimensions")
+    dims = b.arange(b.length(x_shape, "rank"), "dimensions")
     # Gather(Range(0, r), axes) counts negative axes from the end and refuses out-of-range ones.
     axes = b.op("Gather", [dims, b.cast(node.input[2], int64, "axes_int64")], "axes", axis=0)
-    k = b.op("Size", [axes], "k")
+    k = b.length(axes, "k")
     k_is_zero = b.op("Cast", [b.op("Equal", [k, b.constant(0, "zero_scalar")], "k_is_zero")], "k_is_zero_01", to=int64)
     tuple_size = b.unsqueeze(b.op("Add", [k, k_is_zero], "tuple_size_scalar"), [0], "tuple_size")  # max(k, 1)
     i_last = b.slice(i_shape, b.constant([-1], "minus_one"), b.constant([INT64_MAX], "to_end"), b.constant([0], "zero"),

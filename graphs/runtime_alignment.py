@@ -58,7 +58,7 @@ class _Arith:
         return self.b.constant(value, role)
 
     def rank(self, x: str, role: str) -> str:
-        return self.b.op("Size", [self.b.shape(x, role + "_shape")], role)
+        return self.b.length(self.b.shape(x, role + "_shape"), role)
 
     def add(self, a: str, c: str, role: str) -> str:
         return self.b.op("Add", [a, c], role)
@@ -128,8 +128,8 @@ def _gather_by_reshape(builder: NodeBuilder, data: str, indices: str, axis: int)
     indices.shape + [1] + ones(r-axis-1) for the indices, and the output reshaped to Gather's shape."""
     m = _Arith(builder)
     data_shape, indices_shape = builder.shape(data, "data_shape"), builder.shape(indices, "indices_shape")
-    r = builder.op("Size", [data_shape], "data_rank")
-    q = builder.op("Size", [indices_shape], "indices_rank")
+    r = builder.length(data_shape, "data_rank")
+    q = builder.length(indices_shape, "indices_rank")
     a = m.axis(axis, r, "axis")
     head = m.cut(data_shape, 0, axis, "data_head") if axis != 0 else None   # data.shape[:axis]
     tail = m.cut(data_shape, axis, _INT64_MAX, "data_tail")                 # data.shape[axis:]
@@ -169,8 +169,8 @@ def _gather_nd_by_reshape(builder: NodeBuilder, data: str, indices: str, batch_d
     output reshaped to indices.shape[:-1] + data.shape[b+k:]."""
     m = _Arith(builder)
     data_shape, indices_shape = builder.shape(data, "data_shape"), builder.shape(indices, "indices_shape")
-    r = builder.op("Size", [data_shape], "data_rank")
-    q = builder.op("Size", [indices_shape], "indices_rank")
+    r = builder.length(data_shape, "data_rank")
+    q = builder.length(indices_shape, "indices_rank")
     b = m.const(batch_dims, "batch_dims")
     last = m.cut(indices_shape, -1, _INT64_MAX, "coordinate_size_1d")
     b_k = m.add(b, builder.squeeze(last, [0], "coordinate_size"), "indexed_end")          # b+k
