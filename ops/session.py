@@ -615,11 +615,16 @@ class InferenceSession(ort.InferenceSession):
         del model, prepared
         with pointed:
             super().__init__(serialized, options, providers, provider_options, **kwargs)
+        if "_gathermultiaxis_direct" not in vars(self):  # an ORT without the _bind_session hook (1.26)
+            self._gathermultiaxis_bind(self._sess)
 
     def _bind_session(self, sess):
+        super()._bind_session(sess)
+        self._gathermultiaxis_bind(sess)
+
+    def _gathermultiaxis_bind(self, sess):
         """ORT's own bookkeeping, without the hidden token input (get_inputs, ORT's missing-input message),
         and what ``run`` needs to check per call, read once (each read of a NodeArg property is a C call)."""
-        super()._bind_session(sess)
         token = self._gathermultiaxis_token_name
         if token is not None:
             self._inputs_meta = [value for value in self._inputs_meta if value.name != token]
@@ -627,8 +632,9 @@ class InferenceSession(ort.InferenceSession):
                                                    if not value.type.startswith("optional"))
         self._gathermultiaxis_outputs = [value.name for value in self._outputs_meta]
         # run's direct path: CPU only (no EP fallback to retry) and no WebGPU graph capture to check
+        graph_capture = getattr(sess, "is_webgpu_graph_capture_enabled", None)  # not before ORT 1.2x
         self._gathermultiaxis_direct = (token is not None and list(self._providers) == ["CPUExecutionProvider"]
-                                        and not sess.is_webgpu_graph_capture_enabled())
+                                        and not (graph_capture is not None and graph_capture()))
 
     def _validate_input(self, feed_input_names):
         """ORT's missing-input check, with the feed names the caller gave (the token left out)."""
