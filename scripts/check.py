@@ -14,7 +14,12 @@ Verdicts (``VERDICTS``):
   original model refuses), or none could be made (a sequence input, an input too large to generate);
 * ``not runnable``: ORT cannot load or run the original model (its reason is kept);
 * ``builtin wrong``: builtin and rewrite differ, and ONNX's reference evaluator agrees with the
-  rewrite bit for bit (ORT's own kernel is wrong, e.g. its string Gather).
+  rewrite bit for bit (ORT's own kernel is wrong, e.g. its string Gather);
+* ``no gather``: nothing was rewritten, so there is nothing to compare: the model holds no gather, or
+  only gathers the rewriter leaves (e.g. inside com.microsoft ops; the detail lists them).
+
+A ``passed`` case that also has gathers left (inside contrib ops, unsupported types) names them in
+its detail.
 
 ``run(sources, ...) -> Report``; ``Report.exit_status()`` maps the verdicts to the command's exit
 status (see ``gathermultiaxis.cli``).
@@ -43,7 +48,7 @@ from .graphs.ortopt import OrtOptimizeError, ort_optimize
 from .harness import bit_identical, difference, make_session, versions
 from .isolation import Outcome, Worker, report_phase
 
-VERDICTS = ("passed", "failed", "not compared", "not runnable", "builtin wrong")
+VERDICTS = ("passed", "failed", "not compared", "not runnable", "builtin wrong", "no gather")
 
 
 class Terminated(KeyboardInterrupt):
@@ -237,6 +242,11 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
         return CheckResult(case.name, "failed", detail=f"rewrite raised: {one_line(error)}", source=case.source)
     result.rewritten, result.left = report.rewritten, report.left
     result.left_reasons = [f"{o.op_type} {o.node!r}: {o.reason}" for o in report.outcomes if not o.rewritten]
+    if not report.rewritten:
+        result.verdict = "no gather"
+        result.detail = ("nothing to compare: " + (f"{report.left} gather(s) left: {'; '.join(result.left_reasons)}"
+                                                   if report.left else "the model holds no gather"))
+        return result
     report_phase("loading the original model on ORT")
     try:
         builtin = make_session(case.model, custom=False, optimized=mode.optimized,
@@ -285,6 +295,8 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
         return result
     if comparison.agreements:
         result.expected = min(comparison.agreements, key=["differs", "close", "exact"].index)
+    if result.verdict == "passed" and report.left:  # not silently: the gathers the comparison did not cover
+        result.detail = f"{report.left} gather(s) left: {'; '.join(result.left_reasons)}"
     if result.compared == 0 and result.verdict == "passed":
         result.verdict = "not compared"
         result.detail = ("every data set raised on both sides, so nothing was compared (" + result.detail +
@@ -338,8 +350,8 @@ class Report:
 
     def exit_status(self, allowed: Iterable[str] = ()) -> int:
         """0 when every case passed (or found ORT wrong); 1 on any failure; 3 on any case not compared
-        or not runnable, unless that verdict is ``allowed``; when interrupted, 130 (Ctrl-C) or 143
-        (SIGTERM), the shell's codes for a death by those signals."""
+        or not runnable, else 4 on any case with no gather, unless that verdict is ``allowed``; when
+        interrupted, 130 (Ctrl-C) or 143 (SIGTERM), the shell's codes for a death by those signals."""
         if self.interrupted:
             return 143 if self.stopped_by == "SIGTERM" else 130
         counts = self.counts()
@@ -347,6 +359,8 @@ class Report:
             return 1
         if any(counts[v] for v in ("not compared", "not runnable") if v not in set(allowed)):
             return 3
+        if counts["no gather"] and "no gather" not in set(allowed):
+            return 4
         return 0
 
     def as_dict(self) -> dict:

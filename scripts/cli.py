@@ -10,6 +10,8 @@ Exit status:
        lower: a GatherMultiaxis node could not be lowered (the model is written, the report says why)
   2    bad input: a path, file or option the command cannot use; one line on stderr, before any work
   3    check: a case was not compared or not runnable (see --allow)
+  4    check: a case holds no gather to compare ("no gather"; a model with none, or only gathers left), and
+       nothing failed, was not compared or not runnable (see --allow)
   130  interrupted (Ctrl-C): check prints the summary of what ran and writes the partial JSON report
   143  check: stopped by SIGTERM (`kill`): the same as Ctrl-C (summary, partial JSON report, the
        child process stopped)
@@ -445,7 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "With no PATH: ONNX's own node tests that hold a gather, plus the bundled example.",
         epilog="verdicts: passed, failed, not compared (every data set raised on both sides, or none could be "
                "made), not runnable (ORT cannot run the original), builtin wrong (ONNX's reference evaluator "
-               "sides with the rewrite).\n" + __doc__.split("\n\n", 2)[2])
+               "sides with the rewrite), no gather (nothing was rewritten, so nothing to compare).\n" + __doc__.split("\n\n", 2)[2])
     checker.add_argument("paths", nargs="*", metavar="PATH",
                          help="an .onnx file, a backend-test folder (model.onnx + test_data_set_*), or a folder of them")
     checker.add_argument("--fuzz", type=_positive_int, default=0, metavar="N",
@@ -469,8 +471,10 @@ def build_parser() -> argparse.ArgumentParser:
     modes.add_argument("--lowered", dest="mode", action="store_const", const=check.CheckMode.LOWERED,
                          help="run the rewrite lowered to standard ONNX (`lower`) on plain ORT, no custom op library")
     checker.add_argument("--fail-fast", action="store_true", help="stop at the first failed case")
-    checker.add_argument("--allow", action="append", choices=["not compared", "not runnable"], metavar="VERDICT",
-                         help="do not fail the run (exit 3) for this verdict: 'not compared' or 'not runnable' "
+    checker.add_argument("--allow", action="append", choices=["not compared", "not runnable", "no gather"],
+                         metavar="VERDICT",
+                         help="do not fail the run (exit 3, or 4) for this verdict: 'not compared', 'not runnable' "
+                              "or 'no gather' "
                               "(repeatable; with no PATH, 'not runnable' is allowed)")
     checker.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     checker.add_argument("--force", action="store_true", help="overwrite an existing JSON report")

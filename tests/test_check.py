@@ -164,6 +164,33 @@ def test_not_runnable_fails_the_run_unless_allowed(tmp_path, capsys):
     assert status == 0
 
 
+def test_a_model_with_no_gather_is_its_own_verdict(tmp_path, capsys):
+    """Nothing rewritten is nothing compared: "no gather", exit 4 (unless allowed), never "passed"."""
+    relu = make_model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", T.FLOAT, [3])],
+                      [helper.make_tensor_value_info("y", T.FLOAT, [3])])
+    rotary = make_model([helper.make_node("RotaryEmbedding", ["x", "positions", "cos", "sin"], ["y"],
+                                          domain="com.microsoft", name="rope")],
+                        [helper.make_tensor_value_info("x", T.FLOAT, [1, 2, 8]),
+                         helper.make_tensor_value_info("positions", T.INT64, [1, 2]),
+                         helper.make_tensor_value_info("cos", T.FLOAT, [4, 4]),
+                         helper.make_tensor_value_info("sin", T.FLOAT, [4, 4])],
+                        [helper.make_tensor_value_info("y", T.FLOAT, [1, 2, 8])],
+                        extra_opsets=[helper.make_opsetid("com.microsoft", 1)])
+    for model, detail in [(relu, "the model holds no gather"),
+                          (rotary, "inside com.microsoft.RotaryEmbedding: not rewritten")]:
+        path = save(model, tmp_path / "model.onnx")
+        status, report, out = run_check([str(path)], tmp_path, capsys)
+        (result,) = report["results"]
+        assert (status, result["verdict"]) == (4, "no gather"), out
+        assert detail in result["detail"] and report["counts"]["passed"] == 0 and "1 no gather" in out
+        status, _, _ = run_check([str(path), "--allow", "no gather"], tmp_path, capsys)
+        assert status == 0
+    # with a case not compared too, the stronger status wins
+    sevens = save(reshaped_to_rows(7), tmp_path / "sevens.onnx")
+    status, report, _ = run_check([str(path), str(sevens)], tmp_path, capsys)
+    assert status == 3 and report["counts"]["no gather"] == 1
+
+
 def test_builtin_errors_must_be_errors_of_the_rewrite_too():
     node = helper.make_node("Gather", ["data", "indices"], ["out"], axis=0)
     model = make_model([node], [helper.make_tensor_value_info("data", T.FLOAT, [3]),
