@@ -343,7 +343,8 @@ class Report:
 
     def summary_line(self) -> str:
         counts = self.counts()
-        line = ", ".join(f"{counts[v]} {v}" for v in VERDICTS)
+        # "no gather" only when it happened: the five-verdict line users and the README quote stays as it was
+        line = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v != "no gather" or counts[v])
         if self.interrupted:
             line += " (interrupted)"
         return line
