@@ -629,9 +629,6 @@ def register_library(options: ort.SessionOptions) -> ort.SessionOptions:
         return options
 
 
-SPINNING_KEY = "session.intra_op.allow_spinning"
-
-
 def config_entry(options: ort.SessionOptions, key: str) -> str | None:
     """A session config entry of ``options``, or None when it is not set (ORT raises for those)."""
     try:
@@ -640,27 +637,18 @@ def config_entry(options: ort.SessionOptions, key: str) -> str | None:
         return None
 
 
-def quiet_threads(options: ort.SessionOptions) -> ort.SessionOptions:
-    """Turn off the spinning of ORT's intra-op threads unless ``options`` already says something about it:
-    spinning threads fight the Python op for the GIL's holder's core (measured: 6-18x slow states on two
-    cores; 1.25-1.45x without spinning)."""
-    if config_entry(options, SPINNING_KEY) is None:
-        options.add_session_config_entry(SPINNING_KEY, "0")
-    return options
-
-
 def session_options(options: ort.SessionOptions | None = None) -> ort.SessionOptions:
     """An ``onnxruntime.SessionOptions`` with the custom-op library (and GatherMultiaxis) registered,
     for users who build ``onnxruntime.InferenceSession`` themselves (``gathermultiaxis.InferenceSession``
     is the better way: see the README for what this path cannot guarantee).
 
     Pass existing options to add the library to them; calling it again on the same options is a no-op
-    (registering the library twice would make session creation fail). Spinning of the intra-op threads
-    is turned off unless the options set ``session.intra_op.allow_spinning``. The first call runs
+    (registering the library twice would make session creation fail). Threading stays as the options
+    say (ORT's defaults: see the README, "No threading changes"). The first call runs
     ``guard_onnxruntime_sessions()``. Thread-safe.
     """
     with _lock:
         guard_onnxruntime_sessions()
-        options = register_library(quiet_threads(ort.SessionOptions() if options is None else options))
+        options = register_library(ort.SessionOptions() if options is None else options)
         _guarded_options.add(options)
         return options

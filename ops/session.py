@@ -529,9 +529,8 @@ _REFUSED_KEYS = ("session.optimized_model_filepath", "session.save_model_format"
 def own_options(options: ort.SessionOptions | None) -> ort.SessionOptions:
     """The options the session is created with: ``options`` itself when ``session_options()`` registered the
     library on it, else a copy of its public properties and of every config entry ORT reads
-    (``CONFIG_KEYS``), with the library registered. Either way intra-op spinning is off unless the
-    options set ``session.intra_op.allow_spinning`` (a Python op holding the GIL and spinning ORT threads
-    fight over a small machine's cores).
+    (``CONFIG_KEYS``), with the library registered. Nothing else is added: ORT's threading defaults
+    (spinning included) measured best for the op (README, "No threading changes").
 
     Why a copy: onnxruntime-extensions (0.15) crashes at session creation on options where its library
     was registered before a PyOp was defined (the user's own registration, for its tokenizers, say, made
@@ -542,7 +541,7 @@ def own_options(options: ort.SessionOptions | None) -> ort.SessionOptions:
     if options is not None:
         _refuse_model_writing(options)
     if options is not None and ortop.registered_by_us(options):
-        return ortop.quiet_threads(options)
+        return options
     copy = ort.SessionOptions()
     if options is not None:
         for name in _OPTION_PROPERTIES:
@@ -552,7 +551,7 @@ def own_options(options: ort.SessionOptions | None) -> ort.SessionOptions:
             if value is not None:
                 copy.add_session_config_entry(key, value)
     _own_copies.add(copy)
-    return ortop.register_library(ortop.quiet_threads(copy))
+    return ortop.register_library(copy)
 
 
 def _refuse_model_writing(options: ort.SessionOptions) -> None:

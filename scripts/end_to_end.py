@@ -3,10 +3,10 @@
 Three columns per model, all with ORT's default session options: the original on plain ORT (builtin
 gathers); the ``rewrite --ort-optimize`` model in ``gathermultiaxis.InferenceSession``; and that rewrite
 lowered to standard ONNX ops (``graphs.lower_model``, static ranks only) on plain ORT. Each model is
-timed in ``processes`` fresh processes (a slow state of one process counts), the processes of all
-models interleaved (model A, model B, ..., model A, ...), and inside a process the three sessions
-interleaved round-robin. Reported: medians over all repeats of all processes, the ratios of medians,
-and their spread (the lowest and highest ratio of one process); a geometric-mean row over the models.
+timed in ``processes`` rounds of fresh processes, one process per column (a slow state of one
+process counts; see ``measure_in_this_process`` for why one session per process), the rounds
+interleaving every model and column. Reported: medians over all repeats of all rounds, the ratios of
+medians, and their spread (the lowest and highest ratio of one round); a geometric-mean row.
 
 Inputs: ``MODEL.inputs.npz`` beside the model when there is one (``gathermultiaxis bench
 --build-exports`` writes them), else generated inputs whose symbolic dims take (batch, sequence).
@@ -36,8 +36,8 @@ class ModelRow:
     bit_identical: bool           # rewritten (InferenceSession) against the original, every process
     lowered_bit_identical: bool | None  # None: lowering left a GatherMultiaxis (or failed)
     median_ms: dict[str, float] = field(default_factory=dict)
-    ratios: dict[str, float] = field(default_factory=dict)  # "rewritten / builtin", "lowered / builtin": per-process median
-    spread: dict[str, tuple[float, float]] = field(default_factory=dict)  # per-process ratio min, max
+    ratios: dict[str, float] = field(default_factory=dict)  # "rewritten / builtin", "lowered / builtin": median over rounds
+    spread: dict[str, tuple[float, float]] = field(default_factory=dict)  # per-round ratio min, max
     processes: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -64,37 +64,57 @@ def _feeds(path: Path, model, batch: int, sequence: int) -> tuple[dict, str]:
     return generated_inputs(model, 0, sequence, shapes), f"[{batch}, {sequence}]"
 
 
-def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: int = 16) -> dict:
-    """One process's measurement of one model (the child's task): samples in ms per column."""
+def _sessions_and_feeds(path: str, batch: int, sequence: int):
     import onnx
-    import onnxruntime as ort
 
     from .graphs import lower_model, rewrite_model
-    from .harness import bit_identical
-    from .ops import InferenceSession
 
     model = onnx.load(path)
     feeds, shape = _feeds(Path(path), model, batch, sequence)
     rewritten, report = rewrite_model(model, ort_optimize=True)
     static, _ = rewrite_model(model, ort_optimize=True, runtime_alignment=False)
     lowered, lowering = lower_model(static)
+    return {"builtin": model, "rewritten": rewritten, "lowered": lowered}, feeds, shape, report, lowering
+
+
+def _session(column: str, model):
+    import onnxruntime as ort
+
+    from .ops import InferenceSession
+
     providers = ["CPUExecutionProvider"]
-    sessions = {"builtin": ort.InferenceSession(model.SerializeToString(), providers=providers),
-                "rewritten": InferenceSession(rewritten, providers=providers),
-                "lowered": ort.InferenceSession(lowered.SerializeToString(), providers=providers)}
-    want = sessions["builtin"].run(None, feeds)
-    same = {name: all(bit_identical(a, b) for a, b in zip(sessions[name].run(None, feeds), want))
-            for name in ("rewritten", "lowered")}
-    samples: dict[str, list[float]] = {name: [] for name in sessions}
-    for sess in sessions.values():
-        sess.run(None, feeds)  # warm-up
+    if column == "rewritten":
+        return InferenceSession(model, providers=providers)
+    return ort.InferenceSession(model.SerializeToString(), providers=providers)
+
+
+def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: int = 16,
+                            column: str = "builtin") -> dict:
+    """One process's measurement of one column of one model (the child's task): samples in ms.
+
+    The process holds only that column's session while it times: ORT's intra-op threads keep spinning
+    for tens of milliseconds after a run, so a second session timed right after another one in the same
+    process shares the cores with the first one's spinning threads (measured: a 40 ms BERT ran 1.7x
+    slower after another session's run, with or without a 20 ms pause). The outputs are compared with
+    the original's first, by a builtin session deleted (its threads joined) before the timing."""
+    from .harness import bit_identical
+
+    models, feeds, shape, report, lowering = _sessions_and_feeds(path, batch, sequence)
+    same = None
+    if column != "builtin" and not (column == "lowered" and lowering.left):
+        reference = _session("builtin", models["builtin"])
+        want = reference.run(None, feeds)
+        del reference
+    sess = _session(column, models[column])
+    if column != "builtin" and not (column == "lowered" and lowering.left):
+        same = all(bit_identical(a, b) for a, b in zip(sess.run(None, feeds), want))
+    samples: list[float] = []
+    sess.run(None, feeds)  # warm-up
     for _ in range(repeats):
-        for name, sess in sessions.items():
-            start = time.perf_counter()
-            sess.run(None, feeds)
-            samples[name].append((time.perf_counter() - start) * 1e3)
-    return {"shape": shape, "rewritten_gathers": report.rewritten, "bit_identical": same["rewritten"],
-            "lowered_bit_identical": same["lowered"] if not lowering.left else None,
+        start = time.perf_counter()
+        sess.run(None, feeds)
+        samples.append((time.perf_counter() - start) * 1e3)
+    return {"shape": shape, "rewritten_gathers": report.rewritten, "column": column, "bit_identical": same,
             "lowering_left": lowering.left, "samples": samples}
 
 
@@ -104,46 +124,53 @@ def _child_environment() -> dict[str, str]:
     return child_environment()
 
 
-def _measure_in_child(path: Path, repeats: int, batch: int, sequence: int) -> dict:
+def _measure_in_child(path: Path, repeats: int, batch: int, sequence: int, column: str) -> dict:
     code = ("import json, sys; from gathermultiaxis.end_to_end import measure_in_this_process; "
-            f"print(json.dumps(measure_in_this_process({str(path)!r}, {repeats}, {batch}, {sequence})))")
+            f"print(json.dumps(measure_in_this_process({str(path)!r}, {repeats}, {batch}, {sequence}, {column!r})))")
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_child_environment())
     if child.returncode != 0:
-        return {"error": (child.stderr.strip().splitlines() or [f"exit status {child.returncode}"])[-1]}
+        return {"error": (child.stderr.strip().splitlines() or [f"exit status {child.returncode}"])[-1],
+                "column": column}
     return json.loads(child.stdout.strip().splitlines()[-1])
 
 
 def run(items: list[str], repeats: int = 201, processes: int = 2, batch: int = 1, sequence: int = 16,
         progress=None) -> list[ModelRow]:
-    """Measure every model of ``items`` (files or folders) in ``processes`` fresh processes each, interleaved."""
+    """Measure every model of ``items`` (files or folders): each column of each model in ``processes``
+    fresh processes, run one after another in rounds (round 1: model A builtin, rewritten, lowered,
+    model B ...; round 2: the same again), so drift of the machine falls on every column alike."""
     paths = model_paths(items)
-    measured: dict[Path, list[dict]] = {path: [] for path in paths}
+    measured: dict[Path, list[dict[str, dict]]] = {path: [] for path in paths}
     for round_number in range(processes):
         for path in paths:
             if progress:
-                progress(f"{path.name} (process {round_number + 1} of {processes})")
-            measured[path].append(_measure_in_child(path, repeats, batch, sequence))
-    return [_row(path, runs) for path, runs in measured.items()]
+                progress(f"{path.name} (round {round_number + 1} of {processes})")
+            measured[path].append({column: _measure_in_child(path, repeats, batch, sequence, column)
+                                   for column in COLUMNS})
+    return [_row(path, rounds) for path, rounds in measured.items()]
 
 
-def _row(path: Path, runs: list[dict]) -> ModelRow:
-    good = [r for r in runs if "error" not in r]
-    row = ModelRow(path.name, good[0]["shape"] if good else "-", good[0]["rewritten_gathers"] if good else 0,
-                   bool(good) and all(r["bit_identical"] for r in good),
-                   None if not good or any(r["lowered_bit_identical"] is None for r in good)
-                   else all(r["lowered_bit_identical"] for r in good), processes=len(good))
-    row.notes = [f"a process failed: {r['error']}" for r in runs if "error" in r]
+def _row(path: Path, rounds: list[dict[str, dict]]) -> ModelRow:
+    runs = [run for one_round in rounds for run in one_round.values()]
+    good = [one_round for one_round in rounds if not any("error" in r for r in one_round.values())]
+    first = good[0]["rewritten"] if good else {}
+    lowering_left = bool(good) and any(r["lowering_left"] for one_round in good for r in one_round.values())
+    row = ModelRow(path.name, first.get("shape", "-"), first.get("rewritten_gathers", 0),
+                   bool(good) and all(r["rewritten"]["bit_identical"] for r in good),
+                   None if not good or lowering_left else all(r["lowered"]["bit_identical"] for r in good),
+                   processes=len(good))
+    row.notes = [f"a process ({r['column']}) failed: {r['error']}" for r in runs if "error" in r]
     if not good:
         return row
-    if any(r["lowering_left"] for r in good):
-        row.notes.append(f"lowering left {good[0]['lowering_left']} GatherMultiaxis node(s)")
+    if lowering_left:
+        row.notes.append(f"lowering left {first['lowering_left']} GatherMultiaxis node(s)")
     for name in COLUMNS:
-        row.median_ms[name] = float(np.median([s for r in good for s in r["samples"][name]]))
+        row.median_ms[name] = float(np.median([s for r in good for s in r[name]["samples"]]))
     for name in ("rewritten", "lowered"):
         key = f"{name} / builtin"
-        per_process = [float(np.median(r["samples"][name]) / np.median(r["samples"]["builtin"])) for r in good]
-        row.ratios[key] = float(np.median(per_process))
-        row.spread[key] = (min(per_process), max(per_process))
+        per_round = [float(np.median(r[name]["samples"]) / np.median(r["builtin"]["samples"])) for r in good]
+        row.ratios[key] = float(np.median(per_round))
+        row.spread[key] = (min(per_round), max(per_round))
     return row
 
 
@@ -163,7 +190,7 @@ def format_rows(rows: list[ModelRow]) -> str:
         return "n/a" if value is None else ("yes" if value else "NO")
 
     lines = ["| model | inputs | gathers rewritten | bit-identical (rewritten / lowered) | builtin ms | "
-             "rewritten ms | lowered ms | rewritten / builtin [per-process min-max] | lowered / builtin |",
+             "rewritten ms | lowered ms | rewritten / builtin [per-round min-max] | lowered / builtin |",
              "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         ms = (lambda name: f"{row.median_ms[name]:.3f}" if name in row.median_ms else "n/a")

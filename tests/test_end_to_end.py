@@ -18,7 +18,7 @@ def test_end_to_end_bundled_example(tmp_path, capsys):
         "gathers.onnx", "[1, 16]", 6, True, 1)
     assert set(row["median_ms"]) == {"builtin", "rewritten", "lowered"} and min(row["median_ms"].values()) > 0
     low, high = row["spread"]["rewritten / builtin"]
-    assert low == row["ratios"]["rewritten / builtin"] == high  # one process
+    assert low == row["ratios"]["rewritten / builtin"] == high  # one round
     out = capsys.readouterr().out
     assert "| gathers.onnx | [1, 16] | 6 | yes / " in out and "| geometric mean |" in out
 
