@@ -26,9 +26,11 @@ from .examples import EXAMPLE_PATH, example_inputs
 from .graphs import GATHER_OPS, holds_gather
 from .graphs.io import path_kind, read_model
 
-# Symbolic dims take these sizes in turn, until the original model accepts the generated inputs
-# (3 first: small, and not 1, which would hide broadcasting mistakes).
+# Symbolic dims start at the first of these sizes (3: small, and not 1, which would hide broadcasting
+# mistakes); while the original model refuses the generated inputs, one dim name at a time takes the
+# others (see ``symbolic_size_attempts``).
 SYMBOLIC_SIZES = (3, 1, 8, 64, 512, 4096)
+MAX_SIZE_ATTEMPTS = 64  # generated data sets tried per case before it is "not compared"
 GENERATED_BYTES_LIMIT = 1 << 30  # per data set: a declared [100000, 100000] input is not generated
 
 
@@ -338,13 +340,57 @@ def _index_bounds(model: ModelProto, sizes: dict[str, list[int]]) -> dict[str, i
 
 def _static_size(dim) -> int | None:
     """A declared dim's size, or None when it is symbolic (a dim_param, no value, or the negative
-    dim_value -1 that some exporters write for a dynamic dim)."""
-    return dim.dim_value if dim.HasField("dim_value") and dim.dim_value >= 0 else None
+    dim_value -1 that some exporters write for a dynamic dim). A purely numeric dim_param ("16": the
+    transformers exporters name head counts and sizes so) is that size."""
+    if dim.HasField("dim_value") and dim.dim_value >= 0:
+        return dim.dim_value
+    return int(dim.dim_param) if dim.HasField("dim_param") and dim.dim_param.isdigit() else None
 
 
-def _input_shapes(model: ModelProto, symbolic_size: int, given: dict[str, tuple[int, ...]]) -> dict[str, list[int]]:
+def _fed_tensor_dims(model: ModelProto, given: dict[str, tuple[int, ...]]):
+    fed = set(feed_names(model))
+    for value in model.graph.input:
+        if value.name in fed and value.name not in given and value.type.HasField("tensor_type"):
+            yield from value.type.tensor_type.shape.dim
+
+
+def symbolic_dim_names(model: ModelProto, given: dict[str, tuple[int, ...]]) -> list[str]:
+    """The names of the symbolic dims of the inputs to generate, in order of first appearance."""
+    names: dict[str, None] = {}
+    for dim in _fed_tensor_dims(model, given):
+        if _static_size(dim) is None and dim.dim_param:
+            names.setdefault(dim.dim_param)
+    return list(names)
+
+
+def symbolic_size_attempts(model: ModelProto, given: dict[str, tuple[int, ...]]) -> list[tuple[int, dict[str, int]]]:
+    """The (default size, size per dim name) pairs to generate inputs with, in order, until the original
+    model accepts them: every name at SYMBOLIC_SIZES[0]; then one name at a time at another size, the
+    others kept (a name's candidates: the sums of two other names' sizes first, as a total length is a
+    past length plus a new one, then SYMBOLIC_SIZES); then every name at each of SYMBOLIC_SIZES, as
+    before names were kept apart. At most MAX_SIZE_ATTEMPTS."""
+    if not any(_static_size(dim) is None for dim in _fed_tensor_dims(model, given)):
+        return [(SYMBOLIC_SIZES[0], {})]
+    names = symbolic_dim_names(model, given)
+    start = {name: SYMBOLIC_SIZES[0] for name in names}
+    attempts = [(SYMBOLIC_SIZES[0], start)]
+    for name in names:
+        others = [start[other] for other in names if other != name]
+        sums = sorted({a + b for i, a in enumerate(others) for b in others[i + 1:]})
+        for size in dict.fromkeys(sums + list(SYMBOLIC_SIZES[1:])):
+            if size != start[name]:
+                attempts.append((SYMBOLIC_SIZES[0], {**start, name: size}))
+    attempts += [(size, {name: size for name in names}) for size in SYMBOLIC_SIZES[1:]]
+    if len(attempts) > MAX_SIZE_ATTEMPTS:  # keep the every-name-alike tail: it was the whole search before
+        attempts = attempts[:MAX_SIZE_ATTEMPTS - len(SYMBOLIC_SIZES) + 1] + attempts[-(len(SYMBOLIC_SIZES) - 1):]
+    return attempts
+
+
+def _input_shapes(model: ModelProto, symbolic_size: int, given: dict[str, tuple[int, ...]],
+                  dim_sizes: dict[str, int] | None = None) -> dict[str, list[int]]:
     shapes = {}
     fed = set(feed_names(model))
+    dim_sizes = dim_sizes or {}
     for value in model.graph.input:
         if value.name not in fed:
             continue
@@ -357,16 +403,18 @@ def _input_shapes(model: ModelProto, symbolic_size: int, given: dict[str, tuple[
         elif not value.type.tensor_type.HasField("shape"):
             raise CannotGenerate(f"input {value.name!r} has no declared shape: give --input-shapes {value.name}:[...]")
         else:
-            shapes[value.name] = [symbolic_size if _static_size(d) is None else _static_size(d)
-                                  for d in value.type.tensor_type.shape.dim]
+            shapes[value.name] = [dim_sizes.get(d.dim_param, symbolic_size) if _static_size(d) is None
+                                  else _static_size(d) for d in value.type.tensor_type.shape.dim]
     return shapes
 
 
 def generated_inputs(model: ModelProto, seed: int = 0, symbolic_size: int = 3,
-                     given_shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
-    """Seeded inputs for a model without test data; index inputs of gathers stay in range. Raises
-    CannotGenerate for inputs that are not tensors, have no shape, or would be too large."""
-    shapes = _input_shapes(model, symbolic_size, given_shapes or {})
+                     given_shapes: dict[str, tuple[int, ...]] | None = None,
+                     dim_sizes: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Seeded inputs for a model without test data; index inputs of gathers stay in range. Symbolic dims
+    named in ``dim_sizes`` take that size, the others ``symbolic_size``. Raises CannotGenerate for
+    inputs that are not tensors, have no shape, or would be too large."""
+    shapes = _input_shapes(model, symbolic_size, given_shapes or {}, dim_sizes)
     types = {value.name: value.type.tensor_type.elem_type for value in model.graph.input}
     dtypes = {name: np.dtype(object) if types[name] == TensorProto.STRING else
               helper.tensor_dtype_to_np_dtype(types[name]) for name in shapes}
@@ -393,8 +441,3 @@ def generated_inputs(model: ModelProto, seed: int = 0, symbolic_size: int = 3,
             values = rng.standard_normal(shape)
         feeds[name] = np.asarray(values).astype(dtype)  # a 0-d array, never a NumPy scalar, for rank 0
     return feeds
-
-
-def has_symbolic_dims(model: ModelProto, given: dict[str, tuple[int, ...]]) -> bool:
-    return any(_static_size(d) is None for value in model.graph.input if value.name not in given
-               and value.type.HasField("tensor_type") for d in value.type.tensor_type.shape.dim)

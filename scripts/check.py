@@ -40,8 +40,8 @@ import numpy as np
 from onnx import ModelProto
 
 from . import fuzz
-from .cases import (SYMBOLIC_SIZES, CannotGenerate, CheckCase, DataSet, FileSource, InputOptions,
-                    generated_inputs, has_symbolic_dims, load_case)
+from .cases import (CannotGenerate, CheckCase, DataSet, FileSource, InputOptions, generated_inputs, load_case,
+                    symbolic_size_attempts)
 from .graphs import lower_model, rewrite_model
 from .graphs.io import one_line
 from .graphs.ortopt import OrtOptimizeError, ort_optimize
@@ -216,13 +216,23 @@ class _Comparison:
         return True
 
 
-def _generated_data_sets(case: CheckCase, options: InputOptions) -> Iterable[tuple[DataSet, bool]]:
-    """Generated inputs, one symbolic size after another while the original refuses them; yields
-    (data set, last attempt)."""
-    sizes = SYMBOLIC_SIZES if has_symbolic_dims(case.model, options.shapes) else SYMBOLIC_SIZES[:1]
-    for number, size in enumerate(sizes):
-        feeds = generated_inputs(case.model, options.seed, size, options.shapes)
-        yield DataSet(feeds), number == len(sizes) - 1
+def _generated_data_sets(case: CheckCase, options: InputOptions) -> Iterable[DataSet]:
+    """Generated inputs, one size attempt after another (``symbolic_size_attempts``), for the caller to
+    stop at the first the original accepts. An attempt over the memory cap is skipped; when every one
+    is, the first one's CannotGenerate says why."""
+    too_large, generated = None, False
+    for size, dim_sizes in symbolic_size_attempts(case.model, options.shapes):
+        try:
+            feeds = generated_inputs(case.model, options.seed, size, options.shapes, dim_sizes)
+        except CannotGenerate as reason:
+            if "would take" not in str(reason):  # not a size problem: no other size helps
+                raise
+            too_large = too_large or reason
+            continue
+        generated = True
+        yield DataSet(feeds)
+    if not generated and too_large is not None:
+        raise too_large
 
 
 def check_case(case: CheckCase, options: InputOptions = InputOptions(),
@@ -280,16 +290,19 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
                 if not comparison.compare(number, data_set, *comparison.run_builtin(number, data_set)):
                     return result
         else:
-            first_refused = None
-            for data_set, last in _generated_data_sets(case, options):
+            first_refused, accepted = None, False
+            for data_set in _generated_data_sets(case, options):
                 want, want_error = comparison.run_builtin(0, data_set)
                 if want_error is None:
                     if not comparison.compare(0, data_set, want, None):
                         return result
+                    accepted = True
                     break
                 first_refused = first_refused or (data_set, want_error)
-                if last and not comparison.compare(0, first_refused[0], None, first_refused[1]):
-                    return result
+            # the original refused every attempt: the rewrite must refuse the first one too
+            if not accepted and first_refused and not comparison.compare(0, first_refused[0], None,
+                                                                         first_refused[1]):
+                return result
     except CannotGenerate as reason:
         result.verdict, result.detail = "not compared", str(reason)
         return result

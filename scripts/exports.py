@@ -35,9 +35,10 @@ def _export(module, feeds: dict[str, np.ndarray], path: Path, dynamo: bool, symb
     import torch
 
     args = tuple(torch.from_numpy(value) for value in feeds.values())
-    options = {"external_data": False} if dynamo else {
-        "dynamic_axes": {name: {0: "batch", 1: "sequence"} for name, value in feeds.items()
-                         if value.ndim == 2 and symbolic}}
+    lengths = [value.shape[1] for value in feeds.values() if value.ndim == 2]
+    options = {"external_data": False} if dynamo else {  # one dim name per length (ORT holds a name to one size)
+        "dynamic_axes": {name: {0: "batch", 1: "sequence" if value.shape[1] == lengths[0] else f"{name}_length"}
+                         for name, value in feeds.items() if value.ndim == 2 and symbolic}}
     with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
         torch.onnx.export(module.eval(), args, str(path), input_names=list(feeds), dynamo=dynamo, opset_version=18,
                           **options)
@@ -78,7 +79,7 @@ def _gpt2(path: Path, dynamo: bool) -> dict:
     return feeds
 
 
-def _seq2seq(path: Path, architecture: str) -> dict:
+def _seq2seq(path: Path, architecture: str, dynamo: bool = True) -> dict:
     import transformers
 
     if architecture == "t5":
@@ -92,51 +93,105 @@ def _seq2seq(path: Path, architecture: str) -> dict:
         model = transformers.BartForConditionalGeneration(config)
     feeds = {"input_ids": _ids(BATCH, SEQUENCE), "attention_mask": np.ones((BATCH, SEQUENCE), np.int64),
              "decoder_input_ids": _ids(BATCH, 8)}
-    _export(_logits(model, list(feeds), use_cache=False), feeds, path, dynamo=True)
+    _export(_logits(model, list(feeds), use_cache=False), feeds, path, dynamo)
     return feeds
 
 
-def _llama_decode(path: Path) -> dict:
-    """One decode step with a KV cache: a new token over PAST cached positions (past keys and values in,
-    the grown cache out)."""
-    import torch
-    from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+_DECODERS = {  # transformers classes by architecture, and the tiny config of each
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(n_embd=64, n_layer=2, n_head=2, n_positions=128)),
+    **{name: (config, model, dict(_TINY, num_key_value_heads=1, max_position_embeddings=128, **extra))
+       for name, config, model, extra in (("llama", "LlamaConfig", "LlamaForCausalLM", {}),
+                                          ("qwen2", "Qwen2Config", "Qwen2ForCausalLM", {}),
+                                          ("phi3", "Phi3Config", "Phi3ForCausalLM", {"pad_token_id": 0}),
+                                          ("mistral", "MistralConfig", "MistralForCausalLM", {}))},
+}
 
-    config = LlamaConfig(vocab_size=VOCAB, num_key_value_heads=1, max_position_embeddings=128, **_TINY)
-    model = LlamaForCausalLM(config)
-    layers, heads, head_dim = config.num_hidden_layers, config.num_key_value_heads, 64 // 2
+
+def decoder_step(path: Path, architecture: str, dynamo: bool, symbolic: bool = True, batch: int = BATCH,
+                 sequence: int = 1, past: int = PAST) -> dict:
+    """One decode step with a KV cache: ``sequence`` new tokens over ``past`` cached positions (input ids,
+    attention mask over past + new positions, position ids, and each layer's past keys and values in;
+    the logits and the grown cache out), for an architecture of ``_DECODERS``.
+
+    With ``symbolic``, batch, sequence and past lengths are symbolic dims, as decoders are exported for
+    generation: the TorchScript exporter names them (``batch``, ``sequence``, ``total_sequence`` for the
+    mask, ``past_sequence``); the dynamo one is given ``Dim.AUTO`` and writes its own names (``s23``...),
+    one per input dim it could not prove equal (the mask's length is one of them). The dynamo exporter
+    specialises dims of size 0 or 1, so give it ``batch`` and ``sequence`` of 2 or more."""
+    import torch
+    import transformers
+
+    config_name, model_name, options = _DECODERS[architecture]
+    config = getattr(transformers, config_name)(vocab_size=VOCAB, **options)
+    model = getattr(transformers, model_name)(config).eval()
+    layers = config.num_hidden_layers
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = config.hidden_size // config.num_attention_heads
     rng = np.random.default_rng(1)
-    feeds = {"input_ids": _ids(BATCH, 1), "attention_mask": np.ones((BATCH, PAST + 1), np.int64),
-             "position_ids": np.full((BATCH, 1), PAST, np.int64)}
+    feeds = {"input_ids": rng.integers(1, VOCAB, (batch, sequence), dtype=np.int64),
+             "attention_mask": np.ones((batch, past + sequence), np.int64),
+             "position_ids": np.tile(np.arange(past, past + sequence, dtype=np.int64), (batch, 1))}
     for layer in range(layers):
         for kind in ("key", "value"):
-            feeds[f"past_{kind}_{layer}"] = rng.standard_normal((BATCH, heads, PAST, head_dim)).astype(np.float32)
+            feeds[f"past_{kind}_{layer}"] = rng.standard_normal((batch, heads, past, head_dim)).astype(np.float32)
 
     class Step(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.model = model
 
-        def forward(self, input_ids, attention_mask, position_ids, *past):
-            cache = DynamicCache(config=config)
+        def forward(self, input_ids, attention_mask, position_ids, *cached):
+            cache = transformers.DynamicCache(config=config)
             for layer in range(layers):
-                cache.update(past[2 * layer], past[2 * layer + 1], layer)
+                cache.update(cached[2 * layer], cached[2 * layer + 1], layer)
             out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                              past_key_values=cache, use_cache=True)
             grown = out.past_key_values
             return (out.logits, *(t for layer in range(layers) for t in (grown.layers[layer].keys,
                                                                          grown.layers[layer].values)))
 
-    _export(Step(), feeds, path, dynamo=False, symbolic=False)  # the step's shapes are its point
+    args = tuple(torch.from_numpy(value) for value in feeds.values())
+    if not symbolic:
+        options = {"dynamo": dynamo, **({"external_data": False} if dynamo else {})}
+    elif dynamo:
+        auto = torch.export.Dim.AUTO
+        options = {"dynamo": True, "external_data": False, "dynamic_shapes": {
+            **{name: {0: auto, 1: auto} for name in ("input_ids", "attention_mask", "position_ids")},
+            "cached": tuple({0: auto, 2: auto} for _ in range(2 * layers))}}
+    else:
+        axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "total_sequence"},
+                "position_ids": {0: "batch", 1: "sequence"}}
+        options = {"dynamo": False, "dynamic_axes": {**axes, **{name: {0: "batch", 2: "past_sequence"}
+                                                               for name in list(feeds)[3:]}}}
+    with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
+        torch.onnx.export(Step(), args, str(path), input_names=list(feeds), opset_version=18, **options)
     return feeds
 
 
-def _vit(path: Path) -> dict:
+def _llama_decode(path: Path) -> dict:
+    """A Llama decode step, static shapes (the step's shapes are its point: one token over PAST)."""
+    return decoder_step(path, "llama", dynamo=False, symbolic=False)
+
+
+def _vit(path: Path, dynamo: bool = True) -> dict:
     from transformers import ViTConfig, ViTForImageClassification
 
     model = ViTForImageClassification(ViTConfig(image_size=32, patch_size=8, num_channels=3, num_labels=10, **_TINY))
     feeds = {"pixel_values": np.random.default_rng(2).standard_normal((BATCH, 3, 32, 32)).astype(np.float32)}
-    _export(_logits(model, list(feeds)), feeds, path, dynamo=True)
+    _export(_logits(model, list(feeds)), feeds, path, dynamo)
+    return feeds
+
+
+def _swin(path: Path, dynamo: bool = True) -> dict:
+    """Swin: its relative position bias is a Gather from a constant table (ViT's one Gather reads the
+    hidden states). Eager attention: the dynamo exporter fails on the SDPA path."""
+    from transformers import SwinConfig, SwinForImageClassification
+
+    config = SwinConfig(image_size=32, patch_size=4, num_channels=3, embed_dim=32, depths=[1, 1], num_heads=[2, 2],
+                        window_size=4, num_labels=10)
+    model = SwinForImageClassification._from_config(config, attn_implementation="eager")
+    feeds = {"pixel_values": np.random.default_rng(4).standard_normal((BATCH, 3, 32, 32)).astype(np.float32)}
+    _export(_logits(model, list(feeds)), feeds, path, dynamo)
     return feeds
 
 
@@ -176,11 +231,29 @@ EXPORTS: dict[str, Callable[[Path], dict]] = {
     "hummingbird_gbdt_tree_trav": _tree_ensemble,
 }
 
+# The TorchScript counterparts of the dynamo exports above, and Swin both ways (tests/test_real_exports.py
+# exports every architecture both ways; not part of the default ``--build-exports`` set).
+TORCHSCRIPT_EXPORTS: dict[str, Callable[[Path], dict]] = {
+    "bert_torchscript": functools.partial(_bert, dynamo=False),
+    "t5_torchscript": functools.partial(_seq2seq, architecture="t5", dynamo=False),
+    "vit_torchscript": functools.partial(_vit, dynamo=False),
+    "swin_dynamo": _swin,
+    "swin_torchscript": functools.partial(_swin, dynamo=False),
+}
+
+# Decode steps with symbolic batch, sequence and past lengths, as exported for generation (the tests of
+# ``check``'s generated inputs build them; not part of the default ``--build-exports`` set).
+DECODER_EXPORTS: dict[str, Callable[[Path], dict]] = {
+    f"{architecture}_kv_{exporter}": functools.partial(decoder_step, architecture=architecture,
+                                                       dynamo=exporter == "dynamo", batch=2, sequence=2)
+    for architecture in _DECODERS for exporter in ("dynamo", "torchscript")
+}
+
 
 def build_exports(folder: str | Path, names: list[str] | None = None,
                   progress: Callable[[str], None] | None = None) -> tuple[list[Path], dict[str, str]]:
     """Write ``NAME.onnx`` and ``NAME.inputs.npz`` into ``folder`` for each of ``names`` (default: all of
-    ``EXPORTS``); returns the written models and, by name, why the others were not built."""
+    ``EXPORTS``; ``TORCHSCRIPT_EXPORTS`` and ``DECODER_EXPORTS`` by name); returns the written models and, by name, why the others were not built."""
     import onnx
 
     folder = Path(folder)
@@ -190,7 +263,7 @@ def build_exports(folder: str | Path, names: list[str] | None = None,
             progress(name)
         path = folder / f"{name}.onnx"
         try:
-            feeds = EXPORTS[name](path)
+            feeds = {**EXPORTS, **TORCHSCRIPT_EXPORTS, **DECODER_EXPORTS}[name](path)
             onnx.checker.check_model(str(path))
         except ImportError as error:
             skipped[name] = f"not installed: {error.name or error}"
