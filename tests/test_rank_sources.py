@@ -11,6 +11,7 @@ from sessions import assert_rewrite_matches
 from support import make_model
 
 from gathermultiaxis.graphs import rewrite_model
+from gathermultiaxis.roundtrip import check_lowered
 
 T = TensorProto
 RNG = np.random.default_rng(17)
@@ -228,9 +229,11 @@ def test_dlrm_embedding_bags_at_opset_11(shapes):
     for batch, (n0, n1) in [(2, (4, 2)), (3, (7, 3)), (1, (1, 5))]:
         offsets0 = np.sort(np.concatenate([[0], RNG.integers(0, n0 + 1, batch - 1)]))
         offsets1 = np.sort(np.concatenate([[0], RNG.integers(0, n1 + 1, batch - 1)]))
-        assert_rewrite_matches(model, {"dense": RNG.standard_normal((batch, 3)).astype(np.float32),
-                                       "ids0": RNG.integers(0, 20, n0), "offsets0": offsets0,
-                                       "ids1": RNG.integers(0, 20, n1), "offsets1": offsets1})
+        feeds = {"dense": RNG.standard_normal((batch, 3)).astype(np.float32), "ids0": RNG.integers(0, 20, n0),
+                 "offsets0": offsets0, "ids1": RNG.integers(0, 20, n1), "offsets1": offsets1}
+        assert_rewrite_matches(model, feeds)
+        lowered = check_lowered(model, feeds)  # rewrite, lower (Loop bodies too), plain ORT: bit-exact
+        assert (lowered.verdict, lowered.left) == ("passed", 0), lowered.detail
 
 
 # ---- gathers inside other domains' ops are rows of the report ----------------------------------------------
@@ -317,7 +320,10 @@ def test_dynamo_exports_need_no_run_time_alignment(name):
     rewritten, report = rewrite_model(model, runtime_alignment=False)
     assert report.left == 0 and report.runtime_aligned == 0, report.table()
     assert InferenceSession(rewritten.SerializeToString()).bound_tables > 0
-    assert_rewrite_matches(model, {model.graph.input[0].name: RNG.integers(0, 1000, (2, 7))})
+    feeds = {model.graph.input[0].name: RNG.integers(0, 1000, (2, 7))}
+    assert_rewrite_matches(model, feeds)
+    lowered = check_lowered(model, feeds)  # rewrite, lower, plain ORT: bit-exact with the original
+    assert (lowered.verdict, lowered.left) == ("passed", 0), lowered.detail
 
 
 @pytest.mark.parametrize("opset", [11, 12])
