@@ -9,6 +9,7 @@ GatherMultiaxis reads its axes from a tensor. Two choices keep every rank case o
   that dimension is squeezed from the output at ``axis + q``.
 * GatherND's data and indices get one trailing size-1 dimension that holds the folded coordinates, so
   a padding dimension always exists; it is squeezed from the output with the index region's padding.
+  Indices with no coordinate (``[..., 0]``: whole slices) are padded to one zero coordinate first.
 
 The squeezed axes are therefore never empty (an empty Squeeze axes input would squeeze every size-1
 dimension). From opset 13 on, Unsqueeze and Squeeze take the computed axes as an input. Below 13 they
@@ -163,6 +164,22 @@ def gather(builder: NodeBuilder, data: str, indices: str, axis: int) -> RuntimeA
     return RuntimeAlignment(data, indices, axes, axes)
 
 
+def _empty_coordinates_as_one(builder: NodeBuilder, m: "_Arith", indices: str, last: str, q: str) -> tuple[str, str]:
+    """GatherND with k = 0 (indices ``[..., 0]``) reads whole slices and no coordinate. Its indices' empty
+    last dimension is padded to size 1 (a zero that no axis reads) so that the dimension holding the
+    folded coordinates exists, as it does for k >= 1 (squeezing a size-0 dimension would fail). The pad
+    is ``k == 0`` at the end of the last axis: nothing otherwise (Pad takes pads as an input from 11).
+    Returns the indices and their last dimension's size as a 1-D vector (``k``, or 1 where k = 0)."""
+    no_coordinates = builder.cast(builder.op("Equal", [last, m.const([0], "k_zero")], "no_coordinates"),
+                                  TensorProto.INT64, "no_coordinates_01")
+    other_pads = m.sub(m.add(q, q, "two_q"), m.const(1, "one_pad"), "other_pads")  # 2q - 1
+    zero = numpy_helper.from_array(np.array([0], np.int64))
+    zeros = builder.op("ConstantOfShape", [m.vector(other_pads, "other_pads_1d")], "pads_head", value=zero)
+    pads = builder.concat([zeros, no_coordinates], "coordinate_pads")
+    return (builder.op("Pad", [indices, pads], "coordinates_or_one"),
+            m.add(last, no_coordinates, "folded_size_1d"))  # Max needs opset 12 for int64
+
+
 def _gather_nd_by_reshape(builder: NodeBuilder, data: str, indices: str, batch_dims: int) -> RuntimeAlignment:
     """``gather_nd`` below opset 13 (GatherND exists from 11): data.shape[:b+k] + ones(M-k) +
     data.shape[b+k:] + [1] for the data, indices.shape[:-1] + ones(A-q) + [k] for the indices, and the
@@ -182,6 +199,7 @@ def _gather_nd_by_reshape(builder: NodeBuilder, data: str, indices: str, batch_d
     tail = builder.slice(data_shape, b_k_1d, m.const([_INT64_MAX], "tail_end"), m.const([0], "tail_axes"),
                          "data_tail")
     index_region = m.cut(indices_shape, 0, -1, "index_region")
+    indices, last = _empty_coordinates_as_one(builder, m, indices, last, q)
     data_ones = m.ones(pad, "data_ones")
     aligned_data = builder.concat([head, data_ones, tail, m.const([1], "data_one_last")], "data_aligned_shape")
     # A - q = r + (M-k) + 1 - q >= 0
@@ -222,6 +240,7 @@ def gather_nd(builder: NodeBuilder, data: str, indices: str, batch_dims: int) ->
     last = builder.slice(builder.shape(indices, "indices_shape"), m.const([-1], "last_start"),
                          m.const([_INT64_MAX], "last_end"), m.const([0], "last_axes"), "coordinate_size_1d")
     k = builder.squeeze(last, [0], "coordinate_size")
+    indices, _ = _empty_coordinates_as_one(builder, m, indices, last, q)
     q_index = m.sub(m.sub(q, m.const(1, "one"), "q_minus_one"), b, "index_dims")    # q-1-b
     region_end = m.add(b, builder.op("Max", [k, q_index], "region"), "region_end")  # b+M
     b_k = m.add(b, k, "indexed_end")                                                # b+k
