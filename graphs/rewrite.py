@@ -522,10 +522,11 @@ def _splice(graph: GraphProto, replacements: dict[int, list[NodeProto]]) -> None
         del graph.node[:]
         graph.node.extend(nodes)
         return
-    for nodes in replacements.values():
-        graph.node.extend(nodes)
+    replaced = len(replacements)
+    for position in list(replacements):  # each list freed once copied in: the peak holds one copy, not two
+        graph.node.extend(replacements.pop(position))
     graph.node.sort(key=lambda node: order[_node_key(node)])
-    del graph.node[len(graph.node) - len(replacements):]  # the replaced nodes, sorted last
+    del graph.node[len(graph.node) - replaced:]  # the replaced nodes, sorted last
 
 
 def _with_elem_type(info: TensorInfo, known: TensorInfo | None) -> TensorInfo:
