@@ -39,9 +39,10 @@ from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_h
 from ..ops.kernel import MODES
 from ..ops.signature import DOMAIN, OP_TYPE
 from .builder import NameScope, NodeBuilder
-from .rewrite import (_all_names, _default_opset, _graph_infos, _inferred, _node_holders, _nodes_within, _subgraphs,
-                      _typing_copy, inline_functions_holding)
+from .inference import graph_infos, inferred, typing_copy
+from .rewrite import inline_functions_holding
 from .rules import INT64_MAX, TensorInfo
+from .walk import all_names, default_opset, drop_unused, node_holders, nodes_within, subgraphs
 
 MIN_OPSET = 7        # "error" mode; the other modes need Where and Less on int64 (and Slice's inputs)
 MODES_MIN_OPSET = 11
@@ -556,14 +557,14 @@ class _Lowerer:
 
     def graph(self, graph: GraphProto, inferred: GraphProto, scope: dict, constants: dict, path: str,
               main: bool = True) -> None:
-        infos = {**scope, **_graph_infos(inferred, main)}
+        infos = {**scope, **graph_infos(inferred, main)}
         self.producers = {output: node for node in graph.node for output in node.output}
         shadowed = {value.name for value in graph.input}  # a subgraph's inputs hide outer constants
         constants = {**{k: v for k, v in constants.items() if k not in shadowed}, **_constant_values(graph)}
         new_nodes: list[NodeProto] = []
         for node, inferred_node in zip(graph.node, inferred.node):
             for attribute, inferred_attribute in zip(node.attribute, inferred_node.attribute):
-                for sub, inferred_sub in zip(_subgraphs(attribute), _subgraphs(inferred_attribute)):
+                for sub, inferred_sub in zip(subgraphs(attribute), subgraphs(inferred_attribute)):
                     self.graph(sub, inferred_sub, infos, constants, f"{path}/{node.name or node.op_type}.{attribute.name}",
                                main=False)
             if not _is_gather_multiaxis(node):
@@ -628,7 +629,7 @@ class _Lowerer:
 
 def _report_function_nodes(model: ModelProto, report: LowerReport, reason: str) -> None:
     for function in model.functions:
-        for node in _nodes_within(function.node):
+        for node in nodes_within(function.node):
             if _is_gather_multiaxis(node):
                 report.outcomes.append(LoweredNode(node.name, f"function {function.name}", False, reason))
 
@@ -636,25 +637,19 @@ def _report_function_nodes(model: ModelProto, report: LowerReport, reason: str) 
 def _drop_unused(model: ModelProto, names: set[str]) -> None:
     """Remove what produces ``names`` (inputs of lowered nodes: axes constants, a widening Cast) when
     nothing uses it any more, and then what only that used (ORT would run such a Cast, and warns about
-    unused initializers). Graph inputs and outputs stay."""
-    holders = list(_node_holders(model))
-    while names:
-        used = {name for holder in holders for node in holder.node for name in node.input}
-        used |= {v.name for holder in holders if isinstance(holder, GraphProto) for v in (*holder.output, *holder.input)}
-        unused, freed = names - used, set()
-        for holder in holders:
-            # by position, in place: protobuf hands out a new wrapper on every access (identity says
-            # nothing), and rebuilding the list would detach the subgraphs held in ``holders``
-            dead = [i for i, n in enumerate(holder.node) if n.output and all(o in unused for o in n.output)]
-            for i in reversed(dead):
-                freed.update(name for name in holder.node[i].input if name)
-                del holder.node[i]
-            if isinstance(holder, GraphProto):
-                kept_inits = [i for i in holder.initializer if i.name not in unused]
-                if len(kept_inits) != len(holder.initializer):
-                    del holder.initializer[:]
-                    holder.initializer.extend(kept_inits)
-        names = freed
+    unused initializers), graph by graph until nothing changes (a subgraph may hold the last reader of
+    an outer name). Graph inputs and outputs stay."""
+    changed = True
+    while changed:
+        changed = False
+        # holders found afresh after each change: drop_unused rebuilds a node list, which detaches the
+        # subgraphs found before
+        for graph in (holder for holder in node_holders(model) if isinstance(holder, GraphProto)):
+            candidates = [node for node in graph.node if any(name in names for name in node.output)]
+            freed = drop_unused(graph, candidates, names, cascade=True, all_initializers=False)
+            if freed:
+                changed, names = True, names | freed
+                break
 
 
 def lower_model(model: ModelProto) -> tuple[ModelProto, LowerReport]:
@@ -672,18 +667,18 @@ def lower_model(model: ModelProto) -> tuple[ModelProto, LowerReport]:
     # Under onnx < 1.19 shape inference stops at a GatherMultiaxis (its schema has no inference there),
     # so ranks behind one are known only once it is lowered: repeat while a pass lowers something and
     # leaves something.
-    names, freed_axes = NameScope(_all_names(result)), set()
+    names, freed_axes = NameScope(all_names(result)), set()
     while True:
         attempt = LowerReport()
-        lowerer = _Lowerer(_default_opset(result), names, attempt)
-        lowerer.graph(result.graph, _inferred(_typing_copy(result)).graph, {}, {}, "main graph")
+        lowerer = _Lowerer(default_opset(result), names, attempt)
+        lowerer.graph(result.graph, inferred(typing_copy(result)).graph, {}, {}, "main graph")
         freed_axes |= lowerer.freed_axes
         report.outcomes.extend(o for o in attempt.outcomes if o.lowered)
         if not attempt.lowered or not attempt.left:
             report.outcomes.extend(o for o in attempt.outcomes if not o.lowered)
             break
     _drop_unused(result, freed_axes)
-    still_custom = any(node.domain == DOMAIN for holder in _node_holders(result) for node in holder.node)
+    still_custom = any(node.domain == DOMAIN for holder in node_holders(result) for node in holder.node)
     still_custom = still_custom or any(f.domain == DOMAIN for f in result.functions)
     if not still_custom:
         kept = [o for o in result.opset_import if o.domain != DOMAIN]

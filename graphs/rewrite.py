@@ -15,25 +15,24 @@ or left as it is, with the reason in the report; every replaced output gets a va
 
 from __future__ import annotations
 
-import contextlib
-import io
-import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 
 import onnx
 import onnx.inliner
-import onnx.shape_inference
-from onnx import AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, TypeProto, helper, numpy_helper
+from onnx import GraphProto, ModelProto, NodeProto, helper, numpy_helper
 
 from ..ops.signature import DOMAIN
-from . import block_quantized, ortopt
+from . import block_quantized, ort_optimizer
 from .builder import NameScope, NodeBuilder
 from .rank_rules import apply_rank_rule
+from .inference import (declared_ranks, graph_infos, inferred, known_rank, learn, symbolic_infos, typing_copy,
+                        with_elem_type)
 from .rules import RULES, LeftUnchanged, TensorInfo, emit_replacement
+from .walk import ONNX_DOMAINS, all_names, constant_value, default_opset, node_holders, nodes_within, subgraphs
 
 GATHER_OPS = tuple(RULES)
 
@@ -60,8 +59,6 @@ INTERNAL_GATHERS: dict[tuple[str, str], str] = {
 }
 
 OPT_IN_OPS = (block_quantized.OP_TYPE,)  # rewritten only when asked for (ops=...): see graphs/block_quantized.py
-_ONNX_DOMAINS = ("", "ai.onnx")
-_STRIP_ABOVE_BYTES = 1 << 16
 
 
 @dataclass
@@ -117,258 +114,13 @@ class RewriteReport:
         return "\n".join(lines)
 
 
-def _tensor_info(type_proto: TypeProto) -> TensorInfo | None:
-    if not type_proto.HasField("tensor_type"):
-        return None
-    tensor_type = type_proto.tensor_type
-    if not tensor_type.HasField("shape"):
-        return TensorInfo(tensor_type.elem_type, None)
-    dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim)
-    return TensorInfo(tensor_type.elem_type, dims)
-
-
-def _graph_infos(graph: GraphProto, main: bool = False) -> dict[str, TensorInfo]:
-    """What inference wrote into ``graph`` (of the typing copy), with the facts ORT enforces last so that
-    nothing hides them: initializer dims, Constant values and the main graph's input shapes."""
-    infos: dict[str, TensorInfo] = {}
-    for value in (*graph.value_info, *graph.output, *(graph.input if not main else ())):
-        _learn(infos, value.name, _tensor_info(value.type))
-    facts = {init.name: TensorInfo(init.data_type, tuple(init.dims)) for init in graph.initializer}
-    if main:
-        facts.update({value.name: info for value in graph.input if (info := _tensor_info(value.type)) is not None})
-    for node in graph.node:
-        value = _constant_value(node)
-        if value is not None:
-            facts[node.output[0]] = TensorInfo(value.data_type, tuple(value.dims))
-    for name, info in facts.items():
-        if info.rank is not None or not _known_rank(infos.get(name)):
-            infos[name] = _with_elem_type(info, infos.get(name))
-    return infos
-
-
-def _learn(infos: dict[str, TensorInfo], name: str, info: TensorInfo | None) -> None:
-    """Record ``info`` for ``name`` unless it knows less than what is recorded: an entry without a shape
-    never replaces a known rank (it keeps only its element type when the known one has none)."""
-    if info is None:
-        return
-    known = infos.get(name)
-    if _known_rank(known) and info.rank is None:
-        if not known.elem_type and info.elem_type:
-            infos[name] = TensorInfo(info.elem_type, known.shape)
-        return
-    infos[name] = _with_elem_type(info, known)
-
-
-def _declared_ranks(graph: GraphProto) -> dict[str, TensorInfo]:
-    """The ranks (never the sizes: ORT does not enforce them) that ``graph`` of the original model
-    declares for values no fact covers: value_info, outputs and subgraph inputs. Used only where
-    inference says nothing."""
-    ranks = {}
-    for value in (*graph.input, *graph.value_info, *graph.output):
-        info = _tensor_info(value.type)
-        if info is not None and info.rank is not None:
-            ranks[value.name] = TensorInfo(info.elem_type, (None,) * info.rank)
-    return ranks
-
-
-def _typing_copy(model: ModelProto) -> ModelProto:
-    """A copy for shape inference holding only what ORT enforces (see the module docstring). Built piece
-    by piece, so that no large payload is ever copied."""
-    light = ModelProto()
-    for field in ("ir_version", "producer_name", "producer_version", "domain", "model_version"):
-        setattr(light, field, getattr(model, field))
-    light.opset_import.extend(model.opset_import)
-    light.functions.extend(model.functions)
-    copier = _TypingCopier(NameScope(_all_names(model)))
-    light.graph.CopyFrom(copier.graph(model.graph, main=True))
-    declared = {value.name for value in light.graph.input}
-    for value in copier.hoisted:
-        if value.name not in declared:
-            declared.add(value.name)
-            light.graph.input.append(value)
-    return light
-
-
-@dataclass
-class _TypingCopier:
-    names: NameScope
-    hoisted: list[onnx.ValueInfoProto] = field(default_factory=list)
-
-    def graph(self, graph: GraphProto, main: bool) -> GraphProto:
-        light = GraphProto(name=graph.name)
-        light.input.extend(graph.input)
-        light.output.extend(graph.output)
-        # A value_info entry for a fact (an initializer, a Constant output, an input) is left out: its
-        # cleared shape would hide the fact (the dynamo exporter writes one for every initializer).
-        facts = {init.name for init in graph.initializer} | {value.name for value in graph.input} | {
-            node.output[0] for node in graph.node if _constant_value(node) is not None}
-        light.value_info.extend(value for value in graph.value_info if value.name not in facts)
-        # Declared element types are kept, declared sizes not: ORT does not enforce value_info, graph
-        # outputs, or Loop and Scan body inputs (their types come from the node's inputs).
-        for value in (*light.output, *light.value_info, *(light.input if not main else ())):
-            if value.type.HasField("tensor_type"):
-                value.type.tensor_type.ClearField("shape")
-        for init in graph.initializer:
-            if _is_large(init):
-                self.hoisted.append(_bare_input(init.name, init))
-            else:
-                light.initializer.append(init)
-        light.sparse_initializer.extend(graph.sparse_initializer)
-        for node in graph.node:
-            value = _constant_value(node)
-            if value is not None and _is_large(value):
-                stand_in = self.names.fresh(node.output[0] + "/stripped")
-                self.hoisted.append(_bare_input(stand_in, value))
-                light.node.append(helper.make_node("Identity", [stand_in], [node.output[0]], name=node.name))
-                continue
-            stand_in = ortopt.typing_stand_in(node)
-            if stand_in is not None:  # an ORT fused op: a standard op of the same output type and shape
-                light.node.append(stand_in)
-                continue
-            copy = light.node.add(op_type=node.op_type, domain=node.domain, name=node.name, overload=node.overload)
-            copy.input.extend(node.input)
-            copy.output.extend(node.output)
-            for attribute in node.attribute:
-                if attribute.type == AttributeProto.GRAPH:
-                    body = copy.attribute.add(name=attribute.name, type=attribute.type).g
-                    body.CopyFrom(self.graph(attribute.g, main=False))
-                    if node.op_type == "Loop" and node.domain in _ONNX_DOMAINS:
-                        _type_loop_counters(body)
-                elif attribute.type == AttributeProto.GRAPHS:
-                    copy.attribute.add(name=attribute.name, type=attribute.type).graphs.extend(
-                        self.graph(sub, main=False) for sub in attribute.graphs)
-                else:
-                    copy.attribute.append(attribute)
-        return light
-
-
-def _type_loop_counters(body: GraphProto) -> None:
-    """A Loop body's first two inputs are facts of the Loop spec: the iteration number (an int64 scalar)
-    and the condition (a bool scalar)."""
-    for value, elem_type in zip(body.input, (onnx.TensorProto.INT64, onnx.TensorProto.BOOL)):
-        value.type.CopyFrom(helper.make_tensor_type_proto(elem_type, []))
-
-
-def _is_large(tensor: onnx.TensorProto) -> bool:
-    """Estimated from dims and type: ByteSize() would encode the whole payload to count it."""
-    try:
-        item = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
-    except (KeyError, ValueError, TypeError):
-        item = 8
-    return math.prod(tensor.dims) * max(item, 1) > _STRIP_ABOVE_BYTES
-
-
-def _bare_input(name: str, tensor: onnx.TensorProto) -> onnx.ValueInfoProto:
-    """A graph input standing for a large constant: its type and dims, no data. A 1-D integer one gets a
-    symbolic length: data propagation makes a shape of one dimension per element of a static length."""
-    dims: list = list(tensor.dims)
-    if len(dims) == 1 and tensor.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
-        dims = [f"{name}/length"]
-    return helper.make_tensor_value_info(name, tensor.data_type, dims)
-
-
-def _constant_value(node: NodeProto) -> onnx.TensorProto | None:
-    if node.op_type == "Constant" and node.domain in _ONNX_DOMAINS:
-        for attribute in node.attribute:
-            if attribute.name == "value":
-                return attribute.t
-    return None
-
-
-def _inferred(light: ModelProto) -> ModelProto:
-    """Layer 1: ONNX shape inference (with data propagation: shape arithmetic gives sizes)."""
-    try:
-        return onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
-    except Exception:  # noqa: BLE001 - no inference: the other layers find the ranks
-        return light
-
-
-def _symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
-    """Layer 2: ORT's symbolic shape inference (knows Reshape/Flatten chains and com.microsoft ops).
-
-    Names from every graph; a name defined in two sibling subgraphs is ambiguous and dropped."""
-    try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference, get_opset
-
-        if (get_opset(light) or 0) < 7:
-            return {}
-        # SymbolicShapeInference.infer_shapes' own steps: it raises when inference is incomplete, after
-        # saving "sym_shape_infer_temp.onnx" into the working folder; the partial result is what we want.
-        inference = SymbolicShapeInference(2**31 - 1, True, False, 0)
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            inference._preprocess(light)
-            while inference.run_:
-                inference._infer_impl()
-            inference._update_output_from_vi()
-        inferred = inference.out_mp_
-    except Exception:  # noqa: BLE001 - it gives up on some graphs as a whole: the next layers take over
-        return {}
-    infos: dict[str, TensorInfo] = {}
-    seen: Counter = Counter()
-    for holder in _node_holders(inferred):
-        if isinstance(holder, GraphProto):
-            for value in (*holder.value_info, *holder.output):
-                info = _tensor_info(value.type)
-                if info is not None and info.rank is not None:
-                    seen[value.name] += 1
-                    infos[value.name] = info
-    return {name: info for name, info in infos.items() if seen[name] == 1}
-
-
-def _node_holders(model: ModelProto) -> Iterator[GraphProto | FunctionProto]:
-    """The main graph, every model-local function, and every subgraph nested in any of them."""
-    pending: list[GraphProto | FunctionProto] = [model.graph, *model.functions]
-    while pending:
-        holder = pending.pop()
-        yield holder
-        pending.extend(sub for node in holder.node for attribute in node.attribute for sub in _subgraphs(attribute))
-
-
-def _all_names(model: ModelProto) -> set[str]:
-    """Every name the model uses anywhere (tensors, nodes, graphs, functions), so that a fresh name
-    collides with none: sparse initializers count too, used or not (ORT turns them into initializers)."""
-    names: set[str] = {model.graph.name}
-    for holder in _node_holders(model):
-        names.add(holder.name)
-        if isinstance(holder, GraphProto):
-            names.update(v.name for v in (*holder.input, *holder.output, *holder.value_info, *holder.initializer))
-            names.update(sparse.values.name for sparse in holder.sparse_initializer)
-        else:  # a function: its formal inputs and outputs, and its value_info (onnx >= 1.16)
-            names.update((*holder.input, *holder.output))
-            names.update(v.name for v in getattr(holder, "value_info", ()))
-        for node in holder.node:
-            names.update(node.input)
-            names.update(node.output)
-            names.add(node.name)
-    return names
-
-
-def _subgraphs(attribute: AttributeProto) -> list[GraphProto]:
-    if attribute.type == AttributeProto.GRAPH:
-        return [attribute.g]
-    if attribute.type == AttributeProto.GRAPHS:
-        return list(attribute.graphs)
-    return []
-
-
 def holds_gather(model: ModelProto, ops: tuple[str, ...] = GATHER_OPS) -> bool:
     """Whether any graph of the model (main graph, subgraphs, model-local functions) holds one of ``ops``."""
-    return any(_is_target(node, ops) for holder in _node_holders(model) for node in holder.node)
+    return any(_is_target(node, ops) for holder in node_holders(model) for node in holder.node)
 
 
 def _is_target(node: NodeProto, ops: tuple[str, ...]) -> bool:
-    return node.op_type in ops and node.domain in _ONNX_DOMAINS
-
-
-def _default_opset(model: ModelProto) -> int:
-    for opset in model.opset_import:
-        if opset.domain in _ONNX_DOMAINS:
-            return opset.version
-    return 1
-
-
-def _known_rank(info: TensorInfo | None) -> bool:
-    return info is not None and info.rank is not None
+    return node.op_type in ops and node.domain in ONNX_DOMAINS
 
 
 @dataclass
@@ -385,46 +137,46 @@ class _Rewriter:
     def symbolic(self) -> dict[str, TensorInfo]:
         """Layer 2, run once and only when a gather of some graph needs it (it costs ~0.5 s)."""
         if self._symbolic is None:
-            self._symbolic = _symbolic_infos(self.light)
+            self._symbolic = symbolic_infos(self.light)
         return self._symbolic
 
     def _lacking(self, graph: GraphProto, infos: dict[str, TensorInfo]) -> bool:
         """Whether a gather of ``graph`` lacks a rank after layer 1."""
-        return any(_is_target(node, self.ops) and not all(_known_rank(infos.get(name)) for name in node.input[:2])
+        return any(_is_target(node, self.ops) and not all(known_rank(infos.get(name)) for name in node.input[:2])
                    or block_quantized.is_target(node, self.ops)
-                   and not all(_known_rank(infos.get(name)) for name in node.input if name)
+                   and not all(known_rank(infos.get(name)) for name in node.input if name)
                    for node in graph.node)
 
     def graph(self, graph: GraphProto, inferred: GraphProto, scope: dict[str, TensorInfo],
               constants: dict[str, onnx.TensorProto], path: str) -> None:
         main = path == "main graph"
         infos = dict(scope)
-        for name, info in _graph_infos(inferred, main).items():
-            _learn(infos, name, info)
+        for name, info in graph_infos(inferred, main).items():
+            learn(infos, name, info)
         if self._lacking(graph, infos):
             for name, info in self.symbolic.items():  # layer 2 where layer 1 has no rank
-                if not _known_rank(infos.get(name)):
-                    infos[name] = _with_elem_type(info, infos.get(name))
-        declared = _declared_ranks(graph)
+                if not known_rank(infos.get(name)):
+                    infos[name] = with_elem_type(info, infos.get(name))
+        declared = declared_ranks(graph)
         for value in graph.input:  # a body input's declared rank, where inference says nothing
-            if not _known_rank(infos.get(value.name)) and value.name in declared:
-                infos[value.name] = _with_elem_type(declared[value.name], infos.get(value.name))
+            if not known_rank(infos.get(value.name)) and value.name in declared:
+                infos[value.name] = with_elem_type(declared[value.name], infos.get(value.name))
         inputs = {value.name for value in graph.input}  # an initializer that is an input may be fed: not constant
         constants = {**{k: v for k, v in constants.items() if k not in inputs},
                      **{init.name: init for init in graph.initializer if init.name not in inputs},
-                     **{node.output[0]: value for node in graph.node if (value := _constant_value(node)) is not None}}
+                     **{node.output[0]: value for node in graph.node if (value := constant_value(node)) is not None}}
         replacements: dict[int, list[NodeProto]] = {}
         declarations = _Declared.of(graph)
         for position, (node, inferred_node) in enumerate(zip(graph.node, inferred.node)):
             for attribute, inferred_attribute in zip(node.attribute, inferred_node.attribute):
-                for sub, inferred_sub in zip(_subgraphs(attribute), _subgraphs(inferred_attribute)):
+                for sub, inferred_sub in zip(subgraphs(attribute), subgraphs(inferred_attribute)):
                     self.graph(sub, inferred_sub, infos, constants, f"{path}/{node.name or node.op_type}.{attribute.name}")
             if (node.domain, node.op_type) in INTERNAL_GATHERS and not block_quantized.is_target(node, self.ops):
                 self.report.outcomes.append(_internal_gather_outcome(node, path))
             _apply_rank_rule(node, infos, constants)  # layer 3 where layers 1 and 2 have no rank
             for name in node.output:  # then a declared rank, where no inference layer says anything
-                if name in declared and not _known_rank(infos.get(name)):
-                    infos[name] = _with_elem_type(declared[name], infos.get(name))
+                if name in declared and not known_rank(infos.get(name)):
+                    infos[name] = with_elem_type(declared[name], infos.get(name))
             if block_quantized.is_target(node, self.ops):
                 replacement = self.block_quantized(node, infos, constants, path)
             elif _is_target(node, self.ops):
@@ -449,7 +201,7 @@ class _Rewriter:
             self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True))
         else:
             why = "; ".join(_why_rank_unknown(name, graph, infos) for name in node.input[:2]
-                            if not _known_rank(infos.get(name)))
+                            if not known_rank(infos.get(name)))
             self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True,
                                                     f"{missing}: {why}" if why else missing, runtime_aligned=True))
         return builder.nodes
@@ -459,7 +211,7 @@ class _Rewriter:
         builder = NodeBuilder(self.opset, self.names, node.name or self.names.fresh(f"{node.op_type}_{node.output[0]}"))
         # An initializer's own dims where a shapeless value_info (onnxruntime-genai writes one per initializer) hid them
         tables = {name: TensorInfo(constants[name].data_type, tuple(constants[name].dims))
-                  for name in node.input if name in constants and not _known_rank(infos.get(name))}
+                  for name in node.input if name in constants and not known_rank(infos.get(name))}
         try:
             output = block_quantized.emit_gather_block_quantized(node, {**infos, **tables}, builder)
         except LeftUnchanged as reason:
@@ -490,11 +242,11 @@ def _why_rank_unknown(name: str, graph: GraphProto, infos: dict[str, TensorInfo]
             if current in inputs:
                 return f"{current!r} is an input of {graph.name or 'the graph'} declared without a shape"
             return f"{current!r} comes from an enclosing graph, which knows no rank for it"
-        unknown = [i for i in node.input if i and not _known_rank(infos.get(i))]
+        unknown = [i for i in node.input if i and not known_rank(infos.get(i))]
         if unknown:
             current = unknown[0]
             continue
-        op = f"{node.domain}.{node.op_type}" if node.domain not in _ONNX_DOMAINS else node.op_type
+        op = f"{node.domain}.{node.op_type}" if node.domain not in ONNX_DOMAINS else node.op_type
         where = "" if current == name else f" (via {name!r})"
         return (f"{current!r}{where} is an output of {op} node {node.name!r}, whose output rank neither ONNX's "
                 f"nor ORT's shape inference, nor a rank rule, nor a declared value_info gives")
@@ -529,14 +281,8 @@ def _splice(graph: GraphProto, replacements: dict[int, list[NodeProto]]) -> None
     del graph.node[len(graph.node) - replaced:]  # the replaced nodes, sorted last
 
 
-def _with_elem_type(info: TensorInfo, known: TensorInfo | None) -> TensorInfo:
-    if info.elem_type or known is None:
-        return info
-    return TensorInfo(known.elem_type, info.shape)
-
-
 def _apply_rank_rule(node: NodeProto, infos: dict[str, TensorInfo], constants: dict[str, onnx.TensorProto]) -> None:
-    if all(_known_rank(infos.get(name)) for name in node.output if name):
+    if all(known_rank(infos.get(name)) for name in node.output if name):
         return
 
     def constant(name: str) -> np.ndarray | None:
@@ -547,11 +293,11 @@ def _apply_rank_rule(node: NodeProto, infos: dict[str, TensorInfo], constants: d
     inputs = [infos.get(name) if name else None for name in node.input]
     outputs = apply_rank_rule(node, inputs, constant)
     for name, info in zip(node.output, outputs or ()):
-        if name and info is not None and info.rank is not None and not _known_rank(infos.get(name)):
-            infos[name] = _with_elem_type(info, infos.get(name))
-    if node.domain not in _ONNX_DOMAINS and any(name and not (infos.get(name) and infos[name].elem_type)
+        if name and info is not None and info.rank is not None and not known_rank(infos.get(name)):
+            infos[name] = with_elem_type(info, infos.get(name))
+    if node.domain not in ONNX_DOMAINS and any(name and not (infos.get(name) and infos[name].elem_type)
                                                  for name in node.output):
-        types = ortopt.schema_output_types(node, [info.elem_type if info else 0 for info in inputs])
+        types = ort_optimizer.schema_output_types(node, [info.elem_type if info else 0 for info in inputs])
         for name, elem_type in zip(node.output, types or ()):  # element types by ORT's op schema
             known = infos.get(name)
             if name and elem_type and not (known and known.elem_type):
@@ -601,19 +347,10 @@ def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorI
         declared.typed.add(output)
 
 
-def _nodes_within(nodes) -> Iterator[NodeProto]:
-    """Nodes and, recursively, the nodes of their subgraphs."""
-    for node in nodes:
-        yield node
-        for attribute in node.attribute:
-            for sub in _subgraphs(attribute):
-                yield from _nodes_within(sub.node)
-
-
 def _functions_holding(model: ModelProto, is_target: Callable[[NodeProto], bool]) -> set[tuple[str, str]]:
     """Model-local functions holding a target node anywhere: in their body, its subgraphs, or a function
     they call."""
-    bodies = {(f.domain, f.name): list(_nodes_within(f.node)) for f in model.functions}
+    bodies = {(f.domain, f.name): list(nodes_within(f.node)) for f in model.functions}
     holding = {key for key, nodes in bodies.items() if any(is_target(n) for n in nodes)}
     grown = True
     while grown:
@@ -631,9 +368,9 @@ def _apply_attribute_defaults(model: ModelProto) -> None:
     defaults = {(f.domain, f.name): list(f.attribute_proto) for f in model.functions if len(f.attribute_proto)}
     if not defaults:
         return
-    nodes = list(_nodes_within(model.graph.node))
+    nodes = list(nodes_within(model.graph.node))
     for function in model.functions:
-        nodes.extend(_nodes_within(function.node))
+        nodes.extend(nodes_within(function.node))
     for node in nodes:
         for default in defaults.get((node.domain, node.op_type), ()):
             if not any(attribute.name == default.name for attribute in node.attribute):
@@ -656,7 +393,7 @@ def inline_functions_holding(model: ModelProto, is_target: Callable[[NodeProto],
 
 def _report_function_gathers(model: ModelProto, ops: tuple[str, ...], report: RewriteReport, reason: str) -> None:
     for function in model.functions:
-        for node in _nodes_within(function.node):
+        for node in nodes_within(function.node):
             if _is_target(node, ops):
                 report.outcomes.append(NodeOutcome(node.op_type, node.name, f"function {function.name}", False, reason))
 
@@ -668,13 +405,13 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     The copy keeps the model's IR version, opset imports (plus ``ai.onnx.contrib`` 1 when a node was
     rewritten), graph inputs/outputs, initializers, value_info, metadata and doc strings; it adds a
     value_info for every replaced output. With ``ort_optimize``, ORT's offline optimizer runs first (see
-    graphs.ortopt: the way to stay bit-identical to the original under ORT's default session options).
+    graphs.ort_optimizer: the way to stay bit-identical to the original under ORT's default session options).
     With ``runtime_alignment=False``, a gather whose rank (or GatherND coordinate size) only the run
     time knows is left as it is instead of aligned at run time: for models to be lowered
     (``lower_model`` needs static axes), where the builtin gather is the portable form anyway.
     """
     if ort_optimize:
-        model = ortopt.ort_optimize(model)
+        model = ort_optimizer.ort_optimize(model)
     ops = tuple(ops)
     unknown_ops = set(ops) - set(GATHER_OPS) - set(OPT_IN_OPS)
     if unknown_ops:
@@ -690,10 +427,10 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     result.ir_version = ir_version
     if not report.outcomes:  # inlined: what a function still holds is in one that is never called
         _report_function_gathers(result, ops, report, "in a model-local function that no node calls")
-    light = _typing_copy(result)
-    rewriter = _Rewriter(ops, _default_opset(result), NameScope(_all_names(result)), report, light,
+    light = typing_copy(result)
+    rewriter = _Rewriter(ops, default_opset(result), NameScope(all_names(result)), report, light,
                          runtime_alignment)
-    rewriter.graph(result.graph, _inferred(light).graph, {}, {}, "main graph")
+    rewriter.graph(result.graph, inferred(light).graph, {}, {}, "main graph")
     if report.rewritten and not any(o.domain == DOMAIN for o in result.opset_import):
         result.opset_import.add(domain=DOMAIN, version=1)
     return result, report

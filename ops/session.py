@@ -20,7 +20,7 @@ The session takes the same arguments as ORT's and changes only its own in-memory
   gathered output is widened to float32, which the Cast after the op turns back exactly. A float16
   graph input crossing the bridge (widened by ORT's exact Cast) comes back as float16 from
   ``GatherMultiaxisRunFixedAxesToFloat16``. External-data tables are memory-mapped, after
-  ``graphs.io.check_external_data`` has checked their entry as ORT would (ORT never sees a bound
+  ``graphs.modelfile.check_external_data`` has checked their entry as ORT would (ORT never sees a bound
   table). Nodes and initializers that only fed a bound operand are dropped from the in-memory model.
 * Other external data is not read: the model ORT gets keeps its references, and ORT maps them itself
   from the model's folder (``EXTERNAL_DATA_FOLDER``), with its own checks.
@@ -43,8 +43,9 @@ from onnx.external_data_helper import uses_external_data
 from onnxruntime.capi import onnxruntime_inference_collection as _ort_collection
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 
-from ..graphs.io import ExternalData, ExternalDataError, check_external_data, external_tensors
+from ..graphs.modelfile import ExternalData, ExternalDataError, check_external_data, external_tensors
 from ..graphs.rewrite import inline_functions_holding
+from ..graphs.walk import all_names, drop_unused, names_read, subgraphs
 from . import ortop
 from .ortop import (BOUND_TABLES, DOMAIN, FIXED_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, OP_TYPE, RUN_ERRORS, RUN_OP_TYPE, BoundTable,
                     bound_op_type)
@@ -133,8 +134,8 @@ class _Graph:
             for name in node.input:
                 self.uses[name] = self.uses.get(name, 0) + 1
             for attribute in node.attribute:
-                for sub in _subgraphs(attribute):
-                    for name in _names_read(sub):
+                for sub in subgraphs(attribute):
+                    for name in names_read(sub):
                         self.uses[name] = self.uses.get(name, 0) + 1
         for value in graph.output:
             self.uses[value.name] = self.uses.get(value.name, 0) + 1
@@ -178,67 +179,21 @@ class _Graph:
         return found
 
 
-def _subgraphs(attribute: AttributeProto):
-    if attribute.type == AttributeProto.GRAPH:
-        yield attribute.g
-    elif attribute.type == AttributeProto.GRAPHS:
-        yield from attribute.graphs
-
-
-def _names_read(graph: onnx.GraphProto):
-    for node in graph.node:
-        yield from node.input
-        for attribute in node.attribute:
-            for sub in _subgraphs(attribute):
-                yield from _names_read(sub)
-
-
 def _gather_nodes(graph: onnx.GraphProto):
     for node in graph.node:
         if node.op_type == OP_TYPE and node.domain == DOMAIN:
             yield graph, node
         for attribute in node.attribute:
-            for sub in _subgraphs(attribute):
+            for sub in subgraphs(attribute):
                 yield from _gather_nodes(sub)
 
 
 def _drop_unused(info: _Graph, candidates: list) -> None:
-    """Remove ``candidates`` (nodes that fed a bound operand) and initializers nothing reads any more."""
+    """Remove ``candidates`` (nodes that fed a bound operand), the Constants and initializers nothing
+    reads any more."""
     graph = info.graph
-    uses: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            uses[name] = uses.get(name, 0) + 1
-        for attribute in node.attribute:
-            for sub in _subgraphs(attribute):
-                for name in _names_read(sub):
-                    uses[name] = uses.get(name, 0) + 1
-    for value in graph.output:
-        uses[value.name] = uses.get(value.name, 0) + 1
-    # A worklist, and the node list rebuilt once: removing nodes one by one is quadratic (50k bound
-    # gathers took over 15 minutes), and so are repeated passes over the candidates.
-    pending = {id(node): node for node in candidates}
-    pending.update((id(node), node) for node in graph.node if node.op_type == "Constant" and node.domain == "")
-    producer = {name: node for node in pending.values() for name in node.output}
-    work, dropped = list(pending.values()), set()
-    while work:
-        node = work.pop()
-        if id(node) in dropped or any(uses.get(name, 0) for name in node.output):
-            continue
-        dropped.add(id(node))
-        for name in node.input:
-            uses[name] -= 1
-            if name in producer:
-                work.append(producer[name])
-    if dropped:
-        kept_nodes = [node for node in graph.node if id(node) not in dropped]
-        del graph.node[:]
-        graph.node.extend(kept_nodes)
-    inputs = {v.name for v in graph.input}  # once, not once per initializer
-    kept = [t for t in graph.initializer if uses.get(t.name, 0) or t.name in inputs]
-    if len(kept) != len(graph.initializer):
-        del graph.initializer[:]
-        graph.initializer.extend(kept)
+    constants = [node for node in graph.node if node.op_type == "Constant" and node.domain == ""]
+    drop_unused(graph, list(candidates) + constants)
 
 
 def _is_gather(node: onnx.NodeProto) -> bool:
@@ -263,23 +218,9 @@ def _inline_gather_functions(model: ModelProto) -> ModelProto:
 BIND_FORMS = {"fixed_axes": True, "absorb_alignment": True, "float16_output": True}
 
 
-def _all_names(graph: onnx.GraphProto, names: set) -> set:
-    """Every value name of ``graph`` and its subgraphs (inputs, outputs, initializers, value_info, nodes)."""
-    for values in (graph.input, graph.output, graph.value_info, graph.initializer):
-        names.update(value.name for value in values)
-    names.update(sparse.values.name for sparse in graph.sparse_initializer)
-    for node in graph.node:
-        names.update(node.input)
-        names.update(node.output)
-        for attribute in node.attribute:
-            for sub in _subgraphs(attribute):
-                _all_names(sub, names)
-    return names
-
-
 def _token_name(model: ModelProto) -> str:
     """A name for the hidden run-token input that no value of ``model`` has."""
-    taken = _all_names(model.graph, set())
+    taken = all_names(model)
     name, number = RUN_TOKEN, itertools.count(1)
     while name in taken:
         name = f"{RUN_TOKEN}_{next(number)}"
@@ -573,6 +514,22 @@ def _release(keys) -> None:
         BOUND_TABLES.pop(key, None)
 
 
+def _result_or_run_error(token: int, call):
+    """``call()``'s result, unless the op recorded an error for the run ``token``: then that error is
+    raised (chained to ORT's own failure, if ORT failed too)."""
+    try:
+        result = call()
+    except BaseException as exc:
+        error = RUN_ERRORS.pop(token)
+        if error is None:
+            raise
+        raise error from exc
+    error = RUN_ERRORS.pop(token)
+    if error is not None:
+        raise error
+    return result
+
+
 class InferenceSession(ort.InferenceSession):
     """``onnxruntime.InferenceSession`` for models holding GatherMultiaxis nodes (see the module docstring).
 
@@ -676,36 +633,16 @@ class InferenceSession(ort.InferenceSession):
         # second and third, done here with what _bind_session read once.
         direct = self._gathermultiaxis_direct and self._gathermultiaxis_required <= input_feed.keys() and not any(
             isinstance(value, ort.OrtValue) for value in input_feed.values())
-        try:
-            if direct:
-                result = self._sess.run(output_names or self._gathermultiaxis_outputs, feed, run_options)
-            else:
-                result = _SESSION.run(self, output_names, feed, run_options)
-        except BaseException as exc:
-            error = RUN_ERRORS.pop(token)
-            if error is None:
-                raise
-            raise error from exc
-        error = RUN_ERRORS.pop(token)
-        if error is not None:
-            raise error
-        return result
+        if direct:
+            return _result_or_run_error(token, lambda: self._sess.run(output_names or self._gathermultiaxis_outputs,
+                                                                      feed, run_options))
+        return _result_or_run_error(token, lambda: _SESSION.run(self, output_names, feed, run_options))
 
     def _tokened_call(self, call, add_token):
-        """Run ``call(token)`` after ``add_token`` put a fresh token into its feed; raise the run's error."""
+        """Run ``call()`` after ``add_token`` put a fresh token into its feed; raise the run's error."""
         token = RUN_ERRORS.new_token()
         add_token(token)
-        try:
-            result = call()
-        except BaseException as exc:
-            error = RUN_ERRORS.pop(token)
-            if error is None:
-                raise
-            raise error from exc
-        error = RUN_ERRORS.pop(token)
-        if error is not None:
-            raise error
-        return result
+        return _result_or_run_error(token, call)
 
     def run_with_ort_values(self, output_names, input_dict_ort_values, run_options=None):
         name = self._gathermultiaxis_token_name

@@ -43,8 +43,8 @@ from . import fuzz
 from .cases import (CannotGenerate, CheckCase, DataSet, FileSource, InputOptions, generated_inputs, load_case,
                     symbolic_size_attempts)
 from .graphs import lower_model, rewrite_model
-from .graphs.io import one_line
-from .graphs.ortopt import OrtOptimizeError, ort_optimize
+from .graphs.modelfile import one_line
+from .graphs.ort_optimizer import OrtOptimizeError, ort_optimize
 from .harness import bit_identical, difference, make_session, versions
 from .isolation import Outcome, Worker, report_phase
 

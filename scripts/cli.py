@@ -32,9 +32,9 @@ from . import __version__, check  # the bench modules: imported by the commands 
 from .cases import BadInput, InputOptions, default_suite, find_sources, load_inputs, parse_input_shapes
 from .examples import EXAMPLE_PATH
 from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
-from .graphs.io import (ModelFileError, check_target, load_model, loads_in_ort, read_model, save_model,
+from .graphs.modelfile import (ModelFileError, check_target, load_model, loads_in_ort, read_model, save_model,
                         write_bytes_atomic)
-from .graphs.ortopt import ort_optimized
+from .graphs.ort_optimizer import ort_optimized
 
 
 def printable(text: str) -> str:

@@ -13,7 +13,7 @@ from test_cli import external_data_model, files_in
 
 from gathermultiaxis.cli import main
 from gathermultiaxis.examples import EXAMPLE_PATH
-from gathermultiaxis.graphs import io as model_io
+from gathermultiaxis.graphs import modelfile as model_io
 
 
 def test_ops_option_rejects_unknown_ops(capsys):

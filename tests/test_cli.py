@@ -14,7 +14,7 @@ from support import assert_bit_identical, make_model
 
 from gathermultiaxis.cli import main
 from gathermultiaxis.examples import EXAMPLE_PATH, build_example_model, example_inputs
-from gathermultiaxis.graphs import io as model_io
+from gathermultiaxis.graphs import modelfile as model_io
 
 
 def files_in(folder: Path) -> set[str]:

@@ -89,3 +89,32 @@ def test_no_import_cycles():
 
     for module in sorted(graph):
         visit(module, [])
+
+
+def private_names_used_across_modules() -> list[str]:
+    """``from .x import _name`` and ``x._name`` where ``x`` is another module of the package (names
+    starting with one underscore; dunders such as ``__version__`` are public)."""
+    found = []
+    for folder in PACKAGES:
+        for path in sorted((ROOT / folder).glob("*.py")):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            modules = set()  # names bound to modules of the package in this file
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("gathermultiaxis")):
+                    for alias in node.names:
+                        if alias.name.startswith("_") and not alias.name.startswith("__"):
+                            found.append(f"{folder}/{path.name}:{node.lineno}: from {'.' * node.level}"
+                                         f"{node.module or ''} import {alias.name}")
+                        if node.module is None or alias.name[:1].islower():
+                            modules.add(alias.asname or alias.name)
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
+                        and node.attr.startswith("_") and not node.attr.startswith("__")):
+                    found.append(f"{folder}/{path.name}:{node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+def test_no_private_names_across_modules():
+    """A module's private names are its own: another module that needs one gets a public name instead
+    (issue 19: graphs/lower.py imported eight private helpers of graphs/rewrite.py)."""
+    assert private_names_used_across_modules() == []

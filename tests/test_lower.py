@@ -334,11 +334,11 @@ def test_round_trip_fuzz_with_ort_optimizations_on(report_line):
 
 def test_no_unused_constants_are_left_in_subgraphs():
     """The axes constants of lowered nodes go, in If branches too (ORT warns about each one left)."""
-    from gathermultiaxis.graphs.rewrite import _node_holders
+    from gathermultiaxis.graphs.walk import node_holders
 
     lowered, report = lower_model(rewrite_model(onnx.load_model(str(EXAMPLE_PATH)), runtime_alignment=False)[0])
     assert report.left == 0
-    holders = list(_node_holders(lowered))
+    holders = list(node_holders(lowered))
     used = {name for holder in holders for node in holder.node for name in node.input}
     used |= {value.name for holder in holders for value in holder.output}
     unused = [node.output[0] for holder in holders for node in holder.node

@@ -1,4 +1,4 @@
-"""graphs.io: which models are accepted (what ORT loads), and external data carried from anywhere in a
+"""graphs.modelfile: which models are accepted (what ORT loads), and external data carried from anywhere in a
 model to the output without being read into memory, whatever the working folder."""
 
 import os
@@ -15,7 +15,7 @@ from support import IR_VERSION, OPSET, assert_bit_identical, make_model
 
 from gathermultiaxis.cli import main
 from gathermultiaxis.examples import EXAMPLE_PATH
-from gathermultiaxis.graphs import io as model_io
+from gathermultiaxis.graphs import modelfile as model_io
 
 
 def test_a_model_ort_refuses_gets_ort_reason(tmp_path, capsys):

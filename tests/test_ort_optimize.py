@@ -15,7 +15,7 @@ from tiny_bert import HEADS, HIDDEN, SHIPPED, VOCAB
 
 from gathermultiaxis import session_options
 from gathermultiaxis.cli import main
-from gathermultiaxis.graphs import lower_model, ortopt, rewrite_model
+from gathermultiaxis.graphs import lower_model, ort_optimizer, rewrite_model
 
 
 def bert_feeds(batch: int, length: int, seed: int) -> dict[str, np.ndarray]:
@@ -103,7 +103,7 @@ def test_the_pre_pass_does_not_bake_in_gather_to_slice_fusion(monkeypatch):
     for custom_level in (default_options_session(rewritten, custom=True), custom_session(rewritten)):
         assert_bit_identical(custom_level.run(None, {"x": x})[0], right)
     # the guard is what keeps it right: without it the pre-pass writes the empty Slice into the model
-    monkeypatch.setattr(ortopt, "DISABLED_OPTIMIZERS", ())
+    monkeypatch.setattr(ort_optimizer, "DISABLED_OPTIMIZERS", ())
     baked, _ = rewrite_model(model, ort_optimize=True)
     assert custom_session(baked).run(None, {"x": x})[0].shape == (0, 4)
 
@@ -174,7 +174,7 @@ def test_detector_under_ort_optimize_keeps_no_gather_and_needs_no_run_time_align
     """Main left 4 of 7 gathers of the TorchScript export ("data type unknown": their data came from
     FusedConv) and aligned one at run time; now ORT's fused ops are typed (stand-ins and ORT's schemas)."""
     model = detector_model(dynamo)
-    optimized = ortopt.ort_optimize(model)
+    optimized = ort_optimizer.ort_optimize(model)
     fused = {node.op_type for node in optimized.graph.node if node.domain == "com.microsoft"}
     assert {"FusedConv", "FusedGemm"} <= fused, fused
     rewritten, report = rewrite_model(model, ort_optimize=True)
@@ -216,7 +216,7 @@ def test_fused_op_stand_ins_type_exactly_what_ort_computes():
                            extra_opsets=[helper.make_opsetid(ms, 1)])
         feeds = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
         expected = builtin_session(model).run(None, feeds)[0].shape
-        stand_in = make_model([ortopt.typing_stand_in(node)], model.graph.input, model.graph.output)
+        stand_in = make_model([ort_optimizer.typing_stand_in(node)], model.graph.input, model.graph.output)
         inferred = onnx.shape_inference.infer_shapes(stand_in, strict_mode=True).graph.output[0].type.tensor_type
         assert tuple(d.dim_value for d in inferred.shape.dim) == expected, node.op_type
-        assert ortopt.schema_output_types(node, [TensorProto.FLOAT] * len(node.input)) == [TensorProto.FLOAT]
+        assert ort_optimizer.schema_output_types(node, [TensorProto.FLOAT] * len(node.input)) == [TensorProto.FLOAT]

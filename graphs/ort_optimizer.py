@@ -22,7 +22,7 @@ from typing import Iterator
 import onnx
 from onnx import ModelProto
 
-from .io import ModelFileError, external_tensors, staging_folder
+from .modelfile import ModelFileError, external_tensors, staging_folder
 
 # ORT 1.31's GatherToSliceFusion turns Gather(x, Range(T-1, -1, -1)) (a reversal) into a Slice that
 # selects nothing.
@@ -73,7 +73,7 @@ def ort_optimize(model: ModelProto, external_data_folder: str | Path | None = No
             ort.InferenceSession(model.SerializeToString(), session_options(options),
                                  providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_OPTIMIZERS))
         except Exception as error:  # noqa: BLE001 - ORT raises its own exception types
-            from .io import one_line
+            from .modelfile import one_line
 
             raise OrtOptimizeError(f"ONNX Runtime cannot optimize the model ({one_line(error)})") from None
         return onnx.load_model(str(target), load_external_data=not keep_external)

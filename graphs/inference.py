@@ -1,0 +1,228 @@
+"""What the rewriter and the lowering know of a model's types and ranks: the typing copy (only what ORT
+enforces: initializer dims, Constant values, the main graph's input shapes, a Loop's counters) and the
+inference layers run on it (ONNX's shape inference with data propagation, then ORT's symbolic shape
+inference), read back as ``TensorInfo`` per name. The README's "How ranks are found" says why each
+layer is trusted where it is."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+import onnx
+import onnx.shape_inference
+from onnx import AttributeProto, GraphProto, ModelProto, TypeProto, helper
+
+from . import ort_optimizer
+from .builder import NameScope
+from .rules import TensorInfo
+from .walk import ONNX_DOMAINS, all_names, constant_value, node_holders
+
+STRIP_ABOVE_BYTES = 1 << 16  # constants larger than this become bare inputs of the typing copy
+
+
+def tensor_info(type_proto: TypeProto) -> TensorInfo | None:
+    if not type_proto.HasField("tensor_type"):
+        return None
+    tensor_type = type_proto.tensor_type
+    if not tensor_type.HasField("shape"):
+        return TensorInfo(tensor_type.elem_type, None)
+    dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim)
+    return TensorInfo(tensor_type.elem_type, dims)
+
+
+def graph_infos(graph: GraphProto, main: bool = False) -> dict[str, TensorInfo]:
+    """What inference wrote into ``graph`` (of the typing copy), with the facts ORT enforces last so that
+    nothing hides them: initializer dims, Constant values and the main graph's input shapes."""
+    infos: dict[str, TensorInfo] = {}
+    for value in (*graph.value_info, *graph.output, *(graph.input if not main else ())):
+        learn(infos, value.name, tensor_info(value.type))
+    facts = {init.name: TensorInfo(init.data_type, tuple(init.dims)) for init in graph.initializer}
+    if main:
+        facts.update({value.name: info for value in graph.input if (info := tensor_info(value.type)) is not None})
+    for node in graph.node:
+        value = constant_value(node)
+        if value is not None:
+            facts[node.output[0]] = TensorInfo(value.data_type, tuple(value.dims))
+    for name, info in facts.items():
+        if info.rank is not None or not known_rank(infos.get(name)):
+            infos[name] = with_elem_type(info, infos.get(name))
+    return infos
+
+
+def learn(infos: dict[str, TensorInfo], name: str, info: TensorInfo | None) -> None:
+    """Record ``info`` for ``name`` unless it knows less than what is recorded: an entry without a shape
+    never replaces a known rank (it keeps only its element type when the known one has none)."""
+    if info is None:
+        return
+    known = infos.get(name)
+    if known_rank(known) and info.rank is None:
+        if not known.elem_type and info.elem_type:
+            infos[name] = TensorInfo(info.elem_type, known.shape)
+        return
+    infos[name] = with_elem_type(info, known)
+
+
+def declared_ranks(graph: GraphProto) -> dict[str, TensorInfo]:
+    """The ranks (never the sizes: ORT does not enforce them) that ``graph`` of the original model
+    declares for values no fact covers: value_info, outputs and subgraph inputs. Used only where
+    inference says nothing."""
+    ranks = {}
+    for value in (*graph.input, *graph.value_info, *graph.output):
+        info = tensor_info(value.type)
+        if info is not None and info.rank is not None:
+            ranks[value.name] = TensorInfo(info.elem_type, (None,) * info.rank)
+    return ranks
+
+
+def typing_copy(model: ModelProto) -> ModelProto:
+    """A copy for shape inference holding only what ORT enforces (see the module docstring). Built piece
+    by piece, so that no large payload is ever copied."""
+    light = ModelProto()
+    for name in ("ir_version", "producer_name", "producer_version", "domain", "model_version"):
+        setattr(light, name, getattr(model, name))
+    light.opset_import.extend(model.opset_import)
+    light.functions.extend(model.functions)
+    copier = TypingCopier(NameScope(all_names(model)))
+    light.graph.CopyFrom(copier.graph(model.graph, main=True))
+    declared = {value.name for value in light.graph.input}
+    for value in copier.hoisted:
+        if value.name not in declared:
+            declared.add(value.name)
+            light.graph.input.append(value)
+    return light
+
+
+@dataclass
+class TypingCopier:
+    names: NameScope
+    hoisted: list[onnx.ValueInfoProto] = field(default_factory=list)
+
+    def graph(self, graph: GraphProto, main: bool) -> GraphProto:
+        light = GraphProto(name=graph.name)
+        light.input.extend(graph.input)
+        light.output.extend(graph.output)
+        # A value_info entry for a fact (an initializer, a Constant output, an input) is left out: its
+        # cleared shape would hide the fact (the dynamo exporter writes one for every initializer).
+        facts = {init.name for init in graph.initializer} | {value.name for value in graph.input} | {
+            node.output[0] for node in graph.node if constant_value(node) is not None}
+        light.value_info.extend(value for value in graph.value_info if value.name not in facts)
+        # Declared element types are kept, declared sizes not: ORT does not enforce value_info, graph
+        # outputs, or Loop and Scan body inputs (their types come from the node's inputs).
+        for value in (*light.output, *light.value_info, *(light.input if not main else ())):
+            if value.type.HasField("tensor_type"):
+                value.type.tensor_type.ClearField("shape")
+        for init in graph.initializer:
+            if is_large(init):
+                self.hoisted.append(bare_input(init.name, init))
+            else:
+                light.initializer.append(init)
+        light.sparse_initializer.extend(graph.sparse_initializer)
+        for node in graph.node:
+            value = constant_value(node)
+            if value is not None and is_large(value):
+                stand_in = self.names.fresh(node.output[0] + "/stripped")
+                self.hoisted.append(bare_input(stand_in, value))
+                light.node.append(helper.make_node("Identity", [stand_in], [node.output[0]], name=node.name))
+                continue
+            stand_in = ort_optimizer.typing_stand_in(node)
+            if stand_in is not None:  # an ORT fused op: a standard op of the same output type and shape
+                light.node.append(stand_in)
+                continue
+            copy = light.node.add(op_type=node.op_type, domain=node.domain, name=node.name, overload=node.overload)
+            copy.input.extend(node.input)
+            copy.output.extend(node.output)
+            for attribute in node.attribute:
+                if attribute.type == AttributeProto.GRAPH:
+                    body = copy.attribute.add(name=attribute.name, type=attribute.type).g
+                    body.CopyFrom(self.graph(attribute.g, main=False))
+                    if node.op_type == "Loop" and node.domain in ONNX_DOMAINS:
+                        type_loop_counters(body)
+                elif attribute.type == AttributeProto.GRAPHS:
+                    copy.attribute.add(name=attribute.name, type=attribute.type).graphs.extend(
+                        self.graph(sub, main=False) for sub in attribute.graphs)
+                else:
+                    copy.attribute.append(attribute)
+        return light
+
+
+def type_loop_counters(body: GraphProto) -> None:
+    """A Loop body's first two inputs are facts of the Loop spec: the iteration number (an int64 scalar)
+    and the condition (a bool scalar)."""
+    for value, elem_type in zip(body.input, (onnx.TensorProto.INT64, onnx.TensorProto.BOOL)):
+        value.type.CopyFrom(helper.make_tensor_type_proto(elem_type, []))
+
+
+def is_large(tensor: onnx.TensorProto) -> bool:
+    """Estimated from dims and type: ByteSize() would encode the whole payload to count it."""
+    try:
+        item = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        item = 8
+    return math.prod(tensor.dims) * max(item, 1) > STRIP_ABOVE_BYTES
+
+
+def bare_input(name: str, tensor: onnx.TensorProto) -> onnx.ValueInfoProto:
+    """A graph input standing for a large constant: its type and dims, no data. A 1-D integer one gets a
+    symbolic length: data propagation makes a shape of one dimension per element of a static length."""
+    dims: list = list(tensor.dims)
+    if len(dims) == 1 and tensor.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
+        dims = [f"{name}/length"]
+    return helper.make_tensor_value_info(name, tensor.data_type, dims)
+
+
+def inferred(light: ModelProto) -> ModelProto:
+    """Layer 1: ONNX shape inference (with data propagation: shape arithmetic gives sizes)."""
+    try:
+        return onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - no inference: the other layers find the ranks
+        return light
+
+
+def symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
+    """Layer 2: ORT's symbolic shape inference (knows Reshape/Flatten chains and com.microsoft ops).
+
+    Names from every graph; a name defined in two sibling subgraphs is ambiguous and dropped."""
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference, get_opset
+
+        if (get_opset(light) or 0) < 7:
+            return {}
+        # SymbolicShapeInference.infer_shapes' own steps: it raises when inference is incomplete, after
+        # saving "sym_shape_infer_temp.onnx" into the working folder; the partial result is what we want.
+        inference = SymbolicShapeInference(2**31 - 1, True, False, 0)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            inference._preprocess(light)
+            while inference.run_:
+                inference._infer_impl()
+            inference._update_output_from_vi()
+        inferred = inference.out_mp_
+    except Exception:  # noqa: BLE001 - it gives up on some graphs as a whole: the next layers take over
+        return {}
+    infos: dict[str, TensorInfo] = {}
+    seen: Counter = Counter()
+    for holder in node_holders(inferred):
+        if isinstance(holder, GraphProto):
+            for value in (*holder.value_info, *holder.output):
+                info = tensor_info(value.type)
+                if info is not None and info.rank is not None:
+                    seen[value.name] += 1
+                    infos[value.name] = info
+    return {name: info for name, info in infos.items() if seen[name] == 1}
+
+
+def known_rank(info: TensorInfo | None) -> bool:
+    return info is not None and info.rank is not None
+
+
+def with_elem_type(info: TensorInfo, known: TensorInfo | None) -> TensorInfo:
+    if info.elem_type or known is None:
+        return info
+    return TensorInfo(known.elem_type, info.shape)
+
+
+__all__ = ["STRIP_ABOVE_BYTES", "TypingCopier", "declared_ranks", "graph_infos", "inferred", "is_large", "known_rank",
+           "learn", "symbolic_infos", "tensor_info", "typing_copy", "with_elem_type"]
