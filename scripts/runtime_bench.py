@@ -215,7 +215,7 @@ def format_runtime_report(results: list[RuntimeResult]) -> str:
     return "\n".join(lines)
 
 
-# The steps of the call path and how to switch each one off (ops.ortop.register / CALL_PATH, session.BIND_FORMS).
+# The steps of the call path and how to switch each one off (ops.ortop.register / CALL_PATH, graphs.bind.BIND_FORMS).
 CALL_PATH_STEPS = ("own invocation hook", "1-D take shortcut", "bound take shortcut", "axes as an attribute",
                    "alignment absorbed", "float16 output")
 
@@ -228,7 +228,8 @@ def _call_path_workloads(rng) -> list[RuntimeWorkload]:
 
 
 def _switch(step: str, on: bool) -> None:
-    from .ops import ortop, session
+    from .graphs import bind
+    from .ops import ortop
 
     if step == "own invocation hook":
         ortop.register(hook=on)
@@ -237,7 +238,7 @@ def _switch(step: str, on: bool) -> None:
     elif step == "bound take shortcut":
         ortop.CALL_PATH["take_bound"] = on
     else:
-        session.BIND_FORMS[{"axes as an attribute": "fixed_axes", "alignment absorbed": "absorb_alignment",
+        bind.BIND_FORMS[{"axes as an attribute": "fixed_axes", "alignment absorbed": "absorb_alignment",
                             "float16 output": "float16_output"}[step]] = on
 
 
