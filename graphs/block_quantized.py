@@ -31,6 +31,7 @@ from onnx import NodeProto, TensorProto, helper, numpy_helper
 
 from .builder import NodeBuilder
 from ..ops.alignment import gather_alignment
+from ..ops.contract import Mode
 from .rules import LeftUnchanged, TensorInfo, emit_replacement
 
 OP_TYPE = "GatherBlockQuantized"
@@ -79,7 +80,7 @@ class _Emitter:
         data = self.b.unsqueeze(data, list(alignment.data_unsqueeze), f"{role}_align_data")
         indices = self.b.unsqueeze(indices, list(alignment.indices_unsqueeze), f"{role}_align_indices")
         output = self.b.names.fresh(f"{self.b.prefix}/{role}")
-        self.b.gather_multiaxis(data, indices, list(alignment.axes), output, output, "zero")
+        self.b.gather_multiaxis(data, indices, list(alignment.axes), output, output, Mode.ZERO)
         return self.b.squeeze(output, list(alignment.output_squeeze), f"{role}_restore_rank")
 
     def unpack(self, packed: str, components: int, bits: int, rank: int, last: int, role: str) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
-from ..ops.signature import DOMAIN, OP_TYPE
+from ..ops.contract import DOMAIN, OP_TYPE
 
 
 @dataclass

@@ -36,8 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
-from ..ops.kernel import MODES
-from ..ops.signature import DOMAIN, OP_TYPE
+from ..ops.contract import DOMAIN, MODES, OP_TYPE, Mode
 from .builder import NameScope, NodeBuilder
 from .inference import graph_infos, inferred, typing_copy
 from .rewrite import inline_functions_holding
@@ -177,8 +176,8 @@ def lower_gather_multiaxis(node: NodeProto, data: TensorInfo, indices: TensorInf
         raise NotLowered(f"no 'mode' attribute (required: one of {', '.join(MODES)})")
     if mode not in MODES:
         raise NotLowered(f"unknown mode {mode!r} (modes: {', '.join(MODES)})")
-    if b.opset < MIN_OPSET or (mode != "error" and b.opset < MODES_MIN_OPSET):
-        needed = MIN_OPSET if mode == "error" else MODES_MIN_OPSET
+    if b.opset < MIN_OPSET or (mode != Mode.ERROR and b.opset < MODES_MIN_OPSET):
+        needed = MIN_OPSET if mode == Mode.ERROR else MODES_MIN_OPSET
         raise NotLowered(f"mode {mode!r} needs opset >= {needed} (the model's opset is {b.opset})")
     rank = data.rank if data.rank is not None else indices.rank
     if rank is None:
@@ -189,7 +188,7 @@ def lower_gather_multiaxis(node: NodeProto, data: TensorInfo, indices: TensorInf
         raise NotLowered(f"indices of type {TensorProto.DataType.Name(indices.elem_type)} (int32 or int64 only)")
     if len(set(a % rank for a in axes)) != len(axes) or any(not -rank <= a < rank for a in axes):
         raise NotLowered(f"axes {axes} are not unique axes of rank {rank}")
-    if mode == "zero" and not data.elem_type:
+    if mode == Mode.ZERO and not data.elem_type:
         raise NotLowered("mode 'zero' needs the input's element type (for its zero), which is not known")
     axes = [a % rank for a in axes]
     x, idx, output = node.input[0], node.input[1], node.output[0]
@@ -230,7 +229,7 @@ class _Lowering:
         14); before, a 0 in Reshape's shape means "copy the input's size" (and ORT's optimizer rewrites
         such shapes wrongly for empty tensors), so blocks are then the last dimension alone, which
         needs no reshape."""
-        if self.mode == "zero" or self.data.elem_type in (TensorProto.STRING, 0) or self.b.opset < 9:
+        if self.mode == Mode.ZERO or self.data.elem_type in (TensorProto.STRING, 0) or self.b.opset < 9:
             return self.rank  # (Flatten-1 takes float types only)
         start = self.rank
         while start > 0 and start - 1 not in self.axes and self._static_logical(start - 1) == 1:
@@ -264,7 +263,7 @@ class _Lowering:
 
         normalised, masks = [], []
         empty = None
-        if self.mode == "error_nonempty":
+        if self.mode == Mode.ERROR_NONEMPTY:
             size = out_dim[0]
             for d in range(1, r):
                 size = b.op("Mul", [size, out_dim[d]], "output_size")
@@ -365,12 +364,12 @@ class _Lowering:
         "zero" the mask of out-of-range positions."""
         b, mode = self.b, self.mode
         zero, mask = b.constant(0, "zero_scalar"), None
-        if mode == "error":
+        if mode == Mode.ERROR:
             prepared = component
         else:
             values = component if self.indices.elem_type == TensorProto.INT64 else \
                 b.op("Cast", [component], f"coordinate{j}_int64", to=TensorProto.INT64)
-            if mode == "error_nonempty":  # an empty output reads nothing, so nothing is checked
+            if mode == Mode.ERROR_NONEMPTY:  # an empty output reads nothing, so nothing is checked
                 # values * (output not empty), not Where: ORT's Where with a scalar condition is ~100x slower
                 read = b.op("Cast", [b.op("Not", [empty], "output_not_empty")], "read_factor", to=TensorProto.INT64)
                 prepared = b.op("Mul", [values, read], f"coordinate{j}_if_read")
@@ -381,7 +380,7 @@ class _Lowering:
                               f"coordinate{j}_counted")
                 below = b.op("Less", [values, zero], f"coordinate{j}_below")
                 in_range_above = b.op("Less", [values, dim], f"coordinate{j}_below_size")
-                if mode == "clamp":
+                if mode == Mode.CLAMP:
                     last = b.op("Sub", [dim, b.constant(1, "one_scalar")], f"axis_last{j}")
                     prepared = b.op("Where", [below, zero, b.op("Where", [in_range_above, values, last],
                                                                  f"coordinate{j}_clamped_high")], f"coordinate{j}_clamped")
@@ -393,7 +392,7 @@ class _Lowering:
 
 
 RUN_TIME_MIN_OPSET = 11  # Range; Where/Less on int64 (9), Mod (10)
-RUN_TIME_MODES = ("error", "error_nonempty")  # the modes the rewriter's run-time alignment writes
+RUN_TIME_MODES = (Mode.ERROR, Mode.ERROR_NONEMPTY)  # the modes the rewriter's run-time alignment writes
 
 
 def _reduce(b: _Builder, op_type: str, x: str, axes: list[int] | None, role: str) -> str:
@@ -489,7 +488,7 @@ def lower_gather_multiaxis_at_run_time(node: NodeProto, elem_type: int, b: _Buil
                           b.op("Not", [b.op("Less", [counted, axis_sizes], "coordinates_below_size")],
                                "coordinates_above")], "coordinates_outside")
     bad = _reduce(b, "ReduceSum", b.op("Cast", [outside], "coordinates_outside_01", to=int64), None, "coordinates_bad")
-    if mode == "error_nonempty":  # an empty output reads nothing, so nothing is checked
+    if mode == Mode.ERROR_NONEMPTY:  # an empty output reads nothing, so nothing is checked
         bad = b.op("Mul", [bad, b.op("Cast", [b.op("Greater", [size, zero], "output_not_empty")], "read_factor",
                                      to=int64)], "coordinates_bad_if_read")
     coordinate_check = _raise_if(b, bad, "coordinates_checked")

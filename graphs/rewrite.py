@@ -25,7 +25,7 @@ import onnx
 import onnx.inliner
 from onnx import GraphProto, ModelProto, NodeProto, helper, numpy_helper
 
-from ..ops.signature import DOMAIN
+from ..ops.contract import DOMAIN
 from . import block_quantized, ort_optimizer
 from .builder import NameScope, NodeBuilder
 from .rank_rules import apply_rank_rule

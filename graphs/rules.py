@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 from onnx import NodeProto, TensorProto, helper
 
-from ..ops.signature import DATA_TYPES
+from ..ops.contract import DATA_TYPES, Mode
 from ..ops.alignment import (Alignment, AlignmentError, gather_alignment, gather_elements_alignment,
                              gather_nd_alignment)
 from . import runtime_alignment
@@ -84,7 +84,7 @@ def rule_gather_nd(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Re
     if indices.rank and not isinstance(k, int):
         raise _NeedsRuntime("the coordinate size (last indices dimension) is not known statically")
     alignment = gather_nd_alignment(data.rank, indices.rank, k, _attribute(node, "batch_dims", 0))
-    return Replacement(alignment, mode="error_nonempty")
+    return Replacement(alignment, mode=Mode.ERROR_NONEMPTY)
 
 
 RULES: dict[str, Callable[[NodeProto, TensorInfo, TensorInfo], Replacement]] = {
@@ -147,7 +147,7 @@ def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, bui
         aligned = _runtime(node, x, idx, builder)
         x, idx, axes, squeeze = aligned.data, aligned.indices, aligned.axes, aligned.output_squeeze
         output_shape = aligned.output_shape
-        mode = "error_nonempty" if node.op_type == "GatherND" else "error"
+        mode = Mode.ERROR_NONEMPTY if node.op_type == "GatherND" else Mode.ERROR
     else:
         alignment = replacement.alignment
         x = builder.unsqueeze(x, list(alignment.data_unsqueeze), "align_data")

@@ -15,8 +15,7 @@ import onnx.defs
 from onnx import TensorProto, TypeProto, numpy_helper
 from onnx.defs import OpSchema
 
-from ..ops.geometry import GatherGeometry, GatherShapeError
-from ..ops.signature import DATA_TYPES, DOMAIN, INDEX_TYPES, OP_TYPE
+from ..ops.contract import DATA_TYPES, DOMAIN, INDEX_TYPES, OP_TYPE, GatherShapeError, output_dims
 
 VERSION = 1
 _lock = threading.Lock()
@@ -41,34 +40,6 @@ def _static_axes(ctx) -> list[int] | None:
     return None if data is None else [int(a) for a in numpy_helper.to_array(data).reshape(-1)]
 
 
-def output_dims(input_dims: list[int | None], indices_dims: list[int | None],
-                axes: list[int] | None) -> list[int | None]:
-    """Output dims from what is known: GatherGeometry's rules where the sizes involved are static."""
-    if axes is not None and None not in input_dims and None not in indices_dims:
-        return list(GatherGeometry.infer(input_dims, indices_dims, axes).output_shape)
-    rank = len(input_dims)
-    out: list[int | None] = [None] * rank
-    if axes is None:
-        return out
-    axes = [a % rank for a in axes]
-    logical = list(indices_dims)
-    if len(axes) > 1 and logical:
-        logical[-1] = None if logical[-1] is None else logical[-1] // len(axes)
-    for d in range(rank):
-        size_in, size_idx = input_dims[d], logical[d]
-        if d in axes:
-            out[d] = size_idx
-        elif size_idx == 1 or (size_in is not None and size_in == size_idx):
-            out[d] = size_in
-        elif size_in == 1:
-            out[d] = size_idx
-        elif size_in is not None and size_idx is not None:  # neither 1, not equal: broadcast failure
-            raise GatherShapeError(f"dimension {d} is not broadcastable: input {size_in} vs indices {size_idx}")
-        elif size_in is not None:  # the indices' size is 1 or size_in: either way the output has size_in
-            out[d] = size_in
-    return out
-
-
 def _infer(ctx) -> None:
     data_type = ctx.get_input_type(0)
     output = TypeProto()
@@ -85,7 +56,8 @@ def _infer(ctx) -> None:
                 f"[ShapeInferenceError] {OP_TYPE}: input rank {len(input_dims)} and indices rank "
                 f"{len(indices_dims)} differ")
         try:
-            dims = output_dims(input_dims, indices_dims, _static_axes(ctx))
+            axes = _static_axes(ctx)  # not known: every output size is unknown (the rank is not)
+            dims = [None] * len(input_dims) if axes is None else output_dims(input_dims, indices_dims, axes)
         except GatherShapeError as error:
             raise onnx.shape_inference.InferenceError(f"[ShapeInferenceError] {OP_TYPE}: {error}") from None
         shape = output.tensor_type.shape

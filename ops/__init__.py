@@ -8,16 +8,18 @@ onnxruntime-extensions when first used, not on ``import gathermultiaxis``.
 from importlib import import_module
 
 from . import variants
-from .geometry import GatherGeometry, GatherShapeError, normalize_axes
-from .kernel import MODES, GatherIndexError, gather_multiaxis
+from .contract import MODES, GatherIndexError, GatherShapeError, Mode, normalize_axes
+from .geometry import GatherGeometry
+from .kernel import gather_multiaxis
 from .variants import (gather_xy_nchw, numpy_take, numpy_take_along_axis, onnx_gather, onnx_gather_elements,
                        onnx_gather_nd, openvino_gather, openvino_gather_nd, tf_gather, tf_gather_nd, torch_gather,
                        torch_index_select, torch_take, torch_take_along_dim, tosa_gather, coreml_gather,
                        coreml_gather_along_axis, coreml_gather_nd, jax_gather)
 
 # name -> module that defines it, imported on first access (PEP 562)
-_LAZY = {"DATA_TYPES": ".signature", "DOMAIN": ".signature", "INDEX_TYPES": ".signature", "OP_TYPE": ".signature",
-         "bridge_info": ".ortop", "register": ".ortop", "session_options": ".ortop", "InferenceSession": ".session"}
+from .contract import DATA_TYPES, DOMAIN, INDEX_TYPES, OP_TYPE  # noqa: E402 - NumPy and onnx only
+
+_LAZY = {"bridge_info": ".ortop", "register": ".ortop", "session_options": ".ortop", "InferenceSession": ".session"}
 
 
 def __getattr__(name: str):
@@ -28,7 +30,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "DATA_TYPES", "DOMAIN", "INDEX_TYPES", "MODES", "OP_TYPE", "GatherGeometry", "GatherIndexError",
-    "GatherShapeError", "InferenceSession", "bridge_info", "gather_multiaxis", "normalize_axes", "register",
+    "GatherShapeError", "Mode", "InferenceSession", "bridge_info", "gather_multiaxis", "normalize_axes", "register",
     "session_options",
     "variants", "gather_xy_nchw", "numpy_take", "numpy_take_along_axis", "onnx_gather", "onnx_gather_elements",
     "onnx_gather_nd", "openvino_gather", "openvino_gather_nd", "tf_gather", "tf_gather_nd", "torch_gather",

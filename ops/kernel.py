@@ -22,10 +22,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .geometry import GatherGeometry, normalize_axes
+from .contract import INDEX_DTYPES, MODES, GatherIndexError, Mode, normalize_axes
+from .geometry import GatherGeometry
 
-MODES = ("error", "error_nonempty", "zero", "clamp")
-INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
 _INT64_MAX = np.iinfo(np.int64).max
 
@@ -35,10 +34,6 @@ def _physical_memory() -> int | None:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):
         return None
-
-
-class GatherIndexError(IndexError):
-    """An index value lies outside the valid range of its axis (mode="error")."""
 
 
 def zero_element(dtype: np.dtype):
@@ -71,12 +66,12 @@ def _coordinate_term(indices: np.ndarray, coordinate: np.ndarray, j: int, geomet
     values = coordinate.astype(np.int64)
     np.add(values, dim, out=values, where=values < 0)  # negatives count from the end, once
     bad = (values < 0) | (values >= dim)
-    if mode == "clamp":
+    if mode == Mode.CLAMP:
         np.clip(values, 0, dim - 1, out=values)
         bad = None
     elif not bad.any():
         bad = None
-    elif mode == "zero":
+    elif mode == Mode.ZERO:
         values[bad] = 0
     else:
         logical_position = np.unravel_index(int(np.argmax(bad)), bad.shape)
@@ -159,7 +154,7 @@ def gather_multiaxis(input, indices, axes: Sequence[int], mode: str = "error") -
     Returns a new C-contiguous array of ``input``'s dtype.
     """
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        Mode.from_any(mode)  # raises, naming the modes
     data = np.asarray(input)
     index_array = np.asarray(indices)
     if index_array.dtype not in INDEX_DTYPES:
@@ -169,10 +164,10 @@ def gather_multiaxis(input, indices, axes: Sequence[int], mode: str = "error") -
     geometry = plan.geometry
     if not geometry.axes:  # nothing to index: a pure broadcast of the input
         return np.array(np.broadcast_to(data, geometry.output_shape), order="C")
-    if mode == "error_nonempty" and geometry.output_size == 0:  # nothing is read, so nothing is checked
+    if mode == Mode.ERROR_NONEMPTY and geometry.output_size == 0:  # nothing is read, so nothing is checked
         return np.empty(geometry.output_shape, dtype=data.dtype)
     geometry.check_addressable()
-    if plan.direct and mode in ("error", "error_nonempty"):
+    if plan.direct and mode in (Mode.ERROR, Mode.ERROR_NONEMPTY):
         # One axis read with stride 1 and nothing to add: the indices are the offsets, and np.take
         # counts negatives from the end once and refuses out-of-range ones, as this operator does.
         try:

@@ -1,14 +1,7 @@
 """GatherMultiaxis as an ONNX Runtime custom operator, through onnxruntime-extensions' PyOp bridge.
 
-Node signature (domain ``ai.onnx.contrib``, version 1), the one model files carry::
-
-    output = GatherMultiaxis(input, indices, axes, mode="error")
-      input   T     any type in DATA_TYPES (not float16/bfloat16: the bridge cannot carry them)
-      indices int32 or int64, same rank as input
-      axes    int64 1-D tensor
-      mode    string attribute, required on the node: "error", "zero" or "clamp"
-
-Two more op types exist only inside the in-memory model of a ``gathermultiaxis.InferenceSession``
+The node model files carry is ``GatherMultiaxis`` as ``ops.contract`` states it (signature, modes,
+errors, shape rule). More op types exist only inside the in-memory model of a ``gathermultiaxis.InferenceSession``
 (``ops/session.py``), never in a file::
 
     output = GatherMultiaxisRun(input, indices, axes, run_token, mode)       # data through the bridge
@@ -67,16 +60,16 @@ from . import extensions  # noqa: F401, I001 - first: onnxruntime_extensions wit
 from onnxruntime_extensions import PyCustomOpDef, get_library_path, onnx_op
 from onnxruntime_extensions import _ocos
 
-from .geometry import GatherGeometry, normalize_axes
-from .kernel import GatherIndexError, gather_multiaxis
-from .signature import DATA_TYPES, DOMAIN, INDEX_TYPES, OP_TYPE
+from .contract import DATA_TYPES, DOMAIN, INDEX_TYPES, OP_TYPE, GatherIndexError, normalize_axes
+from .geometry import GatherGeometry
+from .kernel import gather_multiaxis
 
 RUN_OP_TYPE = "GatherMultiaxisRun"
 FIXED_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxes"
 NARROWING_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxesToFloat16"  # float32 data holding float16 values
 BOUND_OP_PREFIX = "GatherMultiaxisBound"
 
-# ONNX element type -> PyOp bridge type (the signature and its types: ops/signature.py).
+# ONNX element type -> PyOp bridge type (the signature and its types: ops/contract.py).
 _BRIDGE_TYPES = {
     TensorProto.FLOAT: PyCustomOpDef.dt_float,
     TensorProto.DOUBLE: PyCustomOpDef.dt_double,

@@ -18,7 +18,8 @@ import numpy as np
 from onnx.reference.op_run import OpRun
 
 from .geometry import GatherGeometry
-from .kernel import INDEX_DTYPES, MODES, GatherIndexError, zero_element
+from .contract import INDEX_DTYPES, MODES, GatherIndexError, Mode
+from .kernel import zero_element
 
 
 def reference_gather_multiaxis(data, indices, axes: Sequence[int], mode: str = "error") -> np.ndarray:
@@ -31,20 +32,20 @@ def reference_gather_multiaxis(data, indices, axes: Sequence[int], mode: str = "
     "error_nonempty" only when the output is not empty).
     """
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        Mode.from_any(mode)  # raises, naming the modes
     data, indices = np.asarray(data), np.asarray(indices)
     if indices.dtype not in INDEX_DTYPES:
         raise TypeError(f"indices must be int32 or int64, got {indices.dtype}")
     geometry = GatherGeometry.infer(data.shape, indices.shape, axes)
     axes, k = geometry.axes, len(geometry.axes)
     logical, out_shape = geometry.logical_indices_shape, geometry.output_shape
-    if mode == "error_nonempty":
+    if mode == Mode.ERROR_NONEMPTY:
         if geometry.output_size == 0:  # nothing is read, so nothing is checked
             return np.empty(out_shape, dtype=data.dtype)
-        mode = "error"
+        mode = Mode.ERROR
     if k:
         geometry.check_addressable()
-    if mode == "error":  # every index value must be in range, used or not
+    if mode == Mode.ERROR:  # every index value must be in range, used or not
         for position in np.ndindex(*indices.shape):
             axis = axes[position[-1] % k if k > 1 else 0] if k else None
             value = int(indices[position])
@@ -65,7 +66,7 @@ def reference_gather_multiaxis(data, indices, axes: Sequence[int], mode: str = "
             if value < 0:
                 value += dim
             if not 0 <= value < dim:
-                if mode == "clamp":
+                if mode == Mode.CLAMP:
                     value = min(max(value, 0), dim - 1)
                 else:  # "zero" (in "error" mode every value was checked above)
                     is_zero, value = True, 0
@@ -80,7 +81,7 @@ class GatherMultiaxis(OpRun):
     op_domain = "ai.onnx.contrib"
 
     def _run(self, data, indices, axes, mode=None):  # noqa: D401 - OpRun's signature
-        mode = "error" if mode is None else mode
+        mode = Mode.ERROR if mode is None else mode
         if isinstance(mode, bytes):
             mode = mode.decode()
         axes = np.asarray(axes)

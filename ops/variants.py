@@ -17,8 +17,8 @@ from math import prod
 import numpy as np
 
 from .alignment import Alignment, gather_alignment, gather_elements_alignment, gather_nd_alignment
-from .geometry import GatherShapeError
-from .kernel import GatherIndexError, gather_multiaxis
+from .contract import GatherIndexError, GatherShapeError
+from .kernel import gather_multiaxis
 
 
 @dataclass(frozen=True)

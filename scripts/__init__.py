@@ -9,8 +9,9 @@ onnxruntime-extensions on first use); ``gathermultiaxis.graphs`` rewrites ONNX m
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version as _version
 
-from .ops.geometry import GatherGeometry, GatherShapeError
-from .ops.kernel import GatherIndexError, gather_multiaxis
+from .ops.contract import GatherIndexError, GatherShapeError, Mode
+from .ops.geometry import GatherGeometry
+from .ops.kernel import gather_multiaxis
 
 try:
     __version__ = _version("gathermultiaxis")
@@ -27,5 +28,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["GatherGeometry", "GatherIndexError", "GatherShapeError", "InferenceSession", "__version__",
+__all__ = ["GatherGeometry", "GatherIndexError", "GatherShapeError", "InferenceSession", "Mode", "__version__",
            "gather_multiaxis", "session_options"]

@@ -29,7 +29,7 @@ from .graphs import lower_model, rewrite_model
 from .graphs.rules import RULES, TensorInfo
 from .harness import IR_VERSION, make_session, single_gather_model, tensor_type_of
 from .ops import gather_multiaxis
-from .ops.signature import DOMAIN, OP_TYPE
+from .ops.contract import DOMAIN, OP_TYPE
 
 
 @dataclass

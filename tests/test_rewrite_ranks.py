@@ -310,7 +310,7 @@ def test_onnx_understands_rewritten_models_and_a_second_rewrite_is_a_no_op():
 
 
 def test_schema_shape_inference_uses_the_geometry_rules():
-    from gathermultiaxis.ops.signature import DATA_TYPES, DOMAIN, OP_TYPE
+    from gathermultiaxis.ops.contract import DATA_TYPES, DOMAIN, OP_TYPE
     from gathermultiaxis.graphs import schema
 
     constraints = {c.type_param_str: set(c.allowed_type_strs) for c in onnx.defs.get_schema(OP_TYPE, 1, DOMAIN).type_constraints}

@@ -1,0 +1,146 @@
+"""The GatherMultiaxis operator's contract, stated once: its node signature, its modes, its errors, and
+its shape rule. The kernel, the reference, the ONNX schema, the lowering and the ORT bridge import it
+(no onnxruntime import here).
+
+    output = GatherMultiaxis(input, indices, axes, mode)     domain ai.onnx.contrib, version 1
+      input    T      one of DATA_TYPES
+      indices  int32 or int64 (INDEX_TYPES), the rank of input
+      axes     int64 1-D tensor: distinct dimensions of input, each in [-rank, rank - 1]
+      mode     string attribute, required on the node: one of Mode's values
+      output   T      the rank of input; its dims are ``output_dims``
+
+DATA_TYPES are the element types onnxruntime-extensions' PyOp bridge can carry as inputs: not float16
+or bfloat16 (the rewriter wraps those in an exact Cast round trip), not complex (registering complex
+types makes every session fail to load).
+"""
+
+from __future__ import annotations
+
+import enum
+import operator
+from typing import Sequence
+
+import numpy as np
+from onnx import TensorProto
+
+DOMAIN = "ai.onnx.contrib"
+OP_TYPE = "GatherMultiaxis"
+DATA_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT8, TensorProto.INT16, TensorProto.INT32,
+              TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64,
+              TensorProto.BOOL, TensorProto.STRING)
+INDEX_TYPES = (TensorProto.INT32, TensorProto.INT64)
+INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+class Mode(str, enum.Enum):
+    """What an index outside ``[-dim, dim - 1]`` does. The values are the node's ``mode`` strings (its
+    wire format), and a Mode compares equal to its string.
+
+    ERROR: raise (ONNX's Gather and GatherElements; ORT checks every index, even for an empty output).
+    ERROR_NONEMPTY: raise, but check nothing when the output is empty (ORT's GatherND).
+    ZERO: the output element is 0 (OpenVINO Gather-8).
+    CLAMP: the index is clamped into range after negatives are counted from the end (Chromium's WebNN
+    backends: clamp to [-dim, dim - 1], then wrap negatives, which is the same; not the WebNN spec,
+    which calls such indices invalid)."""
+
+    ERROR = "error"
+    ERROR_NONEMPTY = "error_nonempty"
+    ZERO = "zero"
+    CLAMP = "clamp"
+
+    @classmethod
+    def from_any(cls, value: "Mode | str") -> "Mode":
+        """``value`` as a Mode: a Mode, or one of the mode strings (as jax.lax.GatherScatterMode.from_any)."""
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"mode must be one of {MODES}, got {value!r}") from None
+
+    def __str__(self) -> str:
+        return self.value
+
+
+MODES = tuple(mode.value for mode in Mode)  # the mode strings, in Mode's order
+
+
+class GatherShapeError(ValueError):
+    """The shapes or axes given to gather_multiaxis do not satisfy its shape contract."""
+
+
+class GatherIndexError(IndexError):
+    """An index value lies outside the valid range of its axis (mode="error")."""
+
+
+def shape_text(shape: Sequence[int | None]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def normalize_axes(axes: Sequence[int], rank: int) -> tuple[int, ...]:
+    """Axes as non-negative ints; raises GatherShapeError for non-ints, out-of-range or repeated axes."""
+    if all(type(axis) is int and 0 <= axis < rank for axis in axes) and len(set(axes)) == len(axes):
+        return tuple(axes)  # the common case, cheaply
+    normalized = []
+    for axis in axes:
+        try:
+            value = operator.index(axis)
+        except TypeError:
+            raise GatherShapeError(f"axes must be integers, got {axis!r}") from None
+        if not -rank <= value < rank:
+            raise GatherShapeError(
+                f"axis {value} is out of range for rank {rank} (valid range [{-rank}, {rank - 1}])")
+        value %= rank
+        if value in normalized:
+            raise GatherShapeError(f"axes {list(axes)} name dimension {value} more than once")
+        normalized.append(value)
+    return tuple(normalized)
+
+
+def logical_indices_dims(indices_dims: Sequence[int | None], axes_count: int) -> list[int | None]:
+    """The indices' dims with each coordinate tuple folded: with more than one axis, the last dimension
+    holds ``axes_count`` components per coordinate. A size not known stays None."""
+    logical = list(indices_dims)
+    if axes_count > 1 and logical and logical[-1] is not None:
+        if logical[-1] % axes_count:
+            raise GatherShapeError(
+                f"the last indices dimension ({logical[-1]}) must be a multiple of len(axes)={axes_count}, "
+                f"since each coordinate tuple is folded into it (indices shape {shape_text(indices_dims)})")
+        logical[-1] //= axes_count
+    return logical
+
+
+def output_dims(input_dims: Sequence[int | None], indices_dims: Sequence[int | None],
+                axes: Sequence[int]) -> list[int | None]:
+    """The shape rule. Input and indices have one rank; on an axis the output takes the logical indices'
+    size; elsewhere the two sizes broadcast (equal, or one of them 1). Dims may be None (not known):
+    the output size is then None unless the rule fixes it anyway. Raises GatherShapeError where the
+    known sizes break the rule."""
+    input_dims, indices_dims = list(input_dims), list(indices_dims)
+    rank = len(input_dims)
+    if len(indices_dims) != rank:
+        raise GatherShapeError(
+            f"input rank {rank} and indices rank {len(indices_dims)} differ; gather_multiaxis needs "
+            f"equal ranks (input shape {shape_text(input_dims)}, indices shape {shape_text(indices_dims)})")
+    axes = normalize_axes(axes, rank)
+    logical = logical_indices_dims(indices_dims, len(axes))
+    output: list[int | None] = []
+    for d, (size_in, size_idx) in enumerate(zip(input_dims, logical)):
+        if d in axes:
+            output.append(size_idx)
+        elif size_idx == 1 or (size_in is not None and size_in == size_idx):
+            output.append(size_in)
+        elif size_in == 1:
+            output.append(size_idx)
+        elif size_in is not None and size_idx is not None:
+            raise GatherShapeError(
+                f"dimension {d} is not broadcastable: input size {size_in} vs logical indices size {size_idx} "
+                f"(need equal sizes or one of them 1; input shape {shape_text(input_dims)}, "
+                f"logical indices shape {shape_text(logical)}, axes {list(axes)})")
+        else:  # one size unknown: the output has the input's size when it is known and not 1
+            output.append(size_in)
+    return output
+
+
+__all__ = ["DATA_TYPES", "DOMAIN", "INDEX_DTYPES", "INDEX_TYPES", "MODES", "OP_TYPE", "GatherIndexError",
+           "GatherShapeError", "Mode", "logical_indices_dims", "normalize_axes", "output_dims", "shape_text"]
