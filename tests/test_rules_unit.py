@@ -1,0 +1,90 @@
+"""The rewrite rules alone (issue 19): ``TensorInfo`` in, ``Replacement`` out, no ORT. Each replacement's
+alignment, applied with NumPy and the kernel, must give what NumPy's own gather gives."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+
+from gathermultiaxis.graphs.rules import RULES, Replacement, TensorInfo
+from gathermultiaxis.ops import Mode, gather_multiaxis
+from gathermultiaxis.ops.alignment import AlignmentError
+
+F = TensorProto.FLOAT
+
+
+def apply(replacement: Replacement, data: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """The replacement as the rewritten graph computes it (Slice, Unsqueeze, GatherMultiaxis, Squeeze)."""
+    alignment = replacement.alignment
+    if replacement.slice_data_except is not None:
+        data = data[tuple(slice(None) if d == replacement.slice_data_except else slice(0, size)
+                          for d, size in enumerate(indices.shape))]
+    data = np.expand_dims(data, alignment.data_unsqueeze) if alignment.data_unsqueeze else data
+    indices = np.expand_dims(indices, alignment.indices_unsqueeze) if alignment.indices_unsqueeze else indices
+    output = gather_multiaxis(data, indices, list(alignment.axes), replacement.mode)
+    return np.squeeze(output, alignment.output_squeeze) if alignment.output_squeeze else output
+
+
+def info(array: np.ndarray, symbolic: bool = False) -> TensorInfo:
+    return TensorInfo(F, tuple(f"d{i}" for i in range(array.ndim)) if symbolic else array.shape)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_gather_rule(data):
+    rank = data.draw(st.integers(1, 4))
+    shape = data.draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
+    axis = data.draw(st.integers(-rank, rank - 1))
+    indices_shape = data.draw(st.lists(st.integers(0, 3), min_size=0, max_size=3))
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    i = np.random.default_rng(0).integers(-shape[axis], shape[axis], indices_shape)
+    node = helper.make_node("Gather", ["x", "i"], ["y"], axis=axis)
+    replacement = RULES["Gather"](node, info(x, data.draw(st.booleans())), info(i))
+    assert replacement.mode == Mode.ERROR and replacement.slice_data_except is None
+    np.testing.assert_array_equal(apply(replacement, x, i), np.take(x, i, axis=axis))
+
+
+@pytest.mark.parametrize("indices_shape, declared, sliced", [
+    ((2, 3, 4), "static", False),     # same sizes, known: no Slice
+    ((2, 2, 4), "static", True),      # smaller on a non-axis dim: the data is cut first
+    ((2, 3, 4), "symbolic", True),    # equal names are not equal sizes to ORT: cut anyway
+])
+def test_gather_elements_rule(indices_shape, declared, sliced):
+    x = np.arange(2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5)
+    i = np.random.default_rng(1).integers(-5, 5, indices_shape)
+    node = helper.make_node("GatherElements", ["x", "i"], ["y"], axis=-1)
+    replacement = RULES["GatherElements"](node, info(x, declared == "symbolic"), info(i, declared == "symbolic"))
+    assert (replacement.slice_data_except is not None) == sliced and replacement.alignment.axes == (2,)
+    crop = x[:, :indices_shape[1], :]
+    np.testing.assert_array_equal(apply(replacement, x, i), np.take_along_axis(crop, np.where(i < 0, i + 5, i), -1))
+
+
+@pytest.mark.parametrize("batch_dims, data_shape, indices_shape", [
+    (0, (3, 4, 5), (2, 2)), (0, (3, 4, 5), (6, 3)), (1, (2, 4, 5), (2, 3, 1)), (2, (2, 3, 4, 5), (2, 3, 2)),
+])
+def test_gather_nd_rule(batch_dims, data_shape, indices_shape):
+    x = np.arange(np.prod(data_shape), dtype=np.float32).reshape(data_shape)
+    k = indices_shape[-1]
+    rng = np.random.default_rng(2)
+    i = np.stack([rng.integers(0, data_shape[batch_dims + j], indices_shape[:-1]) for j in range(k)], -1) \
+        if k else np.zeros(indices_shape, np.int64)
+    node = helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=batch_dims)
+    replacement = RULES["GatherND"](node, info(x, True), TensorInfo(TensorProto.INT64, (*("n",) * (len(i.shape) - 1), k)))
+    assert replacement.mode == Mode.ERROR_NONEMPTY
+    # NumPy's own GatherND: over the batch dims, index the next k dims by each coordinate tuple
+    b = batch_dims
+    flat_x = x.reshape(-1, *data_shape[b:])
+    flat_i = i.reshape(flat_x.shape[0], -1, k)
+    rows = [xb[tuple(ib[:, j] for j in range(k))] for xb, ib in zip(flat_x, flat_i)]
+    expected = np.stack(rows).reshape(*indices_shape[:-1], *data_shape[b + k:])
+    np.testing.assert_array_equal(apply(replacement, x, i), expected)
+
+
+def test_gather_nd_rule_needs_a_known_nonzero_coordinate_size():
+    """A symbolic k goes to the run-time alignment; k = 0 (whole slices) has no static alignment."""
+    node = helper.make_node("GatherND", ["x", "i"], ["y"])
+    with pytest.raises(Exception, match="coordinate size"):
+        RULES["GatherND"](node, TensorInfo(F, (3, 4)), TensorInfo(TensorProto.INT64, (2, "k")))
+    with pytest.raises(AlignmentError, match="empty coordinate tuples"):
+        RULES["GatherND"](node, TensorInfo(F, (3, 4)), TensorInfo(TensorProto.INT64, (5, 0)))
