@@ -344,16 +344,14 @@ def test_run_time_alignment_below_opset_13_of_tensors_with_several_size_0_dimens
     assert report.runtime_aligned == 1
 
 
-@pytest.mark.parametrize("opset", [11, 12, 13, 17])
-@pytest.mark.parametrize("batch_dims, data_shape, indices_shape",
-                         [(0, (2, 3), (4, 0)), (0, (2, 3, 2), (2, 5, 0)), (1, (2, 3, 4), (2, 3, 0))],
-                         ids=["whole-input", "whole-input-3d", "batch-dims-1"])
+@pytest.mark.parametrize("opset, batch_dims, data_shape, indices_shape",
+                         [(opset, 0, (2, 3), (4, 0)) for opset in (11, 12, 13, 17)]
+                         + [(opset, 0, (2, 3, 2), (2, 5, 0)) for opset in (11, 12, 13, 17)]
+                         + [(opset, 1, (2, 3, 4), (2, 3, 0)) for opset in (12, 13, 17)])  # batch_dims: from 12
 def test_run_time_aligned_gather_nd_with_no_coordinate(opset, batch_dims, data_shape, indices_shape):
     """Indices [..., 0] read whole slices (k = 0). With no rank known, the run-time alignment squeezed the
     size-0 coordinate dimension and the rewritten model failed ("Dimension of input 3 must be 1 instead
     of 0"); the lowered model must agree too."""
-    if opset < 12 and batch_dims:
-        pytest.skip("GatherND-11 has no batch_dims attribute")
     attributes = {"batch_dims": batch_dims} if opset >= 12 else {}
     model = make_model([helper.make_node("GatherND", ["data", "indices"], ["output"], **attributes)],
                        [value("data", T.FLOAT, None), value("indices", T.INT64, None)],
