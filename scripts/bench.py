@@ -29,6 +29,7 @@ from .graphs import lower_model, rewrite_model
 from .graphs.rules import RULES, TensorInfo
 from .harness import IR_VERSION, make_session, single_gather_model, tensor_type_of
 from .ops import gather_multiaxis
+from .timing import interleaved
 from .ops.contract import DOMAIN, OP_TYPE
 
 
@@ -76,25 +77,14 @@ def _time(call, repeats: int, cap_s: float | None = None) -> Timing | None:
     first = time.perf_counter() - start
     if cap_s is not None and first > cap_s / 3:
         return Timing(first * 1e3, first * 1e3, first * 1e3)
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        samples.append((time.perf_counter() - start) * 1e3)
+    samples = interleaved({"call": call}, repeats, warmups=0)["call"]
     return Timing(float(np.median(samples)), min(samples), max(samples))
 
 
 def _time_together(calls: dict[str, Callable], repeats: int) -> dict[str, Timing]:
     """Time several calls round-robin, so that they see the same machine (it is shared; drift and
     cache state would otherwise favour whichever ran last)."""
-    for call in calls.values():
-        call()  # warm-up
-    samples: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            samples[name].append((time.perf_counter() - start) * 1e3)
+    samples = interleaved(calls, repeats)
     return {name: Timing(float(np.median(v)), min(v), max(v)) for name, v in samples.items()}
 
 

@@ -19,11 +19,12 @@ import math
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from .timing import interleaved
 
 COLUMNS = ("builtin", "rewritten", "lowered")
 
@@ -78,14 +79,10 @@ def _sessions_and_feeds(path: str, batch: int, sequence: int):
 
 
 def _session(column: str, model):
-    import onnxruntime as ort
+    """ORT's default options, as users run models (the package's session for the rewritten column)."""
+    from .harness import make_session
 
-    from .ops import InferenceSession
-
-    providers = ["CPUExecutionProvider"]
-    if column == "rewritten":
-        return InferenceSession(model, providers=providers)
-    return ort.InferenceSession(model.SerializeToString(), providers=providers)
+    return make_session(model, custom=column == "rewritten", optimized=True)
 
 
 def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: int = 16,
@@ -108,12 +105,7 @@ def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: i
     sess = _session(column, models[column])
     if column != "builtin" and not (column == "lowered" and lowering.left):
         same = all(bit_identical(a, b) for a, b in zip(sess.run(None, feeds), want))
-    samples: list[float] = []
-    sess.run(None, feeds)  # warm-up
-    for _ in range(repeats):
-        start = time.perf_counter()
-        sess.run(None, feeds)
-        samples.append((time.perf_counter() - start) * 1e3)
+    samples = interleaved({column: lambda: sess.run(None, feeds)}, repeats)[column]
     return {"shape": shape, "rewritten_gathers": report.rewritten, "column": column, "bit_identical": same,
             "lowering_left": lowering.left, "samples": samples}
 

@@ -14,6 +14,7 @@ Whole models: ``end_to_end``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -29,6 +30,7 @@ from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from .graphs import rewrite_model
 from .harness import IR_VERSION, bit_identical
+from .timing import interleaved
 
 OPSET = 17
 ENTRIES = ("builtin", "InferenceSession", "session_options", "copy floor")
@@ -165,15 +167,7 @@ def measure(workload: RuntimeWorkload, repeats: int) -> RuntimeResult:
              "InferenceSession": lambda: package.run(None, workload.feeds),
              "session_options": lambda: plain.run(None, workload.feeds),
              "copy floor": workload.floor}
-    samples: dict[str, list[float]] = {name: [] for name in calls}
-    for call in calls.values():
-        call()
-        call()  # warm-up
-    for _ in range(repeats):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            samples[name].append((time.perf_counter() - start) * 1e3)
+    samples = interleaved(calls, repeats, warmups=2)
     result = RuntimeResult(workload.name, target=workload.target)
     for name, values in samples.items():
         result.medians_ms[name] = float(np.median(values))
@@ -266,23 +260,24 @@ def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
         for name in runtime_steps:
             variants[name] = variants["all steps"]
         expected = variants["builtin"].run(None, workload.feeds)
-        samples: dict[str, list[float]] = {name: [] for name in variants}
-        for _ in range(repeats):
-            for name, sess in variants.items():
-                step = runtime_steps.get(name)
+        @contextlib.contextmanager
+        def switched_off(name, feeds=workload.feeds, expected=expected, workload_name=workload.name):
+            """The variant's runtime step off while its sample is taken, and its output checked first."""
+            step = runtime_steps.get(name)
+            if step:
+                _switch(step, False)
+            try:
+                got = variants[name].run(None, feeds)
+                if not all(bit_identical(a, e) for a, e in zip(got, expected)):
+                    raise AssertionError(f"{workload_name}, {name}: output differs from builtin")
+                yield
+            finally:
                 if step:
-                    _switch(step, False)
-                try:
-                    got = sess.run(None, workload.feeds)
-                    if not all(bit_identical(a, e) for a, e in zip(got, expected)):
-                        raise AssertionError(f"{workload.name}, {name}: output differs from builtin")
-                    start = time.thread_time()
-                    for _ in range(calls):
-                        sess.run(None, workload.feeds)
-                    samples[name].append((time.thread_time() - start) / calls * 1e6)
-                finally:
-                    if step:
-                        _switch(step, True)
+                    _switch(step, True)
+
+        runs = {name: (lambda sess=sess: sess.run(None, workload.feeds)) for name, sess in variants.items()}
+        samples = interleaved(runs, repeats, warmups=0, clock=time.thread_time, scale=1e6, per_sample=calls,
+                              around=switched_off)
         for name, values in samples.items():
             rows.append({"workload": workload.name, "variant": name, "median_us": float(np.median(values)),
                          "p10_us": float(np.percentile(values, 10)), "p90_us": float(np.percentile(values, 90))})
