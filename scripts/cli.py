@@ -351,8 +351,16 @@ def run_runtime_bench(args) -> int:
     return 0
 
 
+_LEGACY_BENCH = {"big_model": "big-model [GB]", "big_graph": "big-graph [GATHERS]", "runtime": "runtime",
+                 "end_to_end": "end-to-end MODEL|FOLDER...", "build_exports": "build-exports DIR"}
+
+
 def run_bench(args) -> int:
-    from . import bench
+    """bench [JOB]: the jobs' handlers import their modules only when they run."""
+    if args.job is None:
+        used = [flag for flag in _LEGACY_BENCH if getattr(args, flag)]
+        if used:
+            print(f"note: `bench --{used[0].replace('_', '-')}` is now `bench {_LEGACY_BENCH[used[0]]}`", file=sys.stderr)
     _writable(args.json, args.force)
     if args.big_model:
         return run_big_model(args)
@@ -364,6 +372,7 @@ def run_bench(args) -> int:
         return run_end_to_end(args)
     if args.build_exports:
         return run_build_exports(args)
+    from . import bench
     if args.plot:
         _writable(args.plot, args.force)
         try:
@@ -395,6 +404,34 @@ def run_example(args) -> int:
 
 
 # -- the parser ----------------------------------------------------------------------------------
+
+def _bench_options(parser: argparse.ArgumentParser, default, quick: bool = False, reference: bool = False,
+                   legacy: bool = False) -> None:
+    """The options bench jobs share. On a job's parser their default is argparse.SUPPRESS, so that the
+    same option given before the job name (``bench --repeats 9 runtime``) is kept."""
+    keep = {} if default is None else {"default": default}
+    parser.add_argument("--repeats", type=_positive_int, help="timed runs per measurement", **({"default": None} | keep))
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON", **({"default": None} | keep))
+    parser.add_argument("--force", action="store_true", help="overwrite existing JSON or plot files", **keep)
+    if quick or legacy:
+        parser.add_argument("--quick", action="store_true", help="small workloads; runtime: no memory rows", **keep)
+    if reference or legacy:
+        parser.add_argument("--reference-cap", type=_positive_float, metavar="SECONDS",
+                            help="time cap for the onnx reference evaluator (default 30 s)",
+                            **({"default": 30.0} | keep))
+        parser.add_argument("--plot", metavar="FILE.png", help="draw the ratios as a bar chart (needs matplotlib)",
+                            **({"default": None} | keep))
+    if legacy:  # the spellings before the jobs: still accepted, with a note of the new one
+        hidden = argparse.SUPPRESS
+        parser.add_argument("--runtime", action="store_true", help=hidden)
+        parser.add_argument("--end-to-end", nargs="+", metavar="MODEL|FOLDER", help=hidden)
+        parser.add_argument("--processes", type=_positive_int, default=2, help=hidden)
+        parser.add_argument("--build-exports", metavar="DIR", help=hidden)
+        parser.add_argument("--big-model", type=_positive_float, nargs="?", const=2.2, default=None, help=hidden)
+        parser.add_argument("--big-graph", type=_positive_int, nargs="?", const=50_000, default=None, help=hidden)
+        parser.add_argument("--big-model-folder", metavar="DIR", help=hidden)
+        parser.add_argument("--ort-optimize", action="store_true", help=hidden)
+
 
 def build_parser() -> argparse.ArgumentParser:
     common = OneLineParser(add_help=False)
@@ -481,43 +518,45 @@ def build_parser() -> argparse.ArgumentParser:
     checker.set_defaults(run=run_check, argv=None)
 
     bench_command = commands.add_parser(
-        "bench", parents=[common], help="time GatherMultiaxis against ORT builtin, NumPy and the ONNX reference",
-        description="Times every workload in one process on the same arrays and prints medians, spreads and "
-                    "ratios (no absolute targets: the machine is shared).")
-    bench_command.add_argument("--quick", action="store_true", help="small workloads (about 50k output elements)")
-    bench_command.add_argument("--repeats", type=_positive_int, default=None,
-                               help="timed runs per measurement (default 15, quick 5)")
-    bench_command.add_argument("--reference-cap", type=_positive_float, default=30.0, metavar="SECONDS",
-                               help="time cap for the onnx reference evaluator (default 30 s)")
-    bench_command.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    bench_command.add_argument("--plot", metavar="FILE.png", help="draw the ratios as a bar chart (needs matplotlib)")
-    bench_command.add_argument("--force", action="store_true", help="overwrite existing JSON or plot files")
-    bench_command.add_argument("--runtime", action="store_true",
-                               help="instead: the models a user meets (GPT-2 embeddings, int8 + DequantizeLinear, "
-                                    "detection post-processing) through InferenceSession and session_options() "
-                                    "against builtin, and the memory of a session over a bound 150 MB table "
-                                    "(--quick skips the memory)")
-    bench_command.add_argument("--end-to-end", nargs="+", metavar="MODEL|FOLDER",
-                               help="instead: whole models as users run them (a folder: its *.onnx files), in "
-                                    "fresh processes: the original on ORT, the `rewrite --ort-optimize` model in "
-                                    "InferenceSession and its lowering on ORT (default options, interleaved; "
-                                    "exit 1 if the rewritten model's output differs)")
-    bench_command.add_argument("--processes", type=_positive_int, default=2,
-                               help="--end-to-end: fresh processes per model (default 2)")
-    bench_command.add_argument("--build-exports", metavar="DIR",
-                               help="instead: write the real exports --end-to-end is meant for into DIR "
-                                    "(transformers models with random weights, a hummingbird-ml tree ensemble; "
-                                    "needs torch and transformers)")
-    bench_command.add_argument("--big-model", type=_positive_float, nargs="?", const=2.2, default=None, metavar="GB",
-                               help="instead: peak memory of `rewrite` on a model with a GB-sized external table "
-                                    "(default 2.2 GB, a sparse file)")
-    bench_command.add_argument("--big-graph", type=_positive_int, nargs="?", const=50_000, default=None,
-                               metavar="GATHERS",
-                               help="instead: seconds and peak memory of `rewrite` on a chain of GATHERS x "
-                                    "(Gather + Add) nodes (default 50000: 100k nodes) against onnx.load + "
-                                    "infer_shapes of it, in fresh processes (--repeats: interleaved, default 1)")
-    bench_command.add_argument("--big-model-folder", metavar="DIR", help="where --big-model builds its model")
-    bench_command.add_argument("--ort-optimize", action="store_true", help="--big-model: rewrite with --ort-optimize")
+        "bench", parents=[common], help="benchmarks: kernel, runtime, end-to-end, big-graph, big-model, build-exports",
+        description="Benchmarks, one job each (default: kernel). Medians, spreads and ratios of interleaved "
+                    "runs; no absolute targets (the machine is shared).")
+    _bench_options(bench_command, None, legacy=True)
+    jobs = bench_command.add_subparsers(dest="job", metavar="JOB")
+    suppressed = argparse.SUPPRESS  # a job's own options never overwrite what was given before the job
+    kernel = jobs.add_parser("kernel", help="the kernel against NumPy, ORT builtin, the bridge floor and the "
+                                            "ONNX reference, on full-size workloads (the default job)")
+    _bench_options(kernel, suppressed, quick=True, reference=True)
+    runtime = jobs.add_parser("runtime", help="the models a user meets (GPT-2 embeddings, int8 + DequantizeLinear, "
+                                              "detection post-processing) through InferenceSession and "
+                                              "session_options() against builtin; the call-path breakdown; the "
+                                              "memory of a session over a bound 150 MB table (--quick skips it)")
+    _bench_options(runtime, suppressed, quick=True)
+    runtime.set_defaults(runtime=True)
+    end_to_end = jobs.add_parser("end-to-end", help="whole models (a folder: its *.onnx files): the original on "
+                                                    "ORT, the `rewrite --ort-optimize` model in InferenceSession "
+                                                    "and its lowering on ORT, one fresh process per column and "
+                                                    "round (exit 1 if the rewritten model's output differs)")
+    end_to_end.add_argument("end_to_end", nargs="+", metavar="MODEL|FOLDER")
+    _bench_options(end_to_end, suppressed)
+    end_to_end.add_argument("--processes", type=_positive_int, default=suppressed,
+                            help="rounds of fresh processes (default 2)")
+    build = jobs.add_parser("build-exports", help="write the real exports end-to-end is meant for into DIR "
+                                                  "(transformers models with random weights, a hummingbird-ml "
+                                                  "tree ensemble; needs torch and transformers)")
+    build.add_argument("build_exports", metavar="DIR")
+    big_graph = jobs.add_parser("big-graph", help="seconds and peak memory of `rewrite` on a chain of GATHERS x "
+                                                  "(Gather + Add) nodes (default 50000: 100k nodes) against "
+                                                  "onnx.load + infer_shapes of it, in fresh processes")
+    big_graph.add_argument("big_graph", type=_positive_int, nargs="?", default=50_000, metavar="GATHERS")
+    _bench_options(big_graph, suppressed)
+    big_model = jobs.add_parser("big-model", help="peak memory of `rewrite` on a model with a GB-sized external "
+                                                  "table (default 2.2 GB, a sparse file)")
+    big_model.add_argument("big_model", type=_positive_float, nargs="?", default=2.2, metavar="GB")
+    _bench_options(big_model, suppressed)
+    big_model.add_argument("--folder", dest="big_model_folder", default=suppressed, metavar="DIR",
+                           help="where it builds its model")
+    big_model.add_argument("--ort-optimize", action="store_true", default=suppressed, help="rewrite with --ort-optimize")
     bench_command.set_defaults(run=run_bench)
 
     example = commands.add_parser("example", parents=[common], help="write the bundled example model to a file")

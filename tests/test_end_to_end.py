@@ -54,3 +54,18 @@ def test_big_graph_row_on_a_small_chain(tmp_path, capsys):
     for key in ("rewrite", "load_and_infer", "python_startup"):
         assert len(run[key]["seconds"]) == 1 and run[key]["seconds"][0] > 0 and run[key]["peak_rss_mib"][0] > 0
     assert "| gathermultiaxis rewrite |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, note", [
+    (["bench", "end-to-end", str(EXAMPLE_PATH), "--repeats", "2", "--processes", "1"], False),
+    (["bench", "--repeats", "2", "end-to-end", str(EXAMPLE_PATH), "--processes", "1"], False),
+    (["bench", "--end-to-end", str(EXAMPLE_PATH), "--repeats", "2", "--processes", "1"], True),
+], ids=["job", "option-before-job", "old-flag"])
+def test_bench_jobs_and_their_old_flags(tmp_path, capsys, argv, note):
+    """``bench JOB``; an option given before the job is kept; the old flag works and names the new spelling."""
+    report = tmp_path / "e2e.json"
+    assert main(argv + ["--json", str(report)]) == 0
+    [row] = json.loads(report.read_text())
+    assert row["processes"] == 1 and row["bit_identical"] and len(row["spread"]) == 2
+    err = capsys.readouterr().err
+    assert ("note: `bench --end-to-end` is now `bench end-to-end MODEL|FOLDER...`" in err) == note
