@@ -27,12 +27,10 @@ Properties of the bridge (onnxruntime-extensions 0.15, ORT 1.31) that shape this
   ``std::terminate``. So the op never raises: it records the error and returns an output of the
   right shape and type (zeros; the shape is known for index errors) so that nothing downstream
   (Squeeze, Scan outputs, pre-allocated IOBinding outputs) aborts on a placeholder.
-* Plain ``GatherMultiaxis`` nodes (sessions built by the user with ``session_options()``) have no
-  token: their errors go through a per-thread channel and run wrappers set on each such session when
-  it is created (``guard_onnxruntime_sessions``, called by ``session_options()``, never by import);
-  sessions made with other options keep onnxruntime's own methods, untouched. That path cannot
-  attribute errors under ``ExecutionMode.ORT_PARALLEL`` (ORT pool threads) or ``run_async``: see the
-  README.
+* Errors are routed to their run by ``ops.run_errors`` (by run token for the session's own op types;
+  through a per-thread channel and run wrappers for plain nodes in sessions built with
+  ``session_options()``, which cannot attribute errors under ``ExecutionMode.ORT_PARALLEL`` or
+  ``run_async``: see the README).
 * float16 outputs cross the bridge (one ``memcpy``, itemsize 2); float16 *inputs* and bfloat16 in
   either direction do not.
 * The default return path converts every output to a Python list (6x slower on large outputs). The
@@ -47,7 +45,6 @@ Properties of the bridge (onnxruntime-extensions 0.15, ORT 1.31) that shape this
 from __future__ import annotations
 
 import functools
-import itertools
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -55,7 +52,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto
-from onnxruntime.capi import onnxruntime_inference_collection as _ort_collection
 from . import extensions  # noqa: F401, I001 - first: onnxruntime_extensions without transformers/torch
 from onnxruntime_extensions import PyCustomOpDef, get_library_path, onnx_op
 from onnxruntime_extensions import _ocos
@@ -63,6 +59,7 @@ from onnxruntime_extensions import _ocos
 from .contract import DATA_TYPES, DOMAIN, INDEX_TYPES, OP_TYPE, GatherIndexError, normalize_axes
 from .geometry import GatherGeometry
 from .kernel import gather_multiaxis
+from .run_errors import ERRORS, RUN_ERRORS, guard_onnxruntime_sessions, guard_sessions_made_with  # noqa: F401 - guard_onnxruntime_sessions: public here too (README)
 
 RUN_OP_TYPE = "GatherMultiaxisRun"
 FIXED_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxes"
@@ -93,139 +90,6 @@ def bound_op_type(elem_type: int) -> str:
     """The op type of a bound gather whose output has ONNX type ``elem_type``, e.g. GatherMultiaxisBoundFloat.
     (One op type per output type: a bound node has no data input from which ORT could pick the type.)"""
     return BOUND_OP_PREFIX + TensorProto.DataType.Name(elem_type).capitalize()
-
-
-def _rebuilt(error: BaseException) -> BaseException:
-    """A fresh exception of the same type and message, naming the op."""
-    message = f"{OP_TYPE}: {error}"
-    try:
-        return type(error)(message)
-    except Exception:  # an exception type whose constructor takes other arguments
-        return RuntimeError(message)
-
-
-class RunErrors:
-    """Errors of the token-taking op types, kept under the run token until that run's wrapper pops them.
-
-    ``dict.setdefault`` and ``dict.pop`` are atomic under the GIL, so no lock is needed; the first
-    error of a run wins (a run can hold several GatherMultiaxis nodes)."""
-
-    def __init__(self):
-        self._errors: dict[int, BaseException] = {}
-        self._tokens = itertools.count(1)
-
-    def new_token(self) -> int:
-        return next(self._tokens)
-
-    def record(self, token: int, error: BaseException) -> None:
-        self._errors.setdefault(token, error)
-
-    def pop(self, token: int) -> BaseException | None:
-        """The error of run ``token`` rebuilt to name the op, or None; forgets it."""
-        error = self._errors.pop(token, None)
-        return None if error is None else _rebuilt(error)
-
-
-RUN_ERRORS = RunErrors()
-
-
-class _ErrorChannel:
-    """Carries an exception raised inside a plain (token-less) GatherMultiaxis node to the Python caller
-    of the session's run method: per calling thread, then first-in-first-out for errors raised on ORT's
-    pool threads. Only sessions built with ``session_options()`` need it (best effort, see the README)."""
-
-    def __init__(self):
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._unattributed: list[BaseException] = []  # raised on an ORT pool thread (parallel mode)
-
-    # Errors no run takes are dropped, oldest first, beyond this many: a session that never runs
-    # through a guarded method would otherwise keep every one (each traceback holds its call's arrays).
-    MAX_UNATTRIBUTED = 64
-
-    def record(self, error: BaseException) -> None:
-        if getattr(self._local, "depth", 0):
-            if getattr(self._local, "error", None) is None:
-                self._local.error = error
-            return
-        with self._lock:
-            self._unattributed.append(error.with_traceback(None))  # its frames hold the call's arrays
-            del self._unattributed[:-self.MAX_UNATTRIBUTED]
-
-    def _enter(self) -> None:
-        depth = getattr(self._local, "depth", 0)
-        if depth == 0:
-            self._local.error = None
-        self._local.depth = depth + 1
-
-    def _leave(self) -> BaseException | None:
-        self._local.depth -= 1
-        error, self._local.error = self._local.error, None
-        if error is None and self._unattributed:  # a cheap look first: the lock is for the rare case
-            with self._lock:
-                if self._unattributed:
-                    error = self._unattributed.pop(0)
-        return error
-
-    def guard(self, run):
-        """Wrap a Session.run* method so that an error recorded during the run is raised from it."""
-        if getattr(run, "_gathermultiaxis_guard", False):
-            return run
-
-        @functools.wraps(run)
-        def guarded(*args, **kwargs):
-            self._enter()
-            try:
-                result = run(*args, **kwargs)
-            except BaseException as exc:
-                error = self._leave()
-                if error is None:
-                    raise
-                raise _rebuilt(error) from exc
-            error = self._leave()
-            if error is not None:
-                raise _rebuilt(error) from error
-            return result
-
-        guarded._gathermultiaxis_guard = True
-        return guarded
-
-
-ERRORS = _ErrorChannel()
-_GUARDED_METHODS = ("run", "run_with_ort_values", "run_with_iobinding", "run_with_ortvaluevector")
-_guarded_options: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()  # options of session_options()
-
-
-def _guard_if_ours(init):
-    """Wrap ``onnxruntime.InferenceSession.__init__``: a session created with options from
-    ``session_options()`` gets the error channel as run wrappers on the instance itself; every other
-    session keeps onnxruntime's methods (nothing per run)."""
-
-    @functools.wraps(init)
-    def created(self, path_or_bytes, sess_options=None, *args, **kwargs):
-        init(self, path_or_bytes, sess_options, *args, **kwargs)
-        if (sess_options is not None and sess_options in _guarded_options
-                and not getattr(self, "_gathermultiaxis_run_tokens", False)):  # not gathermultiaxis' own session
-            for name in _GUARDED_METHODS:
-                method = getattr(self, name, None)
-                if method is not None:
-                    setattr(self, name, ERRORS.guard(method))
-
-    created._gathermultiaxis_guard = True
-    return created
-
-
-def guard_onnxruntime_sessions() -> None:
-    """Make op errors of plain GatherMultiaxis nodes reach the caller of ``onnxruntime.InferenceSession``'s
-    run methods, for sessions created with options from ``session_options()`` (which calls this).
-
-    The one process-wide change the package makes to onnxruntime: ``onnxruntime.InferenceSession.__init__``
-    is wrapped so that such a session gets run wrappers on the instance. Other sessions are not slowed:
-    they pay one set lookup at creation and nothing per run. Idempotent; never called by import."""
-    with _lock:
-        init = _ort_collection.InferenceSession.__init__
-        if not getattr(init, "_gathermultiaxis_guard", False):
-            _ort_collection.InferenceSession.__init__ = _guard_if_ours(init)
 
 
 @dataclass(frozen=True)
@@ -641,7 +505,6 @@ def session_options(options: ort.SessionOptions | None = None) -> ort.SessionOpt
     ``guard_onnxruntime_sessions()``. Thread-safe.
     """
     with _lock:
-        guard_onnxruntime_sessions()
         options = register_library(ort.SessionOptions() if options is None else options)
-        _guarded_options.add(options)
+        guard_sessions_made_with(options)
         return options

@@ -42,7 +42,8 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 from ..graphs.bind import BIND_FORMS, RUN_TOKEN, PreparedModel, prepare_model  # noqa: F401 - public here too
 from ..graphs.modelfile import ExternalDataError, external_tensors
 from . import ortop
-from .ortop import BOUND_TABLES, RUN_ERRORS
+from .ortop import BOUND_TABLES
+from .run_errors import RUN_ERRORS
 
 # ORT's session config entry naming the folder external data is relative to (for a model given as bytes;
 # it overrides the model file's own folder too).

@@ -1,0 +1,168 @@
+"""Run errors of GatherMultiaxis nodes, routed to the run that caused them.
+
+The op's Python body cannot raise through onnxruntime-extensions' bridge (an exception there ends the
+process), so it records the error and returns a placeholder; the run's caller raises it:
+
+* ``RUN_ERRORS``: for the token-taking op types of ``gathermultiaxis.InferenceSession`` (every run API,
+  every execution mode): the error is kept under the run's token until that run's wrapper pops it.
+* ``ERRORS``: for plain GatherMultiaxis nodes in sessions built with ``session_options()``: per calling
+  thread, best effort (see the README), through run wrappers that ``guard_onnxruntime_sessions()``, the
+  package's one process-wide change to onnxruntime, puts on such sessions.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import threading
+import weakref
+
+import onnxruntime as ort
+from onnxruntime.capi import onnxruntime_inference_collection as _ort_collection
+
+from .contract import OP_TYPE
+
+_lock = threading.Lock()
+
+
+def _rebuilt(error: BaseException) -> BaseException:
+    """A fresh exception of the same type and message, naming the op."""
+    message = f"{OP_TYPE}: {error}"
+    try:
+        return type(error)(message)
+    except Exception:  # an exception type whose constructor takes other arguments
+        return RuntimeError(message)
+
+
+class RunErrors:
+    """Errors of the token-taking op types, kept under the run token until that run's wrapper pops them.
+
+    ``dict.setdefault`` and ``dict.pop`` are atomic under the GIL, so no lock is needed; the first
+    error of a run wins (a run can hold several GatherMultiaxis nodes)."""
+
+    def __init__(self):
+        self._errors: dict[int, BaseException] = {}
+        self._tokens = itertools.count(1)
+
+    def new_token(self) -> int:
+        return next(self._tokens)
+
+    def record(self, token: int, error: BaseException) -> None:
+        self._errors.setdefault(token, error)
+
+    def pop(self, token: int) -> BaseException | None:
+        """The error of run ``token`` rebuilt to name the op, or None; forgets it."""
+        error = self._errors.pop(token, None)
+        return None if error is None else _rebuilt(error)
+
+
+RUN_ERRORS = RunErrors()
+
+
+class _ErrorChannel:
+    """Carries an exception raised inside a plain (token-less) GatherMultiaxis node to the Python caller
+    of the session's run method: per calling thread, then first-in-first-out for errors raised on ORT's
+    pool threads. Only sessions built with ``session_options()`` need it (best effort, see the README)."""
+
+    def __init__(self):
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._unattributed: list[BaseException] = []  # raised on an ORT pool thread (parallel mode)
+
+    # Errors no run takes are dropped, oldest first, beyond this many: a session that never runs
+    # through a guarded method would otherwise keep every one (each traceback holds its call's arrays).
+    MAX_UNATTRIBUTED = 64
+
+    def record(self, error: BaseException) -> None:
+        if getattr(self._local, "depth", 0):
+            if getattr(self._local, "error", None) is None:
+                self._local.error = error
+            return
+        with self._lock:
+            self._unattributed.append(error.with_traceback(None))  # its frames hold the call's arrays
+            del self._unattributed[:-self.MAX_UNATTRIBUTED]
+
+    def _enter(self) -> None:
+        depth = getattr(self._local, "depth", 0)
+        if depth == 0:
+            self._local.error = None
+        self._local.depth = depth + 1
+
+    def _leave(self) -> BaseException | None:
+        self._local.depth -= 1
+        error, self._local.error = self._local.error, None
+        if error is None and self._unattributed:  # a cheap look first: the lock is for the rare case
+            with self._lock:
+                if self._unattributed:
+                    error = self._unattributed.pop(0)
+        return error
+
+    def guard(self, run):
+        """Wrap a Session.run* method so that an error recorded during the run is raised from it."""
+        if getattr(run, "_gathermultiaxis_guard", False):
+            return run
+
+        @functools.wraps(run)
+        def guarded(*args, **kwargs):
+            self._enter()
+            try:
+                result = run(*args, **kwargs)
+            except BaseException as exc:
+                error = self._leave()
+                if error is None:
+                    raise
+                raise _rebuilt(error) from exc
+            error = self._leave()
+            if error is not None:
+                raise _rebuilt(error) from error
+            return result
+
+        guarded._gathermultiaxis_guard = True
+        return guarded
+
+
+ERRORS = _ErrorChannel()
+_GUARDED_METHODS = ("run", "run_with_ort_values", "run_with_iobinding", "run_with_ortvaluevector")
+_guarded_options: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()  # options of session_options()
+
+
+def _guard_if_ours(init):
+    """Wrap ``onnxruntime.InferenceSession.__init__``: a session created with options from
+    ``session_options()`` gets the error channel as run wrappers on the instance itself; every other
+    session keeps onnxruntime's methods (nothing per run)."""
+
+    @functools.wraps(init)
+    def created(self, path_or_bytes, sess_options=None, *args, **kwargs):
+        init(self, path_or_bytes, sess_options, *args, **kwargs)
+        if (sess_options is not None and sess_options in _guarded_options
+                and not getattr(self, "_gathermultiaxis_run_tokens", False)):  # not gathermultiaxis' own session
+            for name in _GUARDED_METHODS:
+                method = getattr(self, name, None)
+                if method is not None:
+                    setattr(self, name, ERRORS.guard(method))
+
+    created._gathermultiaxis_guard = True
+    return created
+
+
+def guard_onnxruntime_sessions() -> None:
+    """Make op errors of plain GatherMultiaxis nodes reach the caller of ``onnxruntime.InferenceSession``'s
+    run methods, for sessions created with options from ``session_options()`` (which calls this).
+
+    The one process-wide change the package makes to onnxruntime: ``onnxruntime.InferenceSession.__init__``
+    is wrapped so that such a session gets run wrappers on the instance. Other sessions are not slowed:
+    they pay one set lookup at creation and nothing per run. Idempotent; never called by import."""
+    with _lock:
+        init = _ort_collection.InferenceSession.__init__
+        if not getattr(init, "_gathermultiaxis_guard", False):
+            _ort_collection.InferenceSession.__init__ = _guard_if_ours(init)
+
+
+def guard_sessions_made_with(options: ort.SessionOptions) -> None:
+    """Sessions created with ``options`` get the run wrappers that raise their op errors (and the
+    process-wide wrap of ``InferenceSession.__init__`` is installed, once)."""
+    guard_onnxruntime_sessions()
+    _guarded_options.add(options)
+
+
+__all__ = ["ERRORS", "RUN_ERRORS", "RunErrors", "guard_onnxruntime_sessions", "guard_sessions_made_with"]
