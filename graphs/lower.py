@@ -32,6 +32,7 @@ inputs, outputs, initializers and value_info; functions holding a GatherMultiaxi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
@@ -39,6 +40,7 @@ from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_h
 from ..ops.contract import DOMAIN, MODES, OP_TYPE, Mode
 from .builder import NameScope, NodeBuilder
 from .inference import graph_infos, inferred, typing_copy
+from .report import PassReport
 from .rewrite import inline_functions_holding
 from .rules import INT64_MAX, TensorInfo
 from .walk import all_names, default_opset, drop_unused, node_holders, nodes_within, subgraphs
@@ -56,23 +58,17 @@ class LoweredNode:
 
 
 @dataclass
-class LowerReport:
+class LowerReport(PassReport):
     outcomes: list[LoweredNode] = field(default_factory=list)
+    DONE: ClassVar[str] = "lowered"
 
     @property
     def lowered(self) -> int:
-        return sum(o.lowered for o in self.outcomes)
-
-    @property
-    def left(self) -> int:
-        return sum(not o.lowered for o in self.outcomes)
-
-    def as_dict(self) -> dict:
-        return {"lowered": self.lowered, "left": self.left, "nodes": [vars(o) for o in self.outcomes]}
+        return self.done()
 
     def table(self) -> str:
         lines = [f"GatherMultiaxis lowered: {self.lowered}, left: {self.left}"]
-        lines += [f"  left {o.node!r} in {o.graph}: {o.reason}" for o in self.outcomes if not o.lowered]
+        lines += [f"  left {o.node!r} in {o.graph}: {o.reason}" for o in self.left_outcomes()]
         return "\n".join(lines)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, ClassVar
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from ..ops.contract import DOMAIN
 from . import block_quantized, ort_optimizer
 from .builder import NameScope, NodeBuilder
 from .rank_rules import apply_rank_rule
+from .report import PassReport
 from .inference import (declared_ranks, graph_infos, inferred, known_rank, learn, symbolic_infos, typing_copy,
                         with_elem_type)
 from .rules import RULES, LeftUnchanged, TensorInfo, emit_replacement
@@ -72,16 +73,13 @@ class NodeOutcome:
 
 
 @dataclass
-class RewriteReport:
+class RewriteReport(PassReport):
     outcomes: list[NodeOutcome] = field(default_factory=list)
+    DONE: ClassVar[str] = "rewritten"
 
     @property
     def rewritten(self) -> int:
-        return sum(o.rewritten for o in self.outcomes)
-
-    @property
-    def left(self) -> int:
-        return sum(not o.rewritten for o in self.outcomes)
+        return self.done()
 
     @property
     def runtime_aligned(self) -> int:
