@@ -2,8 +2,8 @@
 rewritten model (a pass over the graph, like the rewrite and the lowering; the session module only
 runs what this returns).
 
-The session takes the same arguments as ORT's and changes only its own in-memory copy of the model
-(the file stays standard and self-contained):
+What it changes in the session's in-memory copy of the model (the file stays standard and
+self-contained):
 
 * Every GatherMultiaxis node gets one more input, a hidden int64 scalar graph input (``RUN_TOKEN``, or
   ``RUN_TOKEN_n`` when the model already has that name), and becomes ``GatherMultiaxisRun``, or

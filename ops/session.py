@@ -1,30 +1,11 @@
 """``gathermultiaxis.InferenceSession``: an ``onnxruntime.InferenceSession`` for models with GatherMultiaxis.
 
 The session takes the same arguments as ORT's and changes only its own in-memory copy of the model
-(the file stays standard and self-contained), made by the bind step (``graphs.bind.prepare_model``):
-
-* Every GatherMultiaxis node gets one more input, a hidden int64 scalar graph input (``RUN_TOKEN``, or
-  ``RUN_TOKEN_n`` when the model already has that name), and becomes ``GatherMultiaxisRun``, or
-  ``GatherMultiaxisRunFixedAxes`` when its axes are constant (they travel as an attribute). Each run
-  feeds a fresh token; the op records an error under it; the run wrapper (``run``,
-  ``run_with_ort_values``, ``run_with_iobinding``, ``run_with_ortvaluevector``, ``run_async``'s
-  callback) pops that token's error and raises it (``run_async``: passes it as the callback's error
-  argument). Neither ``get_inputs()`` nor ORT's missing-input message shows the token.
-* A node of the main graph whose data operand is a constant (an initializer that is not a graph input,
-  or a Constant node, seen through Unsqueeze with constant axes and through the rewriter's Cast of a
-  float16/bfloat16 table to float) and whose axes are constant becomes
-  ``GatherMultiaxisBound<Type>(indices, token)``: the table, axes, mode and the indices' alignment
-  Unsqueeze (absorbed) are handed to the kernel once (``ortop.BOUND_TABLES``, released with the
-  session) instead of being copied through the bridge on every call. float16 tables are gathered and
-  returned as float16 (the Cast back is dropped); bfloat16 tables are gathered as they are and only the
-  gathered output is widened to float32, which the Cast after the op turns back exactly. A float16
-  graph input crossing the bridge (widened by ORT's exact Cast) comes back as float16 from
-  ``GatherMultiaxisRunFixedAxesToFloat16``. External-data tables are memory-mapped, after
-  ``graphs.modelfile.check_external_data`` has checked their entry as ORT would (ORT never sees a bound
-  table). Nodes and initializers that only fed a bound operand are dropped from the in-memory model.
-* Other external data is not read: the model ORT gets keeps its references, and ORT maps them itself
-  from the model's folder (``EXTERNAL_DATA_FOLDER``), with its own checks.
-* Model-local functions holding GatherMultiaxis are inlined first, so that every node takes the token.
+(the file stays standard and self-contained), made by the bind step (``graphs.bind.prepare_model``,
+whose docstring says what it changes: run tokens, bound tables, float16 outputs). This module runs it:
+the session options (copied, see ``own_options``), the external-data folder ORT maps the model's other
+tensors from (``EXTERNAL_DATA_FOLDER``, with ORT's own checks), and the run APIs, each feeding a fresh
+run token and raising the error the op recorded under it (``ops.run_errors``).
 """
 
 from __future__ import annotations
