@@ -46,7 +46,7 @@ from ..ops.ortop import (DOMAIN, FIXED_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, OP_TY
                          bound_op_type)
 from .modelfile import ExternalData, ExternalDataError, check_external_data
 from .rewrite import inline_functions_holding
-from .walk import all_names, drop_unused, names_read, subgraphs
+from .walk import all_names, drop_unused, names_read, nodes_with_graph, subgraphs
 
 RUN_TOKEN = "gathermultiaxis::run_token"
 _session_numbers = itertools.count(1)  # bound tables are keyed "session<n>/<node number>"
@@ -175,12 +175,7 @@ class _Graph:
 
 
 def _gather_nodes(graph: onnx.GraphProto):
-    for node in graph.node:
-        if node.op_type == OP_TYPE and node.domain == DOMAIN:
-            yield graph, node
-        for attribute in node.attribute:
-            for sub in subgraphs(attribute):
-                yield from _gather_nodes(sub)
+    return ((holder, node) for holder, node in nodes_with_graph(graph) if node.op_type == OP_TYPE and node.domain == DOMAIN)
 
 
 def _drop_unused(info: _Graph, candidates: list) -> None:
