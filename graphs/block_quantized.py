@@ -32,7 +32,8 @@ from onnx import NodeProto, TensorProto, helper, numpy_helper
 from .builder import NodeBuilder
 from ..ops.alignment import gather_alignment
 from ..ops.contract import Mode
-from .rules import LeftUnchanged, TensorInfo, emit_replacement
+from .inference import TensorInfo
+from .rules import LeftUnchanged, emit_replacement
 
 OP_TYPE = "GatherBlockQuantized"
 DOMAIN = "com.microsoft"

@@ -18,8 +18,22 @@ from onnx import AttributeProto, GraphProto, ModelProto, TypeProto, helper
 
 from . import ort_optimizer
 from .builder import NameScope
-from .rules import TensorInfo
 from .walk import ONNX_DOMAINS, all_names, constant_value, node_holders
+
+Dim = int | str | None  # a concrete size, a symbolic name, or unknown
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """What shape inference knows about a tensor: element type (0 if unknown) and shape."""
+
+    elem_type: int
+    shape: tuple[Dim, ...] | None  # None: rank unknown
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
 
 STRIP_ABOVE_BYTES = 1 << 16  # constants larger than this become bare inputs of the typing copy
 
@@ -224,5 +238,5 @@ def with_elem_type(info: TensorInfo, known: TensorInfo | None) -> TensorInfo:
     return TensorInfo(known.elem_type, info.shape)
 
 
-__all__ = ["STRIP_ABOVE_BYTES", "TypingCopier", "declared_ranks", "graph_infos", "inferred", "is_large", "known_rank",
+__all__ = ["STRIP_ABOVE_BYTES", "Dim", "TensorInfo", "TypingCopier", "declared_ranks", "graph_infos", "inferred", "is_large", "known_rank",
            "learn", "symbolic_infos", "tensor_info", "typing_copy", "with_elem_type"]

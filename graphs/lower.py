@@ -42,7 +42,8 @@ from .builder import NameScope, NodeBuilder
 from .inference import graph_infos, inferred, typing_copy
 from .report import PassReport
 from .rewrite import inline_functions_holding
-from .rules import INT64_MAX, TensorInfo
+from .inference import TensorInfo
+from .rules import INT64_MAX
 from .walk import all_names, default_opset, drop_unused, node_holders, nodes_within, subgraphs
 
 MIN_OPSET = 7        # "error" mode; the other modes need Where and Less on int64 (and Slice's inputs)

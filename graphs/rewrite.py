@@ -1,7 +1,7 @@
 """Rewrite of a whole ONNX model: every Gather, GatherElements and GatherND becomes GatherMultiaxis.
 
 Ranks are found in four layers, each filling what the previous ones missed: ONNX shape inference, ORT's
-symbolic shape inference, the rank rules of ``rank_rules``, and finally a run-time alignment
+symbolic shape inference, the rank rules of ``rank_inference``, and finally a run-time alignment
 (``runtime_alignment``) whose shapes and axes the model computes itself. Inference runs on a *typing
 copy* that holds only what ORT enforces (graph input shapes, initializers, Constant values): shapes
 declared by value_info and outputs are dropped (ORT ignores them, so a size they declare must decide
@@ -28,11 +28,12 @@ from onnx import GraphProto, ModelProto, NodeProto, helper, numpy_helper
 from ..ops.contract import DOMAIN
 from . import block_quantized, ort_optimizer
 from .builder import NameScope, NodeBuilder
-from .rank_rules import apply_rank_rule
+from .rank_inference import apply_rank_rule
 from .report import PassReport
 from .inference import (declared_ranks, graph_infos, inferred, known_rank, learn, symbolic_infos, typing_copy,
                         with_elem_type)
-from .rules import RULES, LeftUnchanged, TensorInfo, emit_replacement
+from .inference import TensorInfo
+from .rules import RULES, LeftUnchanged, emit_replacement
 from .walk import ONNX_DOMAINS, all_names, constant_value, default_opset, node_holders, nodes_within, subgraphs
 
 GATHER_OPS = tuple(RULES)

@@ -20,21 +20,9 @@ from ..ops.alignment import (Alignment, AlignmentError, gather_alignment, gather
                              gather_nd_alignment)
 from . import runtime_alignment
 from .builder import NodeBuilder
+from .inference import Dim, TensorInfo
 
-Dim = int | str | None  # a concrete size, a symbolic name, or unknown
 INT64_MAX = np.iinfo(np.int64).max  # "to the end" for Slice
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """What shape inference knows about a tensor: element type (0 if unknown) and shape."""
-
-    elem_type: int
-    shape: tuple[Dim, ...] | None  # None: rank unknown
-
-    @property
-    def rank(self) -> int | None:
-        return None if self.shape is None else len(self.shape)
 
 
 class LeftUnchanged(Exception):

@@ -16,8 +16,8 @@ from sessions import assert_rewrite_matches, custom_session
 from support import make_model
 
 from gathermultiaxis.graphs import rewrite_model
-from gathermultiaxis.graphs.rank_rules import RANK_RULES, apply_rank_rule
-from gathermultiaxis.graphs.rules import TensorInfo
+from gathermultiaxis.graphs.rank_inference import RANK_RULES, apply_rank_rule
+from gathermultiaxis.graphs.inference import TensorInfo
 
 T = TensorProto
 RNG = np.random.default_rng(11)

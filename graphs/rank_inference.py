@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import numpy as np
 from onnx import NodeProto, TensorProto, helper
 
-from .rules import Dim, TensorInfo
+from .inference import Dim, TensorInfo
 
 Constants = Callable[[str], "np.ndarray | None"]  # the value of a tensor when it is a graph constant
 RankRule = Callable[[NodeProto, Sequence["TensorInfo | None"], Constants], "list[TensorInfo] | None"]
