@@ -46,6 +46,7 @@ from ..ops.ortop import (DOMAIN, FIXED_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, OP_TY
                          bound_op_type)
 from .modelfile import ExternalData, ExternalDataError, check_external_data
 from .rewrite import inline_functions_holding
+from .rules import round_trip_cast
 from .walk import all_names, drop_unused, names_read, nodes_with_graph, subgraphs
 
 RUN_TOKEN = "gathermultiaxis::run_token"
@@ -238,11 +239,7 @@ def _float16_cast_after(info: _Graph, consumers: dict, name: str) -> onnx.NodePr
     readers = consumers.get(name, [])
     if len(readers) != 1 or info.uses.get(name) != 1:
         return None
-    cast = readers[0]
-    to = _attribute(cast, "to")
-    if cast.op_type != "Cast" or cast.domain not in ("", "ai.onnx") or to is None or to.i != TensorProto.FLOAT16:
-        return None
-    return cast
+    return readers[0] if round_trip_cast(readers[0], TensorProto.FLOAT16) else None
 
 
 def _elem_types(graph: onnx.GraphProto) -> dict[str, int]:
@@ -255,10 +252,7 @@ def _elem_types(graph: onnx.GraphProto) -> dict[str, int]:
 def _widened_float16(info: _Graph, types: dict, name: str) -> bool:
     """Whether ``name`` is a Cast to float of a float16 value (exact: every value it holds is a float16 one)."""
     cast = info.producer.get(name)
-    if cast is None or cast.op_type != "Cast" or cast.domain not in ("", "ai.onnx"):
-        return False
-    to = _attribute(cast, "to")
-    return to is not None and to.i == TensorProto.FLOAT and types.get(cast.input[0]) == TensorProto.FLOAT16
+    return round_trip_cast(cast) and types.get(cast.input[0]) == TensorProto.FLOAT16
 
 
 def _fixed_axes(infos: dict, graph: onnx.GraphProto, name: str) -> tuple[int, ...] | None:

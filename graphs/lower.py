@@ -43,7 +43,7 @@ from .inference import graph_infos, inferred, typing_copy
 from .report import PassReport
 from .rewrite import inline_functions_holding
 from .inference import TensorInfo
-from .rules import INT64_MAX
+from .rules import INT64_MAX, round_trip_cast
 from .walk import all_names, default_opset, drop_unused, node_holders, nodes_within, subgraphs
 
 MIN_OPSET = 7        # "error" mode; the other modes need Where and Less on int64 (and Slice's inputs)
@@ -607,8 +607,7 @@ class _Lowerer:
         aligned = None
         if node is not None and node.op_type == "Unsqueeze" and node.domain in ("", "ai.onnx"):
             aligned, node = node, self.producers.get(node.input[0])
-        if node is None or node.op_type != "Cast" or node.domain not in ("", "ai.onnx") or \
-                _attribute(node, "to", 0) != TensorProto.FLOAT or data.elem_type != TensorProto.FLOAT:
+        if not round_trip_cast(node) or data.elem_type != TensorProto.FLOAT:
             return None
         source = infos.get(node.input[0])
         if source is None or source.elem_type not in (TensorProto.FLOAT16, TensorProto.BFLOAT16):

@@ -85,6 +85,15 @@ RULES: dict[str, Callable[[NodeProto, TensorInfo, TensorInfo], Replacement]] = {
 _VIA_FLOAT = {TensorProto.FLOAT16: 6, TensorProto.BFLOAT16: 13}  # type -> first opset whose Cast has it
 
 
+def round_trip_cast(node: NodeProto | None, to: int = TensorProto.FLOAT) -> bool:
+    """Whether ``node`` is a Cast of the float16/bfloat16 round trip that ``emit_replacement`` writes: to
+    float32 before GatherMultiaxis (``to`` FLOAT), or back after it (``to`` the narrow type). The one
+    recogniser of that round trip (the bind step and the lowering fold it)."""
+    if node is None or node.op_type != "Cast" or node.domain not in ("", "ai.onnx"):
+        return False
+    return any(a.name == "to" and a.i == to for a in node.attribute)
+
+
 def _type_name(elem_type: int) -> str:
     return TensorProto.DataType.Name(elem_type) if elem_type else "unknown"
 
