@@ -22,14 +22,14 @@ import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, numpy_helper
 
 # Models whose serialized size reaches protobuf's 2 GiB limit must keep their weights outside.
-_PROTOBUF_LIMIT = (1 << 31) - (1 << 20)
+PROTOBUF_LIMIT = (1 << 31) - (1 << 20)
 # External tensors up to this size are read into the model at load (shape inference reads small constants
 # such as Reshape targets); larger ones stay in their files.
 _INLINE_UP_TO_BYTES = 1 << 16
 # Inline tensors over this size go to the data file when a model must be split (onnx's own default).
 _EXTERNAL_FROM_BYTES = 1024
 # Offsets in a written data file are multiples of this, so ORT can memory-map every tensor.
-_ALIGNMENT = mmap.ALLOCATIONGRANULARITY
+DATA_ALIGNMENT = mmap.ALLOCATIONGRANULARITY
 _CHUNK = 1 << 22
 
 
@@ -77,7 +77,7 @@ def external_tensors(model: ModelProto) -> list[TensorProto]:
     return [t for t in all_tensors(model) if t.data_location == TensorProto.EXTERNAL]
 
 
-def _external_entry(tensor: TensorProto) -> tuple[str, int, int | None]:
+def external_entry(tensor: TensorProto) -> tuple[str, int, int | None]:
     """(location, offset, length or None) of an external tensor."""
     entries = {entry.key: entry.value for entry in tensor.external_data}
     length = entries.get("length")
@@ -268,7 +268,7 @@ def check_external_data(tensor: TensorProto, folder: str | os.PathLike) -> Exter
 
 
 def _external_size(folder: Path, tensor: TensorProto) -> int:
-    location, offset, length = _external_entry(tensor)
+    location, offset, length = external_entry(tensor)
     return length if length is not None else (folder / location).stat().st_size - offset
 
 
@@ -373,7 +373,7 @@ class _DataWriter:
         self._zeros = bytes(_CHUNK)
 
     def _start(self) -> int:
-        offset = -(-self.end // _ALIGNMENT) * _ALIGNMENT
+        offset = -(-self.end // DATA_ALIGNMENT) * DATA_ALIGNMENT
         self.file.seek(offset)
         return offset
 
@@ -391,7 +391,7 @@ class _DataWriter:
             tensor.external_data.add(key=key, value=value)
 
     def copy(self, tensor: TensorProto, source_folder: Path) -> None:
-        location, source_offset, length = _external_entry(tensor)
+        location, source_offset, length = external_entry(tensor)
         offset = self._start()
         with open(source_folder / location, "rb") as source:
             source.seek(source_offset)
@@ -461,7 +461,7 @@ def save_model(model: ModelProto, path: str | os.PathLike, *, external_data: boo
     """
     path = Path(path)
     data_name = path.name + ".data"
-    move_inline = external_data or model.ByteSize() >= _PROTOBUF_LIMIT
+    move_inline = external_data or model.ByteSize() >= PROTOBUF_LIMIT
     split = move_inline or bool(external_tensors(model))
     if split and not _is_utf8(data_name):  # the model names its data file in a UTF-8 protobuf string
         raise ModelFileError(f"{path}: the output's name is not valid UTF-8, and the model cannot name its "

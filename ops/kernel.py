@@ -160,7 +160,7 @@ def gather_multiaxis(input, indices, axes: Sequence[int], mode: str = "error") -
     if index_array.dtype not in INDEX_DTYPES:
         raise TypeError(f"indices must be int32 or int64, got {index_array.dtype}")
     # Axes are checked before the cache: lru_cache would take 1.0 or True for the axis 1.
-    plan = _plan(data.shape, index_array.shape, normalize_axes(axes, data.ndim), data.dtype.itemsize)
+    plan = PLANS(data.shape, index_array.shape, normalize_axes(axes, data.ndim), data.dtype.itemsize)
     geometry = plan.geometry
     if not geometry.axes:  # nothing to index: a pure broadcast of the input
         return np.array(np.broadcast_to(data, geometry.output_shape), order="C")
@@ -244,7 +244,7 @@ def _build_grid(terms, lead_rank: int):
     return grid
 
 
-class _PlanCache:
+class PlanCache:
     """Least-recently-used plans, bounded by count and by the bytes of their cached offset grids (a plan
     without a grid counts ``PLAN_BYTES``). Thread-safe; a failing plan (bad shapes) is not cached."""
 
@@ -307,4 +307,4 @@ def _make_plan(input_shape: tuple[int, ...], indices_shape: tuple[int, ...], axe
     return plan
 
 
-_plan = _PlanCache()
+PLANS = PlanCache()

@@ -489,7 +489,7 @@ VARIANTS = {function.__name__: function for function in (
     gather_xy_nchw)}
 
 
-def _example_calls():
+def example_calls():
     """One representative call per variant, for the mapping table."""
     x, rng = np.arange(2 * 3 * 4).reshape(2, 3, 4), np.random.default_rng(0)
     return [
@@ -524,7 +524,7 @@ def mapping_table() -> str:
 
     rows = ["| function | data → aligned | indices → aligned | axes | mode | gatherMultiaxis output → result |",
             "|---|---|---|---|---|---|"]
-    for name, call in _example_calls():
+    for name, call in example_calls():
         with trace() as steps:
             call()
         (step,) = steps

@@ -82,7 +82,7 @@ def _int8_embedding(rng) -> RuntimeWorkload:
                            lambda: np.array(np.take(table, ids, axis=0), copy=True))
 
 
-def _detection(rng) -> list[RuntimeWorkload]:
+def detection_workloads(rng) -> list[RuntimeWorkload]:
     """YOLO-style post-processing of [1, 25200, 85] predictions."""
     x = rng.random((1, 25200, 85), dtype=np.float32)
     value = helper.make_tensor_value_info
@@ -116,7 +116,7 @@ def _detection(rng) -> list[RuntimeWorkload]:
                             lambda: np.array(x[coords[:, 0], coords[:, 1]], copy=True))]
 
 
-def _tiny(rng) -> RuntimeWorkload:
+def tiny_workload(rng) -> RuntimeWorkload:
     x = rng.standard_normal((2, 3)).astype(np.float32)
     value = helper.make_tensor_value_info
     model = _model([helper.make_node("Shape", ["x"], ["shape"]),
@@ -139,8 +139,8 @@ def runtime_workloads(seed: int = 0) -> list[RuntimeWorkload]:
         _embedding("GPT-2 embedding float16 [50257, 768], ids [1, 128]", half, short, "<= 3x builtin"),
         _embedding("GPT-2 embedding float16 [50257, 768], ids [8, 512]", half, long, ""),
         _int8_embedding(rng),
-        *_detection(rng),
-        _tiny(rng),
+        *detection_workloads(rng),
+        tiny_workload(rng),
     ]
 
 
@@ -217,7 +217,7 @@ CALL_PATH_STEPS = ("own invocation hook", "1-D take shortcut", "bound take short
 def _call_path_workloads(rng) -> list[RuntimeWorkload]:
     table = rng.standard_normal((1000, 64)).astype(np.float32)
     ids = rng.integers(0, 1000, (1, 8))
-    return [_tiny(rng), _embedding("bound embedding float32 [1000, 64], ids [1, 8]", table, ids, ""),
+    return [tiny_workload(rng), _embedding("bound embedding float32 [1000, 64], ids [1, 8]", table, ids, ""),
             _embedding("bound embedding float16 [1000, 64], ids [1, 8]", table.astype(np.float16), ids, "")]
 
 

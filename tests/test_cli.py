@@ -71,7 +71,7 @@ def test_external_data_is_kept_beside_the_output(tmp_path, capsys):
 
 
 def test_models_over_the_protobuf_limit_go_external(tmp_path, monkeypatch):
-    monkeypatch.setattr(model_io, "_PROTOBUF_LIMIT", 1000)  # the >2 GB path, exercised on a small model
+    monkeypatch.setattr(model_io, "PROTOBUF_LIMIT", 1000)  # the >2 GB path, exercised on a small model
     model, _ = model_io.load_model(EXAMPLE_PATH)
     written = model_io.save_model(model, tmp_path / "big.onnx")
     assert {p.name for p in written} == {"big.onnx", "big.onnx.data"} == files_in(tmp_path)

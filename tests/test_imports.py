@@ -92,10 +92,11 @@ def test_no_import_cycles():
 
 
 def private_names_used_across_modules() -> list[str]:
-    """``from .x import _name`` and ``x._name`` where ``x`` is another module of the package (names
-    starting with one underscore; dunders such as ``__version__`` are public)."""
+    """``from .x import _name`` and ``x._name`` where ``x`` is another module of the package, in the
+    package and in its tests (names starting with one underscore; dunders such as ``__version__`` are
+    public)."""
     found = []
-    for folder in PACKAGES:
+    for folder in (*PACKAGES, "tests"):
         for path in sorted((ROOT / folder).glob("*.py")):
             tree = ast.parse(path.read_text(), filename=str(path))
             modules = set()  # names bound to modules of the package in this file
@@ -115,6 +116,6 @@ def private_names_used_across_modules() -> list[str]:
 
 
 def test_no_private_names_across_modules():
-    """A module's private names are its own: another module that needs one gets a public name instead
-    (issue 19: graphs/lower.py imported eight private helpers of graphs/rewrite.py)."""
+    """A module's private names are its own: another module, or a test, that needs one gets a public name
+    instead (issue 19: graphs/lower.py imported eight private helpers of graphs/rewrite.py)."""
     assert private_names_used_across_modules() == []

@@ -112,7 +112,7 @@ def test_external_data_anywhere_is_carried_to_the_output(tmp_path, monkeypatch, 
     target = out_folder / "r.onnx"
     assert {p.name for p in out_folder.iterdir()} == {"r.onnx", "r.onnx.data"}
     written = onnx.load_model(str(target), load_external_data=False)
-    locations = {model_io._external_entry(t)[0] for t in model_io.external_tensors(written)}
+    locations = {model_io.external_entry(t)[0] for t in model_io.external_tensors(written)}
     assert locations == {"r.onnx.data"}  # nothing points back at the source's files
     monkeypatch.chdir(tmp_path)
     (model_folder / "weights.bin").rename(tmp_path / "moved.bin")  # the output must not need it
@@ -133,8 +133,8 @@ def test_data_file_offsets_are_aligned_and_holes_stay_holes(tmp_path):
                        [zeros, _table("odd", 1.0)])
     model_io.save_model(model, tmp_path / "m.onnx", external_data=True)
     written = onnx.load_model(str(tmp_path / "m.onnx"), load_external_data=False)
-    offsets = [model_io._external_entry(t)[1] for t in model_io.external_tensors(written)]
-    assert len(offsets) == 2 and all(offset % model_io._ALIGNMENT == 0 for offset in offsets)
+    offsets = [model_io.external_entry(t)[1] for t in model_io.external_tensors(written)]
+    assert len(offsets) == 2 and all(offset % model_io.DATA_ALIGNMENT == 0 for offset in offsets)
     data = tmp_path / "m.onnx.data"
     assert data.stat().st_blocks * 512 < (1 << 20)  # the 4 MiB of zeros were not written out
     reloaded = onnx.load_model(str(tmp_path / "m.onnx"))

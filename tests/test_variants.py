@@ -26,7 +26,7 @@ def test_readme_table_is_the_traced_mapping():
 
 
 def test_each_variant_makes_exactly_one_gather_call():
-    for name, call in v._example_calls():
+    for name, call in v.example_calls():
         with v.trace() as steps:
             call()
         assert len(steps) == 1 and steps[0].variant.startswith(name), name
@@ -252,6 +252,6 @@ def test_onnx_variants_against_ort_builtin(report_line):
 def test_variants_listed():
     import gathermultiaxis.ops as ops
 
-    assert set(v.VARIANTS) == {name for name, _ in v._example_calls()}
+    assert set(v.VARIANTS) == {name for name, _ in v.example_calls()}
     assert set(v.VARIANTS) <= set(ops.__all__) and all(getattr(ops, name) is v.VARIANTS[name] for name in v.VARIANTS)
     assert re.fullmatch(r"[a-z_]+", "".join(v.VARIANTS))
