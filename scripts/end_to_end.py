@@ -82,7 +82,7 @@ def _session(column: str, model):
     """ORT's default options, as users run models (the package's session for the rewritten column)."""
     from .harness import make_session
 
-    return make_session(model, custom=column == "rewritten", optimized=True)
+    return make_session(model, custom=column == "rewritten", as_users_do=True)
 
 
 def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: int = 16,

@@ -36,16 +36,25 @@ def tensor_type_of(array: np.ndarray) -> int:
     return TensorProto.STRING if array.dtype == object else helper.np_dtype_to_tensor_dtype(array.dtype)
 
 
-def make_session(model: ModelProto, custom: bool, optimized: bool = False, external_data_folder: str | None = None):
+def make_session(model: ModelProto, custom: bool, optimized: bool = False, external_data_folder: str | None = None,
+                 as_users_do: bool = False):
     """A CPU session of ``model``: ``gathermultiaxis.InferenceSession`` when ``custom``, else plain ORT.
     Tensors of ``model`` kept in external files are read by ORT itself from ``external_data_folder``
     (memory-mapped, never serialized: a model over 2 GiB runs as it does from its path).
 
     Comparisons run with graph optimizations off: with them on, ORT constant-folds shape arithmetic
     through a builtin Gather but not through a custom op, and the two foldings can round differently.
-    Timings run with ORT's defaults (``optimized=True``).
+    Timings run with ORT's defaults (``optimized=True``); ``as_users_do``: with no options object at all,
+    as a user's ``InferenceSession(model)`` call (the benchmarks of what users meet).
     """
     import onnxruntime as ort  # here, not on import: see the module docstring
+
+    if as_users_do:
+        if custom:
+            from .ops.session import InferenceSession
+
+            return InferenceSession(model, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
     options = ort.SessionOptions()
     if not optimized:

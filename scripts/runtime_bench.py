@@ -29,7 +29,7 @@ import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from .graphs import rewrite_model
-from .harness import IR_VERSION, bit_identical
+from .harness import IR_VERSION, bit_identical, make_session
 from .timing import interleaved
 
 OPSET = 17
@@ -147,11 +147,11 @@ def runtime_workloads(seed: int = 0) -> list[RuntimeWorkload]:
 def _sessions(workload: RuntimeWorkload):
     import onnxruntime as ort
 
-    from .ops import InferenceSession, session_options
+    from .ops import session_options
 
     rewritten = rewrite_model(workload.model)[0]
-    builtin = ort.InferenceSession(workload.model.SerializeToString(), providers=["CPUExecutionProvider"])
-    package = InferenceSession(rewritten, providers=["CPUExecutionProvider"])
+    builtin = make_session(workload.model, custom=False, as_users_do=True)
+    package = make_session(rewritten, custom=True, as_users_do=True)
     plain = ort.InferenceSession(rewritten.SerializeToString(), session_options(ort.SessionOptions()),
                                  providers=["CPUExecutionProvider"])
     return builtin, package, plain
@@ -240,20 +240,17 @@ def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
     """Calling-thread CPU time (time.thread_time) per run of tiny models, builtin against
     gathermultiaxis.InferenceSession with every step of the call path, and with each step switched off
     in turn (one session per variant, all interleaved). Rows: workload, variant, median us, p10, p90."""
-    import onnxruntime as ort
-
-    from .ops import InferenceSession, ortop
+    from .ops import ortop
 
     rows = []
     ortop.register()
     for workload in _call_path_workloads(np.random.default_rng(0)):
         rewritten = rewrite_model(workload.model)[0]
-        variants = {"builtin": ort.InferenceSession(workload.model.SerializeToString(),
-                                                    providers=["CPUExecutionProvider"])}
-        variants["all steps"] = InferenceSession(rewritten, providers=["CPUExecutionProvider"])
+        variants = {"builtin": make_session(workload.model, custom=False, as_users_do=True)}
+        variants["all steps"] = make_session(rewritten, custom=True, as_users_do=True)
         for step in ("axes as an attribute", "alignment absorbed", "float16 output"):
             _switch(step, False)
-            variants[f"without {step}"] = InferenceSession(rewritten, providers=["CPUExecutionProvider"])
+            variants[f"without {step}"] = make_session(rewritten, custom=True, as_users_do=True)
             _switch(step, True)
         runtime_steps = {f"without {step}": step
                          for step in ("own invocation hook", "1-D take shortcut", "bound take shortcut")}
