@@ -45,7 +45,7 @@ from ..ops import ortop
 from ..ops.ortop import (DOMAIN, FIXED_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, OP_TYPE, RUN_OP_TYPE, BoundTable,
                          bound_op_type)
 from .modelfile import ExternalData, ExternalDataError, check_external_data
-from .rewrite import inline_functions_holding
+from .passes import inline_functions_holding
 from .rules import round_trip_cast
 from .walk import all_names, drop_unused, names_read, nodes_with_graph, subgraphs
 

@@ -41,7 +41,7 @@ from ..ops.contract import DOMAIN, MODES, OP_TYPE, Mode
 from .builder import NameScope, NodeBuilder
 from .inference import graph_infos, inferred, typing_copy
 from .report import PassReport
-from .rewrite import inline_functions_holding
+from .passes import pass_copy
 from .inference import TensorInfo
 from .rules import INT64_MAX, round_trip_cast
 from .walk import all_names, default_opset, drop_unused, node_holders, nodes_within, subgraphs
@@ -652,13 +652,9 @@ def lower_model(model: ModelProto) -> tuple[ModelProto, LowerReport]:
     report of what happened to each (a node is only ever replaced by an equivalent subgraph or left as
     it is, with the reason). See the module docstring for the construction."""
     report = LowerReport()
-    result = ModelProto()
-    result.CopyFrom(model)
-    ir_version = result.ir_version
-    result, failure = inline_functions_holding(result, _is_gather_multiaxis)
+    result, failure = pass_copy(model, _is_gather_multiaxis)
     if failure:
         _report_function_nodes(result, report, failure)
-    result.ir_version = ir_version
     # Under onnx < 1.19 shape inference stops at a GatherMultiaxis (its schema has no inference there),
     # so ranks behind one are known only once it is lowered: repeat while a pass lowers something and
     # leaves something.

@@ -17,17 +17,17 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 import onnx
-import onnx.inliner
 from onnx import GraphProto, ModelProto, NodeProto, helper, numpy_helper
 
 from ..ops.contract import DOMAIN
 from . import block_quantized, ort_optimizer
 from .builder import NameScope, NodeBuilder
+from .passes import pass_copy
 from .rank_inference import apply_rank_rule
 from .report import PassReport
 from .inference import (declared_ranks, graph_infos, inferred, known_rank, learn, symbolic_infos, typing_copy,
@@ -346,50 +346,6 @@ def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorI
         declared.typed.add(output)
 
 
-def _functions_holding(model: ModelProto, is_target: Callable[[NodeProto], bool]) -> set[tuple[str, str]]:
-    """Model-local functions holding a target node anywhere: in their body, its subgraphs, or a function
-    they call."""
-    bodies = {(f.domain, f.name): list(nodes_within(f.node)) for f in model.functions}
-    holding = {key for key, nodes in bodies.items() if any(is_target(n) for n in nodes)}
-    grown = True
-    while grown:
-        grown = False
-        for key, nodes in bodies.items():
-            if key not in holding and any((n.domain, n.op_type) in holding for n in nodes):
-                holding.add(key)
-                grown = True
-    return holding
-
-
-def _apply_attribute_defaults(model: ModelProto) -> None:
-    """Give every call of a model-local function the defaults of the attributes it does not set
-    (``onnx.inliner`` drops FunctionProto.attribute_proto defaults)."""
-    defaults = {(f.domain, f.name): list(f.attribute_proto) for f in model.functions if len(f.attribute_proto)}
-    if not defaults:
-        return
-    nodes = list(nodes_within(model.graph.node))
-    for function in model.functions:
-        nodes.extend(nodes_within(function.node))
-    for node in nodes:
-        for default in defaults.get((node.domain, node.op_type), ()):
-            if not any(attribute.name == default.name for attribute in node.attribute):
-                node.attribute.append(default)
-
-
-def inline_functions_holding(model: ModelProto, is_target: Callable[[NodeProto], bool]) -> tuple[ModelProto, str]:
-    """``model`` with every model-local function that holds a target node (see _functions_holding)
-    inlined, attribute defaults applied first (``model`` is changed for that); and "" or, when onnx's
-    inliner fails, the reason (the model then comes back not inlined). Shared by rewrite and lower."""
-    holding = _functions_holding(model, is_target)
-    if not holding:
-        return model, ""
-    _apply_attribute_defaults(model)
-    try:
-        return onnx.inliner.inline_selected_functions(model, sorted(holding)), ""
-    except Exception as error:  # noqa: BLE001
-        return model, f"the function could not be inlined: {error}"
-
-
 def _report_function_gathers(model: ModelProto, ops: tuple[str, ...], report: RewriteReport, reason: str) -> None:
     for function in model.functions:
         for node in nodes_within(function.node):
@@ -417,13 +373,9 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
         raise ValueError(f"cannot rewrite {sorted(unknown_ops)}; the rewritable op types are "
                          f"{list(GATHER_OPS + OPT_IN_OPS)}")
     report = RewriteReport()
-    result = ModelProto()
-    result.CopyFrom(model)
-    ir_version = result.ir_version
-    result, failure = inline_functions_holding(result, lambda node: _is_target(node, ops))
+    result, failure = pass_copy(model, lambda node: _is_target(node, ops))
     if failure:
         _report_function_gathers(result, ops, report, failure)
-    result.ir_version = ir_version
     if not report.outcomes:  # inlined: what a function still holds is in one that is never called
         _report_function_gathers(result, ops, report, "in a model-local function that no node calls")
     light = typing_copy(result)
