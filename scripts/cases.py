@@ -315,7 +315,7 @@ def _npy_header(archive: zipfile.ZipFile, member: zipfile.ZipInfo, option: str, 
 
 # -- generated inputs ----------------------------------------------------------------------------
 
-def _index_bounds(model: ModelProto, sizes: dict[str, list[int]]) -> dict[str, int]:
+def index_bounds(model: ModelProto, sizes: dict[str, list[int]]) -> dict[str, int]:
     """For graph inputs used directly as gather indices: the size of the axis they index."""
     shapes = dict(sizes)
     for init in model.graph.initializer:
@@ -425,7 +425,7 @@ def generated_inputs(model: ModelProto, seed: int = 0, symbolic_size: int = 3,
         raise CannotGenerate(f"the generated inputs would take {needed / 2**30:.1f} GiB (input {largest!r} "
                              f"{shapes[largest]}): give smaller --input-shapes or --load-inputs")
     rng = np.random.default_rng(seed)
-    bounds = _index_bounds(model, shapes)
+    bounds = index_bounds(model, shapes)
     feeds = {}
     for name, shape in shapes.items():
         dtype = dtypes[name]

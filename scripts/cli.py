@@ -351,6 +351,33 @@ def run_runtime_bench(args) -> int:
     return 0
 
 
+def run_policies(args) -> int:
+    """policies MODEL: the out-of-range indices each gather gets, and each runtime policy's outputs
+    (policies.policy_report). Exit 0; 1 when no index was out of range or negative (nothing to compare)."""
+    from . import policies
+
+    _writable(args.json, args.force)
+    try:
+        model, _ = read_model(args.model)
+    except ModelFileError as error:
+        raise CommandError(str(error)) from None
+    try:
+        if args.load_inputs:
+            loaded = load_inputs(args.load_inputs)
+            if not loaded:
+                raise CommandError(f"--load-inputs {args.load_inputs}: no data set")
+            feeds = loaded[0].feeds
+        else:
+            feeds = policies.policy_inputs(model, args.seed, args.out_of_range, parse_input_shapes(args.input_shapes or []))
+    except (BadInput, policies.CannotGenerate) as error:
+        raise CommandError(str(error)) from None
+    report = policies.policy_report(model, feeds)
+    print(report.table())
+    if args.json:
+        _write_json(args.json, asdict(report), force=args.force)
+    return 0 if any(g.above or g.below or g.negative_in_range for g in report.gathers) else 1
+
+
 _LEGACY_BENCH = {"big_model": "big-model [GB]", "big_graph": "big-graph [GATHERS]", "runtime": "runtime",
                  "end_to_end": "end-to-end MODEL|FOLDER...", "build_exports": "build-exports DIR"}
 
@@ -558,6 +585,20 @@ def build_parser() -> argparse.ArgumentParser:
                            help="where it builds its model")
     big_model.add_argument("--ort-optimize", action="store_true", default=suppressed, help="rewrite with --ort-optimize")
     bench_command.set_defaults(run=run_bench)
+
+    policies = commands.add_parser(
+        "policies", parents=[common], help="out-of-range indices of a model's gathers, and what each runtime's "
+                                           "policy (error, zero, clamp) makes of the outputs")
+    policies.add_argument("model", help="the ONNX model (original, not rewritten)")
+    policies.add_argument("--load-inputs", metavar="FILE.npz|FOLDER", help="inputs (the first data set); "
+                                                                            "default: generated")
+    policies.add_argument("--input-shapes", nargs="+", metavar="NAME:[DIMS]", help="shapes of generated inputs")
+    policies.add_argument("--out-of-range", action="store_true",
+                          help="push each generated index input past its bounds (first value above, last below)")
+    policies.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
+    policies.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    policies.add_argument("--force", action="store_true", help="overwrite an existing JSON report")
+    policies.set_defaults(run=run_policies)
 
     example = commands.add_parser("example", parents=[common], help="write the bundled example model to a file")
     example.add_argument("output", help="where to write it")
