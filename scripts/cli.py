@@ -371,7 +371,10 @@ def run_policies(args) -> int:
             feeds = policies.policy_inputs(model, args.seed, args.out_of_range, parse_input_shapes(args.input_shapes or []))
     except (BadInput, policies.CannotGenerate) as error:
         raise CommandError(str(error)) from None
-    report = policies.policy_report(model, feeds)
+    try:
+        report = policies.policy_report(model, feeds)
+    except policies.RefusedInputs as error:
+        raise CommandError(f"{args.model}: {error}") from None
     print(report.table())
     if args.json:
         _write_json(args.json, asdict(report), force=args.force)

@@ -38,6 +38,11 @@ RUNTIMES = (
 BASELINE = Mode.CLAMP  # every policy's outputs are compared with clamp's (it never raises)
 
 
+class RefusedInputs(Exception):
+    """The model cannot run on the inputs even where no index can be out of range (mode clamp): wrong
+    names, shapes or types. The message is ORT's."""
+
+
 @dataclass
 class GatherIndices:
     node: str
@@ -135,7 +140,10 @@ def policy_report(model: ModelProto, feeds: dict[str, np.ndarray]) -> PolicyRepo
     report = PolicyReport()
     captured, captures = _captured(with_mode(rewritten, BASELINE))
     session = make_session(captured, custom=True)
-    values = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    try:
+        values = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    except Exception as error:  # noqa: BLE001 - ORT's reason, for the user
+        raise RefusedInputs(f"the model does not run on these inputs: {' '.join(str(error).split())[:300]}") from None
     original = {node.name: node.op_type for holder in node_holders(model) for node in holder.node}
     for name, (indices_name, shape_name, axes_name) in captures.items():
         indices, shape, axes = values[indices_name], values[shape_name], values[axes_name].reshape(-1)
@@ -188,5 +196,5 @@ def policy_inputs(model: ModelProto, seed: int = 0, out_of_range: bool = False,
     raise CannotGenerate("the original model refuses every generated input: give --load-inputs")
 
 
-__all__ = ["BASELINE", "RUNTIMES", "GatherIndices", "PolicyOutcome", "PolicyReport", "policy_inputs", "policy_report",
+__all__ = ["BASELINE", "RUNTIMES", "GatherIndices", "RefusedInputs", "PolicyOutcome", "PolicyReport", "policy_inputs", "policy_report",
            "with_mode"]

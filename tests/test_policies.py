@@ -96,3 +96,8 @@ def test_generated_out_of_range_inputs_and_the_command(tmp_path, capsys):
     assert "| embed | Gather | 3 | 1 | 1 |" in out and "| OpenVINO Gather-8 | zeros | rows: " in out
     assert json.loads((tmp_path / "r.json").read_text())["gathers"][0]["above"] == 1
     assert main(["policies", str(path)]) in (0, 1)  # in-range generated inputs: exit 1 unless a negative one
+    np.savez(tmp_path / "wrong.npz", ids=np.zeros((2, 2), np.int64))  # rank 2 where the model takes rank 1
+    capsys.readouterr()
+    assert main(["policies", str(path), "--load-inputs", str(tmp_path / "wrong.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "the model does not run on these inputs" in err and "Traceback" not in err
