@@ -273,10 +273,10 @@ def _positive_float(text: str) -> float:
 # -- bench, example ------------------------------------------------------------------------------
 
 def run_big_model(args) -> int:
-    """bench --big-model: peak memory of rewrite on a model over 2 GB (bigmodel.measure)."""
+    """bench big-model: peak memory of rewrite on a model over 2 GB (bigmodel.measure)."""
     from . import bigmodel
     if args.big_model_folder and not Path(args.big_model_folder).is_dir():
-        raise CommandError(f"--big-model-folder {args.big_model_folder}: no such folder")
+        raise CommandError(f"big-model --folder {args.big_model_folder}: no such folder")
     run = bigmodel.measure(args.big_model, Path(args.big_model_folder) if args.big_model_folder else None,
                            args.ort_optimize)
     print(json.dumps(asdict(run), indent=2))
@@ -286,7 +286,7 @@ def run_big_model(args) -> int:
 
 
 def run_big_graph(args) -> int:
-    """bench --big-graph: rewrite time and peak memory on a model of many nodes (bigmodel.measure_big_graph)."""
+    """bench big-graph: rewrite time and peak memory on a model of many nodes (bigmodel.measure_big_graph)."""
     from . import bigmodel
     run = bigmodel.measure_big_graph(args.big_graph, repeats=args.repeats or 1)
     print(bigmodel.format_big_graph(run))
@@ -296,12 +296,12 @@ def run_big_graph(args) -> int:
 
 
 def run_build_exports(args) -> int:
-    """bench --build-exports DIR: the real exports --end-to-end times (exports.build_exports)."""
+    """bench build-exports DIR: the real exports end-to-end times (exports.build_exports)."""
     from . import exports
 
     folder = Path(args.build_exports)
     if not folder.is_dir():
-        raise CommandError(f"--build-exports {folder}: no such folder")
+        raise CommandError(f"build-exports {folder}: no such folder")
     output = Output(args.verbose)
     written, skipped = exports.build_exports(folder, progress=lambda name: output.progress(0, None, name))
     output.end_progress()
@@ -313,14 +313,14 @@ def run_build_exports(args) -> int:
 
 
 def run_end_to_end(args) -> int:
-    """bench --end-to-end MODEL|FOLDER...: whole models in fresh processes (end_to_end)."""
+    """bench end-to-end MODEL|FOLDER...: whole models in fresh processes (end_to_end)."""
     from . import end_to_end
 
     missing = [item for item in args.end_to_end if not Path(item).exists()]
     if missing:
-        raise CommandError(f"--end-to-end {missing[0]}: no such file or folder")
+        raise CommandError(f"end-to-end {missing[0]}: no such file or folder")
     if not end_to_end.model_paths(args.end_to_end):
-        raise CommandError(f"--end-to-end {' '.join(args.end_to_end)}: no .onnx file")
+        raise CommandError(f"end-to-end {' '.join(args.end_to_end)}: no .onnx file")
     output = Output(args.verbose)
     rows = end_to_end.run(args.end_to_end, repeats=args.repeats or 201, processes=args.processes,
                           progress=lambda text: output.progress(0, None, text))
@@ -333,7 +333,7 @@ def run_end_to_end(args) -> int:
 
 
 def run_runtime_bench(args) -> int:
-    """bench --runtime: the models a user meets, through both entry points (runtime_bench)."""
+    """bench runtime: the models a user meets, through both entry points (runtime_bench)."""
     from . import runtime_bench
     output = Output(args.verbose)
     results = runtime_bench.run_runtime_bench(args.repeats or 41, progress=lambda name: output.progress(0, None, name))

@@ -1,4 +1,4 @@
-"""``gathermultiaxis bench --end-to-end MODEL|FOLDER ...``: whole models as users run them.
+"""``gathermultiaxis bench end-to-end MODEL|FOLDER ...``: whole models as users run them.
 
 Three columns per model, all with ORT's default session options: the original on plain ORT (builtin
 gathers); the ``rewrite --ort-optimize`` model in ``gathermultiaxis.InferenceSession``; and that rewrite
@@ -9,7 +9,7 @@ interleaving every model and column. Reported: medians over all repeats of all r
 medians, and their spread (the lowest and highest ratio of one round); a geometric-mean row.
 
 Inputs: ``MODEL.inputs.npz`` beside the model when there is one (``gathermultiaxis bench
---build-exports`` writes them), else generated inputs whose symbolic dims take (batch, sequence).
+build-exports`` writes them), else generated inputs whose symbolic dims take (batch, sequence).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Real exports for ``gathermultiaxis bench --end-to-end``: transformers models with random weights
+"""Real exports for ``gathermultiaxis bench end-to-end``: transformers models with random weights
 (tiny configs of the real architectures, nothing downloaded) exported by torch, and a hummingbird-ml
 tree ensemble.
 
@@ -232,7 +232,7 @@ EXPORTS: dict[str, Callable[[Path], dict]] = {
 }
 
 # The TorchScript counterparts of the dynamo exports above, and Swin both ways (tests/test_real_exports.py
-# exports every architecture both ways; not part of the default ``--build-exports`` set).
+# exports every architecture both ways; not part of the default ``build-exports`` set).
 TORCHSCRIPT_EXPORTS: dict[str, Callable[[Path], dict]] = {
     "bert_torchscript": functools.partial(_bert, dynamo=False),
     "t5_torchscript": functools.partial(_seq2seq, architecture="t5", dynamo=False),
@@ -242,7 +242,7 @@ TORCHSCRIPT_EXPORTS: dict[str, Callable[[Path], dict]] = {
 }
 
 # Decode steps with symbolic batch, sequence and past lengths, as exported for generation (the tests of
-# ``check``'s generated inputs build them; not part of the default ``--build-exports`` set).
+# ``check``'s generated inputs build them; not part of the default ``build-exports`` set).
 DECODER_EXPORTS: dict[str, Callable[[Path], dict]] = {
     f"{architecture}_kv_{exporter}": functools.partial(decoder_step, architecture=architecture,
                                                        dynamo=exporter == "dynamo", batch=2, sequence=2)

@@ -1,4 +1,4 @@
-"""``gathermultiaxis bench --runtime``: the models a user meets, through both entry points.
+"""``gathermultiaxis bench runtime``: the models a user meets, through both entry points.
 
 For every workload, in one process and interleaved round-robin (the machine is shared, so drift hits
 every entry alike): ORT's builtin kernels on the original model; the rewritten model through
