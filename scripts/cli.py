@@ -152,9 +152,43 @@ def run_rewrite(args) -> int:
 
 
 def run_lower(args) -> int:
-    """``lower IN -o OUT``: GatherMultiaxis -> standard ONNX ops. Exit 1 (the model still written) when a
-    node could not be lowered, the report saying why."""
+    """``lower IN -o OUT [--target webnn]``: GatherMultiaxis -> standard ONNX ops (or WebNN's subset). Exit
+    1 (the model still written) when a node could not be lowered (for WebNN: to its subset), the report
+    saying why."""
+    if args.target == "webnn":
+        from .graphs.webnn import NotStatic, lower_for_webnn
+
+        shapes = parse_input_shapes(args.input_shapes or [])
+
+        def transform(model):
+            try:
+                return lower_for_webnn(model, shapes)
+            except NotStatic as error:
+                raise CommandError(f"{args.model}: {error}") from None
+
+        return 1 if _transform_file(args, transform).left else 0
+    if args.input_shapes:
+        raise CommandError("--input-shapes goes with --target webnn")
     return 1 if _transform_file(args, lower_model).left else 0
+
+
+def run_webnn_check(args) -> int:
+    """``webnn-check MODEL``: the nodes outside what ORT's WebNN EP takes (graphs.webnn.webnn_check).
+    Exit 0 when there is none, 1 otherwise."""
+    from .graphs.webnn import webnn_check
+
+    _writable(args.json, args.force)
+    try:
+        model, _ = read_model(args.model)
+    except ModelFileError as error:
+        raise CommandError(str(error)) from None
+    findings = webnn_check(model, parse_input_shapes(args.input_shapes or []))
+    for finding in findings:
+        print(printable(f"{finding.op_type} {finding.node!r}: {finding.reason}"))
+    print(f"{len(findings)} finding(s) outside WebNN's subset" if findings else "every node is within WebNN's subset")
+    if args.json:
+        _write_json(args.json, [asdict(f) for f in findings], force=args.force)
+    return 1 if findings else 0
 
 
 def _op_list(text: str) -> list[str]:
@@ -504,7 +538,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Lower every GatherMultiaxis node (subgraphs and model-local functions included) to standard "
                     "ONNX ops in the model's own opset (11 or later; mode 'error' from 7). Exit status 1 when a "
                     "node is left (the model is written, the report says why).")
+    lower.add_argument("--target", choices=("onnx", "webnn"), default="onnx",
+                       help="onnx: standard ONNX ops (default); webnn: ops that map one-to-one onto WebNN, for "
+                            "static input shapes (the model's own, or --input-shapes)")
+    lower.add_argument("--input-shapes", nargs="+", metavar="NAME:[DIMS]", help="--target webnn: fix input shapes")
     lower.set_defaults(run=run_lower)
+
+    webnn = commands.add_parser(
+        "webnn-check", parents=[common], help="list every node ORT's WebNN execution provider would not take, and why")
+    webnn.add_argument("model", help="the ONNX model (typically after rewrite and lower --target webnn)")
+    webnn.add_argument("--input-shapes", nargs="+", metavar="NAME:[DIMS]", help="fix input shapes (WebNN's are static)")
+    webnn.add_argument("--json", metavar="FILE", help="also write the findings as JSON")
+    webnn.add_argument("--force", action="store_true", help="overwrite an existing JSON report")
+    webnn.set_defaults(run=run_webnn_check)
 
     checker = commands.add_parser(
         "check", parents=[common], help="compare rewritten models with ORT's builtin gathers",
