@@ -94,6 +94,7 @@ class CheckMode(Enum):
     GATHERS = "gathers"              # rewrite vs original, both with graph optimizations off
     ORT_OPTIMIZED = "ort-optimized"  # the --ort-optimize rewrite vs original, both with ORT's defaults
     LOWERED = "lowered"              # rewrite then lower, on plain ORT (no custom op library), vs original
+    WEBNN = "webnn"                  # rewrite then lower --target webnn per data set's shapes, on plain ORT
 
     @property
     def optimized(self) -> bool:
@@ -168,6 +169,33 @@ def _timed_run(sess, feeds) -> tuple[list | None, BaseException | None, float]:
         return None, error, (time.perf_counter() - start) * 1e3
 
 
+class _WebNNSessions:
+    """The rewritten model lowered for WebNN with each data set's input shapes (WebNN graphs are static),
+    run on plain ORT with graph optimizations off. WebNN cannot raise, so a data set the original refuses
+    is not compared (``compare`` counts it as both raising, never as a pass); a node the lowering emitted
+    that webnn_check flags fails the case (a tensor type WebNN lacks, bfloat16 say, is the model's own:
+    ``webnn-check`` lists it)."""
+
+    def __init__(self, rewritten):
+        self.rewritten, self.sessions = rewritten, {}
+
+    def run(self, output_names, feeds):
+        from .graphs.webnn import lower_for_webnn, webnn_check
+
+        shapes = {name: np.asarray(value).shape for name, value in feeds.items()}
+        key = tuple(sorted(shapes.items()))
+        if key not in self.sessions:
+            lowered, report = lower_for_webnn(self.rewritten, shapes)
+            prefixes = tuple(f"{o.node}/" for o in report.outcomes if o.lowered and o.node)
+            outside = [f for f in webnn_check(lowered, shapes)  # the model's own types (bfloat16...) are its own
+                       if f.node.startswith(prefixes) and "WebNN has no such tensors" not in f.reason]
+            if outside:
+                raise AssertionError(f"the WebNN lowering emitted {outside[0].op_type} {outside[0].node!r} outside "
+                                     f"WebNN's subset: {outside[0].reason}")
+            self.sessions[key] = make_session(lowered, custom=False)
+        return self.sessions[key].run(output_names, feeds)
+
+
 class _Comparison:
     """Runs data sets on both sessions and keeps the verdict."""
 
@@ -187,6 +215,12 @@ class _Comparison:
         report_phase(f"running the rewritten model (data set {number})")
         got, got_error, elapsed = _timed_run(self.custom, data_set.feeds)
         result.rewritten_ms += elapsed
+        if want_error is not None and isinstance(self.custom, _WebNNSessions):
+            # a WebNN graph cannot raise (what WebNN cannot take fell back to the standard lowering, which
+            # may): the original's refusal is never compared
+            result.both_raised += 1
+            result.detail = f"the original raises ({one_line(want_error)}); a WebNN graph cannot"
+            return True
         if want_error is not None:
             if got_error is None:
                 result.verdict = "failed"
@@ -277,8 +311,9 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
             return result
     report_phase("loading the rewritten model")
     try:
-        custom = make_session(rewritten, custom=mode is not CheckMode.LOWERED, optimized=mode.optimized,
-                              external_data_folder=rewritten_data_folder)
+        custom = _WebNNSessions(rewritten) if mode is CheckMode.WEBNN else make_session(
+            rewritten, custom=mode is not CheckMode.LOWERED, optimized=mode.optimized,
+            external_data_folder=rewritten_data_folder)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "failed", f"the rewritten model does not load: {one_line(error)}"
         return result
@@ -325,7 +360,8 @@ def _check_source(task: tuple[Source, InputOptions, CheckMode]) -> CheckResult:
         result = check_case(case, options, mode)
         if result.verdict == "failed":
             folder = fuzz.save_reproducer(case, source.save_dir, source.seed)
-            flag = {CheckMode.GATHERS: "", CheckMode.ORT_OPTIMIZED: " --ort-optimize", CheckMode.LOWERED: " --lowered"}
+            flag = {CheckMode.GATHERS: "", CheckMode.ORT_OPTIMIZED: " --ort-optimize", CheckMode.LOWERED: " --lowered",
+                    CheckMode.WEBNN: " --webnn"}
             result.detail += (f" (replay: gathermultiaxis check --fuzz 1 --seed {source.seed}{flag[mode]}; "
                               f"reproducer: {folder})")
         return result

@@ -583,6 +583,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "options (default: both with graph optimizations off)")
     modes.add_argument("--lowered", dest="mode", action="store_const", const=check.CheckMode.LOWERED,
                          help="run the rewrite lowered to standard ONNX (`lower`) on plain ORT, no custom op library")
+    modes.add_argument("--webnn", dest="mode", action="store_const", const=check.CheckMode.WEBNN,
+                         help="run the rewrite lowered for WebNN (`lower --target webnn`, each data set's input "
+                              "shapes) on plain ORT; data sets the original refuses are not compared (WebNN "
+                              "cannot raise)")
     checker.add_argument("--fail-fast", action="store_true", help="stop at the first failed case")
     checker.add_argument("--allow", action="append", choices=["not compared", "not runnable", "no gather"],
                          metavar="VERDICT",
