@@ -359,7 +359,7 @@ def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | No
     except NotStatic as error:
         findings.append(Finding("", "(graph inputs)", str(error)))
     infos = _static_infos(copy)
-    constants = set(_constants(copy.graph))
+    constants = _constants(copy.graph)  # once: read for every node below
 
     def rank(name: str) -> int | None:
         info = infos.get(name)
@@ -396,8 +396,8 @@ def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | No
         for position in CONSTANT_INPUTS.get(node.op_type, ()):
             if position < len(node.input) and node.input[position] and node.input[position] not in constants:
                 reasons.append(f"input {position} ({node.input[position]!r}) is not a constant")
-        if node.op_type == "Reshape" and len(node.input) > 1 and node.input[1] in _constants(copy.graph):
-            if 0 in _constants(copy.graph)[node.input[1]].reshape(-1).tolist():
+        if node.op_type == "Reshape" and len(node.input) > 1 and node.input[1] in constants:
+            if 0 in constants[node.input[1]].reshape(-1).tolist():
                 reasons.append("a 0 in the shape input (the EP does not support it)")
         for name in (*node.input, *node.output):
             r = rank(name)
