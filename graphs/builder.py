@@ -8,6 +8,7 @@ only) an int64 constant is a double Constant and a Cast.
 
 from __future__ import annotations
 
+from collections.abc import MutableSequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,12 +40,16 @@ class NameScope:
 
 @dataclass
 class NodeBuilder:
-    """Builds the replacement of one node; new names are derived from the replaced node's name."""
+    """Builds the replacement of one node; new names are derived from the replaced node's name.
+
+    ``nodes`` is where the nodes go: a list, or a repeated NodeProto field (``GraphProto().node``), which
+    copies each node into one protobuf arena (a standalone NodeProto costs ~1.5 KB, one in a repeated
+    field ~0.4 KB: the difference is hundreds of MB over a graph of 100k gathers)."""
 
     opset: int
     names: NameScope
     prefix: str
-    nodes: list[NodeProto] = field(default_factory=list)
+    nodes: MutableSequence[NodeProto] = field(default_factory=list)
 
     def _emit(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
         output = self.names.fresh(f"{self.prefix}/{role}")  # the node takes its output's (unique) name

@@ -5,12 +5,19 @@ after what they do ("rewritten", "lowered"); counting and serialising are shared
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from .inference import TensorInfo
 
 
 @dataclass
 class PassReport:
     outcomes: list = field(default_factory=list)
+    # ONNX shape inference's types of the main graph of the model the pass was given (its first layer),
+    # for the command's load check of the written model (graphs.load_check) not to infer them again;
+    # empty when the pass does not keep them (the rewrite does).
+    main_graph_types: dict[str, TensorInfo] = field(default_factory=dict, repr=False)
     DONE: ClassVar[str] = "done"  # the outcome attribute that says the node was changed
 
     def done(self) -> int:

@@ -15,7 +15,9 @@ or left as it is, with the reason in the report; every replaced output gets a va
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
+from collections.abc import MutableSequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -128,7 +130,7 @@ class _Rewriter:
     opset: int
     names: NameScope
     report: RewriteReport
-    light: ModelProto
+    light: bytes  # the typing copy, serialized until layer 2 needs it (a tenth of its parsed size)
     runtime_alignment: bool = True
     _symbolic: dict[str, TensorInfo] | None = None
 
@@ -136,7 +138,7 @@ class _Rewriter:
     def symbolic(self) -> dict[str, TensorInfo]:
         """Layer 2, run once and only when a gather of some graph needs it (it costs ~0.5 s)."""
         if self._symbolic is None:
-            self._symbolic = symbolic_infos(self.light)
+            self._symbolic = symbolic_infos(ModelProto.FromString(self.light))
         return self._symbolic
 
     def _lacking(self, graph: GraphProto, infos: dict[str, TensorInfo]) -> bool:
@@ -146,11 +148,10 @@ class _Rewriter:
                    and not all(known_rank(infos.get(name)) for name in node.input if name)
                    for node in graph.node)
 
-    def graph(self, graph: GraphProto, inferred: GraphProto, scope: dict[str, TensorInfo],
+    def graph(self, graph: GraphProto, inferred: _Inferred, scope: dict[str, TensorInfo],
               constants: dict[str, onnx.TensorProto], path: str) -> None:
-        main = path == "main graph"
         infos = dict(scope)
-        for name, info in graph_infos(inferred, main).items():
+        for name, info in inferred.infos.items():
             learn(infos, name, info)
         if self._lacking(graph, infos):
             for name, info in self.symbolic.items():  # layer 2 where layer 1 has no rank
@@ -164,50 +165,67 @@ class _Rewriter:
         constants = {**{k: v for k, v in constants.items() if k not in inputs},
                      **{init.name: init for init in graph.initializer if init.name not in inputs},
                      **{node.output[0]: value for node in graph.node if (value := constant_value(node)) is not None}}
-        replacements: dict[int, list[NodeProto]] = {}
+        # Replacements are appended to the graph's own node field (one protobuf arena: see NodeBuilder),
+        # then sorted into place by _splice.
+        original = len(graph.node)
+        counts: dict[int, int] = {}  # position of a replaced node -> how many nodes replace it
         declarations = _Declared.of(graph)
-        for position, (node, inferred_node) in enumerate(zip(graph.node, inferred.node)):
-            for attribute, inferred_attribute in zip(node.attribute, inferred_node.attribute):
+        for position in range(original):
+            node = graph.node[position]
+            inferred_node = inferred.holders.get(position)
+            for attribute, inferred_attribute in zip(node.attribute, inferred_node.attribute if inferred_node else ()):
                 for sub, inferred_sub in zip(subgraphs(attribute), subgraphs(inferred_attribute)):
-                    self.graph(sub, inferred_sub, infos, constants, f"{path}/{node.name or node.op_type}.{attribute.name}")
+                    self.graph(sub, _Inferred.of(inferred_sub, False), infos, constants,
+                               f"{path}/{node.name or node.op_type}.{attribute.name}")
             if (node.domain, node.op_type) in INTERNAL_GATHERS and not block_quantized.is_target(node, self.ops):
                 self.report.outcomes.append(_internal_gather_outcome(node, path))
             _apply_rank_rule(node, infos, constants)  # layer 3 where layers 1 and 2 have no rank
             for name in node.output:  # then a declared rank, where no inference layer says anything
                 if name in declared and not known_rank(infos.get(name)):
                     infos[name] = with_elem_type(declared[name], infos.get(name))
+            start = len(graph.node)
             if block_quantized.is_target(node, self.ops):
-                replacement = self.block_quantized(node, infos, constants, path)
+                replaced = self.block_quantized(node, infos, constants, path, graph.node)
             elif _is_target(node, self.ops):
-                replacement = self.node(node, infos, path, graph)
+                replaced = self.node(node, infos, path, graph, original, graph.node)
             else:
                 continue
-            if replacement[-1] is not node:
-                replacements[position] = replacement
+            if replaced:
+                counts[position] = len(graph.node) - start
                 _declare_output(graph, node, infos, path != "main graph", declarations)
-        _splice(graph, replacements)
+            else:  # what a rule emitted before it gave up
+                del graph.node[start:]
+        _splice(graph, original, counts)
 
-    def node(self, node: NodeProto, infos: dict[str, TensorInfo], path: str, graph: GraphProto) -> list[NodeProto]:
+    def _builder(self, node: NodeProto, into: MutableSequence[NodeProto]) -> NodeBuilder:
+        return NodeBuilder(self.opset, self.names, node.name or self.names.fresh(f"{node.op_type}_{node.output[0]}"),
+                           into)
+
+    def node(self, node: NodeProto, infos: dict[str, TensorInfo], path: str, graph: GraphProto, original: int,
+             into: MutableSequence[NodeProto]) -> bool:
+        """Append the replacement of a gather ``node`` (of ``graph``, whose first ``original`` nodes are
+        its own) to ``into``; whether it is replaced (else the report says why not)."""
         unknown = TensorInfo(0, None)
-        builder = NodeBuilder(self.opset, self.names, node.name or self.names.fresh(f"{node.op_type}_{node.output[0]}"))
+        builder = self._builder(node, into)
         try:
             missing = emit_replacement(node, infos.get(node.input[0], unknown), infos.get(node.input[1], unknown),
                                        builder, self.runtime_alignment)
         except LeftUnchanged as reason:
             self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, False, str(reason)))
-            return [node]
+            return False
         if missing is None:
             self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True))
         else:
-            why = "; ".join(_why_rank_unknown(name, graph, infos) for name in node.input[:2]
+            why = "; ".join(_why_rank_unknown(name, graph, original, infos) for name in node.input[:2]
                             if not known_rank(infos.get(name)))
             self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True,
                                                     f"{missing}: {why}" if why else missing, runtime_aligned=True))
-        return builder.nodes
+        return True
 
     def block_quantized(self, node: NodeProto, infos: dict[str, TensorInfo], constants: dict[str, onnx.TensorProto],
-                        path: str) -> list[NodeProto]:
-        builder = NodeBuilder(self.opset, self.names, node.name or self.names.fresh(f"{node.op_type}_{node.output[0]}"))
+                        path: str, into: MutableSequence[NodeProto]) -> bool:
+        """:meth:`node` for a GatherBlockQuantized node."""
+        builder = self._builder(node, into)
         # An initializer's own dims where a shapeless value_info (onnxruntime-genai writes one per initializer) hid them
         tables = {name: TensorInfo(constants[name].data_type, tuple(constants[name].dims))
                   for name in node.input if name in constants and not known_rank(infos.get(name))}
@@ -215,10 +233,10 @@ class _Rewriter:
             output = block_quantized.emit_gather_block_quantized(node, {**infos, **tables}, builder)
         except LeftUnchanged as reason:
             self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, False, str(reason)))
-            return [node]
+            return False
         infos[node.output[0]] = output  # typed by the scales (the data are quantized)
         self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True))
-        return builder.nodes
+        return True
 
 
 def _internal_gather_outcome(node: NodeProto, path: str) -> NodeOutcome:
@@ -227,10 +245,10 @@ def _internal_gather_outcome(node: NodeProto, path: str) -> NodeOutcome:
     return NodeOutcome(op, node.name, path, False, f"inside {op}: not rewritten, {why}")
 
 
-def _why_rank_unknown(name: str, graph: GraphProto, infos: dict[str, TensorInfo]) -> str:
+def _why_rank_unknown(name: str, graph: GraphProto, original: int, infos: dict[str, TensorInfo]) -> str:
     """Where the unknown rank of ``name`` starts: follow the producers whose inputs' ranks are unknown
     too, up to the first value no layer could type (a node whose inputs are known, or a graph input)."""
-    producers = {output: node for node in graph.node for output in node.output if output}
+    producers = {output: node for node in itertools.islice(graph.node, original) for output in node.output if output}
     inputs = {value.name for value in graph.input}
     seen = set()
     current = name
@@ -252,32 +270,53 @@ def _why_rank_unknown(name: str, graph: GraphProto, infos: dict[str, TensorInfo]
     return f"{name!r} is computed in a cycle of unknown ranks"
 
 
-def _node_key(node: NodeProto) -> tuple:
-    return node.op_type, node.domain, node.name, tuple(node.output)
+def _splice(graph: GraphProto, original: int, counts: dict[int, int]) -> None:
+    """Put each replacement where its node was: the graph's first ``original`` nodes are its own, the
+    rest their replacements, in position order, ``counts[position]`` nodes replacing the node at
+    ``position``. Nodes are moved by an in-place sort, not copied: a graph may hold Constant nodes of
+    gigabytes."""
+    if not counts:
+        return
+    end = len(graph.node) - len(counts)  # the result's length: the replaced nodes sort after it
+    ranks = []  # the final place of each node of graph.node
+    new_ranks = []
+    shift = 0
+    for position in range(original):
+        count = counts.get(position)
+        if count is None:
+            ranks.append(position + shift)
+        else:
+            ranks.append(end + position)
+            new_ranks.extend(range(position + shift, position + shift + count))
+            shift += count - 1
+    # The sort hands its key function the same message objects this list holds (they stay alive, and
+    # protobuf keeps one Python object per live message), so a node's identity finds its rank.
+    nodes = list(graph.node)
+    place = {id(node): rank for node, rank in zip(nodes, ranks + new_ranks)}
+    del ranks, new_ranks
+    graph.node.sort(key=lambda node: place[id(node)])
+    del nodes, place
+    del graph.node[end:]  # the replaced nodes, sorted last
 
 
-def _splice(graph: GraphProto, replacements: dict[int, list[NodeProto]]) -> None:
-    """Put each replacement where its node was. Nodes are moved by an in-place sort, not copied: a graph
-    may hold Constant nodes of gigabytes. (Keys are unique by SSA; if not, the graph is rebuilt.)"""
-    if not replacements:
-        return
-    order = {}
-    for position, node in enumerate(graph.node):
-        order[_node_key(node)] = (position, 0) if position not in replacements else (len(graph.node), 0)
-    for position, nodes in replacements.items():
-        order.update({_node_key(node): (position, 1 + j) for j, node in enumerate(nodes)})
-    if len(order) != len(graph.node) + sum(map(len, replacements.values())):  # a repeated key
-        nodes = []
-        for position, node in enumerate(graph.node):
-            nodes.extend(replacements.get(position, [node]))
-        del graph.node[:]
-        graph.node.extend(nodes)
-        return
-    replaced = len(replacements)
-    for position in list(replacements):  # each list freed once copied in: the peak holds one copy, not two
-        graph.node.extend(replacements.pop(position))
-    graph.node.sort(key=lambda node: order[_node_key(node)])
-    del graph.node[len(graph.node) - replaced:]  # the replaced nodes, sorted last
+@dataclass
+class _Inferred:
+    """What layer 1 (ONNX's inference on the typing copy) says of one graph: the type of each name, and
+    the inferred copy of each node holding subgraphs (by position), for their own layer 1. Kept instead
+    of the inferred model, which is as large as the model."""
+
+    infos: dict[str, TensorInfo]
+    holders: dict[int, NodeProto]
+
+    @classmethod
+    def of(cls, inferred_graph: GraphProto, main: bool) -> "_Inferred":
+        holders = {}
+        for position, node in enumerate(inferred_graph.node):
+            if any(attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                   for attribute in node.attribute):
+                holders[position] = NodeProto()
+                holders[position].CopyFrom(node)
+        return cls(graph_infos(inferred_graph, main), holders)
 
 
 def _apply_rank_rule(node: NodeProto, infos: dict[str, TensorInfo], constants: dict[str, onnx.TensorProto]) -> None:
@@ -379,9 +418,12 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     if not report.outcomes:  # inlined: what a function still holds is in one that is never called
         _report_function_gathers(result, ops, report, "in a model-local function that no node calls")
     light = typing_copy(result)
+    main = _Inferred.of(inferred(light).graph, True)  # the inferred model freed here
+    light = light.SerializeToString()
     rewriter = _Rewriter(ops, default_opset(result), NameScope(all_names(result)), report, light,
                          runtime_alignment)
-    rewriter.graph(result.graph, inferred(light).graph, {}, {}, "main graph")
+    rewriter.graph(result.graph, main, {}, {}, "main graph")
+    report.main_graph_types = main.infos
     if report.rewritten and not any(o.domain == DOMAIN for o in result.opset_import):
         result.opset_import.add(domain=DOMAIN, version=1)
     return result, report
