@@ -321,9 +321,10 @@ def _ort_load_error_by_folder(path: Path) -> str:
         os.close(folder_handle)
 
 
-def loads_in_ort(path: Path) -> None:
-    """Raise ModelFileError with ORT's reason when the model file at ``path`` does not load."""
-    refusal = ort_load_error(str(path))
+def loads_in_ort(path: Path, part: ModelProto | None = None) -> None:
+    """Raise ModelFileError with ORT's reason when the written model at ``path`` does not load. With
+    ``part``, the model of what it changes (graphs.load_check.changed_part), loading that proves it."""
+    refusal = ort_load_error(str(path) if part is None else part.SerializeToString())
     if refusal:
         raise ModelFileError(f"{path.name}: the written model does not load in ONNX Runtime ({refusal})")
 

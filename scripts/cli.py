@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import itertools
 import json
 import sys
@@ -32,6 +33,7 @@ from . import __version__, check  # the bench modules: imported by the commands 
 from .cases import BadInput, InputOptions, default_suite, find_sources, load_inputs, parse_input_shapes
 from .examples import EXAMPLE_PATH
 from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
+from .graphs.load_check import changed_part
 from .graphs.modelfile import (ModelFileError, check_target, load_model, loads_in_ort, read_model, save_model,
                         write_bytes_atomic)
 from .graphs.ort_optimizer import ort_optimized
@@ -129,12 +131,10 @@ def _transform_file(args, transform):
         with (ort_optimized(loaded, data_folder, target) if getattr(args, "ort_optimize", False)
               else contextlib.nullcontext((loaded, data_folder))) as (model, data_folder):
             result, report = transform(model)
-            # A written model equal to the loaded one (nothing rewritten or inlined, no --ort-optimize) is
-            # the graph ORT just loaded, written by onnx with its external data copied byte for byte:
-            # a second full ORT load (seconds on a big graph) would prove nothing the first did not.
-            unchanged = result == loaded
+            validate = _load_check(loaded, model, result, report.main_graph_types or None)
+            del loaded, model
             save_model(result, target, external_data=external, external_data_folder=data_folder,
-                       overwrite=args.force or args.in_place, validate=None if unchanged else loads_in_ort)
+                       overwrite=args.force or args.in_place, validate=validate)
     except ModelFileError as error:
         raise CommandError(str(error)) from None
     if args.verbose >= 0:
@@ -143,6 +143,18 @@ def _transform_file(args, transform):
     if args.json:
         _write_json(args.json, report.as_dict(), force=args.force)
     return report
+
+
+def _load_check(loaded, transformed, result, types):
+    """How the written model is proven to load in ORT, which loaded ``loaded``: not at all when it is
+    ``loaded`` (written by onnx, its external data copied byte for byte), by loading only the part the
+    transform changed when that part is all that differs (graphs.load_check), else by loading all of it.
+    ``transformed`` is what the transform was given: ``loaded``, or ORT's optimized model of it, which
+    no load proved. ``types``: the pass's types of ``loaded``'s main graph, if it reports them."""
+    if result == loaded:
+        return None
+    part = changed_part(loaded, result, types) if transformed is loaded else None
+    return loads_in_ort if part is None else functools.partial(loads_in_ort, part=part)
 
 
 def run_rewrite(args) -> int:

@@ -35,7 +35,7 @@ def test_name_scope_hands_out_what_counting_from_zero_would():
 def test_rewrite_loads_the_output_in_ort_only_when_it_differs_from_the_input(tmp_path, monkeypatch):
     checked = []
 
-    def loads_in_ort(path):
+    def loads_in_ort(path, part=None):
         checked.append(path.name)
 
     monkeypatch.setattr(cli, "loads_in_ort", loads_in_ort)

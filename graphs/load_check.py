@@ -1,0 +1,318 @@
+"""What ORT must load to accept a written model, when the model it was made from already loaded.
+
+``rewrite`` and ``lower`` refuse an input ORT cannot load, then write a model that differs from it in
+some nodes of its main graph (gathers replaced by GatherMultiaxis and its helpers, or the reverse) and
+in the value_info of their outputs. Loading the whole written model again proves again what the first
+load proved of every unchanged node, and costs as much (a chain of 50k gathers rewritten: 20 s and
+800 MB for 250k nodes). What the second load adds is only this: ORT takes the new nodes, their inputs
+typed as the input model types them, and the unchanged nodes that read what the new nodes make still
+type-check on it. :func:`changed_part` builds the model that proves exactly that:
+
+- the new nodes (a node holding a subgraph whose body changed is a new node, body and all);
+- their inputs, declared with the types ONNX shape inference gives them in the input model (small
+  constants kept as values, since ORT's inference of the new nodes may read them);
+- their outputs that the rest of the model reads: declared with the written model's value_info for
+  them (whose element type must be the one they had), else with the element type they had;
+- the unchanged nodes that read those outputs, their own outputs renamed: ORT infers them on the
+  declared outputs as it would in the written model (a value_info of a wrong size fails there);
+- the value_info the written model declares for the other new names;
+- each distinct replacement once: connected groups of new nodes that are the same nodes, attributes
+  and wiring on the same input types, read by the same kind of nodes (only names differ), load alike.
+
+When anything else differs (inputs, outputs, initializers, functions, opsets, a value_info of an
+unchanged name), a new node reuses a name the input model uses, a value someone reads lost its producer,
+or an input's type is unknown, there is no narrower proof: ``None``, and the whole model is loaded.
+tests/test_load_check.py breaks written models in the ways ORT refuses and checks the part agrees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
+
+from .builder import NameScope
+from .inference import TensorInfo, graph_infos, inferred, is_large, typing_copy
+from .walk import constant_value, nodes_within, subgraphs
+
+_MODEL_FIELDS = ("ir_version", "producer_name", "producer_version", "domain", "model_version", "doc_string",
+                 "metadata_props", "functions", "training_info")
+_GRAPH_FIELDS = ("name", "input", "output", "initializer", "sparse_initializer", "doc_string",
+                 "quantization_annotation", "metadata_props")
+
+
+def changed_part(loaded: ModelProto, written: ModelProto,
+                 types: Mapping[str, TensorInfo] | None = None) -> ModelProto | None:
+    """A model that ORT loads exactly when it loads ``written``, given that it loaded ``loaded`` (see
+    the module's docstring); ``None`` when the changes are not confined to main-graph nodes and their
+    value_info, and the whole of ``written`` must be loaded. ``types``: ONNX shape inference's types of
+    the names of ``loaded``'s main graph (a pass's report has them: ``main_graph_types``), else inferred."""
+    if not _same_but_nodes(loaded, written):
+        return None
+    before, after = loaded.graph, written.graph
+    originals: dict[tuple, int] = {}
+    for position, node in enumerate(before.node):
+        if originals.setdefault(_identity(node), position) != position:
+            return None  # two alike nodes: which one stayed cannot be told
+    kept: set[int] = set()  # positions in ``before`` of the nodes ``written`` keeps as they were
+    new: list[NodeProto] = []
+    for node in after.node:
+        position = originals.get(_identity(node))
+        if position is not None and position not in kept and node == before.node[position]:
+            kept.add(position)
+        else:
+            new.append(node)
+    del originals
+    if not new:
+        return None
+    made = {name for node in new for name in node.output if name}
+    removed = {name for position, node in enumerate(before.node) if position not in kept
+               for name in node.output if name}
+    if not _fresh(loaded, made - removed):
+        return None
+    dropped_domains = {o.domain for o in loaded.opset_import} - {o.domain for o in written.opset_import}
+    wanted: dict[str, list[NodeProto]] = {}  # new values the unchanged nodes read -> those nodes
+    for position in sorted(kept):
+        node = before.node[position]
+        for inner in nodes_within([node]):
+            if inner.domain in dropped_domains or (inner.domain == "ai.onnx" and "" in dropped_domains):
+                return None
+        for name in _reads(node):
+            if name in made:
+                wanted.setdefault(name, []).append(node)
+            elif name in removed:  # read, and its producer is gone
+                return None
+    for value in after.output:
+        if value.name in made:
+            wanted.setdefault(value.name, [])
+        elif value.name in removed:
+            return None
+    declared = _new_value_info(before, after, made)
+    if declared is None:
+        return None
+    del kept, removed
+    return _part_model(written, loaded, new, made, wanted, declared, types)
+
+
+def _fresh(loaded: ModelProto, names: set[str]) -> bool:
+    """Whether no graph of ``loaded`` uses any of ``names`` (new names must not shadow or repeat one)."""
+    graphs = [loaded.graph] + [body for node in nodes_within(loaded.graph.node) for attribute in node.attribute
+                               for body in subgraphs(attribute)]
+    for graph in graphs:
+        for values in (graph.input, graph.output, graph.value_info, graph.initializer):
+            if any(value.name in names for value in values):
+                return False
+        if any(name in names for node in graph.node for name in (*node.input, *node.output)):
+            return False
+    return True
+
+
+def _same_but_nodes(loaded: ModelProto, written: ModelProto) -> bool:
+    """Whether the models differ at most in the main graph's nodes and value_info and in the opsets
+    only new or removed nodes use (each domain at one version, the same in both where both import it)."""
+    if any(getattr(loaded, name) != getattr(written, name) for name in _MODEL_FIELDS):
+        return False
+    if any(getattr(loaded.graph, name) != getattr(written.graph, name) for name in _GRAPH_FIELDS):
+        return False
+    before = {o.domain: o.version for o in loaded.opset_import}
+    after = {o.domain: o.version for o in written.opset_import}
+    if len(before) != len(loaded.opset_import) or len(after) != len(written.opset_import):
+        return False
+    return all(after.get(domain, version) == version for domain, version in before.items())
+
+
+def _identity(node: NodeProto) -> tuple:
+    return node.domain, node.op_type, node.name, tuple(node.input), tuple(node.output)
+
+
+def _holds_graph(node: NodeProto) -> bool:
+    return any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute)
+
+
+def _reads(node: NodeProto) -> tuple[str, ...]:
+    """What a node reads from the graph it stands in: its inputs and what its subgraphs read of
+    enclosing graphs (not their own inputs, initializers and node outputs). A tuple: a small set costs
+    four times its size, and there is one per new node."""
+    names = tuple(name for name in node.input if name)
+    if not _holds_graph(node):
+        return names
+    outer = set(names)
+    for attribute in node.attribute:
+        for body in subgraphs(attribute):
+            own = {value.name for value in body.input} | {tensor.name for tensor in body.initializer} | \
+                  {name for inner in body.node for name in inner.output}
+            outer.update(name for inner in body.node for name in _reads(inner) if name not in own)
+    return tuple(sorted(outer))
+
+
+def _new_value_info(before: GraphProto, after: GraphProto, made: set[str]) -> list[ValueInfoProto] | None:
+    """The written graph's value_info of new names; None when it changed one of another name."""
+    old: dict[str, list[ValueInfoProto]] = {}
+    for value in before.value_info:
+        old.setdefault(value.name, []).append(value)
+    declared = []
+    for value in after.value_info:
+        if value.name in made:
+            declared.append(value)
+        elif not any(value == known for known in old.get(value.name, ())):
+            return None
+    return declared
+
+
+def _part_model(written: ModelProto, loaded: ModelProto, new: list[NodeProto], made: set[str],
+                wanted: dict[str, list[NodeProto]], declared: list[ValueInfoProto],
+                types: Mapping[str, TensorInfo] | None) -> ModelProto | None:
+    """The new nodes, each distinct group once, with the unchanged nodes that read what a group makes
+    (their outputs renamed: they are there for ORT to infer them on the group's declared outputs)."""
+    reads = [_reads(node) for node in new]
+    readers = [node for nodes in wanted.values() for node in nodes]
+    outside = {name for names in (*reads, *map(_reads, readers)) for name in names if name not in made}
+    constants = _small_constants(loaded.graph, outside)
+    types = _input_model_types(loaded, (outside - set(constants)) | set(wanted), types)
+    del outside, readers
+    if types is None:
+        return None
+    value_info = {value.name: value for value in declared}
+    kinds: dict[str, tuple] = {name: ("constant", tensor.SerializeToString()) for name, tensor in constants.items()}
+    kinds.update({name: ("input", info) for name, info in types.items()})
+    part = GraphProto(name="changed part")
+    seen, checked_readers = set(), {}  # id -> reader: one copy of a reader of several groups
+    for group in _groups(new, reads):
+        nodes = [new[i] for i in group]
+        group_readers = list({id(node): node for name in _outputs(nodes) for node in wanted.get(name, ())}.values())
+        signature = _signature(nodes, group_readers, kinds, wanted, value_info)
+        if signature not in seen:
+            seen.add(signature)
+            part.node.extend(nodes)
+            checked_readers.update((id(node), node) for node in group_readers)
+    produced = set(_outputs(part.node))
+    names = NameScope({name for node in (*part.node, *checked_readers.values())
+                       for name in (node.name, *node.input, *node.output)})
+    for reader in checked_readers.values():
+        copy = part.node.add()
+        copy.CopyFrom(reader)
+        copy.name = names.fresh(f"{reader.name}/read") if reader.name else ""
+        for k, name in enumerate(copy.output):
+            if name:
+                copy.output[k] = names.fresh(f"{name}/read")
+    outputs = []
+    for name in sorted(set(wanted) & produced):  # typed as the written model declares, if it agrees
+        info = types[name]
+        if name in value_info:
+            if value_info[name].type.tensor_type.elem_type != info.elem_type:
+                return None  # the readers would see another type: no part proves that
+            outputs.append(value_info[name])
+        else:
+            outputs.append(_value(name, info, with_shape=False))  # the element type its readers saw
+    for name in sorted({name for node in part.node for name in _reads(node)} - produced):
+        if name in constants:
+            part.initializer.append(constants[name])
+        elif name in value_info:  # made by a group left out as a repeat: as the written model declares it
+            part.input.append(value_info[name])
+        else:
+            part.input.append(_value(name, types[name], with_shape=True))
+    part.output.extend(outputs)
+    part.value_info.extend(value for name, value in value_info.items() if name in produced and name not in wanted)
+    model = ModelProto(ir_version=written.ir_version)
+    model.opset_import.extend(written.opset_import)
+    model.graph.CopyFrom(part)
+    return model
+
+
+def _outputs(nodes) -> list[str]:
+    return [name for node in nodes for name in node.output if name]
+
+
+def _value(name: str, info: TensorInfo, with_shape: bool) -> ValueInfoProto:
+    shape = list(info.shape) if with_shape and info.shape is not None else None
+    return helper.make_tensor_value_info(name, info.elem_type, shape)
+
+
+def _input_model_types(loaded: ModelProto, names: set[str],
+                       types: Mapping[str, TensorInfo] | None) -> dict[str, TensorInfo] | None:
+    """Element type and shape of ``names`` in the input model (initializers by their own dims); None
+    when one has no element type."""
+    if types is None:
+        types = graph_infos(inferred(typing_copy(loaded)).graph, main=True)
+    found = {name: types[name] for name in names if name in types}
+    for tensor in loaded.graph.initializer:  # the typing copy declares a large one by its type only
+        if tensor.name in names:
+            found[tensor.name] = TensorInfo(tensor.data_type, tuple(tensor.dims))
+    if len(found) != len(names) or not all(info.elem_type for info in found.values()):
+        return None
+    return found
+
+
+def _small_constants(graph: GraphProto, names: set[str]) -> dict[str, TensorProto]:
+    """The initializers and Constant values among ``names`` small enough to keep as values (the typing
+    copy's own limit), each named after the value it gives."""
+    constants = {}
+    inputs = {value.name for value in graph.input}
+    for tensor in graph.initializer:
+        if tensor.name in names and tensor.name not in inputs and not is_large(tensor) \
+                and tensor.data_location != TensorProto.EXTERNAL:
+            constants[tensor.name] = tensor
+    for node in graph.node:
+        if node.output and node.output[0] in names:
+            value = constant_value(node)
+            if value is not None and not is_large(value) and value.data_location != TensorProto.EXTERNAL:
+                named = TensorProto()
+                named.CopyFrom(value)
+                named.name = node.output[0]
+                constants[named.name] = named
+    return constants
+
+
+def _groups(nodes: list[NodeProto], reads: list[tuple[str, ...]]) -> list[list[int]]:
+    """The connected groups of ``nodes`` (a node and those whose outputs it reads), in node order."""
+    parent = list(range(len(nodes)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    producer = {name: i for i, node in enumerate(nodes) for name in node.output if name}
+    for i, names in enumerate(reads):
+        for name in names:
+            j = producer.get(name)
+            if j is not None:
+                parent[root(i)] = root(j)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(nodes)):
+        groups.setdefault(root(i), []).append(i)
+    return list(groups.values())
+
+
+def _signature(group: list[NodeProto], readers: list[NodeProto], kinds: dict[str, tuple],
+               wanted: dict[str, list[NodeProto]], value_info: dict[str, ValueInfoProto]) -> tuple:
+    """The group and its readers with the group's own names numbered in order of appearance and outside
+    names replaced by what they are (a constant's value, an input's type): equal for groups that ORT
+    loads alike."""
+    numbers: dict[str, int] = {}
+
+    def canonical(name: str):
+        if not name:
+            return ""
+        if name in numbers:
+            return numbers[name]
+        return kinds.get(name, name)  # a name only a subgraph reads or defines, or another group's: as it is
+
+    def form(node: NodeProto, numbered: bool) -> tuple:
+        inner = sorted(set(_reads(node)) - set(node.input)) if _holds_graph(node) else ()
+        ins = tuple(canonical(name) for name in node.input)
+        outer = tuple((name, canonical(name)) for name in inner)
+        outs = ()
+        if numbered:
+            for name in node.output:
+                numbers.setdefault(name, len(numbers))
+            outs = tuple((canonical(name), name in wanted,
+                          value_info[name].type.SerializeToString() if name in value_info else b"")
+                         for name in node.output)
+        return node.domain, node.op_type, ins, outer, outs, tuple(a.SerializeToString() for a in node.attribute)
+
+    return tuple(form(node, True) for node in group) + tuple(form(node, False) for node in readers)
+
+
+__all__ = ["changed_part"]
