@@ -1,14 +1,17 @@
-"""Many threads on own and shared sessions of a rewritten model; sessions created and dropped in a loop."""
+"""Many threads on own and shared sessions of a rewritten model; sessions created and dropped in a loop, and
+freed as soon as they are dropped."""
 
 import gc
 import os
 import threading
+import weakref
 
 import numpy as np
+import onnxruntime as ort
 from sessions import builtin_session, custom_session
 from support import assert_bit_identical
 
-from gathermultiaxis import GatherIndexError
+from gathermultiaxis import GatherIndexError, session_options
 from gathermultiaxis.examples import build_example_model, example_inputs
 from gathermultiaxis.graphs import rewrite_model
 
@@ -85,3 +88,20 @@ def test_sessions_created_and_dropped_do_not_leak(report_line):
     report_line(f"sessions created and dropped: 400 after warm-up, resident memory grew {growth:.1f} MiB "
                 f"({growth * 1024 / 400:.1f} KiB per session)")
     assert growth < 16, f"{growth:.1f} MiB for 400 sessions"
+
+
+def test_a_session_made_with_session_options_is_freed_when_dropped():
+    """No reference cycle keeps it (and ORT's memory for its model) alive until the cyclic collector
+    runs: its guarded run methods hold it weakly. (After a run that raised, the exception's traceback
+    holds its frames, the session's among them, as any Python exception does.)"""
+    rewritten, _ = rewrite_model(build_example_model())
+    gc.disable()
+    try:
+        sess = ort.InferenceSession(rewritten.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
+        assert getattr(sess.run, "__wrapped__", None) is not None  # guarded: op errors reach its runs
+        sess.run(None, example_inputs())
+        alive = weakref.ref(sess)
+        del sess
+        assert alive() is None
+    finally:
+        gc.enable()
