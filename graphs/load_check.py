@@ -50,14 +50,14 @@ def changed_part(loaded: ModelProto, written: ModelProto,
     if not _same_but_nodes(loaded, written):
         return None
     before, after = loaded.graph, written.graph
-    originals: dict[tuple, int] = {}
+    originals: dict[int, int] = {}  # hash of a node's identity -> its position (the node itself compared below)
     for position, node in enumerate(before.node):
-        if originals.setdefault(_identity(node), position) != position:
-            return None  # two alike nodes: which one stayed cannot be told
+        if originals.setdefault(hash(_identity(node)), position) != position:
+            return None  # two alike nodes (or a hash collision): which one stayed cannot be told
     kept: set[int] = set()  # positions in ``before`` of the nodes ``written`` keeps as they were
     new: list[NodeProto] = []
     for node in after.node:
-        position = originals.get(_identity(node))
+        position = originals.get(hash(_identity(node)))
         if position is not None and position not in kept and node == before.node[position]:
             kept.add(position)
         else:
@@ -131,8 +131,7 @@ def _holds_graph(node: NodeProto) -> bool:
 
 def _reads(node: NodeProto) -> tuple[str, ...]:
     """What a node reads from the graph it stands in: its inputs and what its subgraphs read of
-    enclosing graphs (not their own inputs, initializers and node outputs). A tuple: a small set costs
-    four times its size, and there is one per new node."""
+    enclosing graphs (not their own inputs, initializers and node outputs)."""
     names = tuple(name for name in node.input if name)
     if not _holds_graph(node):
         return names
@@ -164,9 +163,8 @@ def _part_model(written: ModelProto, loaded: ModelProto, new: list[NodeProto], m
                 types: Mapping[str, TensorInfo] | None) -> ModelProto | None:
     """The new nodes, each distinct group once, with the unchanged nodes that read what a group makes
     (their outputs renamed: they are there for ORT to infer them on the group's declared outputs)."""
-    reads = [_reads(node) for node in new]
     readers = [node for nodes in wanted.values() for node in nodes]
-    outside = {name for names in (*reads, *map(_reads, readers)) for name in names if name not in made}
+    outside = {name for node in (*new, *readers) for name in _reads(node) if name not in made}
     constants = _small_constants(loaded.graph, outside)
     types = _input_model_types(loaded, (outside - set(constants)) | set(wanted), types)
     del outside, readers
@@ -177,7 +175,7 @@ def _part_model(written: ModelProto, loaded: ModelProto, new: list[NodeProto], m
     kinds.update({name: ("input", info) for name, info in types.items()})
     part = GraphProto(name="changed part")
     seen, checked_readers = set(), {}  # id -> reader: one copy of a reader of several groups
-    for group in _groups(new, reads):
+    for group in _groups(new):
         nodes = [new[i] for i in group]
         group_readers = list({id(node): node for name in _outputs(nodes) for node in wanted.get(name, ())}.values())
         signature = _signature(nodes, group_readers, kinds, wanted, value_info)
@@ -263,7 +261,7 @@ def _small_constants(graph: GraphProto, names: set[str]) -> dict[str, TensorProt
     return constants
 
 
-def _groups(nodes: list[NodeProto], reads: list[tuple[str, ...]]) -> list[list[int]]:
+def _groups(nodes: list[NodeProto]) -> list[list[int]]:
     """The connected groups of ``nodes`` (a node and those whose outputs it reads), in node order."""
     parent = list(range(len(nodes)))
 
@@ -274,8 +272,8 @@ def _groups(nodes: list[NodeProto], reads: list[tuple[str, ...]]) -> list[list[i
         return i
 
     producer = {name: i for i, node in enumerate(nodes) for name in node.output if name}
-    for i, names in enumerate(reads):
-        for name in names:
+    for i, node in enumerate(nodes):
+        for name in _reads(node):
             j = producer.get(name)
             if j is not None:
                 parent[root(i)] = root(j)

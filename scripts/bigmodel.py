@@ -10,7 +10,8 @@ the file system does not keep holes.
 
 ``gathermultiaxis bench big-graph [GATHERS]`` builds a chain of GATHERS x (Gather + Add) and times, in
 fresh processes (wall clock, CPU time and peak RSS from ``os.wait4``), ``gathermultiaxis rewrite`` of it
-against ``onnx.load`` + ``onnx.shape_inference.infer_shapes`` of the same file.
+against ``onnx.load`` + ``onnx.shape_inference.infer_shapes`` of the same file, and against ORT loading
+it as ``rewrite``'s input check does (``modelfile.ort_load_error``): the floor under the command's peak.
 """
 
 from __future__ import annotations
@@ -150,6 +151,7 @@ class BigGraphRun:
     repeats: int
     rewrite: Measured             # `gathermultiaxis rewrite` as a user runs it (a fresh process)
     load_and_infer: Measured      # onnx.load + onnx.shape_inference.infer_shapes (a fresh process)
+    ort_load: Measured            # ORT loading the input as `rewrite` checks it (a fresh process)
     python_startup: Measured      # `python -c "import onnx"`: the floor under both
     rewrite_over_load_and_infer: dict[str, float]  # seconds and peak RSS, ratios of medians
     output_loads: bool
@@ -165,6 +167,8 @@ _REPORT_PEAK = ("import atexit, sys\n"
                 f"    sys.stderr.write('\\n{_PEAK_MARK} ' + kib + '\\n')\n"
                 "atexit.register(_report_peak)\n")
 _LOAD_AND_INFER = _REPORT_PEAK + "import onnx; onnx.shape_inference.infer_shapes(onnx.load(sys.argv[1]))"
+_ORT_LOAD = _REPORT_PEAK + ("from gathermultiaxis.graphs.modelfile import ort_load_error; "
+                            "assert not ort_load_error(sys.argv[1])")
 _REWRITE = _REPORT_PEAK + ("import runpy; sys.argv = ['gathermultiaxis', *sys.argv[1:]]; "
                            "runpy.run_module('gathermultiaxis', run_name='__main__')")
 
@@ -191,7 +195,7 @@ def _timed(command: list[str]) -> tuple[int, float, float, float, str]:
 def measure_big_graph(gathers: int = 50_000, repeats: int = 1, folder: Path | None = None) -> BigGraphRun:
     """Build ``build_big_graph(gathers)``, then time, in fresh processes and interleaved ``repeats``
     times: ``gathermultiaxis rewrite`` of it, onnx.load + infer_shapes of it, and Python importing onnx."""
-    commands = {"rewrite": None, "load_and_infer": None,
+    commands = {"rewrite": None, "load_and_infer": None, "ort_load": None,
                 "python_startup": [sys.executable, "-c", _REPORT_PEAK + "import onnx"]}
     results = {name: Measured([], []) for name in commands}
     with tempfile.TemporaryDirectory(prefix="gathermultiaxis-graph-", dir=folder) as scratch:
@@ -203,6 +207,7 @@ def measure_big_graph(gathers: int = 50_000, repeats: int = 1, folder: Path | No
         commands["rewrite"] = [sys.executable, "-c", _REWRITE, "rewrite", str(source), "-o", str(target),
                                "--force", "-q"]
         commands["load_and_infer"] = [sys.executable, "-c", _LOAD_AND_INFER, str(source)]
+        commands["ort_load"] = [sys.executable, "-c", _ORT_LOAD, str(source)]
         for _ in range(repeats):
             for name, command in commands.items():
                 status, seconds, cpu, peak, stderr = _timed(command)
@@ -214,7 +219,8 @@ def measure_big_graph(gathers: int = 50_000, repeats: int = 1, folder: Path | No
         output_loads = _graph_output_loads(target)
         model_bytes = source.stat().st_size
     rewrite, baseline = results["rewrite"], results["load_and_infer"]
-    return BigGraphRun(gathers, nodes, model_bytes, repeats, rewrite, baseline, results["python_startup"],
+    return BigGraphRun(gathers, nodes, model_bytes, repeats, rewrite, baseline, results["ort_load"],
+                       results["python_startup"],
                        {"seconds": rewrite.median_seconds / baseline.median_seconds,
                         "cpu_seconds": rewrite.median_cpu_seconds / baseline.median_cpu_seconds,
                         "peak_rss": rewrite.median_peak_rss_mib / baseline.median_peak_rss_mib},
@@ -242,6 +248,7 @@ def format_big_graph(run: BigGraphRun) -> str:
         "| command | seconds | CPU seconds | peak RSS MiB |", "|---|---|---|---|",
         row("gathermultiaxis rewrite", run.rewrite),
         row("onnx.load + infer_shapes", run.load_and_infer),
+        row("ORT loads the input (rewrite's input check)", run.ort_load),
         row("python -c 'import onnx'", run.python_startup),
         f"rewrite / (load + infer_shapes): {run.rewrite_over_load_and_infer['seconds']:.2f}x time, "
         f"{run.rewrite_over_load_and_infer['cpu_seconds']:.2f}x CPU time, "

@@ -51,7 +51,7 @@ def test_big_graph_row_on_a_small_chain(tmp_path, capsys):
     run = json.loads(report.read_text())
     assert (run["gathers"], run["nodes"], run["output_loads"]) == (20, 40, True)
     assert run["rewrite"]["cpu_seconds"][0] > 0
-    for key in ("rewrite", "load_and_infer", "python_startup"):
+    for key in ("rewrite", "load_and_infer", "ort_load", "python_startup"):
         assert len(run[key]["seconds"]) == 1 and run[key]["seconds"][0] > 0 and run[key]["peak_rss_mib"][0] > 0
     assert "| gathermultiaxis rewrite |" in capsys.readouterr().out
 
