@@ -407,11 +407,24 @@ def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | No
         for name in (*node.input, *node.output):
             info = infos.get(name)
             if name and info is not None and info.elem_type in NO_WEBNN_TYPES:
-                reasons.append(f"{name!r} is {NO_WEBNN_TYPES[info.elem_type]} (WebNN has no such tensors)")
+                reasons.append(f"{name!r} is {NO_WEBNN_TYPES[info.elem_type]} ({_NO_SUCH_TENSORS})")
                 break
         findings.extend(Finding(where.node, where.op_type, reason) for reason in reasons)
     return findings
 
 
+_NO_SUCH_TENSORS = "WebNN has no such tensors"
+
+
+def lowering_findings(lowered: ModelProto, report, input_shapes: dict[str, tuple[int, ...]] | None = None
+                      ) -> list[Finding]:
+    """``webnn_check``'s findings on the nodes ``lower_for_webnn`` emitted (``report`` is its report; each
+    emitted node is named after the node it replaces): what the lowering itself put outside WebNN's
+    subset. A tensor type WebNN lacks (bfloat16, say) is the model's own, not the lowering's."""
+    prefixes = tuple(f"{o.node}/" for o in report.outcomes if o.lowered and o.node)
+    return [f for f in webnn_check(lowered, input_shapes)
+            if f.node.startswith(prefixes) and _NO_SUCH_TENSORS not in f.reason]
+
+
 __all__ = ["CONSTANT_INPUTS", "MAX_RANK", "MIN_OPSET", "WEBNN_OPS", "Finding", "NotStatic", "fix_input_shapes",
-           "fold_shape_arithmetic", "lower_for_webnn", "webnn_check"]
+           "fold_shape_arithmetic", "lower_for_webnn", "lowering_findings", "webnn_check"]

@@ -180,15 +180,13 @@ class _WebNNSessions:
         self.rewritten, self.sessions = rewritten, {}
 
     def run(self, output_names, feeds):
-        from .graphs.webnn import lower_for_webnn, webnn_check
+        from .graphs.webnn import lower_for_webnn, lowering_findings
 
         shapes = {name: np.asarray(value).shape for name, value in feeds.items()}
         key = tuple(sorted(shapes.items()))
         if key not in self.sessions:
             lowered, report = lower_for_webnn(self.rewritten, shapes)
-            prefixes = tuple(f"{o.node}/" for o in report.outcomes if o.lowered and o.node)
-            outside = [f for f in webnn_check(lowered, shapes)  # the model's own types (bfloat16...) are its own
-                       if f.node.startswith(prefixes) and "WebNN has no such tensors" not in f.reason]
+            outside = lowering_findings(lowered, report, shapes)
             if outside:
                 raise AssertionError(f"the WebNN lowering emitted {outside[0].op_type} {outside[0].node!r} outside "
                                      f"WebNN's subset: {outside[0].reason}")

@@ -103,7 +103,7 @@ def test_check_feeds_kv_cache_decoders(exports, name, capsys):
 def test_lowered_for_webnn(exports, name):
     """``lower --target webnn`` with the inputs' shapes: bit-identical on plain ORT (optimizations off), and
     no node it emitted is outside WebNN's subset (the models' own ops may be: IsNaN, Range, ...)."""
-    from gathermultiaxis.graphs.webnn import lower_for_webnn, webnn_check
+    from gathermultiaxis.graphs.webnn import lower_for_webnn, lowering_findings
     from gathermultiaxis.harness import make_session
 
     model, feeds = _load(exports, name)
@@ -112,5 +112,4 @@ def test_lowered_for_webnn(exports, name):
     lowered, report = lower_for_webnn(rewrite_model(model)[0], shapes)
     assert report.left == 0, report.table()
     assert _same(make_session(lowered, custom=False).run(None, feeds), want)
-    prefixes = tuple(f"{o.node}/" for o in report.outcomes if o.node)
-    assert [f for f in webnn_check(lowered, shapes) if f.node.startswith(prefixes)] == []
+    assert lowering_findings(lowered, report, shapes) == []

@@ -11,17 +11,10 @@ from gathermultiaxis.cases import default_suite
 from gathermultiaxis.cli import main
 from gathermultiaxis.fuzz import fuzz_case
 from gathermultiaxis.graphs import rewrite_model
-from gathermultiaxis.graphs.webnn import NotStatic, lower_for_webnn, webnn_check
+from gathermultiaxis.graphs.webnn import NotStatic, lower_for_webnn, lowering_findings, webnn_check
 from gathermultiaxis.harness import bit_identical, make_session
 from gathermultiaxis.ops import Mode, gather_multiaxis
 from gathermultiaxis.ops.contract import DOMAIN, OP_TYPE
-
-
-def lowered_node_findings(lowered, report, shapes):
-    """Findings on nodes the WebNN lowering emitted (named after the node they replace)."""
-    prefixes = tuple(f"{o.node}/" for o in report.outcomes if o.lowered and o.node)
-    return [f for f in webnn_check(lowered, shapes)  # the model's own types (bfloat16...) are its own
-            if f.node.startswith(prefixes) and "WebNN has no such tensors" not in f.reason]
 
 
 def compare(model, feeds) -> str:
@@ -37,7 +30,7 @@ def compare(model, feeds) -> str:
     got = make_session(lowered, custom=False).run(None, feeds)
     if not all(bit_identical(a, b) for a, b in zip(got, want)):
         return "differs"
-    findings = lowered_node_findings(lowered, report, shapes)
+    findings = lowering_findings(lowered, report, shapes)
     return "exact" if not findings else f"findings: {findings[:2]}"
 
 
