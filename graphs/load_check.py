@@ -66,6 +66,8 @@ def changed_part(loaded: ModelProto, written: ModelProto,
     if not new:
         return None
     made = {name for node in new for name in node.output if name}
+    if len(made) != sum(1 for node in new for name in node.output if name):  # a name made twice
+        return None
     removed = {name for position, node in enumerate(before.node) if position not in kept
                for name in node.output if name}
     if not _fresh(loaded, made - removed):

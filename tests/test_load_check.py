@@ -128,6 +128,11 @@ def _writes_an_existing_name(m):
     _first(m, "Unsqueeze").output[0] = "sum1"
 
 
+def _made_twice(m):
+    gather = _first(m, "GatherMultiaxis")
+    m.graph.node.append(helper.make_node("Identity", [gather.input[0]], [gather.output[0]], name="again"))
+
+
 def _value_info_of_another_type(m):
     output = _first(m, "GatherMultiaxis").output[0]
     next(value for value in m.graph.value_info if value.name == output).type.tensor_type.elem_type = T.INT32
@@ -139,7 +144,8 @@ def _value_info_of_another_shape(m):
 
 
 BREAKAGES = [_indices_of_float_type, _axes_out_of_range, _output_of_another_type, _reads_what_nothing_makes,
-             _output_no_longer_made, _unchanged_node_broken, _writes_an_existing_name, _value_info_of_another_type,
+             _output_no_longer_made, _unchanged_node_broken, _writes_an_existing_name, _made_twice,
+             _value_info_of_another_type,
              _value_info_of_another_shape]
 
 
