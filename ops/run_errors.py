@@ -128,35 +128,36 @@ _guarded_options: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()  # o
 
 def _guard_if_ours(init):
     """Wrap ``onnxruntime.InferenceSession.__init__``: a session created with options from
-    ``session_options()`` gets the error channel as run wrappers on the instance itself; every other
-    session keeps onnxruntime's methods (nothing per run)."""
+    ``session_options()`` becomes an instance of a subclass whose run methods raise the op errors of
+    their run (``_guarded_class``); every other session keeps onnxruntime's methods (nothing per run)."""
 
     @functools.wraps(init)
     def created(self, path_or_bytes, sess_options=None, *args, **kwargs):
         init(self, path_or_bytes, sess_options, *args, **kwargs)
         if (sess_options is not None and sess_options in _guarded_options
                 and not getattr(self, "_gathermultiaxis_run_tokens", False)):  # not gathermultiaxis' own session
-            for name in _GUARDED_METHODS:
-                function = getattr(type(self), name, None)
-                if function is not None:
-                    setattr(self, name, ERRORS.guard(_bound_weakly(function, self)))
+            self.__class__ = _guarded_class(type(self))
 
     created._gathermultiaxis_guard = True
     return created
 
 
-def _bound_weakly(function, session):
-    """``function`` bound to ``session`` without a strong reference: a bound method kept in the session's
-    own attributes is a reference cycle, which kept every such session (ORT's memory for the whole model)
-    alive until Python's cyclic collector happened to run (a 100k-node model's load check stayed
-    resident through the rewrite that followed it: +180 MB at the peak)."""
-    session_ref = weakref.ref(session)
+_guarded_classes: dict[type, type] = {}
 
-    @functools.wraps(function)
-    def method(*args, **kwargs):
-        return function(session_ref(), *args, **kwargs)  # the caller holds the session while it runs
 
-    return method
+def _guarded_class(cls: type) -> type:
+    """A subclass of ``cls`` (of the same name) whose run methods are wrapped by the error channel: a
+    guarded session becomes one. Wrappers set on the instance itself would hold the session through its
+    own attributes, a reference cycle that kept each such session (ORT's memory for the whole model)
+    alive until Python's cyclic collector happened to run."""
+    with _lock:
+        guarded = _guarded_classes.get(cls)
+        if guarded is None:
+            namespace = {name: ERRORS.guard(getattr(cls, name)) for name in _GUARDED_METHODS if hasattr(cls, name)}
+            namespace.update(__module__=cls.__module__, __qualname__=cls.__qualname__,
+                             __doc__=cls.__doc__)
+            guarded = _guarded_classes[cls] = type(cls.__name__, (cls,), namespace)
+        return guarded
 
 
 def guard_onnxruntime_sessions() -> None:
@@ -164,8 +165,8 @@ def guard_onnxruntime_sessions() -> None:
     run methods, for sessions created with options from ``session_options()`` (which calls this).
 
     The one process-wide change the package makes to onnxruntime: ``onnxruntime.InferenceSession.__init__``
-    is wrapped so that such a session gets run wrappers on the instance. Other sessions are not slowed:
-    they pay one set lookup at creation and nothing per run. Idempotent; never called by import."""
+    is wrapped so that such a session becomes an instance of a subclass with wrapped run methods. Other
+    sessions are not slowed: they pay one set lookup at creation and nothing per run. Idempotent; never called by import."""
     with _lock:
         init = _ort_collection.InferenceSession.__init__
         if not getattr(init, "_gathermultiaxis_guard", False):

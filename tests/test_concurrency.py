@@ -92,13 +92,17 @@ def test_sessions_created_and_dropped_do_not_leak(report_line):
 
 def test_a_session_made_with_session_options_is_freed_when_dropped():
     """No reference cycle keeps it (and ORT's memory for its model) alive until the cyclic collector
-    runs: its guarded run methods hold it weakly. (After a run that raised, the exception's traceback
-    holds its frames, the session's among them, as any Python exception does.)"""
+    runs: its guarded run methods are its class's. (After a run that raised, the exception's traceback
+    holds its frames, the session's among them, as any Python exception does.) A session used only for
+    one call, never named, runs."""
     rewritten, _ = rewrite_model(build_example_model())
+    model = rewritten.SerializeToString()
     gc.disable()
     try:
-        sess = ort.InferenceSession(rewritten.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
+        ort.InferenceSession(model, session_options(), providers=["CPUExecutionProvider"]).run(None, example_inputs())
+        sess = ort.InferenceSession(model, session_options(), providers=["CPUExecutionProvider"])
         assert getattr(sess.run, "__wrapped__", None) is not None  # guarded: op errors reach its runs
+        assert isinstance(sess, ort.InferenceSession) and type(sess).__name__ == "InferenceSession"
         sess.run(None, example_inputs())
         alive = weakref.ref(sess)
         del sess
