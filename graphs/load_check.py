@@ -65,12 +65,14 @@ def changed_part(loaded: ModelProto, written: ModelProto,
     del originals
     if not new:
         return None
-    made = {name for node in new for name in node.output if name}
-    if len(made) != sum(1 for node in new for name in node.output if name):  # a name made twice
-        return None
+    made: dict[str, int] = {}  # each new name -> the new node that makes it
+    for i, node in enumerate(new):
+        for name in node.output:
+            if name and made.setdefault(name, i) != i:  # a name made twice
+                return None
     removed = {name for position, node in enumerate(before.node) if position not in kept
                for name in node.output if name}
-    if not _fresh(loaded, made - removed):
+    if not _fresh(loaded, made.keys() - removed):
         return None
     dropped_domains = {o.domain for o in loaded.opset_import} - {o.domain for o in written.opset_import}
     wanted: dict[str, list[NodeProto]] = {}  # new values the unchanged nodes read -> those nodes
@@ -146,7 +148,7 @@ def _reads(node: NodeProto) -> tuple[str, ...]:
     return tuple(sorted(outer))
 
 
-def _new_value_info(before: GraphProto, after: GraphProto, made: set[str]) -> list[ValueInfoProto] | None:
+def _new_value_info(before: GraphProto, after: GraphProto, made: Mapping[str, int]) -> list[ValueInfoProto] | None:
     """The written graph's value_info of new names; None when it changed one of another name."""
     old: dict[str, list[ValueInfoProto]] = {}
     for value in before.value_info:
@@ -160,7 +162,7 @@ def _new_value_info(before: GraphProto, after: GraphProto, made: set[str]) -> li
     return declared
 
 
-def _part_model(written: ModelProto, loaded: ModelProto, new: list[NodeProto], made: set[str],
+def _part_model(written: ModelProto, loaded: ModelProto, new: list[NodeProto], made: dict[str, int],
                 wanted: dict[str, list[NodeProto]], declared: list[ValueInfoProto],
                 types: Mapping[str, TensorInfo] | None) -> ModelProto | None:
     """The new nodes, each distinct group once, with the unchanged nodes that read what a group makes
@@ -173,14 +175,13 @@ def _part_model(written: ModelProto, loaded: ModelProto, new: list[NodeProto], m
     if types is None:
         return None
     value_info = {value.name: value for value in declared}
-    kinds: dict[str, tuple] = {name: ("constant", tensor.SerializeToString()) for name, tensor in constants.items()}
-    kinds.update({name: ("input", info) for name, info in types.items()})
     part = GraphProto(name="changed part")
+    values = {name: tensor.SerializeToString() for name, tensor in constants.items()}
     seen, checked_readers = set(), {}  # id -> reader: one copy of a reader of several groups
-    for group in _groups(new):
+    for group in _groups(new, made):
         nodes = [new[i] for i in group]
         group_readers = list({id(node): node for name in _outputs(nodes) for node in wanted.get(name, ())}.values())
-        signature = _signature(nodes, group_readers, kinds, wanted, value_info)
+        signature = _signature(nodes, group_readers, values, types, wanted, value_info)
         if signature not in seen:
             seen.add(signature)
             part.node.extend(nodes)
@@ -263,8 +264,9 @@ def _small_constants(graph: GraphProto, names: set[str]) -> dict[str, TensorProt
     return constants
 
 
-def _groups(nodes: list[NodeProto]) -> list[list[int]]:
-    """The connected groups of ``nodes`` (a node and those whose outputs it reads), in node order."""
+def _groups(nodes: list[NodeProto], producer: Mapping[str, int]) -> list[list[int]]:
+    """The connected groups of ``nodes`` (a node and those whose outputs it reads: ``producer`` maps each
+    output to its node's index), in node order."""
     parent = list(range(len(nodes)))
 
     def root(i: int) -> int:
@@ -273,7 +275,6 @@ def _groups(nodes: list[NodeProto]) -> list[list[int]]:
             i = parent[i]
         return i
 
-    producer = {name: i for i, node in enumerate(nodes) for name in node.output if name}
     for i, node in enumerate(nodes):
         for name in _reads(node):
             j = producer.get(name)
@@ -285,8 +286,9 @@ def _groups(nodes: list[NodeProto]) -> list[list[int]]:
     return list(groups.values())
 
 
-def _signature(group: list[NodeProto], readers: list[NodeProto], kinds: dict[str, tuple],
-               wanted: dict[str, list[NodeProto]], value_info: dict[str, ValueInfoProto]) -> tuple:
+def _signature(group: list[NodeProto], readers: list[NodeProto], constants: dict[str, bytes],
+               types: dict[str, TensorInfo], wanted: dict[str, list[NodeProto]],
+               value_info: dict[str, ValueInfoProto]) -> tuple:
     """The group and its readers with the group's own names numbered in order of appearance and outside
     names replaced by what they are (a constant's value, an input's type): equal for groups that ORT
     loads alike."""
@@ -297,7 +299,11 @@ def _signature(group: list[NodeProto], readers: list[NodeProto], kinds: dict[str
             return ""
         if name in numbers:
             return numbers[name]
-        return kinds.get(name, name)  # a name only a subgraph reads or defines, or another group's: as it is
+        if name in constants:
+            return "constant", constants[name]
+        if name in types:
+            return "input", types[name]
+        return name  # a name only a subgraph reads or defines, or another group's: as it is
 
     def form(node: NodeProto, numbered: bool) -> tuple:
         inner = sorted(set(_reads(node)) - set(node.input)) if _holds_graph(node) else ()
