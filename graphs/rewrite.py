@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import MutableSequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -185,9 +184,9 @@ class _Rewriter:
                     infos[name] = with_elem_type(declared[name], infos.get(name))
             start = len(graph.node)
             if block_quantized.is_target(node, self.ops):
-                replaced = self.block_quantized(node, infos, constants, path, graph.node)
+                replaced = self.block_quantized(node, infos, constants, path, graph)
             elif _is_target(node, self.ops):
-                replaced = self.node(node, infos, path, graph, original, graph.node)
+                replaced = self.node(node, infos, path, graph, original)
             else:
                 continue
             if replaced:
@@ -197,16 +196,16 @@ class _Rewriter:
                 del graph.node[start:]
         _splice(graph, original, counts)
 
-    def _builder(self, node: NodeProto, into: MutableSequence[NodeProto]) -> NodeBuilder:
+    def _builder(self, node: NodeProto, graph: GraphProto) -> NodeBuilder:
+        """Emits ``node``'s replacement at the end of ``graph``'s own nodes (see ``graph``)."""
         return NodeBuilder(self.opset, self.names, node.name or self.names.fresh(f"{node.op_type}_{node.output[0]}"),
-                           into)
+                           graph.node)
 
-    def node(self, node: NodeProto, infos: dict[str, TensorInfo], path: str, graph: GraphProto, original: int,
-             into: MutableSequence[NodeProto]) -> bool:
-        """Append the replacement of a gather ``node`` (of ``graph``, whose first ``original`` nodes are
-        its own) to ``into``; whether it is replaced (else the report says why not)."""
+    def node(self, node: NodeProto, infos: dict[str, TensorInfo], path: str, graph: GraphProto, original: int) -> bool:
+        """Append the replacement of a gather ``node`` to ``graph`` (whose first ``original`` nodes are its
+        own); whether it is replaced (else the report says why not)."""
         unknown = TensorInfo(0, None)
-        builder = self._builder(node, into)
+        builder = self._builder(node, graph)
         try:
             missing = emit_replacement(node, infos.get(node.input[0], unknown), infos.get(node.input[1], unknown),
                                        builder, self.runtime_alignment)
@@ -223,9 +222,9 @@ class _Rewriter:
         return True
 
     def block_quantized(self, node: NodeProto, infos: dict[str, TensorInfo], constants: dict[str, onnx.TensorProto],
-                        path: str, into: MutableSequence[NodeProto]) -> bool:
+                        path: str, graph: GraphProto) -> bool:
         """:meth:`node` for a GatherBlockQuantized node."""
-        builder = self._builder(node, into)
+        builder = self._builder(node, graph)
         # An initializer's own dims where a shapeless value_info (onnxruntime-genai writes one per initializer) hid them
         tables = {name: TensorInfo(constants[name].data_type, tuple(constants[name].dims))
                   for name in node.input if name in constants and not known_rank(infos.get(name))}
@@ -295,7 +294,6 @@ def _splice(graph: GraphProto, original: int, counts: dict[int, int]) -> None:
     place = {id(node): rank for node, rank in zip(nodes, ranks + new_ranks)}
     del ranks, new_ranks
     graph.node.sort(key=lambda node: place[id(node)])
-    del nodes, place
     del graph.node[end:]  # the replaced nodes, sorted last
 
 
