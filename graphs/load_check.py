@@ -129,14 +129,20 @@ def _identity(node: NodeProto) -> tuple:
     return node.domain, node.op_type, node.name, tuple(node.input), tuple(node.output)
 
 
+_GRAPH_TYPES = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
+
+
 def _holds_graph(node: NodeProto) -> bool:
-    return any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute)
+    for attribute in node.attribute:  # a loop, not any(): called for every node of big graphs
+        if attribute.type in _GRAPH_TYPES:
+            return True
+    return False
 
 
 def _reads(node: NodeProto) -> tuple[str, ...]:
     """What a node reads from the graph it stands in: its inputs and what its subgraphs read of
     enclosing graphs (not their own inputs, initializers and node outputs)."""
-    names = tuple(name for name in node.input if name)
+    names = tuple(filter(None, node.input))
     if not _holds_graph(node):
         return names
     outer = set(names)
