@@ -29,11 +29,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
 from .builder import NameScope
 from .inference import TensorInfo, graph_infos, inferred, is_large, typing_copy
-from .walk import constant_value, nodes_within, subgraphs
+from .walk import constant_value, holds_subgraph, node_holders, nodes_within, subgraphs
 
 _MODEL_FIELDS = ("ir_version", "producer_name", "producer_version", "domain", "model_version", "doc_string",
                  "metadata_props", "functions", "training_info")
@@ -100,9 +100,7 @@ def changed_part(loaded: ModelProto, written: ModelProto,
 
 def _fresh(loaded: ModelProto, names: set[str]) -> bool:
     """Whether no graph of ``loaded`` uses any of ``names`` (new names must not shadow or repeat one)."""
-    graphs = [loaded.graph] + [body for node in nodes_within(loaded.graph.node) for attribute in node.attribute
-                               for body in subgraphs(attribute)]
-    for graph in graphs:
+    for graph in (holder for holder in node_holders(loaded) if isinstance(holder, GraphProto)):
         for values in (graph.input, graph.output, graph.value_info, graph.initializer):
             if any(value.name in names for value in values):
                 return False
@@ -129,21 +127,11 @@ def _identity(node: NodeProto) -> tuple:
     return node.domain, node.op_type, node.name, tuple(node.input), tuple(node.output)
 
 
-_GRAPH_TYPES = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
-
-
-def _holds_graph(node: NodeProto) -> bool:
-    for attribute in node.attribute:  # a loop, not any(): called for every node of big graphs
-        if attribute.type in _GRAPH_TYPES:
-            return True
-    return False
-
-
 def _reads(node: NodeProto) -> tuple[str, ...]:
     """What a node reads from the graph it stands in: its inputs and what its subgraphs read of
     enclosing graphs (not their own inputs, initializers and node outputs)."""
     names = tuple(filter(None, node.input))
-    if not _holds_graph(node):
+    if not holds_subgraph(node):
         return names
     outer = set(names)
     for attribute in node.attribute:
@@ -312,7 +300,7 @@ def _signature(group: list[NodeProto], readers: list[NodeProto], constants: dict
         return name  # a name only a subgraph reads or defines, or another group's: as it is
 
     def form(node: NodeProto, numbered: bool) -> tuple:
-        inner = sorted(set(_reads(node)) - set(node.input)) if _holds_graph(node) else ()
+        inner = sorted(set(_reads(node)) - set(node.input)) if holds_subgraph(node) else ()
         ins = tuple(canonical(name) for name in node.input)
         outer = tuple((name, canonical(name)) for name in inner)
         outs = ()

@@ -35,7 +35,7 @@ from .inference import (declared_ranks, graph_infos, inferred, known_rank, learn
                         with_elem_type)
 from .inference import TensorInfo
 from .rules import RULES, LeftUnchanged, emit_replacement
-from .walk import ONNX_DOMAINS, all_names, constant_value, default_opset, node_holders, nodes_within, subgraphs
+from .walk import ONNX_DOMAINS, all_names, constant_value, default_opset, holds_subgraph, node_holders, nodes_within, subgraphs
 
 GATHER_OPS = tuple(RULES)
 
@@ -310,8 +310,7 @@ class _Inferred:
     def of(cls, inferred_graph: GraphProto, main: bool) -> "_Inferred":
         holders = {}
         for position, node in enumerate(inferred_graph.node):
-            if any(attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-                   for attribute in node.attribute):
+            if holds_subgraph(node):
                 holders[position] = NodeProto()
                 holders[position].CopyFrom(node)
         return cls(graph_infos(inferred_graph, main), holders)

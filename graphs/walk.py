@@ -49,6 +49,14 @@ def subgraphs(attribute: AttributeProto) -> list[GraphProto]:
     return []
 
 
+def holds_subgraph(node: NodeProto) -> bool:
+    """Whether a node has a graph attribute (If, Loop, Scan, ...). A plain loop: called for every node."""
+    for attribute in node.attribute:
+        if attribute.type == AttributeProto.GRAPH or attribute.type == AttributeProto.GRAPHS:
+            return True
+    return False
+
+
 def default_opset(model: ModelProto) -> int:
     for opset in model.opset_import:
         if opset.domain in ONNX_DOMAINS:
@@ -130,5 +138,5 @@ def drop_unused(graph: GraphProto, candidates: list[NodeProto], names: set[str] 
     return frozenset(freed) if dropped or removed_initializers else frozenset()
 
 
-__all__ = ["ONNX_DOMAINS", "all_names", "constant_value", "default_opset", "drop_unused", "names_read", "node_holders",
-           "nodes_with_graph", "nodes_within", "subgraphs"]
+__all__ = ["ONNX_DOMAINS", "all_names", "constant_value", "default_opset", "drop_unused", "holds_subgraph", "names_read",
+           "node_holders", "nodes_with_graph", "nodes_within", "subgraphs"]

@@ -41,7 +41,7 @@ from .builder import NameScope, NodeBuilder
 from .inference import graph_infos, inferred, typing_copy
 from .lower import LoweredNode, LowerReport, lower_model
 from .passes import pass_copy
-from .walk import ONNX_DOMAINS, all_names, constant_value, default_opset, drop_unused, node_holders, subgraphs
+from .walk import ONNX_DOMAINS, all_names, constant_value, default_opset, drop_unused, holds_subgraph, node_holders
 
 MIN_OPSET = 11  # WebNN's gatherElements and gatherND map from ONNX opset 11; Where/Less on int64 from 9
 MAX_RANK = 5    # the ranks every WebNN backend supports
@@ -168,7 +168,7 @@ def fold_shape_arithmetic(model: ModelProto) -> int:
                 except (GatherShapeError, IndexError, ValueError):  # it raises at run time: ORT says so there
                     continue
         elif (node.domain not in ONNX_DOMAINS or node.op_type not in FOLDABLE or len(node.output) != 1
-                or any(subgraphs(a) for a in node.attribute)):
+                or holds_subgraph(node)):
             continue
         elif node.op_type in ("Shape", "Size"):
             info = infos.get(node.input[0])
@@ -374,7 +374,7 @@ def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | No
         reasons = []
         if node.domain not in ONNX_DOMAINS or node.op_type not in WEBNN_OPS:
             reasons.append("not in the WebNN EP's op table")
-        if any(subgraphs(a) for a in node.attribute):
+        if holds_subgraph(node):
             reasons.append("holds a subgraph: WebNN graphs have no control flow")
         attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         if node.op_type == "GatherND" and attributes.get("batch_dims", 0):
