@@ -44,7 +44,7 @@ from .report import PassReport
 from .passes import pass_copy
 from .inference import TensorInfo
 from .rules import INT64_MAX, round_trip_cast
-from .walk import all_names, default_opset, drop_unused, node_holders, nodes_within, subgraphs
+from .walk import all_names, constant_arrays, default_opset, drop_unused, node_holders, nodes_within, subgraphs
 
 MIN_OPSET = 7        # "error" mode; the other modes need Where and Less on int64 (and Slice's inputs)
 MODES_MIN_OPSET = 11
@@ -142,25 +142,6 @@ def _attribute(node: NodeProto, name: str, default):
             value = helper.get_attribute_value(attribute)
             return value.decode() if isinstance(value, bytes) else value
     return default
-
-
-def _constant_values(graph: GraphProto) -> dict[str, np.ndarray]:
-    """The values that cannot change at run time: an initializer that is also a graph input is only a
-    default the caller may override (it is not constant)."""
-    inputs = {value.name for value in graph.input}
-    values = {init.name: numpy_helper.to_array(init) for init in graph.initializer if init.name not in inputs}
-    for node in graph.node:
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-            for attribute in node.attribute:
-                if attribute.name == "value":
-                    values[node.output[0]] = numpy_helper.to_array(attribute.t)
-                elif attribute.name == "value_ints":
-                    values[node.output[0]] = np.array(attribute.ints, dtype=np.int64)
-        elif (node.op_type == "Cast" and node.domain in ("", "ai.onnx") and node.input[0] in values
-              and _attribute(node, "to", 0) == TensorProto.INT64 and values[node.input[0]].dtype.kind == "f"):
-            # the int64 constants of opsets 7 and 8 (builder.NodeBuilder.constant): a double Constant, Cast
-            values[node.output[0]] = values[node.input[0]].astype(np.int64)
-    return values
 
 
 def lower_gather_multiaxis(node: NodeProto, data: TensorInfo, indices: TensorInfo, axes: list[int],
@@ -556,7 +537,7 @@ class _Lowerer:
         infos = {**scope, **graph_infos(inferred, main)}
         self.producers = {output: node for node in graph.node for output in node.output}
         shadowed = {value.name for value in graph.input}  # a subgraph's inputs hide outer constants
-        constants = {**{k: v for k, v in constants.items() if k not in shadowed}, **_constant_values(graph)}
+        constants = {**{k: v for k, v in constants.items() if k not in shadowed}, **constant_arrays(graph)}
         new_nodes: list[NodeProto] = []
         for node, inferred_node in zip(graph.node, inferred.node):
             for attribute, inferred_attribute in zip(node.attribute, inferred_node.attribute):

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import numpy as np
 import onnx
-from onnx import AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto
+from onnx import AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, numpy_helper
 
 ONNX_DOMAINS = ("", "ai.onnx")
 
@@ -92,6 +93,27 @@ def constant_value(node: NodeProto) -> onnx.TensorProto | None:
 
 
 
+def constant_arrays(graph: GraphProto) -> dict[str, np.ndarray]:
+    """The values of ``graph`` that cannot change at run time, as arrays: its initializers (not one that
+    is also a graph input: that is only a default the caller may override), its Constant nodes' values
+    (``value`` and ``value_ints``), and the int64 constants of opsets 7 and 8 (builder.NodeBuilder.constant:
+    a double Constant, then Cast)."""
+    inputs = {value.name for value in graph.input}
+    values = {init.name: numpy_helper.to_array(init) for init in graph.initializer if init.name not in inputs}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in ONNX_DOMAINS:
+            for attribute in node.attribute:
+                if attribute.name == "value":
+                    values[node.output[0]] = numpy_helper.to_array(attribute.t)
+                elif attribute.name == "value_ints":
+                    values[node.output[0]] = np.array(attribute.ints, dtype=np.int64)
+        elif (node.op_type == "Cast" and node.domain in ONNX_DOMAINS and node.input[0] in values
+              and next((a.i for a in node.attribute if a.name == "to"), 0) == TensorProto.INT64
+              and values[node.input[0]].dtype.kind == "f"):
+            values[node.output[0]] = values[node.input[0]].astype(np.int64)
+    return values
+
+
 def names_read(graph: GraphProto) -> Iterator[str]:
     """Every name the nodes of ``graph`` and of its subgraphs read (a subgraph may read outer names)."""
     for node in nodes_within(graph.node):
@@ -138,5 +160,5 @@ def drop_unused(graph: GraphProto, candidates: list[NodeProto], names: set[str] 
     return frozenset(freed) if dropped or removed_initializers else frozenset()
 
 
-__all__ = ["ONNX_DOMAINS", "all_names", "constant_value", "default_opset", "drop_unused", "holds_subgraph", "names_read",
+__all__ = ["ONNX_DOMAINS", "all_names", "constant_arrays", "constant_value", "default_opset", "drop_unused", "holds_subgraph", "names_read",
            "node_holders", "nodes_with_graph", "nodes_within", "subgraphs"]

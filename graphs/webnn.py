@@ -41,7 +41,7 @@ from .builder import NameScope, NodeBuilder
 from .inference import graph_infos, inferred, typing_copy
 from .lower import LoweredNode, LowerReport, lower_model
 from .passes import pass_copy
-from .walk import ONNX_DOMAINS, all_names, constant_value, default_opset, drop_unused, holds_subgraph, node_holders
+from .walk import ONNX_DOMAINS, all_names, constant_arrays, default_opset, drop_unused, holds_subgraph, node_holders
 
 MIN_OPSET = 11  # WebNN's gatherElements and gatherND map from ONNX opset 11; Where/Less on int64 from 9
 MAX_RANK = 5    # the ranks every WebNN backend supports
@@ -123,15 +123,6 @@ def _static_infos(model: ModelProto) -> dict:
     return graph_infos(inferred(typing_copy(model)).graph, main=True)
 
 
-def _constants(graph) -> dict[str, np.ndarray]:
-    values = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
-    for node in graph.node:
-        value = constant_value(node)
-        if value is not None:
-            values[node.output[0]] = numpy_helper.to_array(value)
-    return values
-
-
 # Shape arithmetic folded once the input shapes are fixed (integer and bool values only: exact)
 FOLDABLE = {"Shape", "Size", "Gather", "Where", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Range",
             "Concat", "Unsqueeze", "Squeeze", "Slice", "Add", "Sub", "Mul", "Div", "Mod", "Cast", "Reshape", "Expand",
@@ -153,8 +144,7 @@ def fold_shape_arithmetic(model: ModelProto) -> int:
     from onnx.reference import ReferenceEvaluator
 
     infos = _static_infos(model)
-    graph_inputs = {value.name for value in model.graph.input}
-    known = {name: value for name, value in _constants(model.graph).items() if name not in graph_inputs}
+    known = constant_arrays(model.graph)
     opset = default_opset(model)
     folded = {}
     for position, node in enumerate(model.graph.node):
@@ -209,7 +199,7 @@ class _WebNNLowering:
         self.opset = default_opset(model)
         self.names = NameScope(all_names(model))
         self.infos = _static_infos(model)
-        self.constants = _constants(model.graph)
+        self.constants = constant_arrays(model.graph)
         self.report = report
         self.freed: set[str] = set()
 
@@ -359,7 +349,7 @@ def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | No
     except NotStatic as error:
         findings.append(Finding("", "(graph inputs)", str(error)))
     infos = _static_infos(copy)
-    constants = _constants(copy.graph)  # once: read for every node below
+    constants = constant_arrays(copy.graph)  # once: read for every node below
 
     def rank(name: str) -> int | None:
         info = infos.get(name)
