@@ -156,8 +156,10 @@ def policy_report(model: ModelProto, feeds: dict[str, np.ndarray]) -> PolicyRepo
             found.below += int(np.count_nonzero(column < -dim))
             found.negative_in_range += int(np.count_nonzero((column < 0) & (column >= -dim)))
         report.gathers.append(found)
-    baseline = None
-    for mode in (BASELINE, Mode.ERROR, Mode.ZERO):
+    # The captured run is the baseline's run: its first outputs are the model's
+    baseline = {value.name: values[value.name] for value in rewritten.graph.output}
+    report.outcomes.append(PolicyOutcome(BASELINE.value, differences={name: (0, None) for name in baseline}))
+    for mode in (Mode.ERROR, Mode.ZERO):
         outcome = PolicyOutcome(mode.value)
         sess = make_session(with_mode(rewritten, mode), custom=True)
         try:
@@ -165,8 +167,6 @@ def policy_report(model: ModelProto, feeds: dict[str, np.ndarray]) -> PolicyRepo
         except Exception as error:  # noqa: BLE001 - the policy's answer: it raises
             outcome.error = f"{type(error).__name__}: {' '.join(str(error).split())[:200]}"
         else:
-            if baseline is None:
-                baseline = outputs
             outcome.differences = {name: _difference(outputs[name], baseline[name]) for name in outputs}
         report.outcomes.append(outcome)
     return report
