@@ -14,6 +14,7 @@ import ast
 import re
 import warnings
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
@@ -361,6 +362,25 @@ def symbolic_dim_names(model: ModelProto, given: dict[str, tuple[int, ...]]) -> 
         if _static_size(dim) is None and dim.dim_param:
             names.setdefault(dim.dim_param)
     return list(names)
+
+
+def sized_inputs(model: ModelProto, seed: int, shapes: dict[str, tuple[int, ...]]) -> Iterator[dict[str, np.ndarray]]:
+    """Generated inputs, one size attempt after another (``symbolic_size_attempts``), for the caller to
+    stop at the first the original accepts. An attempt over the memory cap is skipped; when every one
+    is, the first one's CannotGenerate says why."""
+    too_large, generated = None, False
+    for size, dim_sizes in symbolic_size_attempts(model, shapes):
+        try:
+            feeds = generated_inputs(model, seed, size, shapes, dim_sizes)
+        except CannotGenerate as reason:
+            if "would take" not in str(reason):  # not a size problem: no other size helps
+                raise
+            too_large = too_large or reason
+            continue
+        generated = True
+        yield feeds
+    if not generated and too_large is not None:
+        raise too_large
 
 
 def symbolic_size_attempts(model: ModelProto, given: dict[str, tuple[int, ...]]) -> list[tuple[int, dict[str, int]]]:

@@ -40,8 +40,7 @@ import numpy as np
 from onnx import ModelProto
 
 from . import fuzz
-from .cases import (CannotGenerate, CheckCase, DataSet, FileSource, InputOptions, generated_inputs, load_case,
-                    symbolic_size_attempts)
+from .cases import CannotGenerate, CheckCase, DataSet, FileSource, InputOptions, load_case, sized_inputs
 from .graphs import lower_model, rewrite_model
 from .graphs.modelfile import one_line
 from .graphs.ort_optimizer import OrtOptimizeError, ort_optimize
@@ -248,25 +247,6 @@ class _Comparison:
         return True
 
 
-def _generated_data_sets(case: CheckCase, options: InputOptions) -> Iterable[DataSet]:
-    """Generated inputs, one size attempt after another (``symbolic_size_attempts``), for the caller to
-    stop at the first the original accepts. An attempt over the memory cap is skipped; when every one
-    is, the first one's CannotGenerate says why."""
-    too_large, generated = None, False
-    for size, dim_sizes in symbolic_size_attempts(case.model, options.shapes):
-        try:
-            feeds = generated_inputs(case.model, options.seed, size, options.shapes, dim_sizes)
-        except CannotGenerate as reason:
-            if "would take" not in str(reason):  # not a size problem: no other size helps
-                raise
-            too_large = too_large or reason
-            continue
-        generated = True
-        yield DataSet(feeds)
-    if not generated and too_large is not None:
-        raise too_large
-
-
 def check_case(case: CheckCase, options: InputOptions = InputOptions(),
                mode: CheckMode = CheckMode.GATHERS) -> CheckResult:
     """The verdict on one case (see the module docstring), comparing as ``mode`` says."""
@@ -324,7 +304,8 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
                     return result
         else:
             first_refused, accepted = None, False
-            for data_set in _generated_data_sets(case, options):
+            for feeds in sized_inputs(case.model, options.seed, options.shapes):
+                data_set = DataSet(feeds)
                 want, want_error = comparison.run_builtin(0, data_set)
                 if want_error is None:
                     if not comparison.compare(0, data_set, want, None):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from onnx import ModelProto, helper
 
-from .cases import CannotGenerate, generated_inputs, index_bounds, symbolic_size_attempts
+from .cases import CannotGenerate, index_bounds, sized_inputs
 from .graphs import rewrite_model
 from .graphs.walk import node_holders
 from .harness import bit_identical, make_session
@@ -178,12 +178,9 @@ def policy_inputs(model: ModelProto, seed: int = 0, out_of_range: bool = False,
     ``out_of_range``, each index input then gets its first value past the end and its last before the
     start of the axis it indexes (2 and 3 beyond)."""
     session = make_session(model, custom=False)
-    for size, dim_sizes in symbolic_size_attempts(model, shapes or {}):
+    for feeds in sized_inputs(model, seed, shapes or {}):
         try:
-            feeds = generated_inputs(model, seed, size, shapes or {}, dim_sizes)
             session.run(None, feeds)
-        except CannotGenerate:
-            raise
         except Exception:  # noqa: BLE001 - the original refuses these sizes: the next attempt
             continue
         if out_of_range:
