@@ -94,6 +94,14 @@ def _writable(path: str | None, force: bool) -> None:
             raise CommandError(str(error)) from None
 
 
+def _read(path, inline_small: bool = True):
+    """``read_model`` for a model the command line names: a file it cannot use is bad input (exit 2)."""
+    try:
+        return read_model(path, inline_small)[0]
+    except ModelFileError as error:
+        raise CommandError(str(error)) from None
+
+
 def _write_json(path: str, payload, force: bool) -> None:
     """Checked before the work (``_writable``) and again at write time: a report another run wrote
     meanwhile is not overwritten without --force (exit 2, after the results are printed)."""
@@ -190,10 +198,7 @@ def run_webnn_check(args) -> int:
     from .graphs.webnn import webnn_check
 
     _writable(args.json, args.force)
-    try:
-        model, _ = read_model(args.model)
-    except ModelFileError as error:
-        raise CommandError(str(error)) from None
+    model = _read(args.model)
     findings = webnn_check(model, parse_input_shapes(args.input_shapes or []))
     for finding in findings:
         print(printable(f"{finding.op_type} {finding.node!r}: {finding.reason}"))
@@ -236,10 +241,7 @@ def _vet_named_models(sources: list, named: set[str]) -> None:
     for source in sources:
         if source.path in named:
             model_path = Path(source.path) / "model.onnx" if source.backend_folder else Path(source.path)
-            try:
-                read_model(model_path, inline_small=False)
-            except ModelFileError as error:
-                raise CommandError(str(error)) from None
+            _read(model_path, inline_small=False)
 
 
 def run_check(args) -> int:
@@ -403,10 +405,7 @@ def run_policies(args) -> int:
     from . import policies
 
     _writable(args.json, args.force)
-    try:
-        model, _ = read_model(args.model)
-    except ModelFileError as error:
-        raise CommandError(str(error)) from None
+    model = _read(args.model)
     try:
         if args.load_inputs:
             loaded = load_inputs(args.load_inputs)
