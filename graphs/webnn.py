@@ -78,6 +78,7 @@ CONSTANT_INPUTS = {"Reshape": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4), "Sque
                    **{op: (1,) for op in WEBNN_OPS if op.startswith("Reduce")}}
 NO_WEBNN_TYPES = {TensorProto.STRING: "string", TensorProto.DOUBLE: "double", TensorProto.COMPLEX64: "complex64",
                   TensorProto.COMPLEX128: "complex128", TensorProto.BFLOAT16: "bfloat16"}
+_NO_SUCH_TENSORS = "WebNN has no such tensors"  # the finding on a value of one of NO_WEBNN_TYPES
 INT32_LIMIT = 2 ** 31
 
 
@@ -351,16 +352,16 @@ def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | No
     infos = _static_infos(copy)
     constants = constant_arrays(copy.graph)  # once: read for every node below
 
-    def rank(name: str) -> int | None:
-        info = infos.get(name)
-        return None if info is None or info.shape is None else len(info.shape)
-
     def shape(name: str) -> tuple | None:
         info = infos.get(name)
         return None if info is None or info.shape is None else tuple(info.shape)
 
+    def rank(name: str) -> int | None:
+        dims = shape(name)
+        return None if dims is None else len(dims)
+
     for node in copy.graph.node:
-        where = Finding(node.name, node.op_type if node.domain in ONNX_DOMAINS else f"{node.domain}.{node.op_type}", "")
+        op_type = node.op_type if node.domain in ONNX_DOMAINS else f"{node.domain}.{node.op_type}"
         reasons = []
         if node.domain not in ONNX_DOMAINS or node.op_type not in WEBNN_OPS:
             reasons.append("not in the WebNN EP's op table")
@@ -399,11 +400,9 @@ def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | No
             if name and info is not None and info.elem_type in NO_WEBNN_TYPES:
                 reasons.append(f"{name!r} is {NO_WEBNN_TYPES[info.elem_type]} ({_NO_SUCH_TENSORS})")
                 break
-        findings.extend(Finding(where.node, where.op_type, reason) for reason in reasons)
+        findings.extend(Finding(node.name, op_type, reason) for reason in reasons)
     return findings
 
-
-_NO_SUCH_TENSORS = "WebNN has no such tensors"
 
 
 def lowering_findings(lowered: ModelProto, report, input_shapes: dict[str, tuple[int, ...]] | None = None
