@@ -166,7 +166,8 @@ def guard_onnxruntime_sessions() -> None:
 
     The one process-wide change the package makes to onnxruntime: ``onnxruntime.InferenceSession.__init__``
     is wrapped so that such a session becomes an instance of a subclass with wrapped run methods. Other
-    sessions are not slowed: they pay one set lookup at creation and nothing per run. Idempotent; never called by import."""
+    sessions are not slowed: they pay one set lookup at creation and nothing per run. Idempotent; never
+    called by import."""
     with _lock:
         init = _ort_collection.InferenceSession.__init__
         if not getattr(init, "_gathermultiaxis_guard", False):
