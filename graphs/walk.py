@@ -83,6 +83,16 @@ def nodes_within(nodes) -> Iterator[NodeProto]:
                 yield from nodes_within(sub.node)
 
 
+def attribute(node: NodeProto, name: str, default=None):
+    """The value of ``node``'s attribute ``name`` (strings decoded), or ``default`` when it has none: the one
+    attribute reader of the passes."""
+    for proto in node.attribute:
+        if proto.name == name:
+            value = onnx.helper.get_attribute_value(proto)
+            return value.decode() if isinstance(value, bytes) else value
+    return default
+
+
 def constant_value(node: NodeProto) -> onnx.TensorProto | None:
     if node.op_type == "Constant" and node.domain in ONNX_DOMAINS:
         for attribute in node.attribute:
@@ -160,5 +170,5 @@ def drop_unused(graph: GraphProto, candidates: list[NodeProto], names: set[str] 
     return frozenset(freed) if dropped or removed_initializers else frozenset()
 
 
-__all__ = ["ONNX_DOMAINS", "all_names", "constant_arrays", "constant_value", "default_opset", "drop_unused", "holds_subgraph", "names_read",
+__all__ = ["ONNX_DOMAINS", "all_names", "attribute", "constant_arrays", "constant_value", "default_opset", "drop_unused", "holds_subgraph", "names_read",
            "node_holders", "nodes_with_graph", "nodes_within", "subgraphs"]
