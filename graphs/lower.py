@@ -1,32 +1,21 @@
-"""Lowering: every GatherMultiaxis node becomes standard ONNX ops, in the model's own default opset:
-from opset 11 in every mode, from opset 7 in mode "error" (the others need Where and Less on int64).
+"""Lowering: every GatherMultiaxis node becomes standard ONNX ops, each in the cheapest exact form.
 
-For ``output = GatherMultiaxis(X, I, axes, mode)`` with rank ``r`` (static) and constant ``axes`` (``k``
-of them), all sizes are read at run time (``Shape``), so symbolic dimensions need nothing static:
+A visit over the pass driver (``graphs.passes.run_pass``) takes each node through three steps, the first
+that applies deciding:
 
-1. Coordinates: for ``k > 1``, ``I`` is reshaped to ``[*L, k]`` (``L`` the logical indices shape) and
-   component ``j`` is ``Gather(.., j, axis=r)``; for ``k == 1`` it is ``I`` itself.
-2. Each component is checked and normalised by ``Gather(Range(0, dim), c)`` on a 1-D int64 range
-   (before opset 11: ``NonZero`` of ``dim`` True values from opset 9, a ``Loop``'s iteration numbers before):
-   ORT raises for any index out of ``[-dim, dim - 1]`` (for every value, whatever the output size) and
-   returns negatives counted from the end. The modes only change what is fed to it (table in README):
-   "error" the raw indices; "error_nonempty" zeros (and a range of 1) when the output is empty, the raw
-   indices otherwise; "clamp" the clamped values; "zero" the values with out-of-range ones set to 0,
-   the out-of-range mask kept. On an axis of size 0 the range is empty, so any coordinate raises,
-   as the kernel's GatherShapeError does. No invalid coordinate ever reaches the flat offset.
-3. Flat offsets ``sum_j n_j * stride(axes[j]) + sum_{d not in axes} Range(0, out_d) * stride(d)``
-   (stride 0 where ``X`` has size 1 and is broadcast), added with ONNX broadcasting into the output
-   shape; a non-axis dimension whose sizes do not broadcast makes a checking Gather raise.
-4. The read: trailing dimensions copied whole (not in ``axes``, indices size 1 statically) are read as
-   rows of ``Flatten(X, axis=block)`` by one ``Gather(axis=0)``, as the kernel does; everything else
-   (strings always: ORT 1.31's string Gather is wrong for blocks of more than one element; "zero"
-   mode always) is read by ``Gather`` on ``X`` flattened to 1-D, one element per offset. In "zero"
-   mode the flat input gets one zero element appended, and masked offsets point at it. In
-   "error_nonempty" mode a row read sits in an ``If`` on the output being empty (an axis of size 0
-   has no rows to read even where its coordinates were not checked).
+1. **The gather it replaced.** A node the rewrite wrote records the one standard gather it stands for
+   (``graphs.provenance``); where the graph still has the rewrite's shape around it (the mode the
+   rewrite chose, the recorded inputs upstream, the recorded output downstream through the rewrite's
+   tail of Squeeze / Reshape / Cast nodes), that gather comes back and the alignment around it goes.
+   This is what lowers nodes the rewrite aligned at run time (unknown ranks) to one gather too.
+2. **One standard gather from the node's semantics** (``graphs.lower_forms``): Gather, GatherElements
+   or GatherND, chosen from the axes, ranks, mode and the statically known sizes.
+3. **The general decomposition** (``graphs.lower_general``): flat offsets computed from the run-time
+   shapes, for the nodes no single gather computes; the report says why for each.
 
-Models keep their IR version, opset imports (``ai.onnx.contrib`` is dropped when nothing uses it),
-inputs, outputs, initializers and value_info; functions holding a GatherMultiaxis are inlined first.
+In every step the model's own default opset decides what may be emitted. Models keep their IR version,
+opset imports (``ai.onnx.contrib`` is dropped when nothing uses it), inputs, outputs, initializers and
+value_info; functions holding a GatherMultiaxis are inlined first.
 """
 
 from __future__ import annotations
@@ -35,19 +24,20 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
-from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
+from onnx import NodeProto, TensorProto, helper
 
-from ..ops.contract import DOMAIN, MODES, OP_TYPE, Mode
-from .builder import NameScope, NodeBuilder
-from .inference import graph_infos, inferred, typing_copy
-from .report import PassReport
-from .passes import pass_copy
+from ..ops.contract import DOMAIN, OP_TYPE, Mode
 from .inference import TensorInfo
-from .rules import INT64_MAX, round_trip_cast
-from .walk import all_names, constant_arrays, default_opset, drop_unused, node_holders, nodes_within, subgraphs
+from .lower_forms import FORM_NAMES, FormEmitter, Semantics, emit_form, plan_form
+from .lower_general import (MIN_OPSET, LoweringBuilder, NotLowered, lower_gather_multiaxis,
+                            lower_gather_multiaxis_at_run_time, lowerable)
+from .passes import GraphScope, NotChanged, Visit, run_pass
+from .provenance import ReplacedGather, replaced_gather
+from .report import PassReport
+from .rules import round_trip_cast
+from .walk import ONNX_DOMAINS, attribute
 
-MIN_OPSET = 7        # "error" mode; the other modes need Where and Less on int64 (and Slice's inputs)
-MODES_MIN_OPSET = 11
+GENERAL = "general"  # the form name of the general decomposition
 
 
 @dataclass
@@ -55,7 +45,9 @@ class LoweredNode:
     node: str
     graph: str
     lowered: bool
-    reason: str = ""
+    reason: str = ""  # why it was left; for the general form, why no single gather computes it
+    form: str = ""    # Gather, GatherElements, GatherND, Identity or general
+    source: str = ""  # "rewrite record" (step 1) or "semantics" (steps 2-3)
 
 
 @dataclass
@@ -67,596 +59,200 @@ class LowerReport(PassReport):
     def lowered(self) -> int:
         return self.done()
 
+    def forms(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for outcome in self.outcomes:
+            if outcome.lowered:
+                counts[outcome.form] = counts.get(outcome.form, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def as_dict(self) -> dict:
+        return {**super().as_dict(), "forms": self.forms()}
+
     def table(self) -> str:
         lines = [f"GatherMultiaxis lowered: {self.lowered}, left: {self.left}"]
+        if self.forms():
+            lines.append("  forms: " + ", ".join(f"{form} {count}" for form, count in self.forms().items()))
+        lines += [f"  general form for {o.node!r} in {o.graph}: {o.reason}" for o in self.outcomes
+                  if o.lowered and o.form == GENERAL]
         lines += [f"  left {o.node!r} in {o.graph}: {o.reason}" for o in self.left_outcomes()]
         return "\n".join(lines)
 
 
-class NotLowered(Exception):
-    """The node is kept as it is; the message says why."""
-
-
-def _is_gather_multiaxis(node: NodeProto) -> bool:
+def is_gather_multiaxis(node: NodeProto) -> bool:
     return node.op_type == OP_TYPE and node.domain == DOMAIN
 
 
-class _Builder(NodeBuilder):
-    """NodeBuilder plus the generic ops the lowering needs; equal int64 constants are emitted once."""
+# -- step 1: the gather the rewrite replaced ------------------------------------------------------------
 
-    def constant(self, values, role: str) -> str:
-        array = np.asarray(values, dtype=np.int64)
-        cache = self.__dict__.setdefault("_constants", {})
-        key = (array.shape, array.tobytes())
-        if key not in cache:
-            cache[key] = super().constant(array, role)
-        return cache[key]
-
-    def op(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
-        return self._emit(op_type, inputs, role, **attributes)
-
-    def typed_zero(self, elem_type: int, role: str) -> str:
-        """A 1-element tensor holding 0 / False / "" of ``elem_type``."""
-        if elem_type == TensorProto.STRING:
-            tensor = helper.make_tensor("", TensorProto.STRING, [1], [b""])
-        elif elem_type == TensorProto.BFLOAT16:
-            tensor = helper.make_tensor("", TensorProto.BFLOAT16, [1], [0.0])
-        else:
-            tensor = numpy_helper.from_array(np.zeros(1, helper.tensor_dtype_to_np_dtype(elem_type)), name="")
-        return self._emit("Constant", [], role, value=tensor)
-
-    def arange(self, n: str, role: str) -> str:
-        """[0, 1, ..., n - 1] (int64) for a scalar ``n``: Range from opset 11, NonZero of n True values
-        from 9, the iteration numbers of a Loop before."""
-        if self.opset >= 11:
-            return self.op("Range", [self.constant(0, "zero_scalar"), n, self.constant(1, "one_scalar")], role)
-        if self.opset >= 9:
-            trues = self.op("ConstantOfShape", [self.op("Reshape", [n, self.constant([1], role + "_1d")], role + "_n")],
-                            role + "_true", value=helper.make_tensor("", TensorProto.BOOL, [1], [True]))
-            return self.squeeze(self.op("NonZero", [trues], role + "_positions"), [0], role)
-        iteration, condition, carried = (self.names.fresh(f"{self.prefix}/{role}_{part}") for part in
-                                         ("iteration", "condition", "carried"))
-        condition_out, carried_out, scanned = (self.names.fresh(f"{self.prefix}/{role}_{part}") for part in
-                                               ("condition_out", "carried_out", "position"))
-        body = helper.make_graph(
-            [helper.make_node("Identity", [condition], [condition_out]), helper.make_node("Identity", [carried], [carried_out]),
-             helper.make_node("Identity", [iteration], [scanned])], f"{self.prefix}/{role}_body",
-            [helper.make_tensor_value_info(iteration, TensorProto.INT64, []),
-             helper.make_tensor_value_info(condition, TensorProto.BOOL, []),
-             helper.make_tensor_value_info(carried, TensorProto.INT64, [])],
-            [helper.make_tensor_value_info(condition_out, TensorProto.BOOL, []),
-             helper.make_tensor_value_info(carried_out, TensorProto.INT64, []),
-             helper.make_tensor_value_info(scanned, TensorProto.INT64, [])])
-        unused, output = self.names.fresh(f"{self.prefix}/{role}_unused"), self.names.fresh(f"{self.prefix}/{role}")
-        self.nodes.append(helper.make_node("Loop", [n, "", self.constant(0, "zero_scalar")], [unused, output],
-                                           name=output, body=body))  # Loop-1 needs a loop-carried value
-        return output
-
-    def scalar(self, x: str, role: str) -> str:
-        return self.op("Reshape", [x, self.constant(np.zeros(0, np.int64), role + "_shape")], role)
+# The modes the rewrite writes for each op (graphs.rules), and the first opset of each op's attributes.
+_REWRITE_MODES = {"Gather": Mode.ERROR, "GatherElements": Mode.ERROR, "GatherND": Mode.ERROR_NONEMPTY}
+_OP_OPSET = {"Gather": 1, "GatherElements": 11, "GatherND": 11}
+_TAIL_OPS = ("Squeeze", "Reshape", "Cast")  # what the rewrite writes after the node (rules.emit_replacement)
+_UPSTREAM_LIMIT = 256  # nodes searched above the node for the recorded inputs (the run-time alignment's few dozen)
 
 
-def _attribute(node: NodeProto, name: str, default):
-    for attribute in node.attribute:
-        if attribute.name == name:
-            value = helper.get_attribute_value(attribute)
-            return value.decode() if isinstance(value, bytes) else value
-    return default
+def _derives_from(scope: GraphScope, name: str, source: str) -> bool:
+    """Whether ``name`` is ``source`` or computed from it within this graph."""
+    pending, seen = [name], set()
+    while pending and len(seen) < _UPSTREAM_LIMIT:
+        current = pending.pop()
+        if current == source:
+            return True
+        if current in seen:
+            continue
+        seen.add(current)
+        producer = scope.producers.get(current)
+        if producer is not None:
+            pending.extend(i for i in producer.input if i)
+    return False
 
 
-def lower_gather_multiaxis(node: NodeProto, data: TensorInfo, indices: TensorInfo, axes: list[int],
-                           b: _Builder, narrow: tuple[str, int] | None = None) -> None:
-    """Append the standard-ONNX replacement of one GatherMultiaxis node to ``b``; raises NotLowered.
-    ``narrow``: a tensor of the input's shape and a narrower float type (float16 / bfloat16) that the
-    input is an exact Cast of; it is gathered instead and the (few) gathered values are widened."""
-    mode = _attribute(node, "mode", None)
-    if mode is None:  # the schema and the custom op require it
-        raise NotLowered(f"no 'mode' attribute (required: one of {', '.join(MODES)})")
-    if mode not in MODES:
-        raise NotLowered(f"unknown mode {mode!r} (modes: {', '.join(MODES)})")
-    if b.opset < MIN_OPSET or (mode != Mode.ERROR and b.opset < MODES_MIN_OPSET):
-        needed = MIN_OPSET if mode == Mode.ERROR else MODES_MIN_OPSET
-        raise NotLowered(f"mode {mode!r} needs opset >= {needed} (the model's opset is {b.opset})")
-    rank = data.rank if data.rank is not None else indices.rank
-    if rank is None:
-        raise NotLowered("the rank of the input and of the indices is not known")
-    if indices.rank is not None and indices.rank != rank:
-        raise NotLowered(f"input rank {rank} and indices rank {indices.rank} differ")
-    if indices.elem_type not in (0, TensorProto.INT32, TensorProto.INT64):
-        raise NotLowered(f"indices of type {TensorProto.DataType.Name(indices.elem_type)} (int32 or int64 only)")
-    if len(set(a % rank for a in axes)) != len(axes) or any(not -rank <= a < rank for a in axes):
-        raise NotLowered(f"axes {axes} are not unique axes of rank {rank}")
-    if mode == Mode.ZERO and not data.elem_type:
-        raise NotLowered("mode 'zero' needs the input's element type (for its zero), which is not known")
-    axes = [a % rank for a in axes]
-    x, idx, output = node.input[0], node.input[1], node.output[0]
-    if rank == 0:
-        b.op("Identity", [x], "copy")
-        b.rename_last_output(output)
-        return
-    widen = None
-    if narrow is not None:
-        x, widen = narrow[0], data.elem_type
-        data = TensorInfo(narrow[1], data.shape)
-    _Lowering(b, x, idx, rank, axes, mode, data, indices, widen).emit(output)
-
-
-@dataclass
-class _Lowering:
-    b: _Builder
-    x: str
-    idx: str
-    rank: int
-    axes: list[int]
-    mode: str
-    data: TensorInfo
-    indices: TensorInfo
-    widen: int | None = None  # Cast the gathered values to this type (see lower_gather_multiaxis)
-
-    def _static_logical(self, d: int):
-        """The logical indices size of dimension d when known statically, else None."""
-        shape = self.indices.shape
-        if shape is None or not isinstance(shape[d], int):
+def _tail(scope: GraphScope, node: NodeProto, output: str) -> list[NodeProto] | None:
+    """The rewrite's nodes from ``node``'s output to ``output``: each the only reader of the one before,
+    each a Squeeze, Reshape or Cast of it; None when the graph does not have that shape."""
+    chain, current = [], node.output[0]
+    while current != output:
+        readers = scope.consumers.get(current, [])
+        if len(readers) != 1 or scope.readers.get(current, 0) != 1 or len(chain) == len(_TAIL_OPS):
             return None
-        k = len(self.axes)
-        return shape[d] // k if d == self.rank - 1 and k > 1 else shape[d]
-
-    def _block_start(self) -> int:
-        """First of the trailing dimensions read as whole blocks (see the module docstring, step 4).
-        Gathered blocks ``[*out[:start], block]`` are reshaped to the output with ``allowzero`` (opset
-        14); before, a 0 in Reshape's shape means "copy the input's size" (and ORT's optimizer rewrites
-        such shapes wrongly for empty tensors), so blocks are then the last dimension alone, which
-        needs no reshape."""
-        if self.mode == Mode.ZERO or self.data.elem_type in (TensorProto.STRING, 0) or self.b.opset < 9:
-            return self.rank  # (Flatten-1 takes float types only)
-        start = self.rank
-        while start > 0 and start - 1 not in self.axes and self._static_logical(start - 1) == 1:
-            start -= 1
-        if self.b.opset < 14:
-            start = max(start, self.rank - 1)
-        return start
-
-    def emit(self, output: str) -> None:
-        b, r, k = self.b, self.rank, len(self.axes)
-        one = b.constant([1], "one")
-        x_shape = b.op("Shape", [self.x], "input_shape")
-        i_shape = b.op("Shape", [self.idx], "indices_shape")
-        x_dim = [b.op("Gather", [x_shape, b.constant([d], f"d{d}")], f"input_dim{d}") for d in range(r)]
-        i_dim = [b.op("Gather", [i_shape, b.constant([d], f"d{d}")], f"indices_dim{d}") for d in range(r)]
-        logical = list(i_dim)
-        if k > 1:
-            k_const = b.constant([k], "k")
-            logical[-1] = b.op("Div", [i_dim[-1], k_const], "logical_last")
-            tuples = b.op("Reshape", [self.idx, b.concat(logical + [k_const], "tuple_shape")], "tuples")
-            components = [b.op("Gather", [tuples, b.constant(j, f"component{j}")], f"coordinate{j}", axis=r)
-                          for j in range(k)]
-        else:
-            components = [self.idx] * k
-
-        out_dim = [logical[d] if d in self.axes else self._broadcast_dim(d, x_dim[d], logical[d]) for d in range(r)]
-        block = self._block_start()
-        strides = [one] * block  # in elements of the flattened lead dims [0, block)
-        for d in range(block - 2, -1, -1):
-            strides[d] = b.op("Mul", [strides[d + 1], x_dim[d + 1]], f"stride{d}")
-
-        normalised, masks = [], []
-        empty = None
-        if self.mode == Mode.ERROR_NONEMPTY:
-            size = out_dim[0]
-            for d in range(1, r):
-                size = b.op("Mul", [size, out_dim[d]], "output_size")
-            empty = b.op("Equal", [b.scalar(size, "output_size_scalar"), b.constant(0, "zero_scalar")], "output_empty")
-        for j, (axis, component) in enumerate(zip(self.axes, components)):
-            values, mask = self._checked(component, b.scalar(x_dim[axis], f"axis{axis}_size"), empty, j)
-            normalised.append(b.op("Mul", [values, strides[axis]], f"axis{axis}_offset"))
-            if mask is not None:
-                masks.append(mask)
-
-        offsets = b.constant(np.zeros([1] * r, np.int64), "offsets_init")
-        for term in normalised:
-            offsets = b.op("Add", [offsets, term], "offsets")
-        for d in range(block):  # the block dimensions [block, r) are read whole: no offsets
-            if d in self.axes:
-                continue
-            positions = b.arange(b.scalar(out_dim[d], f"out{d}_scalar"), f"positions{d}")
-            broadcast = b.op("Cast", [b.op("Not", [b.op("Equal", [x_dim[d], one], f"input_dim{d}_is_one")],
-                                           f"input_dim{d}_not_one")], f"input_dim{d}_read", to=TensorProto.INT64)
-            stride = b.op("Mul", [strides[d], broadcast], f"grid_stride{d}")  # 0 where the input broadcasts
-            term = b.op("Mul", [positions, stride], f"grid{d}")
-            shape = [1] * r
-            shape[d] = -1
-            offsets = b.op("Add", [offsets, b.op("Reshape", [term, b.constant(shape, f"grid{d}_shape")], f"grid{d}_aligned")],
-                           "offsets")
-        if block < r:
-            offsets = b.squeeze(offsets, list(range(block, r)), "row_offsets")
-            rows = b.op("Flatten", [self.x], "input_rows", axis=block)
-            out_shape = b.concat(out_dim, "output_shape") if block < r - 1 or empty is not None else None
-
-            def read_rows():
-                b.op("Gather", [rows, offsets], "gathered_rows", axis=0)  # [*out[:block], block size]
-                if block < r - 1:  # opset >= 14 here, see _block_start
-                    b.op("Reshape", [b.nodes[-1].output[0], out_shape], "output", allowzero=1)
-
-            if empty is not None and k:
-                # An empty output may come from an empty block while an axis of size 0 (no rows) has
-                # coordinates, so the rows are read only when the output is not empty.
-                self._unless_empty(empty, out_shape, read_rows)
-            else:
-                read_rows()
-        else:
-            if b.opset >= 9:
-                flat = b.op("Reshape", [b.op("Flatten", [self.x], "input_flat_2d", axis=0),
-                                        b.constant([-1], "minus_one")], "input_flat")
-            else:  # Flatten-1 takes float types only
-                flat = b.op("Reshape", [self.x, b.constant([-1], "minus_one")], "input_flat")
-            if masks:
-                mask = masks[0]
-                for other in masks[1:]:
-                    mask = b.op("Or", [mask, other], "out_of_range")
-                size = b.op("Shape", [flat], "input_size")
-                flat = b.op("Concat", [flat, b.typed_zero(self.data.elem_type, "zero_element")], "input_with_zero", axis=0)
-                offsets = b.op("Where", [mask, b.scalar(size, "zero_element_offset"), offsets], "offsets_masked")
-            b.op("Gather", [flat, offsets], "output", axis=0)
-        if self.widen is not None:
-            b.cast(b.nodes[-1].output[0], self.widen, "widened")
-        b.rename_last_output(output)
-
-    def _unless_empty(self, empty: str, out_shape: str, read) -> None:
-        """If(empty): an empty output of shape ``out_shape``, read from nothing; else what ``read`` emits."""
-        b = self.b
-        minus_one, outer = b.constant([-1], "minus_one"), b.nodes  # (constants made out here, visible in both)
-        b.nodes = []
-        flat = b.op("Reshape", [b.op("Flatten", [self.x], "input_flat_2d", axis=0), minus_one], "input_flat")
-        no_offsets = b.op("ConstantOfShape", [out_shape], "no_offsets",
-                          value=helper.make_tensor("", TensorProto.INT64, [1], [0]))
-        b.op("Gather", [flat, no_offsets], "empty_output", axis=0)
-        then_nodes, b.nodes = b.nodes, []
-        read()
-        else_nodes, b.nodes = b.nodes, outer
-
-        def branch(nodes, role):
-            value = helper.make_tensor_value_info(nodes[-1].output[0], self.data.elem_type, None)
-            return helper.make_graph(nodes, b.names.fresh(f"{b.prefix}/{role}"), [], [value])
-
-        b.op("If", [empty], "output", then_branch=branch(then_nodes, "if_empty"),
-             else_branch=branch(else_nodes, "if_read"))
-
-    def _broadcast_dim(self, d: int, x_dim: str, l_dim: str) -> str:
-        """The output size of non-axis dimension d: the broadcast of the input and logical indices sizes;
-        sizes that do not broadcast make a Gather with index 1 on a 1-element tensor raise."""
-        b = self.b
-        if self._static_logical(d) == 1:
-            return x_dim
-        one = b.constant([1], "one")
-        l_is_one = b.op("Equal", [l_dim, one], f"indices_dim{d}_is_one")
-        size = b.op("Add", [l_dim, b.op("Mul", [b.op("Sub", [x_dim, l_dim], f"dim{d}_difference"),
-                                                b.op("Cast", [l_is_one], f"indices_dim{d}_one", to=TensorProto.INT64)],
-                                         f"dim{d}_from_input")], f"out_dim{d}_unchecked")
-        ok = b.op("Or", [b.op("Or", [l_is_one, b.op("Equal", [x_dim, one], f"input_dim{d}_is_one")], f"dim{d}_one"),
-                         b.op("Equal", [x_dim, l_dim], f"dim{d}_equal")], f"dim{d}_broadcasts")
-        bad = b.op("Cast", [b.op("Not", [ok], f"dim{d}_not_broadcastable")], f"dim{d}_check_index", to=TensorProto.INT64)
-        return b.op("Gather", [size, bad], f"out_dim{d}_checked_broadcast", axis=0)
-
-    def _checked(self, component: str, dim: str, empty: str | None, j: int) -> tuple[str, str | None]:
-        """The component's values checked and normalised by Gather(Range(0, dim), prepared), and in mode
-        "zero" the mask of out-of-range positions."""
-        b, mode = self.b, self.mode
-        zero, mask = b.constant(0, "zero_scalar"), None
-        if mode == Mode.ERROR:
-            prepared = component
-        else:
-            values = component if self.indices.elem_type == TensorProto.INT64 else \
-                b.op("Cast", [component], f"coordinate{j}_int64", to=TensorProto.INT64)
-            if mode == Mode.ERROR_NONEMPTY:  # an empty output reads nothing, so nothing is checked
-                # values * (output not empty), not Where: ORT's Where with a scalar condition is ~100x slower
-                read = b.op("Cast", [b.op("Not", [empty], "output_not_empty")], "read_factor", to=TensorProto.INT64)
-                prepared = b.op("Mul", [values, read], f"coordinate{j}_if_read")
-                dim = b.op("Where", [empty, b.constant(1, "one_scalar"), dim], f"axis_size{j}_if_read")
-            else:
-                negative = b.op("Less", [values, zero], f"coordinate{j}_negative")
-                values = b.op("Where", [negative, b.op("Add", [values, dim], f"coordinate{j}_from_end"), values],
-                              f"coordinate{j}_counted")
-                below = b.op("Less", [values, zero], f"coordinate{j}_below")
-                in_range_above = b.op("Less", [values, dim], f"coordinate{j}_below_size")
-                if mode == Mode.CLAMP:
-                    last = b.op("Sub", [dim, b.constant(1, "one_scalar")], f"axis_last{j}")
-                    prepared = b.op("Where", [below, zero, b.op("Where", [in_range_above, values, last],
-                                                                 f"coordinate{j}_clamped_high")], f"coordinate{j}_clamped")
-                else:  # zero
-                    mask = b.op("Or", [below, b.op("Not", [in_range_above], f"coordinate{j}_above")], f"coordinate{j}_out_of_range")
-                    prepared = b.op("Where", [mask, zero, values], f"coordinate{j}_masked")
-        valid = b.arange(dim, f"axis_positions{j}")
-        return b.op("Gather", [valid, prepared], f"coordinate{j}_checked", axis=0), mask
+        reader = readers[0]
+        if reader.op_type not in _TAIL_OPS or reader.domain not in ONNX_DOMAINS or reader.input[0] != current:
+            return None
+        chain.append(reader)
+        current = reader.output[0]
+    return chain
 
 
-RUN_TIME_MIN_OPSET = 11  # Range; Where/Less on int64 (9), Mod (10)
-RUN_TIME_MODES = (Mode.ERROR, Mode.ERROR_NONEMPTY)  # the modes the rewriter's run-time alignment writes
+def _replaced_form(node: NodeProto, scope: GraphScope, mode: str | None) -> tuple[ReplacedGather, Visit] | None:
+    """Step 1: the replaced gather, or None where the record is absent or the graph no longer bears it out."""
+    record = replaced_gather(node)
+    if record is None or _REWRITE_MODES.get(record.op_type) != mode or scope.opset < _OP_OPSET[record.op_type]:
+        return None
+    if record.op_type == "GatherND" and record.attributes.get("batch_dims", 0) and scope.opset < 12:
+        return None
+    data, indices = scope.info(record.data), scope.info(record.indices)
+    if record.op_type == "Gather":
+        producer = scope.producers.get(record.indices)
+        if producer is not None and producer.op_type == "Range":
+            return None  # ORT's GatherToSliceFusion gets Gather(x, Range(T-1, -1, -1)) wrong: lowering/forms
+        axis = record.attributes.get("axis", 0)
+        if data.elem_type in (TensorProto.STRING, 0) and (data.shape is None or any(
+                size != 1 for size in data.shape[axis % len(data.shape) + 1:] if data.shape)):
+            return None  # ORT's string Gather is wrong for blocks of more than one element
+    if not (_derives_from(scope, node.input[0], record.data) and _derives_from(scope, node.input[1], record.indices)):
+        return None
+    tail = _tail(scope, node, record.output)
+    if tail is None:
+        return None
+    gather = helper.make_node(record.op_type, [record.data, record.indices], [record.output],
+                              name=node.name or record.output, **record.attributes)
+    return record, Visit([gather], removes=tail, freed={*node.input, *(i for n in tail for i in n.input)},
+                         detail={"form": record.op_type, "source": "rewrite record"})
 
 
-def _reduce(b: _Builder, op_type: str, x: str, axes: list[int] | None, role: str) -> str:
-    """``op_type`` over ``axes`` (None: all of them), keepdims 0; axes are an input of ReduceSum from
-    opset 13 and of the other reductions from 18."""
-    if axes is None:
-        return b.op(op_type, [x], role, keepdims=0)
-    if b.opset >= (13 if op_type == "ReduceSum" else 18):
-        return b.op(op_type, [x, b.constant(axes, role + "_axes")], role, keepdims=0)
-    return b.op(op_type, [x], role, axes=axes, keepdims=0)
-
-
-def _suffix_products(b: _Builder, shape: str, dims: str, role: str) -> str:
-    """Row-major strides of a shape of run-time rank: ``prod(shape[d+1:])`` for every d, as the product
-    of the rows of an [r, r] matrix holding ``shape[e]`` where e > d and 1 elsewhere."""
-    later = b.op("Greater", [b.unsqueeze(dims, [0], role + "_columns"), b.unsqueeze(dims, [1], role + "_rows")],
-                 role + "_later")
-    factors = b.op("Where", [later, b.unsqueeze(shape, [0], role + "_row"), b.constant([1], "one")], role + "_factors")
-    return _reduce(b, "ReduceProd", factors, [1], role)
-
-
-def _raise_if(b: _Builder, count: str, role: str) -> str:
-    """A scalar 0 that cannot be computed when the int64 scalar ``count`` is not 0: ``Gather([0], count > 0)``
-    raises ORT's out-of-bounds error. Added into the offsets, so that it is always run."""
-    index = b.op("Cast", [b.op("Greater", [count, b.constant(0, "zero_scalar")], role + "_any")], role + "_index",
-                 to=TensorProto.INT64)
-    return b.op("Gather", [b.constant([0], "zero"), index], role, axis=0)
-
-
-def lower_gather_multiaxis_at_run_time(node: NodeProto, elem_type: int, b: _Builder) -> None:
-    """Append a replacement that needs neither ranks nor axes statically (see the module docstring's
-    last section); raises NotLowered. Every output element is read on its own: its output coordinates
-    come from its flat position (Div/Mod by the output strides), its input offset is the sum of the
-    gathered coordinates on the axes and the output coordinates elsewhere (0 where the input has size 1),
-    each times the input's stride. Every coordinate is checked as in ``_Lowering._checked`` (all of
-    them in "error" mode, none when the output is empty in "error_nonempty"), and so are the sizes of
-    the non-axis dimensions (they broadcast)."""
-    mode = _attribute(node, "mode", None)
-    if mode is None:
-        raise NotLowered(f"no 'mode' attribute (required: one of {', '.join(MODES)})")
-    if mode not in RUN_TIME_MODES:
-        raise NotLowered(f"mode {mode!r} with axes or ranks known only at run time (lowered: modes "
-                         f"{', '.join(RUN_TIME_MODES)})")
-    if b.opset < RUN_TIME_MIN_OPSET:
-        raise NotLowered(f"axes or ranks known only at run time need opset >= {RUN_TIME_MIN_OPSET} "
-                         f"(the model's opset is {b.opset})")
-    if b.opset < 14 and not elem_type:
-        raise NotLowered("below opset 14 the lowering of run-time ranks needs the input's element type (for an If), "
-                         "which is not known")
-    x, idx, output = node.input[0], node.input[1], node.output[0]
-    one_vector, int64 = b.constant([1], "one"), TensorProto.INT64
-    x_shape, i_shape = b.op("Shape", [x], "input_shape"), b.op("Shape", [idx], "indices_shape")
-    dims = b.arange(b.length(x_shape, "rank"), "dimensions")
-    # Gather(Range(0, r), axes) counts negative axes from the end and refuses out-of-range ones.
-    axes = b.op("Gather", [dims, b.cast(node.input[2], int64, "axes_int64")], "axes", axis=0)
-    k = b.length(axes, "k")
-    k_is_zero = b.op("Cast", [b.op("Equal", [k, b.constant(0, "zero_scalar")], "k_is_zero")], "k_is_zero_01", to=int64)
-    tuple_size = b.unsqueeze(b.op("Add", [k, k_is_zero], "tuple_size_scalar"), [0], "tuple_size")  # max(k, 1)
-    i_last = b.slice(i_shape, b.constant([-1], "minus_one"), b.constant([INT64_MAX], "to_end"), b.constant([0], "zero"),
-                     "indices_last")
-    i_head = b.slice(i_shape, b.constant([0], "zero"), b.constant([-1], "minus_one"), b.constant([0], "zero"),
-                     "indices_head")
-    logical = b.op("Concat", [i_head, b.op("Div", [i_last, tuple_size], "logical_last")], "logical_shape", axis=0)
-
-    on_axis = b.op("Cast", [_reduce(b, "ReduceSum", b.op("Cast", [b.op("Equal", [
-        b.unsqueeze(dims, [1], "dimension_column"), b.unsqueeze(axes, [0], "axes_row")], "is_axis_matrix")],
-        "is_axis_matrix_01", to=int64), [1], "is_axis_01")], "is_axis", to=TensorProto.BOOL)
-    l_is_one = b.op("Equal", [logical, one_vector], "logical_is_one")
-    x_is_one = b.op("Equal", [x_shape, one_vector], "input_is_one")
-    broadcast = b.op("Add", [logical, b.op("Mul", [b.op("Sub", [x_shape, logical], "size_difference"),
-                                                   b.op("Cast", [l_is_one], "logical_one_01", to=int64)],
-                                           "size_from_input")], "broadcast_shape")
-    fits = b.op("Or", [b.op("Or", [l_is_one, x_is_one], "either_one"), b.op("Equal", [x_shape, logical], "equal_sizes")],
-                "sizes_broadcast")
-    unfit = b.op("Cast", [b.op("Not", [b.op("Or", [fits, on_axis], "size_fine")], "size_unfit")], "size_unfit_01",
-                 to=int64)
-    shape_check = _raise_if(b, _reduce(b, "ReduceSum", unfit, None, "sizes_not_broadcasting"), "sizes_checked")
-    out_shape = b.op("Where", [on_axis, logical, broadcast], "output_shape")
-    size = _reduce(b, "ReduceProd", out_shape, None, "output_size")
-
-    # Coordinates: [M, k] (M = prod(logical)), normalised and checked like _Lowering._checked.
-    tuples = b.op("Reshape", [idx, b.op("Concat", [logical, tuple_size], "tuples_shape", axis=0)], "tuples")
-    rows = b.op("Reshape", [tuples, b.op("Concat", [b.constant([-1], "minus_one"), tuple_size], "tuple_rows_shape",
-                                         axis=0)], "tuple_rows")  # [M, max(k, 1)]
-    coordinates = b.slice(rows, b.constant([0], "zero"), b.unsqueeze(k, [0], "k_vector"), one_vector, "coordinates_raw")
-    coordinates = b.cast(coordinates, int64, "coordinates_int64")
-    axis_sizes = b.op("Gather", [x_shape, axes], "axis_sizes", axis=0)
-    zero = b.constant(0, "zero_scalar")
-    counted = b.op("Where", [b.op("Less", [coordinates, zero], "coordinates_negative"),
-                             b.op("Add", [coordinates, axis_sizes], "coordinates_from_end"), coordinates],
-                   "coordinates_counted")
-    outside = b.op("Or", [b.op("Less", [counted, zero], "coordinates_below"),
-                          b.op("Not", [b.op("Less", [counted, axis_sizes], "coordinates_below_size")],
-                               "coordinates_above")], "coordinates_outside")
-    bad = _reduce(b, "ReduceSum", b.op("Cast", [outside], "coordinates_outside_01", to=int64), None, "coordinates_bad")
-    if mode == Mode.ERROR_NONEMPTY:  # an empty output reads nothing, so nothing is checked
-        bad = b.op("Mul", [bad, b.op("Cast", [b.op("Greater", [size, zero], "output_not_empty")], "read_factor",
-                                     to=int64)], "coordinates_bad_if_read")
-    coordinate_check = _raise_if(b, bad, "coordinates_checked")
-
-    # Flat output positions -> output coordinates [N, r] -> logical indices positions and input offsets [N].
-    positions = b.unsqueeze(b.arange(size, "output_positions"), [1], "output_positions_column")
-    out_strides = _suffix_products(b, out_shape, dims, "output_strides")
-    # ORT refuses a 0 divisor even where nothing is divided (an empty output): 0 becomes 1 there.
-    divisors = [b.op("Add", [v, b.op("Cast", [b.op("Equal", [v, zero], role + "_zero")], role + "_zero_01", to=int64)],
-                     role + "_nonzero") for v, role in [(out_strides, "output_strides"), (out_shape, "output_sizes")]]
-    out_coordinates = b.op("Mod", [b.op("Div", [positions, b.unsqueeze(divisors[0], [0], "output_strides_row")],
-                                        "output_quotients"), b.unsqueeze(divisors[1], [0], "output_shape_row")],
-                           "output_coordinates")
-    l_weights = b.op("Mul", [_suffix_products(b, logical, dims, "logical_strides"),
-                             b.op("Cast", [b.op("Not", [l_is_one], "logical_not_one")], "logical_read", to=int64)],
-                     "logical_weights")
-    tuple_row = _reduce(b, "ReduceSum", b.op("Mul", [out_coordinates, b.unsqueeze(l_weights, [0], "logical_weights_row")],
-                                             "logical_terms"), [1], "tuple_row")
-    components = b.op("Add", [b.op("Mul", [b.unsqueeze(tuple_row, [1], "tuple_row_column"), b.unsqueeze(k, [0], "k_1d")],
-                                   "tuple_start"),
-                              b.unsqueeze(b.arange(k, "component_numbers"), [0], "component_numbers_row")],
-                      "component_positions")
-    read = b.op("Gather", [b.op("Reshape", [counted, b.constant([-1], "minus_one")], "coordinates_flat"), components],
-                "coordinates_read", axis=0)                                   # [N, k]
-    x_strides = _suffix_products(b, x_shape, dims, "input_strides")
-    axis_offsets = _reduce(b, "ReduceSum", b.op("Mul", [read, b.unsqueeze(b.op("Gather", [x_strides, axes], "axis_strides",
-                                                                                axis=0), [0], "axis_strides_row")],
-                                                "axis_terms"), [1], "axis_offsets")
-    grid_weights = b.op("Mul", [x_strides, b.op("Cast", [b.op("Not", [b.op("Or", [x_is_one, on_axis], "not_read")],
-                                                              "grid_read")], "grid_read_01", to=int64)], "grid_weights")
-    grid_offsets = _reduce(b, "ReduceSum", b.op("Mul", [out_coordinates, b.unsqueeze(grid_weights, [0], "grid_weights_row")],
-                                                "grid_terms"), [1], "grid_offsets")
-    offsets = b.op("Add", [b.op("Add", [axis_offsets, grid_offsets], "offsets_unchecked"),
-                           b.op("Add", [shape_check, coordinate_check], "checks")], "offsets")
-    flat = b.op("Reshape", [x, b.constant([-1], "minus_one")], "input_flat")
-    values = b.op("Gather", [flat, offsets], "gathered_flat", axis=0)
-    if b.opset >= 14:
-        b.op("Reshape", [values, out_shape], "output", allowzero=1)
-    else:  # a 0 in Reshape's shape copies an input size there: an empty output is made by If
-        empty = b.op("Equal", [size, zero], "output_empty")
-        then_nodes, else_nodes, outer = [], [], b.nodes
-        b.nodes = then_nodes
-        b.op("Gather", [flat, b.op("ConstantOfShape", [out_shape], "no_offsets",
-                                   value=helper.make_tensor("", int64, [1], [0]))], "empty_output", axis=0)
-        b.nodes = else_nodes
-        b.op("Reshape", [values, out_shape], "read_output")
-        b.nodes = outer
-
-        def branch(nodes, role):
-            value = helper.make_tensor_value_info(nodes[-1].output[0], elem_type, None)
-            return helper.make_graph(nodes, b.names.fresh(f"{b.prefix}/{role}"), [], [value])
-
-        b.op("If", [empty], "output", then_branch=branch(then_nodes, "if_empty"),
-             else_branch=branch(else_nodes, "if_read"))
-    b.rename_last_output(output)
+# -- the visit --------------------------------------------------------------------------------------------
 
 
 @dataclass
-class _Lowerer:
-    opset: int
-    names: NameScope
-    report: LowerReport
-    freed_axes: set[str] = field(default_factory=set)  # inputs of lowered nodes that may now be unused
-    producers: dict = field(default_factory=dict)      # output name -> node, in the graph being lowered
+class LowerPass:
+    """The lowering as a visit over ``graphs.passes.run_pass``."""
 
-    def graph(self, graph: GraphProto, inferred: GraphProto, scope: dict, constants: dict, path: str,
-              main: bool = True) -> None:
-        infos = {**scope, **graph_infos(inferred, main)}
-        self.producers = {output: node for node in graph.node for output in node.output}
-        shadowed = {value.name for value in graph.input}  # a subgraph's inputs hide outer constants
-        constants = {**{k: v for k, v in constants.items() if k not in shadowed}, **constant_arrays(graph)}
-        new_nodes: list[NodeProto] = []
-        for node, inferred_node in zip(graph.node, inferred.node):
-            for attribute, inferred_attribute in zip(node.attribute, inferred_node.attribute):
-                for sub, inferred_sub in zip(subgraphs(attribute), subgraphs(inferred_attribute)):
-                    self.graph(sub, inferred_sub, infos, constants, f"{path}/{node.name or node.op_type}.{attribute.name}",
-                               main=False)
-            if not _is_gather_multiaxis(node):
-                new_nodes.append(node)
-                continue
-            new_nodes.extend(self.node(node, infos, constants, path))
-        del graph.node[:]
-        graph.node.extend(new_nodes)
+    report: LowerReport = field(default_factory=LowerReport)
 
-    def node(self, node: NodeProto, infos: dict, constants: dict, path: str) -> list[NodeProto]:
-        unknown = TensorInfo(0, None)
-        builder = _Builder(self.opset, self.names, node.name or self.names.fresh(f"{OP_TYPE}_{node.output[0]}"))
+    def targets(self, node: NodeProto) -> bool:
+        return is_gather_multiaxis(node)
+
+    def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str) -> LoweredNode:
+        if visit is None:
+            return LoweredNode(node.name, path, False, reason)
+        return LoweredNode(node.name, path, True, visit.detail.get("reason", ""), visit.detail["form"],
+                           visit.detail["source"])
+
+    def visit(self, node: NodeProto, scope: GraphScope) -> Visit:
+        if len(node.input) != 3 or len(node.output) != 1:
+            raise NotChanged("a GatherMultiaxis node takes 3 inputs and gives 1 output")
+        replaced = _replaced_form(node, scope, attribute(node, "mode", None))
+        if replaced is not None:
+            return replaced[1]
+        data, indices = scope.info(node.input[0]), scope.info(node.input[1])
+        axes = scope.constants.get(node.input[2])
+        axes_type = scope.info(node.input[2]).elem_type
+        if (axes is not None and (axes.ndim != 1 or axes.dtype != np.int64)) or axes_type not in (0, TensorProto.INT64):
+            kind = f"{axes.ndim}-D {axes.dtype}" if axes is not None else TensorProto.DataType.Name(axes_type)
+            raise NotChanged(f"axes {node.input[2]!r} are not a 1-D int64 tensor ({kind}; the op takes 1-D int64)")
+        builder = LoweringBuilder(scope.opset, scope.names, node.name or scope.names.fresh(f"{OP_TYPE}_{node.output[0]}"))
+        freed = {node.input[2]}
         try:
-            if len(node.input) != 3 or len(node.output) != 1:
-                raise NotLowered("a GatherMultiaxis node takes 3 inputs and gives 1 output")
-            data, indices = infos.get(node.input[0], unknown), infos.get(node.input[1], unknown)
-            axes = constants.get(node.input[2])
-            axes_type = infos.get(node.input[2], unknown).elem_type
-            if (axes is not None and (axes.ndim != 1 or axes.dtype != np.int64)) or axes_type not in (0, TensorProto.INT64):
-                kind = f"{axes.ndim}-D {axes.dtype}" if axes is not None else TensorProto.DataType.Name(axes_type)
-                raise NotLowered(f"axes {node.input[2]!r} are not a 1-D int64 tensor ({kind}; the op takes 1-D int64)")
-            narrow = None
             if axes is None or (data.rank is None and indices.rank is None):
-                # axes computed by the model (the rewriter's run-time alignment, or an axes initializer that is
-                # also a graph input, whose value may be fed at run time) or no rank known
+                # axes computed by the model (an axes initializer that is also a graph input, whose value may be
+                # fed at run time) or no rank known
                 lower_gather_multiaxis_at_run_time(node, data.elem_type, builder)
-            else:
-                narrow = self._narrow_source(node.input[0], data, infos, builder)
-                lower_gather_multiaxis(node, data, indices, [int(a) for a in axes], builder, narrow)
+                return Visit(builder.nodes, freed=freed, detail={"form": GENERAL, "source": "semantics", "reason":
+                             "axes or ranks known only at run time"})
+            mode, rank, axes = lowerable(node, data, indices, [int(a) for a in axes], scope.opset)
+            if rank == 0:
+                lower_gather_multiaxis(node, data, indices, axes, builder)
+                return Visit(builder.nodes, freed=freed, detail={"form": "Identity", "source": "semantics"})
+            producer = scope.producers.get(node.input[1])
+            semantics = Semantics(rank, tuple(axes), mode, data, indices,
+                                  producer is not None and producer.op_type == "Range")
+            plan, reasons = plan_form(semantics, scope.opset)
+            if plan is not None and mode in (Mode.CLAMP, Mode.ZERO) and not indices.elem_type:
+                plan = None
+                reasons.append("the indices' element type is not known (the bounds of 'clamp' and 'zero' need it)")
+            # (in mode "zero" the values are zeroed in the input's own type: float32, which ORT's Where takes)
+            narrow = _narrow_source(node.input[0], data, scope, builder) if mode != Mode.ZERO else None
+            if narrow is not None:
+                freed.add(node.input[0])  # the widened input: dropped if nothing else reads it
+            if plan is not None:
+                x, elem_type = (narrow[0], narrow[1]) if narrow is not None else (node.input[0], data.elem_type)
+                emitter = FormEmitter(builder, semantics, x, node.input[1], scope.constants, elem_type)
+                values = emit_form(plan, emitter)
+                if narrow is not None:
+                    values = builder.cast(values, data.elem_type, "widened")
+                builder.rename_last_output(node.output[0])
+                return Visit(builder.nodes, freed=freed | {node.input[1]},
+                             detail={"form": FORM_NAMES[type(plan)], "source": "semantics"})
+            lower_gather_multiaxis(node, data, indices, axes, builder, narrow)
         except NotLowered as reason:
-            self.report.outcomes.append(LoweredNode(node.name, path, False, str(reason)))
-            return [node]
-        self.report.outcomes.append(LoweredNode(node.name, path, True))
-        self.freed_axes.add(node.input[2])
-        if narrow is not None:
-            self.freed_axes.add(node.input[0])  # the widened input: dropped below if nothing else uses it
-        return builder.nodes
-
-    def _narrow_source(self, x: str, data: TensorInfo, infos: dict, builder: _Builder) -> tuple[str, int] | None:
-        """The rewriter's float16/bfloat16 round trip: ``x = [Unsqueeze](Cast(narrow, to=FLOAT))``. Then
-        the lowering gathers from (the Unsqueeze of) ``narrow`` and widens only what it read, instead of
-        the whole input on every run (a Cast is elementwise and exact, so the order does not matter)."""
-        node = self.producers.get(x)
-        aligned = None
-        if node is not None and node.op_type == "Unsqueeze" and node.domain in ("", "ai.onnx"):
-            aligned, node = node, self.producers.get(node.input[0])
-        if not round_trip_cast(node) or data.elem_type != TensorProto.FLOAT:
-            return None
-        source = infos.get(node.input[0])
-        if source is None or source.elem_type not in (TensorProto.FLOAT16, TensorProto.BFLOAT16):
-            return None
-        name = node.input[0]
-        if aligned is not None:
-            copy = NodeProto()
-            copy.CopyFrom(aligned)
-            copy.input[0] = name
-            copy.output[0] = copy.name = name = builder.names.fresh(f"{builder.prefix}/narrow_aligned")
-            builder.nodes.append(copy)
-        return name, source.elem_type
+            raise NotChanged(str(reason)) from None
+        return Visit(builder.nodes, freed=freed, detail={"form": GENERAL, "source": "semantics",
+                                                         "reason": "no single gather computes it: " + "; ".join(reasons)})
 
 
-def _report_function_nodes(model: ModelProto, report: LowerReport, reason: str) -> None:
-    for function in model.functions:
-        for node in nodes_within(function.node):
-            if _is_gather_multiaxis(node):
-                report.outcomes.append(LoweredNode(node.name, f"function {function.name}", False, reason))
+def _narrow_source(x: str, data: TensorInfo, scope: GraphScope, builder: LoweringBuilder) -> tuple[str, int] | None:
+    """The rewriter's float16/bfloat16 round trip: ``x = [Unsqueeze](Cast(narrow, to=FLOAT))``. Then the
+    lowering gathers from (the Unsqueeze of) ``narrow`` and widens only what it read, instead of the
+    whole input on every run (a Cast is elementwise and exact, so the order does not matter)."""
+    node = scope.producers.get(x)
+    aligned = None
+    if node is not None and node.op_type == "Unsqueeze" and node.domain in ONNX_DOMAINS:
+        aligned, node = node, scope.producers.get(node.input[0])
+    if not round_trip_cast(node) or data.elem_type != TensorProto.FLOAT:
+        return None
+    source = scope.infos.get(node.input[0])
+    if source is None or source.elem_type not in (TensorProto.FLOAT16, TensorProto.BFLOAT16):
+        return None
+    name = node.input[0]
+    if aligned is not None:
+        copy = NodeProto()
+        copy.CopyFrom(aligned)
+        copy.input[0] = name
+        copy.output[0] = copy.name = name = builder.names.fresh(f"{builder.prefix}/narrow_aligned")
+        builder.nodes.append(copy)
+    return name, source.elem_type
 
 
-def _drop_unused(model: ModelProto, names: set[str]) -> None:
-    """Remove what produces ``names`` (inputs of lowered nodes: axes constants, a widening Cast) when
-    nothing uses it any more, and then what only that used (ORT would run such a Cast, and warns about
-    unused initializers), graph by graph until nothing changes (a subgraph may hold the last reader of
-    an outer name). Graph inputs and outputs stay."""
-    changed = True
-    while changed:
-        changed = False
-        # holders found afresh after each change: drop_unused rebuilds a node list, which detaches the
-        # subgraphs found before
-        for graph in (holder for holder in node_holders(model) if isinstance(holder, GraphProto)):
-            candidates = [node for node in graph.node if any(name in names for name in node.output)]
-            freed = drop_unused(graph, candidates, names, cascade=True, all_initializers=False)
-            if freed:
-                changed, names = True, names | freed
-                break
-
-
-def lower_model(model: ModelProto) -> tuple[ModelProto, LowerReport]:
+def lower_model(model) -> tuple:
     """Return a copy of ``model`` with every GatherMultiaxis node replaced by standard ONNX ops, and the
-    report of what happened to each (a node is only ever replaced by an equivalent subgraph or left as
-    it is, with the reason). See the module docstring for the construction."""
-    report = LowerReport()
-    result, failure = pass_copy(model, _is_gather_multiaxis)
-    if failure:
-        _report_function_nodes(result, report, failure)
-    # Under onnx < 1.19 shape inference stops at a GatherMultiaxis (its schema has no inference there),
-    # so ranks behind one are known only once it is lowered: repeat while a pass lowers something and
-    # leaves something.
-    names, freed_axes = NameScope(all_names(result)), set()
-    while True:
-        attempt = LowerReport()
-        lowerer = _Lowerer(default_opset(result), names, attempt)
-        lowerer.graph(result.graph, inferred(typing_copy(result)).graph, {}, {}, "main graph")
-        freed_axes |= lowerer.freed_axes
-        report.outcomes.extend(o for o in attempt.outcomes if o.lowered)
-        if not attempt.lowered or not attempt.left:
-            report.outcomes.extend(o for o in attempt.outcomes if not o.lowered)
-            break
-    _drop_unused(result, freed_axes)
-    still_custom = any(node.domain == DOMAIN for holder in node_holders(result) for node in holder.node)
-    still_custom = still_custom or any(f.domain == DOMAIN for f in result.functions)
-    if not still_custom:
-        kept = [o for o in result.opset_import if o.domain != DOMAIN]
-        del result.opset_import[:]
-        result.opset_import.extend(kept)
-    return result, report
+    report of what happened to each (its form; a node is only ever replaced by an equivalent subgraph
+    or left as it is, with the reason). See the module docstring for the steps."""
+    lowering = LowerPass()
+    # Under onnx < 1.19 shape inference stops at a GatherMultiaxis (its schema has no inference there), so
+    # ranks behind one are known only once it is lowered: the driver repeats while it lowers and leaves.
+    result = run_pass(model, lowering, repeat=True)
+    return result, lowering.report
 
 
-__all__ = ["MIN_OPSET", "LowerReport", "LoweredNode", "lower_model"]
+__all__ = ["GENERAL", "MIN_OPSET", "LowerPass", "LowerReport", "LoweredNode", "is_gather_multiaxis", "lower_model"]

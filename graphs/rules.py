@@ -18,7 +18,7 @@ from onnx import NodeProto, TensorProto, helper
 from ..ops.contract import DATA_TYPES, Mode
 from ..ops.alignment import (Alignment, AlignmentError, gather_alignment, gather_elements_alignment,
                              gather_nd_alignment)
-from . import runtime_alignment
+from . import provenance, runtime_alignment
 from .builder import NodeBuilder
 from .inference import Dim, TensorInfo
 
@@ -155,6 +155,7 @@ def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, bui
     needs_tail = bool(squeeze) or bool(output_shape) or cast_to_float
     gathered = builder.names.fresh(f"{builder.prefix}/gathered") if needs_tail else output
     builder.gather_multiaxis(x, idx, axes, gathered, node.name or builder.prefix, mode)
+    provenance.record(builder.nodes[-1], node)  # the lowering's way back to the one gather (graphs.provenance)
     y = builder.squeeze(gathered, squeeze, "restore_rank") if squeeze else gathered
     if output_shape:  # below opset 13 (its zeros are sizes: see runtime_alignment)
         y = runtime_alignment.reshape(builder, y, output_shape, "restore_rank")

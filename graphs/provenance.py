@@ -1,0 +1,68 @@
+"""What a rewritten GatherMultiaxis node replaced, carried on the node itself, so that the lowering can
+give back the one standard gather it came from (issue 27) even where the rewrite aligned ranks at run
+time.
+
+The rewrite writes one entry into the node's ``metadata_props`` (NodeProto field 9, onnx >= 1.16; every
+tool that does not know the key ignores it, ORT included, and the model stays valid ONNX at any IR
+version): the replaced op, its integer attributes, the names of its data and indices inputs and of its
+output. The record is a claim, not a proof: ``graphs.lower`` uses it only after checking that the graph
+still has the shape the rewrite gave it (the mode the rewrite chose, the recorded inputs upstream of the
+node, the recorded output downstream through the rewrite's own tail of Squeeze / Reshape / Cast nodes).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from onnx import NodeProto
+
+KEY = "gathermultiaxis.replaces"
+
+
+@dataclass(frozen=True)
+class ReplacedGather:
+    """The standard gather a GatherMultiaxis node stands for: ``output = op_type(data, indices, **attributes)``."""
+
+    op_type: str
+    data: str
+    indices: str
+    output: str
+    attributes: dict[str, int] = field(default_factory=dict)
+
+    def to_text(self) -> str:
+        return json.dumps({"op_type": self.op_type, "inputs": [self.data, self.indices], "output": self.output,
+                           "attributes": self.attributes}, sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_text(cls, text: str) -> "ReplacedGather | None":
+        """The record, or None for text that is not one (a hand-edited or foreign value is ignored)."""
+        try:
+            value = json.loads(text)
+            data, indices = value["inputs"]
+            attributes = {str(k): int(v) for k, v in value.get("attributes", {}).items()
+                          if isinstance(v, int) and not isinstance(v, bool)}
+            record = cls(str(value["op_type"]), str(data), str(indices), str(value["output"]), attributes)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return record
+
+
+def record(node: NodeProto, replaced: NodeProto) -> None:
+    """Write onto GatherMultiaxis ``node`` that it replaces the gather ``replaced``."""
+    attributes = {a.name: a.i for a in replaced.attribute if a.HasField("i")}
+    entry = node.metadata_props.add()
+    entry.key = KEY
+    entry.value = ReplacedGather(replaced.op_type, replaced.input[0], replaced.input[1], replaced.output[0],
+                                 attributes).to_text()
+
+
+def replaced_gather(node: NodeProto) -> ReplacedGather | None:
+    """What ``node`` records that it replaces, or None."""
+    for entry in getattr(node, "metadata_props", ()):
+        if entry.key == KEY:
+            return ReplacedGather.from_text(entry.value)
+    return None
+
+
+__all__ = ["KEY", "ReplacedGather", "record", "replaced_gather"]
