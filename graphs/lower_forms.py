@@ -374,12 +374,13 @@ class FormEmitter:
         self.squeeze_indices(plan.indices_squeeze, "tuples_aligned")
         if plan.unfold is not None:
             kept = rank - 1 - len(plan.indices_squeeze)
-            if k == 1:
+            if k == 1 or plan.unfold == 1:  # [.., l] -> [.., l, 1], or [.., k] -> [.., 1, k]
+                at = kept + 1 if k == 1 else kept
                 value = self._constant_indices()
                 if value is not None:
-                    self._index_op("", lambda v: v[..., None], [], "tuples")
+                    self._index_op("", lambda v: np.expand_dims(v, at), [], "tuples")
                 else:
-                    self.idx = b.unsqueeze(self.idx, [kept + 1], "tuples")  # [.., l] -> [.., l, 1]
+                    self.idx = b.unsqueeze(self.idx, [at], "tuples")
             else:
                 shape = [0] * kept + [plan.unfold, k]
                 self._index_op("Reshape", lambda v: v.reshape(v.shape[:kept] + (plan.unfold, k)),

@@ -169,15 +169,15 @@ def _empty_coordinates_as_one(builder: NodeBuilder, m: "_Arith", indices: str, l
     last dimension is padded to size 1 (a zero that no axis reads) so that the dimension holding the
     folded coordinates exists, as it does for k >= 1 (squeezing a size-0 dimension would fail). The pad
     is ``k == 0`` at the end of the last axis: nothing otherwise (Pad takes pads as an input from 11).
-    Returns the indices and their last dimension's size as a 1-D vector (``k``, or 1 where k = 0)."""
+    Returns the indices and ``k == 0`` as a 1-D int64 vector (their last dimension's size is ``k`` plus
+    that)."""
     no_coordinates = builder.cast(builder.op("Equal", [last, m.const([0], "k_zero")], "no_coordinates"),
                                   TensorProto.INT64, "no_coordinates_01")
     other_pads = m.sub(m.add(q, q, "two_q"), m.const(1, "one_pad"), "other_pads")  # 2q - 1
     zero = numpy_helper.from_array(np.array([0], np.int64))
     zeros = builder.op("ConstantOfShape", [m.vector(other_pads, "other_pads_1d")], "pads_head", value=zero)
     pads = builder.concat([zeros, no_coordinates], "coordinate_pads")
-    return (builder.op("Pad", [indices, pads], "coordinates_or_one"),
-            m.add(last, no_coordinates, "folded_size_1d"))  # Max needs opset 12 for int64
+    return builder.op("Pad", [indices, pads], "coordinates_or_one"), no_coordinates
 
 
 def _gather_nd_by_reshape(builder: NodeBuilder, data: str, indices: str, batch_dims: int) -> RuntimeAlignment:
@@ -199,7 +199,8 @@ def _gather_nd_by_reshape(builder: NodeBuilder, data: str, indices: str, batch_d
     tail = builder.slice(data_shape, b_k_1d, m.const([_INT64_MAX], "tail_end"), m.const([0], "tail_axes"),
                          "data_tail")
     index_region = m.cut(indices_shape, 0, -1, "index_region")
-    indices, last = _empty_coordinates_as_one(builder, m, indices, last, q)
+    indices, no_coordinates = _empty_coordinates_as_one(builder, m, indices, last, q)
+    last = m.add(last, no_coordinates, "folded_size_1d")  # k, or 1 where k = 0 (Max needs opset 12 for int64)
     data_ones = m.ones(pad, "data_ones")
     aligned_data = builder.concat([head, data_ones, tail, m.const([1], "data_one_last")], "data_aligned_shape")
     # A - q = r + (M-k) + 1 - q >= 0
