@@ -36,13 +36,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import onnx
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
 from ..ops.contract import MODES, Mode
 from .builder import NodeBuilder
 from .inference import TensorInfo
 from .rules import INT64_MAX
-from .walk import attribute
+from .walk import attribute, nodes_within
 
 MIN_OPSET = 7        # "error" mode; the other modes need Where and Less on int64 (and Slice's inputs)
 MODES_MIN_OPSET = 11
@@ -52,8 +53,20 @@ class NotLowered(Exception):
     """The node is kept as it is; the message says why."""
 
 
+# The shape-arithmetic ops the builder evaluates itself when every input is a constant it emitted (from
+# opset 9, where a Constant holds any type): a static size never becomes a node that computes it.
+FOLDED_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Neg", "Min", "Max", "Equal", "Less", "Greater", "Not", "And",
+                        "Or", "Where", "Cast", "Concat", "Gather", "Reshape", "Squeeze", "Unsqueeze", "Range",
+                        "ReduceProd", "ReduceSum", "ConstantOfShape", "Shape"})
+FOLD_MAX_ELEMENTS = 1 << 16  # larger results (a Range over a big dimension) stay nodes
+
+
 class LoweringBuilder(NodeBuilder):
-    """NodeBuilder plus the generic ops the lowering needs; equal int64 constants are emitted once."""
+    """NodeBuilder plus the generic ops the lowering needs. Equal int64 constants are emitted once, and
+    ops on constants only are folded (``FOLDED_OPS``) by onnx's reference evaluator."""
+
+    def _values(self) -> dict[str, np.ndarray]:
+        return self.__dict__.setdefault("_known", {})
 
     def constant(self, values, role: str) -> str:
         array = np.asarray(values, dtype=np.int64)
@@ -61,10 +74,48 @@ class LoweringBuilder(NodeBuilder):
         key = (array.shape, array.tobytes())
         if key not in cache:
             cache[key] = super().constant(array, role)
+            self._values()[cache[key]] = array
         return cache[key]
+
+    def drop_unread_constants(self, output: str) -> None:
+        """Remove the Constant nodes that folding left unread (nothing here, in a subgraph included, reads
+        them, and they are not ``output``)."""
+        while True:
+            read = {name for node in nodes_within(self.nodes) for name in node.input} | {output}
+            unread = [node for node in self.nodes if node.op_type == "Constant" and node.output[0] not in read]
+            if not unread:
+                return
+            for node in unread:
+                self.nodes.remove(node)
+
+    def _emit(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
+        values = self._values()
+        if op_type in FOLDED_OPS and self.opset >= 9 and inputs and all(i in values for i in inputs if i):
+            folded = self._fold(op_type, inputs, attributes)
+            if folded is not None:
+                name = self.tensor(folded, role)
+                values[name] = folded
+                return name
+        return super()._emit(op_type, inputs, role, **attributes)
 
     def op(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
         return self._emit(op_type, inputs, role, **attributes)
+
+    def _fold(self, op_type: str, inputs: list[str], attributes: dict) -> np.ndarray | None:
+        from onnx.reference import ReferenceEvaluator  # only the general form folds: imported when it does
+
+        values = self._values()
+        node = helper.make_node(op_type, list(inputs), ["folded"], **attributes)
+        initializers = [numpy_helper.from_array(values[name], name) for name in dict.fromkeys(i for i in inputs if i)]
+        graph = helper.make_graph([node], "fold", [], [helper.make_value_info("folded", onnx.TypeProto())],
+                                  initializers)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
+        try:
+            (result,) = ReferenceEvaluator(model).run(None, {})
+        except Exception:  # noqa: BLE001 - not foldable here (e.g. an error ORT must raise at run time)
+            return None
+        result = np.asarray(result)
+        return result if result.size <= FOLD_MAX_ELEMENTS and result.dtype != object else None
 
     def typed_zero(self, elem_type: int, role: str) -> str:
         """A 1-element tensor holding 0 / False / "" of ``elem_type``."""
@@ -164,6 +215,11 @@ def lower_gather_multiaxis(node: NodeProto, data: TensorInfo, indices: TensorInf
         x, widen = narrow[0], data.elem_type
         data = TensorInfo(narrow[1], data.shape)
     _Lowering(b, x, idx, rank, axes, mode, data, indices, widen).emit(output)
+    b.drop_unread_constants(output)
+
+
+def _static(info: TensorInfo) -> bool:
+    return info.shape is not None and all(isinstance(d, int) for d in info.shape)
 
 
 @dataclass
@@ -204,8 +260,9 @@ class _Lowering:
     def emit(self, output: str) -> None:
         b, r, k = self.b, self.rank, len(self.axes)
         one = b.constant([1], "one")
-        x_shape = b.op("Shape", [self.x], "input_shape")
-        i_shape = b.op("Shape", [self.idx], "indices_shape")
+        x_shape, i_shape = (b.constant(list(info.shape), role) if _static(info) else b.op("Shape", [name], role)
+                            for name, info, role in ((self.x, self.data, "input_shape"),
+                                                     (self.idx, self.indices, "indices_shape")))
         x_dim = [b.op("Gather", [x_shape, b.constant([d], f"d{d}")], f"input_dim{d}") for d in range(r)]
         i_dim = [b.op("Gather", [i_shape, b.constant([d], f"d{d}")], f"indices_dim{d}") for d in range(r)]
         logical = list(i_dim)

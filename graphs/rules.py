@@ -21,6 +21,7 @@ from ..ops.alignment import (Alignment, AlignmentError, gather_alignment, gather
 from . import provenance, runtime_alignment
 from .builder import NodeBuilder
 from .inference import Dim, TensorInfo
+from .walk import attribute
 
 INT64_MAX = np.iinfo(np.int64).max  # "to the end" for Slice
 
@@ -42,26 +43,19 @@ class Replacement:
     mode: str = "error"                   # "error_nonempty" for GatherND: ORT checks nothing when nothing is read
 
 
-def _attribute(node: NodeProto, name: str, default: int) -> int:
-    for attribute in node.attribute:
-        if attribute.name == name:
-            return helper.get_attribute_value(attribute)
-    return default
-
-
 def _same_dim(a: Dim, b: Dim) -> bool:
     # Only concrete sizes: ORT does not enforce that equal symbolic names have equal sizes at run time.
     return isinstance(a, int) and a == b
 
 
 def rule_gather(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Replacement:
-    return Replacement(gather_alignment(data.rank, indices.rank, _attribute(node, "axis", 0)))
+    return Replacement(gather_alignment(data.rank, indices.rank, attribute(node, "axis", 0)))
 
 
 def rule_gather_elements(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Replacement:
     """Indices smaller than the data on other dimensions (which ORT accepts) need the data cut to the
     indices' extents first, unless both sizes are known and equal."""
-    alignment = gather_elements_alignment(data.rank, indices.rank, _attribute(node, "axis", 0))
+    alignment = gather_elements_alignment(data.rank, indices.rank, attribute(node, "axis", 0))
     axis = alignment.axes[0]
     same = all(_same_dim(a, b) for d, (a, b) in enumerate(zip(data.shape, indices.shape)) if d != axis)
     return Replacement(alignment, slice_data_except=None if same else axis)
@@ -71,7 +65,7 @@ def rule_gather_nd(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Re
     k = indices.shape[-1] if indices.rank else 0
     if indices.rank and not isinstance(k, int):
         raise _NeedsRuntime("the coordinate size (last indices dimension) is not known statically")
-    alignment = gather_nd_alignment(data.rank, indices.rank, k, _attribute(node, "batch_dims", 0))
+    alignment = gather_nd_alignment(data.rank, indices.rank, k, attribute(node, "batch_dims", 0))
     return Replacement(alignment, mode=Mode.ERROR_NONEMPTY)
 
 
@@ -178,10 +172,10 @@ def _static_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo) 
 
 def _runtime(node: NodeProto, x: str, idx: str, builder: NodeBuilder) -> runtime_alignment.RuntimeAlignment:
     if node.op_type == "Gather":
-        return runtime_alignment.gather(builder, x, idx, _attribute(node, "axis", 0))
+        return runtime_alignment.gather(builder, x, idx, attribute(node, "axis", 0))
     if node.op_type == "GatherElements":
-        return runtime_alignment.gather_elements(builder, x, idx, _attribute(node, "axis", 0))
-    return runtime_alignment.gather_nd(builder, x, idx, _attribute(node, "batch_dims", 0))
+        return runtime_alignment.gather_elements(builder, x, idx, attribute(node, "axis", 0))
+    return runtime_alignment.gather_nd(builder, x, idx, attribute(node, "batch_dims", 0))
 
 
 def _slice_like(builder: NodeBuilder, data: str, indices: str, axis: int, rank: int) -> str:
