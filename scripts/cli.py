@@ -380,6 +380,33 @@ def run_end_to_end(args) -> int:
     return 0 if all(r.bit_identical and r.processes for r in rows) else 1
 
 
+def run_lowering_bench(args) -> int:
+    """bench lowering [MODEL|FOLDER...]: rewrite then lower, against the original and the builtin kernels
+    (lowering_bench). Exit 1 when a lowered model's outputs differ from the original's or a row failed."""
+    from . import end_to_end, lowering_bench
+
+    missing = [item for item in args.models if not Path(item).exists()]
+    if missing:
+        raise CommandError(f"lowering {missing[0]}: no such file or folder")
+    if args.models and not end_to_end.model_paths(args.models):
+        raise CommandError(f"lowering {' '.join(args.models)}: no .onnx file")
+    if not args.models and args.no_kernels:
+        raise CommandError("lowering: nothing to measure (no model given, and --no-kernels)")
+    output = Output(args.verbose)
+    rows = lowering_bench.run(args.models, with_kernels=not args.no_kernels, repeats=args.repeats or 41,
+                              processes=args.processes, progress=lambda text: output.progress(0, None, text))
+    output.end_progress()
+    print(end_to_end.versions_line())
+    print(lowering_bench.format_report(rows))
+    if args.json:
+        _write_json(args.json, lowering_bench.as_json(rows), force=args.force)
+    # failed: unreadable, or the passes crashed (nothing counted); or lowered but not bit-identical or not timed.
+    # A GatherMultiaxis left by the lowering is a finding the report shows, not a failure of the bench.
+    failed = [row for row in rows if not row.op_counts or (
+        row.all_lowered and not (row.bit_identical and row.bit_identical_unoptimized and row.processes))]
+    return 1 if failed else 0
+
+
 def run_runtime_bench(args) -> int:
     """bench runtime: the models a user meets, through both entry points (runtime_bench)."""
     from . import runtime_bench
@@ -437,6 +464,8 @@ def run_bench(args) -> int:
         if used:
             print(f"note: `bench --{used[0].replace('_', '-')}` is now `bench {_LEGACY_BENCH[used[0]]}`", file=sys.stderr)
     _writable(args.json, args.force)
+    if args.job == "lowering":
+        return run_lowering_bench(args)
     if args.big_model:
         return run_big_model(args)
     if args.big_graph:
@@ -609,7 +638,8 @@ def build_parser() -> argparse.ArgumentParser:
     checker.set_defaults(run=run_check, argv=None)
 
     bench_command = commands.add_parser(
-        "bench", parents=[common], help="benchmarks: kernel, runtime, end-to-end, big-graph, big-model, build-exports",
+        "bench", parents=[common],
+        help="benchmarks: kernel, runtime, end-to-end, lowering, big-graph, big-model, build-exports",
         description="Benchmarks, one job each (default: kernel). Medians, spreads and ratios of interleaved "
                     "runs; no absolute targets (the machine is shared).")
     _bench_options(bench_command, None, legacy=True)
@@ -632,6 +662,15 @@ def build_parser() -> argparse.ArgumentParser:
     _bench_options(end_to_end, suppressed)
     end_to_end.add_argument("--processes", type=_positive_int, default=suppressed,
                             help="rounds of fresh processes (default 2)")
+    lowering = jobs.add_parser("lowering", help="`rewrite` then `lower` on whole models (a folder: its *.onnx files) "
+                                                "and on gather kernels: lowered / original time on plain ORT "
+                                                "(each model and column in fresh processes), node and op counts, "
+                                                "bit-exactness, beside issue 27's goals (exit 1 if outputs differ)")
+    lowering.add_argument("models", nargs="*", metavar="MODEL|FOLDER")
+    _bench_options(lowering, suppressed)
+    lowering.add_argument("--processes", type=_positive_int, default=suppressed,
+                          help="rounds of fresh processes (default 2)")
+    lowering.add_argument("--no-kernels", action="store_true", help="only the models given, not the kernels")
     build = jobs.add_parser("build-exports", help="write the real exports end-to-end is meant for into DIR "
                                                   "(transformers models with random weights, a hummingbird-ml "
                                                   "tree ensemble; needs torch and transformers)")

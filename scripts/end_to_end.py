@@ -52,7 +52,9 @@ def model_paths(items: list[str]) -> list[Path]:
     return paths
 
 
-def _feeds(path: Path, model, batch: int, sequence: int) -> tuple[dict, str]:
+def model_feeds(path: Path, model, batch: int, sequence: int) -> tuple[dict, str]:
+    """The inputs a model is timed with, and where they come from: ``MODEL.inputs.npz`` beside it
+    ("inputs.npz"), else generated ones whose symbolic dims take (batch, sequence) ("[batch, sequence]")."""
     saved = path.with_name(path.stem + ".inputs.npz")
     if saved.is_file():
         with np.load(saved) as arrays:
@@ -71,7 +73,7 @@ def _sessions_and_feeds(path: str, batch: int, sequence: int):
     from .graphs import lower_model, rewrite_model
 
     model = onnx.load(path)
-    feeds, shape = _feeds(Path(path), model, batch, sequence)
+    feeds, shape = model_feeds(Path(path), model, batch, sequence)
     rewritten, report = rewrite_model(model, ort_optimize=True)
     static, _ = rewrite_model(model, ort_optimize=True, runtime_alignment=False)
     lowered, lowering = lower_model(static)
@@ -116,14 +118,21 @@ def _child_environment() -> dict[str, str]:
     return child_environment()
 
 
-def _measure_in_child(path: Path, repeats: int, batch: int, sequence: int, column: str) -> dict:
-    code = ("import json, sys; from gathermultiaxis.end_to_end import measure_in_this_process; "
-            f"print(json.dumps(measure_in_this_process({str(path)!r}, {repeats}, {batch}, {sequence}, {column!r})))")
+def in_fresh_process(module: str, function: str, *arguments) -> dict:
+    """``gathermultiaxis.<module>.<function>(*arguments)`` (arguments with a ``repr`` that Python reads
+    back) in a fresh Python process, and the JSON object it returns; ``{"error": the last line of its
+    stderr}`` when the process fails."""
+    code = (f"import json; from gathermultiaxis.{module} import {function}; "
+            f"print(json.dumps({function}({', '.join(map(repr, arguments))})))")
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_child_environment())
     if child.returncode != 0:
-        return {"error": (child.stderr.strip().splitlines() or [f"exit status {child.returncode}"])[-1],
-                "column": column}
+        return {"error": (child.stderr.strip().splitlines() or [f"exit status {child.returncode}"])[-1]}
     return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def _measure_in_child(path: Path, repeats: int, batch: int, sequence: int, column: str) -> dict:
+    return {"column": column, **in_fresh_process("end_to_end", "measure_in_this_process", str(path), repeats, batch,
+                                                 sequence, column)}
 
 
 def run(items: list[str], repeats: int = 201, processes: int = 2, batch: int = 1, sequence: int = 16,
@@ -160,10 +169,16 @@ def _row(path: Path, rounds: list[dict[str, dict]]) -> ModelRow:
         row.median_ms[name] = float(np.median([s for r in good for s in r[name]["samples"]]))
     for name in ("rewritten", "lowered"):
         key = f"{name} / builtin"
-        per_round = [float(np.median(r[name]["samples"]) / np.median(r["builtin"]["samples"])) for r in good]
-        row.ratios[key] = float(np.median(per_round))
-        row.spread[key] = (min(per_round), max(per_round))
+        row.ratios[key], *spread = round_ratios([r[name]["samples"] for r in good], [r["builtin"]["samples"] for r in good])
+        row.spread[key] = tuple(spread)
     return row
+
+
+def round_ratios(samples: list[list[float]], baseline: list[list[float]]) -> tuple[float, float, float]:
+    """The ratio of medians of each round (``samples[i]`` against ``baseline[i]``, both from round ``i``):
+    their median, lowest and highest."""
+    per_round = [float(np.median(a) / np.median(b)) for a, b in zip(samples, baseline)]
+    return float(np.median(per_round)), min(per_round), max(per_round)
 
 
 def geometric_mean(rows: list[ModelRow], key: str) -> float | None:
