@@ -199,6 +199,7 @@ def prepare(subject: Subject, stem: Path) -> LoweringRow:
     them and the inputs for the timed children (``STEM.original.onnx``, ``STEM.lowered.onnx``,
     ``STEM.inputs.npz``)."""
     from .graphs import lower_model, rewrite_model
+    from .graphs.walk import node_holders
     from .harness import difference, make_session
     from .ops.contract import DOMAIN, OP_TYPE
 
@@ -211,7 +212,7 @@ def prepare(subject: Subject, stem: Path) -> LoweringRow:
     else:
         multiaxis = subject.multiaxis
     row.gathers_rewritten = sum(node.op_type == OP_TYPE and node.domain == DOMAIN
-                                for holder in _holders(multiaxis) for node in holder.node)
+                                for holder in node_holders(multiaxis) for node in holder.node)
     lowered, lower_report = lower_model(multiaxis)
     row.not_lowered = [f"{o.node} ({o.graph}): {o.reason}" for o in lower_report.left_outcomes()]
     left = op_counts(lowered).get(f"{DOMAIN}::{OP_TYPE}", 0)
@@ -242,12 +243,6 @@ def prepare(subject: Subject, stem: Path) -> LoweringRow:
     onnx.save_model(lowered, f"{stem}.lowered.onnx")
     np.savez(f"{stem}.inputs.npz", **subject.feeds)
     return row
-
-
-def _holders(model: ModelProto):
-    from .graphs.walk import node_holders
-
-    return node_holders(model)
 
 
 # ---------------------------------------------------------------- timed part (in the children)
