@@ -10,7 +10,10 @@ commands a user runs), and then:
 - time, lowered / original, on plain onnxruntime with default session options (``InferenceSession(model)``
   as a user makes it): each model and column in its own fresh process, ``processes`` rounds of them
   interleaving every model and column (``end_to_end``'s scheme and its reason: one session per process);
-  the ratio of medians of each round, their median and range.
+  the ratio of medians of each round, their median and range. The columns' order alternates between
+  rounds, so that whatever comes just before a process does not always fall on the same column. (Runs
+  on a busy shared machine are noise: with the same graph on both sides, 2 rounds of 11 repeats gave
+  ratios from 0.72 to 2.06.)
 
 Then the kernels, tiny models built here, lowered against ORT's builtin op: an embedding Gather,
 GatherElements on the last axis, GatherND with full coordinates, GatherND with ``batch_dims=1``; and
@@ -263,7 +266,8 @@ def run(items: list[str], with_kernels: bool = True, repeats: int = 41, processe
         sequence: int = 16, progress: Callable[[str], None] | None = None) -> list[LoweringRow]:
     """Every model of ``items`` (files, or folders standing for their ``*.onnx`` files) and, with
     ``with_kernels``, the kernels: each row's untimed part here, then ``processes`` rounds of fresh
-    processes (round 1: model A original, lowered, model B ...; then again)."""
+    processes (round 1: model A original, lowered, model B original, lowered ...; round 2: model A lowered,
+    original ...)."""
     from .end_to_end import in_fresh_process, model_paths, round_ratios
 
     subjects = model_subjects(model_paths(items), batch, sequence) + (kernels() if with_kernels else [])
@@ -290,9 +294,13 @@ def run(items: list[str], with_kernels: bool = True, repeats: int = 41, processe
             for (row, stem), measured in zip(timed, rounds):
                 if progress:
                     progress(f"{row.name} (round {round_number + 1} of {processes})")
+                # the columns' order alternates from round to round, so that what the machine does just
+                # before or after a process (another agent's burst, the previous child's exit) does not
+                # always fall on the same column
+                order = COLUMNS if round_number % 2 == 0 else COLUMNS[::-1]
                 measured.append({column: in_fresh_process("lowering_bench", "time_in_this_process",
                                                           f"{stem}.{column}.onnx", f"{stem}.inputs.npz", repeats)
-                                 for column in COLUMNS})
+                                 for column in order})
     for (row, _), measured in zip(timed, rounds):
         row.notes += [f"a process ({column}) failed: {r[column]['error']}" for r in measured for column in COLUMNS
                       if "error" in r[column]]

@@ -54,10 +54,11 @@ def test_kernels_report(tmp_path, capsys):
 
 def test_a_model_row_and_its_summary(tmp_path, capsys):
     report = tmp_path / "lowering.json"
-    assert main(["bench", "lowering", str(EXAMPLE_PATH), "--no-kernels", "--repeats", "1", "--processes", "1",
+    assert main(["bench", "lowering", str(EXAMPLE_PATH), "--no-kernels", "--repeats", "1", "--processes", "2",
                  "--json", str(report)]) == 0
     payload = json.loads(report.read_text())
     [row] = payload["rows"]
+    assert row["processes"] == 2 and row["spread"][0] <= row["ratio"] <= row["spread"][1]
     assert (row["name"], row["kind"], row["inputs"], row["gathers_rewritten"]) == ("gathers.onnx", "model", "[1, 16]", 8)
     assert row["all_lowered"] and row["bit_identical"] and row["bit_identical_unoptimized"]
     # every gather of the example (two of them in an If's branches) was rewritten, and then lowered
