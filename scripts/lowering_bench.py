@@ -72,6 +72,8 @@ class LoweringRow:
     gathers_left_by_rewrite: int = 0
     all_lowered: bool = False
     not_lowered: list[str] = field(default_factory=list)  # "node: reason" of each GatherMultiaxis left
+    forms: dict[str, int] = field(default_factory=dict)   # lowered nodes by the form the lowering chose
+    general: list[str] = field(default_factory=list)      # "node: reason" of each node in the general form
     bit_identical: bool | None = None              # under ORT's default session options (as timed)
     bit_identical_unoptimized: bool | None = None  # graph optimizations off
     nodes: dict[str, int] = field(default_factory=dict)        # without Constant nodes
@@ -202,6 +204,7 @@ def prepare(subject: Subject, stem: Path) -> LoweringRow:
     them and the inputs for the timed children (``STEM.original.onnx``, ``STEM.lowered.onnx``,
     ``STEM.inputs.npz``)."""
     from .graphs import lower_model, rewrite_model
+    from .graphs.lower import GENERAL
     from .graphs.walk import node_holders
     from .harness import difference, make_session
     from .ops.contract import DOMAIN, OP_TYPE
@@ -218,6 +221,9 @@ def prepare(subject: Subject, stem: Path) -> LoweringRow:
                                 for holder in node_holders(multiaxis) for node in holder.node)
     lowered, lower_report = lower_model(multiaxis)
     row.not_lowered = [f"{o.node} ({o.graph}): {o.reason}" for o in lower_report.left_outcomes()]
+    row.forms = lower_report.forms()
+    row.general = [f"{o.node} ({o.graph}): {o.reason}" for o in lower_report.outcomes
+                   if o.lowered and o.form == GENERAL]
     left = op_counts(lowered).get(f"{DOMAIN}::{OP_TYPE}", 0)
     row.all_lowered = not row.not_lowered and not left
     row.op_counts = {"original": op_counts(subject.original), "lowered": op_counts(lowered)}
@@ -376,14 +382,17 @@ def format_report(rows: list[LoweringRow]) -> str:
         lines.append(f"| {row.name} | {row.baseline} | {row.gathers_rewritten} | {'yes' if row.all_lowered else 'NO'} | "
                      f"{same(row)} | {row.nodes.get('original', 'n/a')} | {row.nodes.get('lowered', 'n/a')} | "
                      f"{number(row.node_ratio)} | {ms('original')} | {ms('lowered')} | {ratio(row)} |")
-    lines += ["", "Op types (Constant nodes not counted):"]
+    lines += ["", "Op types (Constant nodes not counted), and the form the lowering chose for each GatherMultiaxis:"]
     for row in rows:
         if row.op_counts:
             lines.append(f"  {row.name}")
             for column in COLUMNS:
                 lines.append(f"    {column:<9}" + ", ".join(f"{op} {n}" for op, n in row.op_counts[column].items()))
+            if row.forms:
+                lines.append("    forms    " + ", ".join(f"{form} {n}" for form, n in row.forms.items()))
     notes = [f"{row.name}: {note}" for row in rows for note in row.notes]
     notes += [f"{row.name}: left {reason}" for row in rows for reason in row.not_lowered]
+    notes += [f"{row.name}: general form for {reason}" for row in rows for reason in row.general]
     if notes:
         lines += [""] + [f"note: {note}" for note in notes]
     figures = summary(rows)

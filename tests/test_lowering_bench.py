@@ -34,6 +34,7 @@ def test_kernels_report(tmp_path, capsys):
         assert row["nodes"]["lowered"] == sum(row["op_counts"]["lowered"].values())
         assert row["node_ratio"] == row["nodes"]["lowered"] / row["nodes"]["original"]
         assert f"{DOMAIN}::{OP_TYPE}" not in row["op_counts"]["lowered"]
+        assert sum(row["forms"].values()) == 1 and len(row["general"]) == row["forms"].get("general", 0)
     baselines = {row["name"]: row["baseline"] for row in rows}
     assert sum(b.startswith("builtin") for b in baselines.values()) == 4
     assert sum(b.startswith("hand-written") for b in baselines.values()) == 2
@@ -48,7 +49,7 @@ def test_kernels_report(tmp_path, capsys):
     assert payload["summary"]["models"] == 0 and payload["summary"]["time geometric mean"]["value"] is None
     out = capsys.readouterr().out
     assert "| model | against | GatherMultiaxis | all lowered |" in out
-    assert "Summary against issue 27's goals" in out and "goal <= 1.1:" in out
+    assert "Summary against issue 27's goals" in out and "goal <= 1.1:" in out and "    forms    " in out
     assert all(name in out for name in KERNELS)
 
 
