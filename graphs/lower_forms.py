@@ -35,7 +35,8 @@ those reasons.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 from onnx import TensorProto
@@ -251,15 +252,17 @@ class NDPlan:
 @dataclass
 class FormEmitter:
     """Emits one planned form into ``b``: ``x`` the input (or its narrow source), ``idx`` the indices,
-    ``constants`` the scope's constant view (constant indices are prepared here, not in the graph)."""
+    ``constants`` the scope's constant view (``graphs.passes.ConstantView``: constant indices are prepared
+    here, not in the graph)."""
 
     b: LoweringBuilder
     semantics: Semantics
     x: str
     idx: str
-    constants: dict[str, np.ndarray]
+    constants: Mapping[str, np.ndarray]
     elem_type: int  # of ``x`` (the zero of "zero" mode)
     index_type: int = 0  # of ``idx`` as emitted so far (0: the node's indices' own type)
+    folded: dict[str, np.ndarray] = field(default_factory=dict)  # the indices this emitter made constants
 
     @property
     def index_dtype(self) -> np.dtype:
@@ -267,7 +270,9 @@ class FormEmitter:
         return np.dtype(np.int32 if index_type == TensorProto.INT32 else np.int64)
 
     def _constant_indices(self) -> np.ndarray | None:
-        value = self.constants.get(self.idx)
+        value = self.folded.get(self.idx)
+        if value is None and self.idx in self.constants:
+            value = self.constants[self.idx]
         return value if value is not None and value.dtype.kind == "i" else None
 
     def _index_op(self, op_type: str, fold, inputs: list[str], role: str, **attributes) -> None:
@@ -276,7 +281,7 @@ class FormEmitter:
         if value is not None:
             folded = np.ascontiguousarray(fold(value))
             self.idx = self.b.tensor(folded, role)
-            self.constants = {**self.constants, self.idx: folded}
+            self.folded[self.idx] = folded
         else:
             self.idx = self.b.op(op_type, [self.idx, *inputs], role, **attributes)
 

@@ -4,27 +4,37 @@ that every such node sits in a graph, where the pass can see its types and repla
 
 ``run_pass`` is the rest of the job for a pass written as a ``GraphPass``: which nodes it targets and a
 visit function (a node and its ``GraphScope`` in; a ``Visit``, the replacement nodes, or ``NotChanged``
-with the reason out). The driver walks every graph scope (the main graph, If / Loop / Scan bodies at
-any depth) beside its twin in ONNX's inference of the pass's typing copy, gives each visit the types,
-the constants, the producers and readers of its scope, splices replacements in place, removes what the
-replacements made dead once at the end, drops the custom domain's opset import when nothing uses it any
-more, and appends one outcome per target node to the pass's report."""
+with the reason out), and the type of its report. The driver infers the types of the pass's typing copy
+once (``graphs.inference``), walks every graph scope (the main graph, If / Loop / Scan bodies at any
+depth) beside its twin in that inference (``InferredGraph``), gives each visit the types, one constant
+view (``ConstantView``), the producers and readers of its scope, builds replacements in the graph's own
+node field and sorts them into place (nodes are moved, never copied: a graph may hold Constant nodes of
+gigabytes), removes what the replacements made dead once at the end, drops the custom domain's opset
+import when nothing uses it any more, and appends one outcome per target node to the pass's report.
+
+A pass may also say how a scope's types are gathered (``scope_infos``: the rewrite adds its further
+inference layers) and look at every node in order before its visit (``observe``: the rewrite's rank
+rules, which type what later nodes read)."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from functools import cached_property
+from typing import Callable, Iterator, Protocol
 
 import numpy as np
 import onnx
 import onnx.inliner
-from onnx import GraphProto, ModelProto, NodeProto
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto, numpy_helper
 
 from ..ops.contract import DOMAIN
 from .builder import NameScope
 from .inference import TensorInfo, graph_infos, inferred, typing_copy
 from .report import PassReport
-from .walk import all_names, constant_arrays, default_opset, drop_unused, node_holders, nodes_within, subgraphs
+from .walk import (ONNX_DOMAINS, all_names, default_opset, drop_unused, holds_subgraph, node_holders, nodes_within,
+                   subgraphs)
 
 
 def pass_copy(model: ModelProto, is_target: Callable[[NodeProto], bool]) -> tuple[ModelProto, str]:
@@ -87,35 +97,143 @@ class NotChanged(Exception):
     """The visited node is kept as it is; the message says why."""
 
 
+class ConstantView(Mapping):
+    """The values of a scope that cannot change at run time: its initializers (not one that is also a
+    graph input: that is only a default a caller may override), its Constant nodes' values (``value``,
+    ``value_ints``), the int64 constants of opsets 7 and 8 (``builder.NodeBuilder.constant``: a double
+    Constant, then Cast), and the enclosing scopes' (a graph input hides an outer name). As a mapping it
+    gives arrays, each converted on first read; ``tensor`` gives the TensorProto itself."""
+
+    def __init__(self, graph: GraphProto, outer: "ConstantView | None" = None):
+        inputs = {value.name for value in graph.input}
+        self._outer, self._hidden = outer, inputs
+        self._tensors: dict[str, TensorProto] = {t.name: t for t in graph.initializer if t.name not in inputs}
+        self._arrays: dict[str, np.ndarray] = {}
+        for node in graph.node:
+            if node.op_type == "Constant" and node.domain in ONNX_DOMAINS:
+                for attribute in node.attribute:
+                    if attribute.name == "value":
+                        self._tensors[node.output[0]] = attribute.t
+                    elif attribute.name == "value_ints":
+                        self._arrays[node.output[0]] = np.array(attribute.ints, dtype=np.int64)
+            elif (node.op_type == "Cast" and node.domain in ONNX_DOMAINS and node.input[0] in self._tensors
+                  and next((a.i for a in node.attribute if a.name == "to"), 0) == TensorProto.INT64
+                  and self._tensors[node.input[0]].data_type in (TensorProto.DOUBLE, TensorProto.FLOAT)):
+                self._arrays[node.output[0]] = self[node.input[0]].astype(np.int64)
+
+    def tensor(self, name: str) -> TensorProto | None:
+        """The TensorProto of ``name`` (an initializer or a Constant's value), or None."""
+        if name in self._tensors:
+            return self._tensors[name]
+        return None if self._outer is None or name in self._hidden else self._outer.tensor(name)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name in self._arrays:
+            return self._arrays[name]
+        if name in self._tensors:
+            self._arrays[name] = numpy_helper.to_array(self._tensors[name])
+            return self._arrays[name]
+        if self._outer is None or name in self._hidden:
+            raise KeyError(name)
+        return self._outer[name]
+
+    def __contains__(self, name) -> bool:
+        return name in self._arrays or name in self._tensors or (
+            self._outer is not None and name not in self._hidden and name in self._outer)
+
+    def __iter__(self) -> Iterator[str]:
+        outer = (n for n in (self._outer or ()) if n not in self._hidden)
+        return iter(dict.fromkeys(itertools.chain(self._tensors, self._arrays, outer)))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+@dataclass
+class InferredGraph:
+    """What ONNX's inference of the typing copy says of one graph: the type of each name, and the inferred
+    copy of each node holding subgraphs (by position), for their own walk. Kept instead of the inferred
+    model, which is as large as the model."""
+
+    infos: dict[str, TensorInfo]
+    holders: dict[int, NodeProto]
+
+    @classmethod
+    def of(cls, inferred_graph: GraphProto, main: bool) -> "InferredGraph":
+        holders = {}
+        for position, node in enumerate(inferred_graph.node):
+            if holds_subgraph(node):
+                holders[position] = NodeProto()
+                holders[position].CopyFrom(node)
+        return cls(graph_infos(inferred_graph, main), holders)
+
+    def sub(self, position: int, node: NodeProto) -> Iterator[tuple[str, GraphProto, "InferredGraph"]]:
+        """(attribute name, subgraph, its twin) for each subgraph of ``node``, the node at ``position``."""
+        twin = self.holders.get(position)
+        for attribute, twin_attribute in zip(node.attribute, twin.attribute if twin is not None else ()):
+            for graph, twin_graph in zip(subgraphs(attribute), subgraphs(twin_attribute)):
+                yield attribute.name, graph, InferredGraph.of(twin_graph, False)
+
+
 @dataclass
 class GraphScope:
-    """One graph as a visit sees it. ``infos`` and ``constants`` hold the enclosing scopes' names too (a
-    graph input hides an outer constant of its name); ``readers`` counts, per name, the nodes of this
-    graph that read it (directly or in a subgraph, once a node) plus one for a graph output."""
+    """One graph as a visit sees it. ``infos`` holds the enclosing scopes' names too; ``original`` is
+    how many of ``graph.node`` are the graph's own (replacements are appended after them until the
+    splice). Producers and readers are of those nodes, computed on first use: ``readers`` counts, per
+    name, the nodes that read it (directly or in a subgraph, once a node) plus one for a graph output."""
 
     graph: GraphProto
     path: str
     opset: int
     names: NameScope
     infos: dict[str, TensorInfo]
-    constants: dict[str, np.ndarray]
-    producers: dict[str, NodeProto]
-    consumers: dict[str, list[NodeProto]]  # the nodes of this graph that take a name as an input
-    readers: dict[str, int]
+    constants: ConstantView
+    original: int
+    main: bool
+    outcomes: list = field(default_factory=list)  # the report's rows, in walk order (``observe`` may add)
+    cache: dict = field(default_factory=dict)     # a pass's own per-graph memo
 
     UNKNOWN = TensorInfo(0, None)
 
     def info(self, name: str) -> TensorInfo:
         return self.infos.get(name, self.UNKNOWN)
 
+    def own_nodes(self) -> Iterator[NodeProto]:
+        return itertools.islice(self.graph.node, self.original)
+
+    @cached_property
+    def producers(self) -> dict[str, NodeProto]:
+        return {output: node for node in self.own_nodes() for output in node.output if output}
+
+    @cached_property
+    def consumers(self) -> dict[str, list[NodeProto]]:
+        """The nodes that take a name as a direct input."""
+        consumers: dict[str, list[NodeProto]] = {}
+        for node in self.own_nodes():
+            for name in dict.fromkeys(node.input):
+                consumers.setdefault(name, []).append(node)
+        return consumers
+
+    @cached_property
+    def readers(self) -> dict[str, int]:
+        readers: dict[str, int] = {}
+        for node in self.own_nodes():
+            for name in {*node.input, *(n for a in node.attribute for sub in subgraphs(a)
+                                        for inner in nodes_within(sub.node) for n in inner.input)}:
+                readers[name] = readers.get(name, 0) + 1
+        for value in self.graph.output:
+            readers[value.name] = readers.get(value.name, 0) + 1
+        return readers
+
 
 @dataclass
 class Visit:
-    """A visit's change of one node: the nodes that replace it (in its place), the other nodes of its
-    graph that the replacement supersedes (removed), the names whose producers may be dead now (removed
-    at the end when nothing reads them, and what only they read), and what the report says of it."""
+    """A visit's change of one node: the nodes that replace it (in its place; None when the visit built
+    them at the end of ``scope.graph.node`` itself), the other nodes of its graph that the replacement
+    supersedes (removed), the names whose producers may be dead now (removed at the end when nothing
+    reads them, and what only they read), and what the report says of it."""
 
-    nodes: list[NodeProto]
+    nodes: list[NodeProto] | None
     removes: list[NodeProto] = field(default_factory=list)
     freed: set[str] = field(default_factory=set)
     detail: dict = field(default_factory=dict)
@@ -131,21 +249,6 @@ class GraphPass(Protocol):
     def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str): ...
 
 
-def _readers(graph: GraphProto) -> dict[str, int]:
-    readers: dict[str, int] = {}
-    for node in graph.node:
-        for name in {*node.input, *(n for a in node.attribute for sub in subgraphs(a) for n in _outer_reads(sub))}:
-            readers[name] = readers.get(name, 0) + 1
-    for value in graph.output:
-        readers[value.name] = readers.get(value.name, 0) + 1
-    return readers
-
-
-def _outer_reads(graph: GraphProto):
-    for node in nodes_within(graph.node):
-        yield from node.input
-
-
 @dataclass
 class _Driver:
     graph_pass: GraphPass
@@ -153,57 +256,69 @@ class _Driver:
     names: NameScope
     outcomes: list = field(default_factory=list)
     freed: set[str] = field(default_factory=set)
-    changed: int = 0
 
-    def graph(self, graph: GraphProto, inferred_graph: GraphProto, scope_infos: dict, scope_constants: dict,
+    def graph(self, graph: GraphProto, twin: InferredGraph, outer_infos: dict, outer_constants: ConstantView | None,
               path: str, main: bool) -> None:
-        infos = {**scope_infos, **graph_infos(inferred_graph, main)}
-        shadowed = {value.name for value in graph.input}
-        constants = {**{k: v for k, v in scope_constants.items() if k not in shadowed}, **constant_arrays(graph)}
-        for node, inferred_node in zip(graph.node, inferred_graph.node):
-            for attribute, inferred_attribute in zip(node.attribute, inferred_node.attribute):
-                for sub, inferred_sub in zip(subgraphs(attribute), subgraphs(inferred_attribute)):
-                    self.graph(sub, inferred_sub, infos, constants,
-                               f"{path}/{node.name or node.op_type}.{attribute.name}", False)
-        targets = [node for node in graph.node if self.graph_pass.targets(node)]
-        if not targets:
-            return
-        consumers: dict[str, list[NodeProto]] = {}
-        for node in graph.node:
-            for name in set(node.input):
-                consumers.setdefault(name, []).append(node)
-        scope = GraphScope(graph, path, self.opset, self.names, infos, constants,
-                           {output: node for node in graph.node for output in node.output if output}, consumers,
-                           _readers(graph))
-        replacements: dict[int, list[NodeProto]] = {}
-        removed: set[int] = set()
-        for node in targets:
-            if id(node) in removed:
+        scope_infos = getattr(self.graph_pass, "scope_infos", None)
+        infos = scope_infos(graph, twin, outer_infos, main) if scope_infos else {**outer_infos, **twin.infos}
+        constants = ConstantView(graph, outer_constants)
+        original = len(graph.node)
+        scope = GraphScope(graph, path, self.opset, self.names, infos, constants, original, main, self.outcomes)
+        observe = getattr(self.graph_pass, "observe", None)
+        counts: dict[int, int] = {}  # position of a replaced node -> how many nodes replace it
+        removed: set[int] = set()    # ids of superseded nodes
+        for position in range(original):
+            node = graph.node[position]
+            for attribute_name, sub, sub_twin in twin.sub(position, node):
+                self.graph(sub, sub_twin, infos, constants, f"{path}/{node.name or node.op_type}.{attribute_name}",
+                           False)
+            if observe is not None:
+                observe(node, scope)
+            if not self.graph_pass.targets(node) or id(node) in removed:
                 continue
+            start = len(graph.node)
             try:
                 visit = self.graph_pass.visit(node, scope)
             except NotChanged as reason:
+                del graph.node[start:]  # what the visit built before it gave up
                 self.outcomes.append(self.graph_pass.outcome(node, path, None, str(reason)))
                 continue
-            self.outcomes.append(self.graph_pass.outcome(node, path, visit, ""))
-            self.changed += 1
-            replacements[id(node)] = visit.nodes
+            if visit.nodes is not None:
+                graph.node.extend(visit.nodes)  # copied into the graph's own field (one protobuf arena)
+            counts[position] = len(graph.node) - start
             removed.update(id(other) for other in visit.removes)
             self.freed |= visit.freed
-        if replacements or removed:
-            _splice(graph, replacements, removed)
+            self.outcomes.append(self.graph_pass.outcome(node, path, visit, ""))
+        splice(graph, original, counts, removed)
 
 
-def _splice(graph: GraphProto, replacements: dict[int, list[NodeProto]], removed: set[int]) -> None:
-    """Each replaced node's replacement in its place, removed nodes out; the list rebuilt once."""
-    nodes = []
-    for node in graph.node:
-        if id(node) in replacements:
-            nodes.extend(replacements[id(node)])
-        elif id(node) not in removed:
-            nodes.append(node)
-    del graph.node[:]
-    graph.node.extend(nodes)
+def splice(graph: GraphProto, original: int, counts: dict[int, int], removed: set[int] = frozenset()) -> None:
+    """Put each replacement where its node was: the graph's first ``original`` nodes are its own, the
+    rest their replacements, in position order, ``counts[position]`` nodes replacing the node at
+    ``position``; the nodes whose ids are in ``removed`` go. Nodes are moved by an in-place sort, not
+    copied: a graph may hold Constant nodes of gigabytes."""
+    if not counts and not removed:
+        return
+    # The sort hands its key function the same message objects this list holds (they stay alive, and
+    # protobuf keeps one Python object per live message), so a node's identity finds its rank.
+    nodes = list(graph.node)
+    gone = {position for position in range(original) if id(nodes[position]) in removed} | set(counts)
+    end = len(nodes) - len(gone)  # the result's length: replaced and removed nodes sort after it
+    place, rank, new = {}, 0, original
+    for position in range(original):
+        count = counts.get(position)
+        if position in gone:
+            place[id(nodes[position])] = end + position
+        else:
+            place[id(nodes[position])] = rank
+            rank += 1
+        if count is not None:
+            for replacement in nodes[new:new + count]:
+                place[id(replacement)] = rank
+                rank += 1
+            new += count
+    graph.node.sort(key=lambda node: place[id(node)])
+    del graph.node[end:]
 
 
 def drop_freed(model: ModelProto, names: set[str]) -> None:
@@ -238,7 +353,9 @@ def run_pass(model: ModelProto, graph_pass: GraphPass, repeat: bool = False) -> 
     outcomes go to ``graph_pass.report.outcomes``. A target node inside a model-local function that
     could not be inlined is reported as left, with the inliner's reason. With ``repeat``, the walk is
     run again while it changes something and leaves something (under onnx < 1.19 shape inference stops
-    at a custom op, so ranks behind one are known only once it is replaced)."""
+    at a custom op, so ranks behind one are known only once it is replaced). A pass may have ``begin(model,
+    light)``, called with the copy and its typing copy before the walk (the typing copy is dropped
+    after it), and ``keeps_types`` (the report then keeps the main graph's layer-1 types)."""
     result, failure = pass_copy(model, graph_pass.targets)
     report = graph_pass.report
     if failure:
@@ -248,12 +365,23 @@ def run_pass(model: ModelProto, graph_pass: GraphPass, repeat: bool = False) -> 
                     report.outcomes.append(graph_pass.outcome(node, f"function {function.name}", None, failure))
     names, freed = NameScope(all_names(result)), set()
     while True:
+        light = typing_copy(result)
+        main = InferredGraph.of(inferred(light).graph, True)  # the inferred model freed here
+        begin = getattr(graph_pass, "begin", None)
+        if begin is not None:
+            begin(result, light)
+        del light
         driver = _Driver(graph_pass, default_opset(result), names)
-        driver.graph(result.graph, inferred(typing_copy(result)).graph, {}, {}, "main graph", True)
+        driver.graph(result.graph, main, {}, None, "main graph", True)
+        if getattr(graph_pass, "keeps_types", False):
+            report.main_graph_types = main.infos
         freed |= driver.freed
+        if not repeat:
+            report.outcomes.extend(driver.outcomes)
+            break
         done = [o for o in driver.outcomes if getattr(o, report.DONE)]
         report.outcomes.extend(done)
-        if not (repeat and done and len(done) < len(driver.outcomes)):
+        if not (done and len(done) < len(driver.outcomes)):
             report.outcomes.extend(o for o in driver.outcomes if not getattr(o, report.DONE))
             break
     drop_freed(result, freed)
@@ -261,5 +389,5 @@ def run_pass(model: ModelProto, graph_pass: GraphPass, repeat: bool = False) -> 
     return result
 
 
-__all__ = ["GraphPass", "GraphScope", "NotChanged", "Visit", "drop_freed", "drop_unused_domain",
-           "inline_functions_holding", "pass_copy", "run_pass"]
+__all__ = ["ConstantView", "GraphPass", "GraphScope", "InferredGraph", "NotChanged", "Visit", "drop_freed",
+           "drop_unused_domain", "inline_functions_holding", "pass_copy", "run_pass", "splice"]
