@@ -1,14 +1,31 @@
 """Rewriting of ONNX models: Gather, GatherElements and GatherND become GatherMultiaxis; and lowering:
-GatherMultiaxis becomes standard ONNX ops."""
+GatherMultiaxis becomes standard ONNX ops.
 
-from .schema import register_schema
+The public names are imported on first access (PEP 562), so that running a rewritten model (the
+session's bind step, ``graphs.bind``) loads neither the rewriter nor the lowerings. The first access
+also registers the GatherMultiaxis schema with onnx, whose shape inference and checker then understand
+rewritten models (``graphs.inference`` registers it too before it infers).
+"""
 
-register_schema()  # onnx's shape inference and checker then understand rewritten models
+from importlib import import_module
 
-from .lower import LowerReport, lower_model  # noqa: E402 - after the schema, which lowering's inference uses
-from .rewrite import GATHER_OPS, OPT_IN_OPS, NodeOutcome, RewriteReport, holds_gather, rewrite_model  # noqa: E402
-from .inference import TensorInfo  # noqa: E402
-from .rules import RULES, LeftUnchanged, Replacement  # noqa: E402
+# name -> module that defines it
+_LAZY = {
+    "GATHER_OPS": ".rewrite", "OPT_IN_OPS": ".rewrite", "NodeOutcome": ".rewrite", "RewriteReport": ".rewrite",
+    "holds_gather": ".rewrite", "rewrite_model": ".rewrite",
+    "LowerReport": ".lower", "lower_model": ".lower",
+    "TensorInfo": ".inference",
+    "RULES": ".rules", "LeftUnchanged": ".rules", "Replacement": ".rules",
+    "register_schema": ".schema",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import_module(".schema", __name__).register_schema()
+        return getattr(import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["GATHER_OPS", "OPT_IN_OPS", "RULES", "LeftUnchanged", "LowerReport", "Replacement", "NodeOutcome", "RewriteReport",
            "TensorInfo", "holds_gather", "lower_model", "register_schema", "rewrite_model"]

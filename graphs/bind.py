@@ -16,8 +16,8 @@ self-contained):
   or a Constant node, seen through Unsqueeze with constant axes and through the rewriter's Cast of a
   float16/bfloat16 table to float) and whose axes are constant becomes
   ``GatherMultiaxisBound<Type>(indices, token)``: the table, axes, mode and the indices' alignment
-  Unsqueeze (absorbed) are handed to the kernel once (``ortop.BOUND_TABLES``, released with the
-  session) instead of being copied through the bridge on every call. float16 tables are gathered and
+  Unsqueeze (absorbed) are handed to the kernel once (``PreparedModel.tables``, which the session
+  holds) instead of being copied through the bridge on every call. float16 tables are gathered and
   returned as float16 (the Cast back is dropped); bfloat16 tables are gathered as they are and only the
   gathered output is widened to float32, which the Cast after the op turns back exactly. A float16
   graph input crossing the bridge (widened by ORT's exact Cast) comes back as float16 from
@@ -41,13 +41,12 @@ import onnx
 from onnx import AttributeProto, ModelProto, TensorProto, helper, numpy_helper
 from onnx.external_data_helper import uses_external_data
 
-from ..ops import ortop
-from ..ops.ortop import (DOMAIN, FIXED_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, OP_TYPE, RUN_OP_TYPE, BoundTable,
-                         bound_op_type)
+from ..ops.contract import DOMAIN, OP_TYPE
+from ..ops.run_ops import (FIXED_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, RUN_OP_TYPE, BoundTable, axes_attribute,
+                           bound_op_type)
 from .modelfile import ExternalData, ExternalDataError, check_external_data
 from .passes import inline_functions_holding
-from .rules import round_trip_cast
-from .walk import all_names, drop_unused, names_read, nodes_with_graph, subgraphs
+from .walk import all_names, attribute, drop_unused, names_read, nodes_with_graph, round_trip_cast, subgraphs
 
 RUN_TOKEN = "gathermultiaxis::run_token"
 _session_numbers = itertools.count(1)  # bound tables are keyed "session<n>/<node number>"
@@ -120,7 +119,6 @@ class _Graph:
     """Producers, consumers and initializers of one graph, with names used by its subgraphs."""
 
     def __init__(self, graph: onnx.GraphProto):
-        self.graph = graph
         inputs = {value.name for value in graph.input}
         self.initializers = {t.name: t for t in graph.initializer if t.name not in inputs}
         self.producer = {name: node for node in graph.node for name in node.output}
@@ -179,14 +177,6 @@ def _gather_nodes(graph: onnx.GraphProto):
     return ((holder, node) for holder, node in nodes_with_graph(graph) if node.op_type == OP_TYPE and node.domain == DOMAIN)
 
 
-def _drop_unused(info: _Graph, candidates: list) -> None:
-    """Remove ``candidates`` (nodes that fed a bound operand), the Constants and initializers nothing
-    reads any more."""
-    graph = info.graph
-    constants = [node for node in graph.node if node.op_type == "Constant" and node.domain == ""]
-    drop_unused(graph, list(candidates) + constants)
-
-
 def _is_gather(node: onnx.NodeProto) -> bool:
     return node.op_type == OP_TYPE and node.domain == DOMAIN
 
@@ -218,20 +208,16 @@ def _token_name(model: ModelProto) -> str:
     return name
 
 
-def _attribute(node: onnx.NodeProto, name: str):
-    return next((a for a in node.attribute if a.name == name), None)
-
-
 def _unsqueezed(info: _Graph, name: str) -> tuple[str, tuple[int, ...]] | None:
     """(input, axes) when ``name`` is the output of an Unsqueeze with constant axes that nothing else reads
     (the rewriter's alignment of the indices), else None."""
     node = info.producer.get(name)
     if node is None or node.op_type != "Unsqueeze" or node.domain not in ("", "ai.onnx") or info.uses.get(name) != 1:
         return None
-    attribute = _attribute(node, "axes")
-    axes = (list(attribute.ints) if attribute is not None
-            else info.constant_ints(node.input[1]) if len(node.input) > 1 else None)
-    return None if axes is None else (node.input[0], tuple(axes))
+    axes = attribute(node, "axes")
+    if axes is None and len(node.input) > 1:
+        axes = info.constant_ints(node.input[1])
+    return (node.input[0], tuple(axes)) if isinstance(axes, list) else None  # not a list: an ill-typed attribute
 
 
 def _float16_cast_after(info: _Graph, consumers: dict, name: str) -> onnx.NodeProto | None:
@@ -272,9 +258,12 @@ def _fixed_axes(infos: dict, graph: onnx.GraphProto, name: str) -> tuple[int, ..
     return tuple(int(v) for v in values)
 
 
-def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True) -> PreparedModel:
+def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True, *,
+                  float16_outputs: bool) -> PreparedModel:
     """Turn ``model`` (changed in place: pass a copy) into what the session runs: see the module docstring.
-    ``base_dir``: the folder external data is relative to (None: tables in external data are not bound)."""
+    ``base_dir``: the folder external data is relative to (None: tables in external data are not bound).
+    ``float16_outputs``: whether the op may return float16 (the installed PyOp bridge hands arrays back:
+    ``ortop.bridge_info()["handback_supported"]``, which the session asks)."""
     if model.functions:
         model = _inline_gather_functions(model)
     nodes = list(_gather_nodes(model.graph))
@@ -291,15 +280,13 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
     for graph_node in model.graph.node:
         for name in graph_node.input:
             consumers.setdefault(name, []).append(graph_node)
-    # float16 outputs need the array handback
-    narrow_float16 = ortop.bridge_info()["handback_supported"] and BIND_FORMS["float16_output"]
+    narrow_float16 = float16_outputs and BIND_FORMS["float16_output"]
     types = _elem_types(model.graph) if narrow_float16 else {}
     chain: list = []
     dropped_value_info: set = set()
     crosses_bridge = False
     for number, (graph, node) in enumerate(nodes):
-        mode_attribute = _attribute(node, "mode")
-        mode = None if mode_attribute is None else mode_attribute.s.decode()
+        mode = attribute(node, "mode")
         axes = _fixed_axes(infos, graph, node.input[2]) if len(node.input) > 2 and node.input[2] else None
         bound = None
         if bind and graph is model.graph and axes is not None and mode is not None:
@@ -322,7 +309,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
                     model.graph.node.remove(cast)
                 replacement = helper.make_node(op_type, [node.input[0], node.input[1], token],
                                                outputs, name=node.name, domain=DOMAIN,
-                                               axes=ortop.axes_attribute(axes),
+                                               axes=axes_attribute(axes),
                                                **({} if mode is None else {"mode": mode}))
                 node.CopyFrom(replacement)
             continue
@@ -351,8 +338,9 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
         kept_info = [value for value in model.graph.value_info if value.name not in dropped_value_info]
         del model.graph.value_info[:]
         model.graph.value_info.extend(kept_info)
-    if bind:
-        _drop_unused(info, chain)
+    if bind:  # the nodes that fed a bound operand, and the Constants and initializers nothing reads any more
+        constants = [node for node in model.graph.node if node.op_type == "Constant" and node.domain == ""]
+        drop_unused(model.graph, chain + constants)
         kept = {tensor.name for tensor in model.graph.initializer}
         prepared.shared = {name: value for name, value in info.bound_initializers.items()
                            if name in kept and value[0].dtype != object}

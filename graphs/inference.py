@@ -19,6 +19,9 @@ from onnx import AttributeProto, GraphProto, ModelProto, TypeProto, helper
 from . import ort_optimizer
 from .builder import NameScope
 from .walk import ONNX_DOMAINS, all_names, constant_value, node_holders
+from .schema import register_schema
+
+register_schema()  # the layers below infer through GatherMultiaxis nodes (a model rewritten before, a lowering's input)
 
 Dim = int | str | None  # a concrete size, a symbolic name, or unknown
 

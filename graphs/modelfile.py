@@ -16,10 +16,18 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, numpy_helper
+
+if TYPE_CHECKING:
+    import onnxruntime
+
+# What ORT loads a model with: takes ``onnxruntime.SessionOptions``, registers the GatherMultiaxis op
+# library on them and returns them (``gathermultiaxis.session_options``). The caller (the session, the
+# command line) passes it: the passes use the op's definition, not its ORT runtime.
+SessionOptionsFactory = Callable[["onnxruntime.SessionOptions"], "onnxruntime.SessionOptions"]
 
 # Models whose serialized size reaches protobuf's 2 GiB limit must keep their weights outside.
 PROTOBUF_LIMIT = (1 << 31) - (1 << 20)
@@ -108,15 +116,16 @@ def path_kind(path: Path) -> str:
     return "not a regular file"
 
 
-def load_model(path: str | os.PathLike) -> tuple[ModelProto, Path | None]:
-    """Load a model ONNX Runtime accepts, without reading its large external data.
+def load_model(path: str | os.PathLike, *, session_options: SessionOptionsFactory) -> tuple[ModelProto, Path | None]:
+    """Load a model ONNX Runtime accepts, without reading its large external data (ORT loads it with
+    ``session_options``: see :func:`ort_load_error`).
 
     Returns the model and, when it keeps data in external files, the folder their locations are
     relative to (pass it to :func:`save_model`); ``None`` otherwise. External tensors of up to 64 KiB
     are read in (shape inference needs small constants such as Reshape targets).
     """
     model, folder = read_model(path, inline_small=False)
-    ort_refusal = ort_load_error(str(path))
+    ort_refusal = ort_load_error(str(path), session_options=session_options)
     if ort_refusal:
         raise ModelFileError(f"{path}: invalid ONNX model, ONNX Runtime cannot load it ({ort_refusal})")
     if folder is not None:
@@ -272,15 +281,15 @@ def _external_size(folder: Path, tensor: TensorProto) -> int:
     return length if length is not None else (folder / location).stat().st_size - offset
 
 
-def ort_load_error(model: str | bytes, external_data_folder: Path | None = None) -> str:
+def ort_load_error(model: str | bytes, external_data_folder: Path | None = None, *,
+                   session_options: SessionOptionsFactory) -> str:
     """ORT's reason, on one line, for refusing to load ``model`` (a path or serialized bytes) in a CPU
-    session with graph optimizations off and the GatherMultiaxis library registered; "" when it loads.
+    session with graph optimizations off and the GatherMultiaxis library registered (by
+    ``session_options``, which the caller passes: ``gathermultiaxis.session_options``); "" when it loads.
 
     External data is memory-mapped by ORT, not read; ``external_data_folder`` locates it for bytes.
     """
     import onnxruntime as ort
-
-    from ..ops import session_options
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -289,7 +298,7 @@ def ort_load_error(model: str | bytes, external_data_folder: Path | None = None)
         options.add_session_config_entry("session.model_external_initializers_file_folder_path",
                                          str(external_data_folder))
     if isinstance(model, str) and not _is_utf8(model):
-        return _ort_load_error_by_folder(Path(model))
+        return _ort_load_error_by_folder(Path(model), session_options)
     try:
         ort.InferenceSession(model, session_options(options), providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001 - ORT raises its own exception types
@@ -305,7 +314,7 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
-def _ort_load_error_by_folder(path: Path) -> str:
+def _ort_load_error_by_folder(path: Path, session_options: SessionOptionsFactory) -> str:
     """ORT takes paths as UTF-8 strings only: a model whose path is not UTF-8 is given as bytes, its
     external data located through an open handle on its folder (/proc/self/fd/N on Linux)."""
     try:
@@ -316,15 +325,16 @@ def _ort_load_error_by_folder(path: Path) -> str:
     try:
         handle_path = Path(f"/proc/self/fd/{folder_handle}")
         folder = handle_path if handle_path.is_dir() else path.parent
-        return ort_load_error(content, folder)
+        return ort_load_error(content, folder, session_options=session_options)
     finally:
         os.close(folder_handle)
 
 
-def loads_in_ort(path: Path, part: ModelProto | None = None) -> None:
-    """Raise ModelFileError with ORT's reason when the written model at ``path`` does not load. With
-    ``part``, the model of what it changes (graphs.load_check.changed_part), loading that proves it."""
-    refusal = ort_load_error(str(path) if part is None else part.SerializeToString())
+def loads_in_ort(path: Path, part: ModelProto | None = None, *, session_options: SessionOptionsFactory) -> None:
+    """Raise ModelFileError with ORT's reason when the written model at ``path`` does not load (with
+    ``session_options``: see :func:`ort_load_error`). With ``part``, the model of what it changes
+    (graphs.load_check.changed_part), loading that proves it."""
+    refusal = ort_load_error(str(path) if part is None else part.SerializeToString(), session_options=session_options)
     if refusal:
         raise ModelFileError(f"{path.name}: the written model does not load in ONNX Runtime ({refusal})")
 

@@ -22,7 +22,7 @@ from typing import Iterator
 import onnx
 from onnx import ModelProto
 
-from .modelfile import ModelFileError, external_tensors, staging_folder
+from .modelfile import ModelFileError, SessionOptionsFactory, external_tensors, staging_folder
 
 # ORT 1.31's GatherToSliceFusion turns Gather(x, Range(T-1, -1, -1)) (a reversal) into a Slice that
 # selects nothing.
@@ -38,8 +38,10 @@ _EXTERNAL_FROM_BYTES = 1024
 
 
 def ort_optimize(model: ModelProto, external_data_folder: str | Path | None = None,
-                 workdir: str | Path | None = None) -> ModelProto:
-    """ORT's offline optimization of ``model`` (CPU EP, ORT_ENABLE_EXTENDED, ``DISABLED_OPTIMIZERS`` off).
+                 workdir: str | Path | None = None, *, session_options: SessionOptionsFactory) -> ModelProto:
+    """ORT's offline optimization of ``model`` (CPU EP, ORT_ENABLE_EXTENDED, ``DISABLED_OPTIMIZERS`` off),
+    on options that ``session_options`` (``gathermultiaxis.session_options``) registers the
+    GatherMultiaxis op library on.
 
     Tensors of ``model`` held in external files are found relative to ``external_data_folder`` (by
     default the working folder). The result holds all its data in memory, except when ``model`` has
@@ -49,8 +51,6 @@ def ort_optimize(model: ModelProto, external_data_folder: str | Path | None = No
     when ORT cannot load or optimize the model.
     """
     import onnxruntime as ort
-
-    from ..ops import session_options
 
     with tempfile.TemporaryDirectory(prefix="gathermultiaxis-ort-") as scratch:
         folder = Path(workdir) if workdir is not None else Path(scratch)
@@ -159,14 +159,15 @@ def schema_output_types(node: onnx.NodeProto, input_types: list[int]) -> list[in
 
 
 @contextlib.contextmanager
-def ort_optimized(model: ModelProto, external_data_folder: Path | None, output: Path) -> Iterator[tuple[ModelProto, Path]]:
+def ort_optimized(model: ModelProto, external_data_folder: Path | None, output: Path, *,
+                  session_options: SessionOptionsFactory) -> Iterator[tuple[ModelProto, Path]]:
     """``ort_optimize`` for the command line: the optimized model and the folder its external data is in,
     a temporary folder beside ``output`` (same file system, so big weights are never held in memory),
     removed on exit. ORT's refusal becomes a ModelFileError."""
     output = Path(output)
     with staging_folder(output, output.parent if str(output.parent) else Path(".")) as workdir:
         try:
-            optimized = ort_optimize(model, external_data_folder, workdir)
+            optimized = ort_optimize(model, external_data_folder, workdir, session_options=session_options)
         except OrtOptimizeError as error:
             raise ModelFileError(f"{output}: {error}") from None
         yield optimized, workdir

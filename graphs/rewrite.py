@@ -28,6 +28,7 @@ from onnx import GraphProto, ModelProto, NodeProto, helper, numpy_helper
 from ..ops.contract import DOMAIN
 from . import block_quantized, ort_optimizer
 from .builder import NameScope, NodeBuilder
+from .modelfile import SessionOptionsFactory
 from .passes import pass_copy
 from .rank_inference import apply_rank_rule
 from .report import PassReport
@@ -390,19 +391,24 @@ def _report_function_gathers(model: ModelProto, ops: tuple[str, ...], report: Re
 
 
 def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_OPS,
-                  ort_optimize: bool = False, runtime_alignment: bool = True) -> tuple[ModelProto, RewriteReport]:
+                  ort_optimize: bool = False, runtime_alignment: bool = True, *,
+                  session_options: SessionOptionsFactory | None = None) -> tuple[ModelProto, RewriteReport]:
     """Return a rewritten copy of ``model`` and the report of what happened to every gather node.
 
     The copy keeps the model's IR version, opset imports (plus ``ai.onnx.contrib`` 1 when a node was
     rewritten), graph inputs/outputs, initializers, value_info, metadata and doc strings; it adds a
     value_info for every replaced output. With ``ort_optimize``, ORT's offline optimizer runs first (see
-    graphs.ort_optimizer: the way to stay bit-identical to the original under ORT's default session options).
+    graphs.ort_optimizer: the way to stay bit-identical to the original under ORT's default session options),
+    on options ``session_options`` gives (``gathermultiaxis.session_options``, which the caller passes).
     With ``runtime_alignment=False``, a gather whose rank (or GatherND coordinate size) only the run
     time knows is left as it is instead of aligned at run time: for models to be lowered
     (``lower_model`` needs static axes), where the builtin gather is the portable form anyway.
     """
     if ort_optimize:
-        model = ort_optimizer.ort_optimize(model)
+        if session_options is None:
+            raise ValueError("ort_optimize needs session_options=gathermultiaxis.session_options (ORT loads the "
+                             "model with the GatherMultiaxis op registered; the rewriter does not import ORT's runtime)")
+        model = ort_optimizer.ort_optimize(model, session_options=session_options)
     ops = tuple(ops)
     unknown_ops = set(ops) - set(GATHER_OPS) - set(OPT_IN_OPS)
     if unknown_ops:

@@ -21,7 +21,7 @@ from ..ops.alignment import (Alignment, AlignmentError, gather_alignment, gather
 from . import provenance, runtime_alignment
 from .builder import NodeBuilder
 from .inference import Dim, TensorInfo
-from .walk import attribute
+from .walk import attribute, round_trip_cast  # noqa: F401 - round_trip_cast: lower.py reads it here
 
 INT64_MAX = np.iinfo(np.int64).max  # "to the end" for Slice
 
@@ -77,15 +77,6 @@ RULES: dict[str, Callable[[NodeProto, TensorInfo, TensorInfo], Replacement]] = {
 
 # Types the bridge cannot carry but that survive a round trip through float32 exactly.
 _VIA_FLOAT = {TensorProto.FLOAT16: 6, TensorProto.BFLOAT16: 13}  # type -> first opset whose Cast has it
-
-
-def round_trip_cast(node: NodeProto | None, to: int = TensorProto.FLOAT) -> bool:
-    """Whether ``node`` is a Cast of the float16/bfloat16 round trip that ``emit_replacement`` writes: to
-    float32 before GatherMultiaxis (``to`` FLOAT), or back after it (``to`` the narrow type). The one
-    recogniser of that round trip (the bind step and the lowering fold it)."""
-    if node is None or node.op_type != "Cast" or node.domain not in ("", "ai.onnx"):
-        return False
-    return any(a.name == "to" and a.i == to for a in node.attribute)
 
 
 def _type_name(elem_type: int) -> str:

@@ -93,6 +93,16 @@ def attribute(node: NodeProto, name: str, default=None):
     return default
 
 
+def round_trip_cast(node: NodeProto | None, to: int = TensorProto.FLOAT) -> bool:
+    """Whether ``node`` is a Cast of the float16/bfloat16 round trip that ``rules.emit_replacement`` writes:
+    to float32 before GatherMultiaxis (``to`` FLOAT), or back after it (``to`` the narrow type). The one
+    recogniser of that round trip (the bind step and the lowering fold it; here, so that the bind step
+    needs no rewriter)."""
+    if node is None or node.op_type != "Cast" or node.domain not in ONNX_DOMAINS:
+        return False
+    return any(a.name == "to" and a.i == to for a in node.attribute)
+
+
 def constant_value(node: NodeProto) -> onnx.TensorProto | None:
     if node.op_type == "Constant" and node.domain in ONNX_DOMAINS:
         for attribute in node.attribute:
@@ -171,4 +181,4 @@ def drop_unused(graph: GraphProto, candidates: list[NodeProto], names: set[str] 
 
 
 __all__ = ["ONNX_DOMAINS", "all_names", "attribute", "constant_arrays", "constant_value", "default_opset", "drop_unused", "holds_subgraph", "names_read",
-           "node_holders", "nodes_with_graph", "nodes_within", "subgraphs"]
+           "node_holders", "nodes_with_graph", "nodes_within", "round_trip_cast", "subgraphs"]

@@ -2,12 +2,12 @@
 
 The node model files carry is ``GatherMultiaxis`` as ``ops.contract`` states it (signature, modes,
 errors, shape rule). More op types exist only inside the in-memory model of a ``gathermultiaxis.InferenceSession``
-(``ops/session.py``), never in a file::
+(``ops/session.py``), never in a file (their names and attribute forms: ``ops/run_ops.py``)::
 
     output = GatherMultiaxisRun(input, indices, axes, run_token, mode)       # data through the bridge
     output = GatherMultiaxisRunFixedAxes(input, indices, run_token, mode, axes)  # the same, constant axes
     output = GatherMultiaxisRunFixedAxesToFloat16(input, indices, run_token, mode, axes)  # float -> float16
-    output = GatherMultiaxisBound<Type>(indices, run_token, table)             # data bound once (BOUND_TABLES)
+    output = GatherMultiaxisBound<Type>(indices, run_token, table)             # data bound once (the session's)
 
 ``run_token`` is an int64 scalar the session feeds on every run: an error is recorded under it and the
 session's run wrapper raises it, so each error belongs to the run that caused it in every run API and
@@ -47,7 +47,6 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from dataclasses import dataclass, field
 
 import numpy as np
 import onnxruntime as ort
@@ -59,12 +58,9 @@ from onnxruntime_extensions import _ocos
 from .contract import DATA_TYPES, DOMAIN, INDEX_TYPES, OP_TYPE, GatherIndexError, normalize_axes
 from .geometry import GatherGeometry
 from .kernel import gather_multiaxis
+from .run_ops import (BOUND_OUTPUT_TYPES, FIXED_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, RUN_OP_TYPE, BoundTable,
+                      bound_op_type, parse_axes)
 from .run_errors import ERRORS, RUN_ERRORS, guard_onnxruntime_sessions, guard_sessions_made_with  # noqa: F401 - guard_onnxruntime_sessions: public here too (README)
-
-RUN_OP_TYPE = "GatherMultiaxisRun"
-FIXED_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxes"
-NARROWING_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxesToFloat16"  # float32 data holding float16 values
-BOUND_OP_PREFIX = "GatherMultiaxisBound"
 
 # ONNX element type -> PyOp bridge type (the signature and its types: ops/contract.py).
 _BRIDGE_TYPES = {
@@ -81,52 +77,30 @@ _BRIDGE_TYPES = {
     TensorProto.BOOL: PyCustomOpDef.dt_bool,
     TensorProto.STRING: PyCustomOpDef.dt_string,
 }
-# Output types a bound node may have beyond DATA_TYPES: float16 comes back through the bridge as it is.
-BOUND_OUTPUT_TYPES = (*DATA_TYPES, TensorProto.FLOAT16)
 _BRIDGE_OUTPUT_TYPES = {**_BRIDGE_TYPES, TensorProto.FLOAT16: PyCustomOpDef.dt_float16}
 
 
-def bound_op_type(elem_type: int) -> str:
-    """The op type of a bound gather whose output has ONNX type ``elem_type``, e.g. GatherMultiaxisBoundFloat.
-    (One op type per output type: a bound node has no data input from which ORT could pick the type.)"""
-    return BOUND_OP_PREFIX + TensorProto.DataType.Name(elem_type).capitalize()
+# The tables of live sessions, by the key a bound node's ``table`` attribute holds: the bridge hands the op
+# nothing but strings, so this is how a call finds its table. It owns none: each session holds the tables
+# it bound (``InferenceSession._gathermultiaxis_tables``), and a table leaves this index when its session
+# lets it go.
+_bound_index: "weakref.WeakValueDictionary[str, BoundTable]" = weakref.WeakValueDictionary()
 
 
-@dataclass(frozen=True)
-class BoundTable:
-    """A constant data operand handed to the kernel once, with everything else its node needs (set at
-    bind time, so a call does no parsing). ``widen`` names the 16-bit float format whose raw values
-    ``array`` holds ("float16" or "bfloat16", gathered as they are and widened to float32 exactly) when
-    the node's output is float32, or is None (the output has ``array``'s type, float16 included).
-    ``indices_axes``: dimensions of size 1 the node inserts into its indices first (the rewriter's
-    alignment Unsqueeze, absorbed)."""
-
-    array: np.ndarray
-    widen: str | None = None
-    axes: tuple[int, ...] = (0,)
-    mode: str = "error"
-    indices_axes: tuple[int, ...] = ()
-    take_table: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
-
-    def __post_init__(self):
-        # The embedding form (one axis a, the table of size 1 before it, the absorbed alignment adding the
-        # indices' size-1 dimensions after it): the gather is ndarray.take of the raw indices along the
-        # table's first real dimension, with no plan to look up.
-        rank = self.array.ndim
-        if (len(self.axes) == 1 and self.mode in ("error", "error_nonempty") and -rank <= self.axes[0] < rank
-                and self.array.dtype != object):
-            axis = self.axes[0] % rank
-            if all(size == 1 for size in self.array.shape[:axis]) and self.indices_axes == tuple(range(axis + 1, rank)):
-                object.__setattr__(self, "take_table", self.array.reshape(self.array.shape[axis:]))
-
-    def output_dtype(self) -> np.dtype:
-        return np.dtype(np.float32) if self.widen else self.array.dtype
-
-    def indices(self, indices: np.ndarray) -> np.ndarray:
-        return np.expand_dims(indices, self.indices_axes) if self.indices_axes else indices
+def publish_bound_tables(tables: dict[str, BoundTable]) -> None:
+    """Let the op find ``tables`` (held by the session that bound them) by their keys, for as long as
+    that session holds them."""
+    _bound_index.update(tables)
 
 
-BOUND_TABLES: dict[str, BoundTable] = {}  # key (the node's "table" attribute) -> table; owned by sessions
+def bound_table(key: str) -> BoundTable | None:
+    """The table a bound node's ``table`` attribute names, or None once its session is gone."""
+    return _bound_index.get(key)
+
+
+def bound_table_keys() -> frozenset[str]:
+    """The keys of every table a live session holds (for tests and diagnostics)."""
+    return frozenset(_bound_index.keys())
 
 
 @functools.lru_cache(maxsize=1)
@@ -218,16 +192,6 @@ def _axes_list(axes: np.ndarray) -> list:
     return axes.tolist()
 
 
-@functools.lru_cache(maxsize=256)
-def parse_axes(text: str) -> tuple[int, ...]:
-    """The ``axes`` attribute of a GatherMultiaxisRunFixedAxes node ("0,2"; "" for none), as ints."""
-    return tuple(int(part) for part in text.split(",")) if text else ()
-
-
-def axes_attribute(axes) -> str:
-    return ",".join(str(int(axis)) for axis in axes)
-
-
 def _gather(data, indices, axes, mode, widen=None):
     return _handed_back(_widen(gather_multiaxis(data, indices, _axes_list(axes), mode), widen))
 
@@ -267,7 +231,7 @@ def _compute_bound(indices, run_token, table):
 
 
 def _bound_output(indices, run_token, table) -> np.ndarray:
-    bound = BOUND_TABLES.get(table)
+    bound = _bound_index.get(table)
     if bound is None:  # the session that bound it is gone: cannot happen while it runs
         RUN_ERRORS.record(int(run_token), RuntimeError(f"no bound table {table!r} (its session was released)"))
         return np.zeros((0,) * max(indices.ndim, 1), dtype=np.float32)

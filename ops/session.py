@@ -20,15 +20,21 @@ from onnx import ModelProto
 from onnxruntime.capi import onnxruntime_inference_collection as _ort_collection
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 
-from ..graphs.bind import BIND_FORMS, RUN_TOKEN, PreparedModel, prepare_model  # noqa: F401 - public here too
+from ..graphs import bind as bind_step
+from ..graphs.bind import BIND_FORMS, RUN_TOKEN, PreparedModel  # noqa: F401 - public here too
 from ..graphs.modelfile import ExternalDataError, external_tensors
 from . import ortop
-from .ortop import BOUND_TABLES
 from .run_errors import RUN_ERRORS
 
 # ORT's session config entry naming the folder external data is relative to (for a model given as bytes;
 # it overrides the model file's own folder too).
 EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
+
+
+def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True) -> PreparedModel:
+    """The bind step (``graphs.bind.prepare_model``) for the installed PyOp bridge: float16 outputs where it
+    hands arrays back."""
+    return bind_step.prepare_model(model, base_dir, bind, float16_outputs=ortop.bridge_info()["handback_supported"])
 
 
 def _load(path_or_bytes) -> tuple[ModelProto, str | None]:
@@ -162,11 +168,6 @@ _own_copies: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()
 _SESSION = _ort_collection.Session  # onnxruntime's run methods, called with the token added
 
 
-def _release(keys) -> None:
-    for key in keys:
-        BOUND_TABLES.pop(key, None)
-
-
 def _result_or_run_error(token: int, call):
     """``call()``'s result, unless the op recorded an error for the run ``token``: then that error is
     raised (chained to ORT's own failure, if ORT failed too)."""
@@ -208,9 +209,8 @@ class InferenceSession(ort.InferenceSession):
             raise Fail(f"cannot load the model: {error}") from error
         self._gathermultiaxis_token_name = prepared.token if prepared.tokened else None
         self._gathermultiaxis_string_inputs = prepared.string_inputs
-        self._gathermultiaxis_tables = list(prepared.tables)
-        BOUND_TABLES.update(prepared.tables)
-        self._gathermultiaxis_release = weakref.finalize(self, _release, list(prepared.tables))
+        self._gathermultiaxis_tables = prepared.tables  # the session's own: the op finds them while it holds them
+        ortop.publish_bound_tables(prepared.tables)
         options = own_options(sess_options)
         self._gathermultiaxis_shared = []  # OrtValues over bound arrays that ORT reads too: alive with the session
         if options in _own_copies:  # never add initializers to options the caller keeps using

@@ -167,8 +167,9 @@ _REPORT_PEAK = ("import atexit, sys\n"
                 f"    sys.stderr.write('\\n{_PEAK_MARK} ' + kib + '\\n')\n"
                 "atexit.register(_report_peak)\n")
 _LOAD_AND_INFER = _REPORT_PEAK + "import onnx; onnx.shape_inference.infer_shapes(onnx.load(sys.argv[1]))"
-_ORT_LOAD = _REPORT_PEAK + ("from gathermultiaxis.graphs.modelfile import ort_load_error; "
-                            "assert not ort_load_error(sys.argv[1])")
+_ORT_LOAD = _REPORT_PEAK + ("from gathermultiaxis import session_options; "
+                            "from gathermultiaxis.graphs.modelfile import ort_load_error; "
+                            "assert not ort_load_error(sys.argv[1], session_options=session_options)")
 _REWRITE = _REPORT_PEAK + ("import runpy; sys.argv = ['gathermultiaxis', *sys.argv[1:]]; "
                            "runpy.run_module('gathermultiaxis', run_name='__main__')")
 

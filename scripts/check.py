@@ -44,7 +44,7 @@ from .cases import CannotGenerate, CheckCase, DataSet, FileSource, InputOptions,
 from .graphs import lower_model, rewrite_model
 from .graphs.modelfile import one_line
 from .graphs.ort_optimizer import OrtOptimizeError, ort_optimize
-from .harness import bit_identical, difference, make_session, versions
+from .harness import bit_identical, difference, make_session, session_options, versions
 from .isolation import Outcome, Worker, report_phase
 
 VERDICTS = ("passed", "failed", "not compared", "not runnable", "builtin wrong", "no gather")
@@ -256,8 +256,9 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     try:
         model, optimize = case.model, mode.optimized
         if optimize and case.external_data_folder:  # ORT's optimizer needs the folder: it reads the data in
-            model, optimize, rewritten_data_folder = ort_optimize(model, case.external_data_folder), False, None
-        rewritten, report = rewrite_model(model, ort_optimize=optimize)
+            model = ort_optimize(model, case.external_data_folder, session_options=session_options)
+            optimize, rewritten_data_folder = False, None
+        rewritten, report = rewrite_model(model, ort_optimize=optimize, session_options=session_options)
     except OrtOptimizeError as error:  # ORT cannot even load the original
         return CheckResult(case.name, "not runnable", detail=one_line(error), source=case.source)
     except Exception as error:  # noqa: BLE001

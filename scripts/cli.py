@@ -34,9 +34,10 @@ from .cases import BadInput, InputOptions, default_suite, find_sources, load_inp
 from .examples import EXAMPLE_PATH
 from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
 from .graphs.load_check import changed_part
-from .graphs.modelfile import (ModelFileError, check_target, load_model, loads_in_ort, read_model, save_model,
-                        write_bytes_atomic)
+from .graphs import modelfile
+from .graphs.modelfile import ModelFileError, check_target, load_model, read_model, save_model, write_bytes_atomic
 from .graphs.ort_optimizer import ort_optimized
+from .harness import session_options
 
 
 def printable(text: str) -> str:
@@ -128,15 +129,22 @@ def _source_and_target(args) -> tuple[Path, Path]:
     return source, target
 
 
+def loads_in_ort(path, part=None):
+    """``graphs.modelfile.loads_in_ort`` with ``session_options``: the written model's load check."""
+    modelfile.loads_in_ort(path, part, session_options=session_options)
+
+
 def _transform_file(args, transform):
     """Load ``args.model``, apply ``transform(model) -> (model, report)`` (after ORT's optimizer with
     --ort-optimize), save the result where -o / --in-place says, print and return the report."""
     source, target = _source_and_target(args)
     _writable(args.json, args.force)
     try:
-        loaded, data_folder = load_model(source)  # ORT loads it (or the command stops here)
+        # ORT loads it (or the command stops here)
+        loaded, data_folder = load_model(source, session_options=session_options)
         external = data_folder is not None
-        with (ort_optimized(loaded, data_folder, target) if getattr(args, "ort_optimize", False)
+        with (ort_optimized(loaded, data_folder, target, session_options=session_options)
+              if getattr(args, "ort_optimize", False)
               else contextlib.nullcontext((loaded, data_folder))) as (model, data_folder):
             result, report = transform(model)
             validate = _load_check(loaded, model, result, report.main_graph_types or None)

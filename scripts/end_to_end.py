@@ -71,11 +71,12 @@ def _sessions_and_feeds(path: str, batch: int, sequence: int):
     import onnx
 
     from .graphs import lower_model, rewrite_model
+    from .harness import session_options
 
     model = onnx.load(path)
     feeds, shape = model_feeds(Path(path), model, batch, sequence)
-    rewritten, report = rewrite_model(model, ort_optimize=True)
-    static, _ = rewrite_model(model, ort_optimize=True, runtime_alignment=False)
+    rewritten, report = rewrite_model(model, ort_optimize=True, session_options=session_options)
+    static, _ = rewrite_model(model, ort_optimize=True, runtime_alignment=False, session_options=session_options)
     lowered, lowering = lower_model(static)
     return {"builtin": model, "rewritten": rewritten, "lowered": lowered}, feeds, shape, report, lowering
 

@@ -36,6 +36,14 @@ def tensor_type_of(array: np.ndarray) -> int:
     return TensorProto.STRING if array.dtype == object else helper.np_dtype_to_tensor_dtype(array.dtype)
 
 
+def session_options(options):
+    """``gathermultiaxis.session_options``, imported on the first call (the command line's ``--help`` needs
+    no onnxruntime): what the commands hand the passes for ORT to load models with."""
+    from .ops import session_options as register_gathermultiaxis
+
+    return register_gathermultiaxis(options)
+
+
 def make_session(model: ModelProto, custom: bool, optimized: bool = False, external_data_folder: str | None = None,
                  as_users_do: bool = False):
     """A CPU session of ``model``: ``gathermultiaxis.InferenceSession`` when ``custom``, else plain ORT.

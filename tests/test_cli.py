@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 from sessions import builtin_session, custom_session
 from support import assert_bit_identical, make_model
 
+from gathermultiaxis import session_options
 from gathermultiaxis.cli import main
 from gathermultiaxis.examples import EXAMPLE_PATH, build_example_model, example_inputs
 from gathermultiaxis.graphs import modelfile as model_io
@@ -72,7 +73,7 @@ def test_external_data_is_kept_beside_the_output(tmp_path, capsys):
 
 def test_models_over_the_protobuf_limit_go_external(tmp_path, monkeypatch):
     monkeypatch.setattr(model_io, "PROTOBUF_LIMIT", 1000)  # the >2 GB path, exercised on a small model
-    model, _ = model_io.load_model(EXAMPLE_PATH)
+    model, _ = model_io.load_model(EXAMPLE_PATH, session_options=session_options)
     written = model_io.save_model(model, tmp_path / "big.onnx")
     assert {p.name for p in written} == {"big.onnx", "big.onnx.data"} == files_in(tmp_path)
     reloaded, original = onnx.load_model(str(tmp_path / "big.onnx")), build_example_model()

@@ -13,11 +13,12 @@ from gathermultiaxis.bigmodel import build_big_graph
 from gathermultiaxis.examples import build_example_model
 from gathermultiaxis.graphs import lower_model, rewrite_model
 from gathermultiaxis.graphs.load_check import changed_part
+from gathermultiaxis import session_options
 from gathermultiaxis.graphs.modelfile import ort_load_error
 
 
 def refusal(model: onnx.ModelProto) -> str:
-    return ort_load_error(model.SerializeToString())
+    return ort_load_error(model.SerializeToString(), session_options=session_options)
 
 
 def loop_model() -> onnx.ModelProto:

@@ -13,6 +13,7 @@ from onnx.external_data_helper import convert_model_to_external_data
 from sessions import file_session
 from support import IR_VERSION, OPSET, assert_bit_identical, make_model
 
+from gathermultiaxis import session_options
 from gathermultiaxis.cli import main
 from gathermultiaxis.examples import EXAMPLE_PATH
 from gathermultiaxis.graphs import modelfile as model_io
@@ -155,7 +156,7 @@ def test_big_model_script_on_a_small_table(tmp_path):
 # -- issue 18 item 21: existing files are refused when the file is moved into place -----------------
 
 def test_a_target_that_appears_during_the_write_is_not_overwritten(tmp_path):
-    model, folder = model_io.load_model(EXAMPLE_PATH)
+    model, folder = model_io.load_model(EXAMPLE_PATH, session_options=session_options)
     for external in (False, True):
         target = tmp_path / f"out_{external}.onnx"
 
@@ -172,7 +173,7 @@ def test_a_target_that_appears_during_the_write_is_not_overwritten(tmp_path):
 
 
 def test_the_data_file_is_taken_back_when_the_model_cannot_be_placed(tmp_path):
-    model, _ = model_io.load_model(EXAMPLE_PATH)
+    model, _ = model_io.load_model(EXAMPLE_PATH, session_options=session_options)
     target = tmp_path / "out.onnx"
     with pytest.raises(model_io.ModelFileError, match="already exists"):
         model_io.save_model(model, target, external_data=True, validate=lambda staged: target.write_text("other"))

@@ -98,13 +98,13 @@ def test_the_pre_pass_does_not_bake_in_gather_to_slice_fusion(monkeypatch):
     right = x[::-1]
     assert_bit_identical(builtin_session(model).run(None, {"x": x})[0], right)  # optimizations off: right
     assert default_options_session(model, custom=False).run(None, {"x": x})[0].shape == (0, 4)  # ORT's bug
-    rewritten, report = rewrite_model(model, ort_optimize=True)
+    rewritten, report = rewrite_model(model, ort_optimize=True, session_options=session_options)
     assert report.rewritten >= 1
     for custom_level in (default_options_session(rewritten, custom=True), custom_session(rewritten)):
         assert_bit_identical(custom_level.run(None, {"x": x})[0], right)
     # the guard is what keeps it right: without it the pre-pass writes the empty Slice into the model
     monkeypatch.setattr(ort_optimizer, "DISABLED_OPTIMIZERS", ())
-    baked, _ = rewrite_model(model, ort_optimize=True)
+    baked, _ = rewrite_model(model, ort_optimize=True, session_options=session_options)
     assert custom_session(baked).run(None, {"x": x})[0].shape == (0, 4)
 
 
@@ -174,10 +174,10 @@ def test_detector_under_ort_optimize_keeps_no_gather_and_needs_no_run_time_align
     """Main left 4 of 7 gathers of the TorchScript export ("data type unknown": their data came from
     FusedConv) and aligned one at run time; now ORT's fused ops are typed (stand-ins and ORT's schemas)."""
     model = detector_model(dynamo)
-    optimized = ort_optimizer.ort_optimize(model)
+    optimized = ort_optimizer.ort_optimize(model, session_options=session_options)
     fused = {node.op_type for node in optimized.graph.node if node.domain == "com.microsoft"}
     assert {"FusedConv", "FusedGemm"} <= fused, fused
-    rewritten, report = rewrite_model(model, ort_optimize=True)
+    rewritten, report = rewrite_model(model, ort_optimize=True, session_options=session_options)
     assert report.left == 0 and report.rewritten >= 7 and report.runtime_aligned == 0, report.table()
     assert not any(node.op_type.startswith("Gather") and node.domain in ("", "ai.onnx")
                    for node in rewritten.graph.node)

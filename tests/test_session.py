@@ -13,7 +13,7 @@ from onnx import TensorProto
 from support import gather_multiaxis_model
 
 import gathermultiaxis
-from gathermultiaxis.ops.ortop import BOUND_TABLES
+from gathermultiaxis.ops.ortop import bound_table, bound_table_keys
 from gathermultiaxis.ops.session import RUN_TOKEN
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -80,13 +80,15 @@ def test_bound_tables_are_released_with_the_session():
     from gathermultiaxis.graphs import rewrite_model
     from session_cases import embedding_model, table_tensor
 
-    before = set(BOUND_TABLES)
+    before = bound_table_keys()
     rewritten, _ = rewrite_model(embedding_model(table_tensor(TensorProto.FLOAT, [10, 4], np.random.default_rng(1)),
                                                  [2]))
     sess = gathermultiaxis.InferenceSession(rewritten)
-    assert sess.bound_tables == 1 and len(set(BOUND_TABLES) - before) == 1
+    assert sess.bound_tables == 1 and len(bound_table_keys() - before) == 1
+    [key] = bound_table_keys() - before
+    assert bound_table(key) is not None  # what the op finds under the node's key
     del sess
-    assert set(BOUND_TABLES) == before
+    assert bound_table_keys() == before and bound_table(key) is None
 
 
 def test_options_from_session_options_are_used_as_they_are():

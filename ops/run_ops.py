@@ -1,0 +1,81 @@
+"""The op types of a ``gathermultiaxis.InferenceSession``'s in-memory model, never in a file: their names,
+the form of their attributes and the bound table a bound node reads. NumPy and onnx only.
+
+The bind step (``graphs/bind.py``) writes these nodes; ``ortop.py`` defines them with the PyOp bridge
+(whose module docstring states their signatures) and answers their calls. Stated here, beside the
+contract, so that the bind step needs the op's definition and not its ORT runtime.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import numpy as np
+from onnx import TensorProto
+
+from .contract import DATA_TYPES
+
+RUN_OP_TYPE = "GatherMultiaxisRun"
+FIXED_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxes"
+NARROWING_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxesToFloat16"  # float32 data holding float16 values
+BOUND_OP_PREFIX = "GatherMultiaxisBound"
+
+# Output types a bound node may have beyond DATA_TYPES: float16 comes back through the bridge as it is.
+BOUND_OUTPUT_TYPES = (*DATA_TYPES, TensorProto.FLOAT16)
+
+
+def bound_op_type(elem_type: int) -> str:
+    """The op type of a bound gather whose output has ONNX type ``elem_type``, e.g. GatherMultiaxisBoundFloat.
+    (One op type per output type: a bound node has no data input from which ORT could pick the type.)"""
+    return BOUND_OP_PREFIX + TensorProto.DataType.Name(elem_type).capitalize()
+
+
+@functools.lru_cache(maxsize=256)
+def parse_axes(text: str) -> tuple[int, ...]:
+    """The ``axes`` attribute of a GatherMultiaxisRunFixedAxes node ("0,2"; "" for none), as ints."""
+    return tuple(int(part) for part in text.split(",")) if text else ()
+
+
+def axes_attribute(axes) -> str:
+    """``axes`` as the ``axes`` attribute of a GatherMultiaxisRunFixedAxes node (the bridge hands every
+    attribute over as a string)."""
+    return ",".join(str(int(axis)) for axis in axes)
+
+
+@dataclass(frozen=True)
+class BoundTable:
+    """A constant data operand handed to the kernel once, with everything else its node needs (set at
+    bind time, so a call does no parsing). ``widen`` names the 16-bit float format whose raw values
+    ``array`` holds ("float16" or "bfloat16", gathered as they are and widened to float32 exactly) when
+    the node's output is float32, or is None (the output has ``array``'s type, float16 included).
+    ``indices_axes``: dimensions of size 1 the node inserts into its indices first (the rewriter's
+    alignment Unsqueeze, absorbed)."""
+
+    array: np.ndarray
+    widen: str | None = None
+    axes: tuple[int, ...] = (0,)
+    mode: str = "error"
+    indices_axes: tuple[int, ...] = ()
+    take_table: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        # The embedding form (one axis a, the table of size 1 before it, the absorbed alignment adding the
+        # indices' size-1 dimensions after it): the gather is ndarray.take of the raw indices along the
+        # table's first real dimension, with no plan to look up.
+        rank = self.array.ndim
+        if (len(self.axes) == 1 and self.mode in ("error", "error_nonempty") and -rank <= self.axes[0] < rank
+                and self.array.dtype != object):
+            axis = self.axes[0] % rank
+            if all(size == 1 for size in self.array.shape[:axis]) and self.indices_axes == tuple(range(axis + 1, rank)):
+                object.__setattr__(self, "take_table", self.array.reshape(self.array.shape[axis:]))
+
+    def output_dtype(self) -> np.dtype:
+        return np.dtype(np.float32) if self.widen else self.array.dtype
+
+    def indices(self, indices: np.ndarray) -> np.ndarray:
+        return np.expand_dims(indices, self.indices_axes) if self.indices_axes else indices
+
+
+__all__ = ["BOUND_OP_PREFIX", "BOUND_OUTPUT_TYPES", "FIXED_RUN_OP_TYPE", "NARROWING_RUN_OP_TYPE", "RUN_OP_TYPE",
+           "BoundTable", "axes_attribute", "bound_op_type", "parse_axes"]
