@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-from onnx import AttributeProto, ModelProto, TensorProto, helper, numpy_helper
+from onnx import ModelProto, TensorProto, helper, numpy_helper
 from onnx.external_data_helper import uses_external_data
 
 from ..ops.contract import DOMAIN, OP_TYPE
@@ -127,8 +127,8 @@ class _Graph:
         for node in graph.node:
             for name in node.input:
                 self.uses[name] = self.uses.get(name, 0) + 1
-            for attribute in node.attribute:
-                for sub in subgraphs(attribute):
+            for proto in node.attribute:
+                for sub in subgraphs(proto):
                     for name in names_read(sub):
                         self.uses[name] = self.uses.get(name, 0) + 1
         for value in graph.output:
@@ -137,6 +137,14 @@ class _Graph:
     def constant_ints(self, name: str) -> list[int] | None:
         resolved = self.resolve(name, base_dir=None)
         return None if resolved is None else [int(v) for v in np.asarray(resolved[0]).reshape(-1)]
+
+    def unsqueeze_axes(self, node: onnx.NodeProto) -> list[int] | None:
+        """An Unsqueeze's axes when they are constant (its attribute before opset 13, its second input
+        from 13 on), else None."""
+        axes = attribute(node, "axes")
+        if axes is None and len(node.input) > 1:
+            axes = self.constant_ints(node.input[1])
+        return axes if isinstance(axes, list) else None  # not a list: an ill-typed attribute
 
     def resolve(self, name: str, base_dir: str | None, chain: list | None = None):
         """(array, widen) when ``name`` is a constant seen through Unsqueeze and a widening Cast, else None.
@@ -150,19 +158,17 @@ class _Graph:
         if node is None or node.domain not in ("", "ai.onnx"):
             return None
         if node.op_type == "Constant":
-            value = next((a for a in node.attribute if a.name == "value" and a.type == AttributeProto.TENSOR), None)
-            if value is None:
+            value = attribute(node, "value")
+            if not isinstance(value, TensorProto):
                 return None
-            found = _tensor_array(value.t, base_dir)
+            found = _tensor_array(value, base_dir)
         elif node.op_type == "Unsqueeze":
-            axes_attribute = next((a for a in node.attribute if a.name == "axes"), None)
-            axes = (list(axes_attribute.ints) if axes_attribute is not None
-                    else self.constant_ints(node.input[1]) if len(node.input) > 1 else None)
+            axes = self.unsqueeze_axes(node)
             found = self.resolve(node.input[0], base_dir, chain) if axes is not None else None
             if found is not None:
                 found = (np.expand_dims(found[0], tuple(axes)), found[1])
         elif node.op_type == "Cast":
-            to = next((a.i for a in node.attribute if a.name == "to"), None)
+            to = attribute(node, "to")
             found = self.resolve(node.input[0], base_dir, chain) if to == TensorProto.FLOAT else None
             if found is not None and found[1] is None:
                 found = None  # only the widening of a 16-bit float table is folded into the kernel
@@ -214,10 +220,8 @@ def _unsqueezed(info: _Graph, name: str) -> tuple[str, tuple[int, ...]] | None:
     node = info.producer.get(name)
     if node is None or node.op_type != "Unsqueeze" or node.domain not in ("", "ai.onnx") or info.uses.get(name) != 1:
         return None
-    axes = attribute(node, "axes")
-    if axes is None and len(node.input) > 1:
-        axes = info.constant_ints(node.input[1])
-    return (node.input[0], tuple(axes)) if isinstance(axes, list) else None  # not a list: an ill-typed attribute
+    axes = info.unsqueeze_axes(node)
+    return None if axes is None else (node.input[0], tuple(axes))
 
 
 def _float16_cast_after(info: _Graph, consumers: dict, name: str) -> onnx.NodeProto | None:

@@ -26,6 +26,8 @@ index out of range gives 0 * +0.0 = +0.0 as in ORT (a Where on floats would not 
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
@@ -33,7 +35,8 @@ from .builder import NodeBuilder
 from ..ops.alignment import gather_alignment
 from ..ops.contract import Mode
 from .inference import TensorInfo
-from .rules import LeftUnchanged, emit_replacement
+from .report import LeftUnchanged
+from .walk import attribute
 
 OP_TYPE = "GatherBlockQuantized"
 DOMAIN = "com.microsoft"
@@ -41,24 +44,16 @@ MIN_OPSET = 13  # Unsqueeze / Squeeze / Slice with axes as inputs
 _PACKED = TensorProto.UINT8
 _NIBBLES = {TensorProto.INT4: TensorProto.INT8, TensorProto.UINT4: TensorProto.UINT8}  # widened before gathering
 _SCALE_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16)
-
-
-def is_target(node: NodeProto, ops: tuple[str, ...]) -> bool:
-    return node.op_type == OP_TYPE and node.domain == DOMAIN and OP_TYPE in ops
-
-
-def _attribute(node: NodeProto, name: str, default: int) -> int:
-    for attribute in node.attribute:
-        if attribute.name == name:
-            return helper.get_attribute_value(attribute)
-    return default
+# (Gather node, data's info, indices' info, builder): appends the node's replacement (rules.emit_replacement)
+GatherEmitter = Callable[[NodeProto, TensorInfo, TensorInfo, NodeBuilder], object]
 
 
 class _Emitter:
     """The nodes of one rewrite; every helper returns the name of its output."""
 
-    def __init__(self, builder: NodeBuilder):
+    def __init__(self, builder: NodeBuilder, emit_gather: GatherEmitter):
         self.b = builder
+        self.emit_gather = emit_gather
 
     def op(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
         return self.b.op(op_type, inputs, role, **attributes)
@@ -71,7 +66,7 @@ class _Emitter:
         """A builtin-Gather-equivalent GatherMultiaxis (the rewriter's own rule for Gather)."""
         output = self.b.names.fresh(f"{self.b.prefix}/{role}")
         gather = helper.make_node("Gather", [data, indices], [output], name=output, axis=axis)
-        emit_replacement(gather, data_info, indices_info, self.b)
+        self.emit_gather(gather, data_info, indices_info, self.b)
         return output
 
     def gather_or_zero(self, data: str, rank: int, indices: str, indices_rank: int, axis: int, role: str) -> str:
@@ -100,9 +95,12 @@ class _Emitter:
         return self.op("Reshape", [codes, self.b.concat([head, last], f"{role}_unpacked_shape")], f"{role}_unpacked")
 
 
-def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], builder: NodeBuilder) -> TensorInfo:
+def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], builder: NodeBuilder,
+                                emit_gather: GatherEmitter) -> TensorInfo:
     """Append the replacement of one GatherBlockQuantized node to ``builder``; raises LeftUnchanged with
-    the reason where it cannot (and where ORT's kernel refuses the node). Returns the output's info."""
+    the reason where it cannot (and where ORT's kernel refuses the node). Returns the output's info.
+    ``emit_gather``: the rewriter's replacement of a builtin Gather (``rules.emit_replacement``; this is
+    the opt-in entry of ``rules.RULES``)."""
     if builder.opset < MIN_OPSET:
         raise LeftUnchanged(f"the dequantization nodes need opset {MIN_OPSET} (the model has {builder.opset})")
     unknown = TensorInfo(0, None)
@@ -118,8 +116,8 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
     if scales.elem_type not in _SCALE_TYPES:
         raise LeftUnchanged("scales must be float or float16 (ORT's CPU kernel has no other)")
     rank = len(data.shape)
-    gather_axis, quantize_axis = _attribute(node, "gather_axis", 0), _attribute(node, "quantize_axis", 1)
-    block_size, bits = _attribute(node, "block_size", 128), _attribute(node, "bits", 4)
+    gather_axis, quantize_axis = attribute(node, "gather_axis", 0), attribute(node, "quantize_axis", 1)
+    block_size, bits = attribute(node, "block_size", 128), attribute(node, "bits", 4)
     if not (-rank <= gather_axis < rank and -rank <= quantize_axis < rank):
         raise LeftUnchanged(f"gather_axis {gather_axis} or quantize_axis {quantize_axis} is outside rank {rank}")
     gather_axis, quantize_axis = gather_axis % rank, quantize_axis % rank
@@ -146,7 +144,7 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
         raise LeftUnchanged(f"uint8 zero points need {packed_blocks} bytes per row (ceil({blocks} blocks / "
                             f"{components})), not {zero_points.shape[-1]}")
 
-    e = _Emitter(builder)
+    e = _Emitter(builder, emit_gather)
     dim = data.shape[gather_axis]
     out_rank = rank - 1 + indices.rank
     # In-range indices, and 0 where ORT writes zeros.
@@ -216,4 +214,4 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
     return TensorInfo(scales.elem_type, tuple(shape))
 
 
-__all__ = ["DOMAIN", "OP_TYPE", "emit_gather_block_quantized", "is_target"]
+__all__ = ["DOMAIN", "OP_TYPE", "emit_gather_block_quantized"]

@@ -11,20 +11,14 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import numpy as np
-from onnx import NodeProto, TensorProto, helper
+from onnx import NodeProto, TensorProto
 
 from .inference import Dim, TensorInfo
+from .walk import attribute
 
 Constants = Callable[[str], "np.ndarray | None"]  # the value of a tensor when it is a graph constant
 RankRule = Callable[[NodeProto, Sequence["TensorInfo | None"], Constants], "list[TensorInfo] | None"]
 _MICROSOFT = "com.microsoft"
-
-
-def _attribute(node: NodeProto, name: str, default=None):
-    for attribute in node.attribute:
-        if attribute.name == name:
-            return helper.get_attribute_value(attribute)
-    return default
 
 
 def _known(info: TensorInfo | None) -> bool:
@@ -68,7 +62,7 @@ def broadcast(node, inputs, constants):
 def cast(node, inputs, constants):
     if not _known(inputs[0]):
         return None
-    return [TensorInfo(_attribute(node, "to"), inputs[0].shape)]
+    return [TensorInfo(attribute(node, "to"), inputs[0].shape)]
 
 
 def predicate(node, inputs, constants):
@@ -81,7 +75,7 @@ def shape(node, inputs, constants):
     if not _known(inputs[0]):
         return [TensorInfo(TensorProto.INT64, (None,))]
     rank = inputs[0].rank
-    start, end = _attribute(node, "start", 0), _attribute(node, "end", rank)
+    start, end = attribute(node, "start", 0), attribute(node, "end", rank)
     start, end = (min(max(v + rank if v < 0 else v, 0), rank) for v in (start, end))
     return [TensorInfo(TensorProto.INT64, (max(end - start, 0),))]
 
@@ -114,7 +108,7 @@ def expand(node, inputs, constants):
 
 def constant_of_shape(node, inputs, constants):
     length = _length(inputs[0])
-    value = _attribute(node, "value")
+    value = attribute(node, "value")
     elem = value.data_type if value is not None else TensorProto.FLOAT
     return [_ranked(elem, length)] if isinstance(length, int) else None
 
@@ -136,7 +130,7 @@ def _axes(node: NodeProto, inputs, constants: Constants) -> list[int] | None:
     if len(node.input) > 1 and node.input[1]:
         value = constants(node.input[1])
         return None if value is None else [int(a) for a in np.asarray(value).reshape(-1)]
-    return _attribute(node, "axes")
+    return attribute(node, "axes")
 
 
 def unsqueeze(node, inputs, constants):
@@ -191,7 +185,7 @@ def gather_elements(node, inputs, constants):
 
 def reduce(node, inputs, constants):
     """Reductions with keepdims (the default): the input rank."""
-    if _attribute(node, "keepdims", 1) != 1 or not _known(inputs[0]):
+    if attribute(node, "keepdims", 1) != 1 or not _known(inputs[0]):
         return None
     return [_ranked(inputs[0].elem_type, inputs[0].rank)]
 

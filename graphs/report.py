@@ -11,6 +11,10 @@ if TYPE_CHECKING:
     from .inference import TensorInfo
 
 
+class LeftUnchanged(Exception):
+    """The node is kept as it is; the message says why (a pass's report row)."""
+
+
 @dataclass
 class PassReport:
     outcomes: list = field(default_factory=list)

@@ -26,7 +26,7 @@ import onnx
 from onnx import GraphProto, ModelProto, NodeProto, helper, numpy_helper
 
 from ..ops.contract import DOMAIN
-from . import block_quantized, ort_optimizer
+from . import ort_optimizer
 from .builder import NameScope, NodeBuilder
 from .modelfile import SessionOptionsFactory
 from .passes import pass_copy
@@ -35,10 +35,10 @@ from .report import PassReport
 from .inference import (declared_ranks, graph_infos, inferred, known_rank, learn, symbolic_infos, typing_copy,
                         with_elem_type)
 from .inference import TensorInfo
-from .rules import RULES, LeftUnchanged, emit_replacement
+from .rules import RULES, LeftUnchanged, OptInRule, emit_replacement
 from .walk import ONNX_DOMAINS, all_names, constant_value, default_opset, holds_subgraph, node_holders, nodes_within, subgraphs
 
-GATHER_OPS = tuple(RULES)
+GATHER_OPS = tuple(op for op, rule in RULES.items() if not isinstance(rule, OptInRule))  # rewritten by default
 
 # Ops of other domains that gather inside their kernel: each is a row of the report. A rewrite for one of
 # them (a rule that replaces the node) reports a "rewritten" row instead, under the same op name.
@@ -62,7 +62,7 @@ INTERNAL_GATHERS: dict[tuple[str, str], str] = {
     ("com.microsoft", "GatherND"): "ORT's own (training) GatherND, not the ONNX op: its semantics are not ONNX's",
 }
 
-OPT_IN_OPS = (block_quantized.OP_TYPE,)  # rewritten only when asked for (ops=...): see graphs/block_quantized.py
+OPT_IN_OPS = tuple(op for op, rule in RULES.items() if isinstance(rule, OptInRule))  # only when asked for (ops=...)
 
 
 @dataclass
@@ -124,6 +124,14 @@ def _is_target(node: NodeProto, ops: tuple[str, ...]) -> bool:
     return node.op_type in ops and node.domain in ONNX_DOMAINS
 
 
+def _rule(node: NodeProto, ops: tuple[str, ...]):
+    """The entry of ``RULES`` that rewrites ``node`` when ``ops`` asks for its op type, or None."""
+    rule = RULES.get(node.op_type) if node.op_type in ops else None
+    if rule is None or node.domain not in ((rule.domain,) if isinstance(rule, OptInRule) else ONNX_DOMAINS):
+        return None
+    return rule
+
+
 @dataclass
 class _Rewriter:
     ops: tuple[str, ...]
@@ -143,10 +151,14 @@ class _Rewriter:
 
     def _lacking(self, graph: GraphProto, infos: dict[str, TensorInfo]) -> bool:
         """Whether a gather of ``graph`` lacks a rank after layer 1."""
-        return any(_is_target(node, self.ops) and not all(known_rank(infos.get(name)) for name in node.input[:2])
-                   or block_quantized.is_target(node, self.ops)
-                   and not all(known_rank(infos.get(name)) for name in node.input if name)
-                   for node in graph.node)
+        for node in graph.node:
+            rule = _rule(node, self.ops)
+            if rule is None:
+                continue
+            typed = [name for name in node.input if name] if isinstance(rule, OptInRule) else node.input[:2]
+            if not all(known_rank(infos.get(name)) for name in typed):
+                return True
+        return False
 
     def graph(self, graph: GraphProto, inferred: _Inferred, scope: dict[str, TensorInfo],
               constants: dict[str, onnx.TensorProto], path: str) -> None:
@@ -177,19 +189,20 @@ class _Rewriter:
                 for sub, inferred_sub in zip(subgraphs(attribute), subgraphs(inferred_attribute)):
                     self.graph(sub, _Inferred.of(inferred_sub, False), infos, constants,
                                f"{path}/{node.name or node.op_type}.{attribute.name}")
-            if (node.domain, node.op_type) in INTERNAL_GATHERS and not block_quantized.is_target(node, self.ops):
+            rule = _rule(node, self.ops)
+            if (node.domain, node.op_type) in INTERNAL_GATHERS and rule is None:
                 self.report.outcomes.append(_internal_gather_outcome(node, path))
             _apply_rank_rule(node, infos, constants)  # layer 3 where layers 1 and 2 have no rank
             for name in node.output:  # then a declared rank, where no inference layer says anything
                 if name in declared and not known_rank(infos.get(name)):
                     infos[name] = with_elem_type(declared[name], infos.get(name))
             start = len(graph.node)
-            if block_quantized.is_target(node, self.ops):
-                replaced = self.block_quantized(node, infos, constants, path, graph)
-            elif _is_target(node, self.ops):
-                replaced = self.node(node, infos, path, graph, original)
-            else:
+            if rule is None:
                 continue
+            if isinstance(rule, OptInRule):
+                replaced = self.opt_in(node, rule, infos, constants, path, graph)
+            else:
+                replaced = self.node(node, infos, path, graph, original)
             if replaced:
                 counts[position] = len(graph.node) - start
                 _declare_output(graph, node, infos, path != "main graph", declarations)
@@ -222,19 +235,19 @@ class _Rewriter:
                                                     f"{missing}: {why}" if why else missing, runtime_aligned=True))
         return True
 
-    def block_quantized(self, node: NodeProto, infos: dict[str, TensorInfo], constants: dict[str, onnx.TensorProto],
-                        path: str, graph: GraphProto) -> bool:
-        """:meth:`node` for a GatherBlockQuantized node."""
+    def opt_in(self, node: NodeProto, rule: OptInRule, infos: dict[str, TensorInfo],
+               constants: dict[str, onnx.TensorProto], path: str, graph: GraphProto) -> bool:
+        """:meth:`node` for a node of an opt-in rule (GatherBlockQuantized)."""
         builder = self._builder(node, graph)
         # An initializer's own dims where a shapeless value_info (onnxruntime-genai writes one per initializer) hid them
         tables = {name: TensorInfo(constants[name].data_type, tuple(constants[name].dims))
                   for name in node.input if name in constants and not known_rank(infos.get(name))}
         try:
-            output = block_quantized.emit_gather_block_quantized(node, {**infos, **tables}, builder)
+            output = rule.emit(node, {**infos, **tables}, builder)
         except LeftUnchanged as reason:
             self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, False, str(reason)))
             return False
-        infos[node.output[0]] = output  # typed by the scales (the data are quantized)
+        infos[node.output[0]] = output  # typed by the rule (GatherBlockQuantized: by the scales, the data are quantized)
         self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True))
         return True
 
@@ -364,7 +377,7 @@ def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorI
     rank: ORT's Loop and Scan require a shape for every body output and infer none through a custom op."""
     output = node.output[0]
     elem_type = infos.get(node.input[0], TensorInfo(0, None)).elem_type
-    if block_quantized.is_target(node, (node.op_type,)):
+    if isinstance(_rule(node, (node.op_type,)), OptInRule):  # typed by the rule, not by its data
         elem_type = infos.get(output, TensorInfo(0, None)).elem_type
     shape = infos.get(output, TensorInfo(0, None)).shape
     graph_output = declared.outputs.get(output)

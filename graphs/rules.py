@@ -18,16 +18,13 @@ from onnx import NodeProto, TensorProto, helper
 from ..ops.contract import DATA_TYPES, Mode
 from ..ops.alignment import (Alignment, AlignmentError, gather_alignment, gather_elements_alignment,
                              gather_nd_alignment)
-from . import provenance, runtime_alignment
+from . import block_quantized, provenance, runtime_alignment
 from .builder import NodeBuilder
 from .inference import Dim, TensorInfo
+from .report import LeftUnchanged
 from .walk import attribute, round_trip_cast  # noqa: F401 - round_trip_cast: lower.py reads it here
 
 INT64_MAX = np.iinfo(np.int64).max  # "to the end" for Slice
-
-
-class LeftUnchanged(Exception):
-    """The node is kept as it is; the message says why."""
 
 
 class _NeedsRuntime(Exception):
@@ -69,10 +66,28 @@ def rule_gather_nd(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Re
     return Replacement(alignment, mode=Mode.ERROR_NONEMPTY)
 
 
-RULES: dict[str, Callable[[NodeProto, TensorInfo, TensorInfo], Replacement]] = {
+@dataclass(frozen=True)
+class OptInRule:
+    """An entry of ``RULES`` for an op of another domain that gathers inside its kernel, rewritten only when
+    the caller names it (``rewrite_model``'s ``ops``). No single alignment replaces it: ``emitter`` appends
+    its replacement to a builder from the types of all its inputs, raises LeftUnchanged where it cannot,
+    and returns the output's type; its own gathers are the ONNX gathers' replacements (handed to it as
+    ``emit_replacement``, which needs no import of this module)."""
+
+    domain: str
+    emitter: Callable[..., TensorInfo]
+
+    def emit(self, node: NodeProto, infos: dict[str, TensorInfo], builder: NodeBuilder) -> TensorInfo:
+        return self.emitter(node, infos, builder, emit_replacement)
+
+
+# op type -> its rule. The ONNX gathers' rules decide an alignment (TensorInfo in, Replacement out), and
+# every rewrite applies them; an OptInRule only where the caller asks for its op.
+RULES: dict[str, Callable[[NodeProto, TensorInfo, TensorInfo], Replacement] | OptInRule] = {
     "Gather": rule_gather,
     "GatherElements": rule_gather_elements,
     "GatherND": rule_gather_nd,
+    block_quantized.OP_TYPE: OptInRule(block_quantized.DOMAIN, block_quantized.emit_gather_block_quantized),
 }
 
 # Types the bridge cannot carry but that survive a round trip through float32 exactly.

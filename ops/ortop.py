@@ -55,7 +55,7 @@ from . import extensions  # noqa: F401, I001 - first: onnxruntime_extensions wit
 from onnxruntime_extensions import PyCustomOpDef, get_library_path, onnx_op
 from onnxruntime_extensions import _ocos
 
-from .contract import DATA_TYPES, DOMAIN, INDEX_TYPES, OP_TYPE, GatherIndexError, normalize_axes
+from .contract import DATA_TYPES, INDEX_TYPES, OP_TYPE, GatherIndexError, normalize_axes
 from .geometry import GatherGeometry
 from .kernel import gather_multiaxis
 from .run_ops import (BOUND_OUTPUT_TYPES, FIXED_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, RUN_OP_TYPE, BoundTable,

@@ -119,3 +119,62 @@ def test_no_private_names_across_modules():
     """A module's private names are its own: another module, or a test, that needs one gets a public name
     instead (issue 19: graphs/lower.py imported eight private helpers of graphs/rewrite.py)."""
     assert private_names_used_across_modules() == []
+
+
+# The passes (graphs/) use the op's definition in ops/ and never its ORT runtime (issue 28).
+ORT_RUNTIME = {"gathermultiaxis.ops.ortop", "gathermultiaxis.ops.session", "gathermultiaxis.ops.run_errors"}
+
+
+def test_the_passes_import_no_ort_runtime():
+    """Not at module level, not inside a function: a pass that loads a model in ORT is given the session
+    options (gathermultiaxis.session_options) by its caller."""
+    found = []
+    for path in sorted((ROOT / "graphs").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.level):
+                continue
+            base = "gathermultiaxis" if node.level == 2 else "gathermultiaxis.graphs"
+            target = f"{base}.{node.module}" if node.module else base
+            names = {f"{target}.{alias.name}" for alias in node.names}
+            if target in ORT_RUNTIME or names & (ORT_RUNTIME | {"gathermultiaxis.ops.session_options"}):
+                found.append(f"graphs/{path.name}:{node.lineno}: from {'.' * node.level}{node.module or ''} import "
+                             + ", ".join(alias.name for alias in node.names))
+    assert found == []
+
+
+REWRITER_AND_LOWERINGS = {f"gathermultiaxis.graphs.{name}" for name in (
+    "rewrite", "rules", "runtime_alignment", "rank_inference", "block_quantized", "inference", "lower", "webnn")}
+
+
+def test_running_a_rewritten_model_loads_neither_the_rewriter_nor_the_lowerings(tmp_path):
+    """``gathermultiaxis.InferenceSession`` on a rewritten model, run once: the session's modules are the
+    runtime's and its bind step's; no rewriter, no lowering, and no GatherMultiaxis schema registered
+    with onnx (the rewriter and onnx's inference need it, running does not)."""
+    import numpy as np
+    import onnx
+
+    from gathermultiaxis.examples import build_example_model, example_inputs
+    from gathermultiaxis.graphs import rewrite_model
+
+    rewritten, report = rewrite_model(build_example_model())
+    assert report.rewritten > 0
+    onnx.save(rewritten, tmp_path / "rewritten.onnx")
+    np.savez(tmp_path / "feeds.npz", **example_inputs())
+    code = f"""
+import sys
+import numpy as np
+import onnx.defs
+import gathermultiaxis
+session = gathermultiaxis.InferenceSession({str(tmp_path / "rewritten.onnx")!r})
+feeds = dict(np.load({str(tmp_path / "feeds.npz")!r}))
+assert session.bound_tables > 0 and session.run(None, feeds)
+print(sorted(m for m in sys.modules if m.startswith("gathermultiaxis")))
+print(onnx.defs.has("GatherMultiaxis", "ai.onnx.contrib"))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    modules_line, schema_line = run.stdout.strip().splitlines()[-2:]
+    modules = set(ast.literal_eval(modules_line))
+    assert {"gathermultiaxis.ops.session", "gathermultiaxis.graphs.bind"} <= modules, modules  # what ran
+    assert modules & REWRITER_AND_LOWERINGS == set()
+    assert schema_line == "False"

@@ -89,3 +89,28 @@ def test_gather_nd_rule_needs_a_known_nonzero_coordinate_size():
         RULES["GatherND"](node, TensorInfo(F, (3, 4)), TensorInfo(TensorProto.INT64, (2, "k")))
     with pytest.raises(AlignmentError, match="empty coordinate tuples"):
         RULES["GatherND"](node, TensorInfo(F, (3, 4)), TensorInfo(TensorProto.INT64, (5, 0)))
+
+
+def test_gather_block_quantized_is_the_opt_in_rule_of_the_table():
+    """GatherBlockQuantized is an entry of RULES like the ONNX gathers, applied only when asked for; its
+    rule is used alone too: TensorInfo in, the replacement's nodes and output type out, no ORT."""
+    from gathermultiaxis.graphs import GATHER_OPS, OPT_IN_OPS, LeftUnchanged
+    from gathermultiaxis.graphs.builder import NameScope, NodeBuilder
+    from gathermultiaxis.graphs.rules import OptInRule
+
+    assert GATHER_OPS == ("Gather", "GatherElements", "GatherND") and OPT_IN_OPS == ("GatherBlockQuantized",)
+    rule = RULES["GatherBlockQuantized"]
+    assert isinstance(rule, OptInRule) and rule.domain == "com.microsoft"
+    infos = {"data": TensorInfo(TensorProto.UINT8, (6, 16)), "indices": TensorInfo(TensorProto.INT64, ("n", 3)),
+             "scales": TensorInfo(TensorProto.FLOAT16, (6, 1))}
+    node = helper.make_node("GatherBlockQuantized", ["data", "indices", "scales"], ["out"], domain="com.microsoft",
+                            gather_axis=0, quantize_axis=1, block_size=32, bits=4)
+    builder = NodeBuilder(13, NameScope({"data", "indices", "scales", "out"}), "gbq")
+    output = rule.emit(node, infos, builder)
+    assert output == TensorInfo(TensorProto.FLOAT16, ("n", 3, 32))  # 16 bytes of two 4-bit codes each
+    assert builder.nodes[-1].output[0] == "out"
+    assert sum(n.op_type == "GatherMultiaxis" for n in builder.nodes) == 3  # data rows, scale rows, scale per code
+    refused = helper.make_node("GatherBlockQuantized", ["data", "indices", "scales"], ["out"], domain="com.microsoft",
+                               block_size=24)
+    with pytest.raises(LeftUnchanged, match="block_size 24 is not a power of 2"):
+        rule.emit(refused, infos, NodeBuilder(13, NameScope(set()), "gbq"))
