@@ -21,8 +21,6 @@ from .builder import NameScope
 from .walk import ONNX_DOMAINS, all_names, constant_value, node_holders
 from .schema import register_schema
 
-register_schema()  # the layers below infer through GatherMultiaxis nodes (a model rewritten before, a lowering's input)
-
 Dim = int | str | None  # a concrete size, a symbolic name, or unknown
 
 
@@ -193,6 +191,7 @@ def bare_input(name: str, tensor: onnx.TensorProto) -> onnx.ValueInfoProto:
 
 def inferred(light: ModelProto) -> ModelProto:
     """Layer 1: ONNX shape inference (with data propagation: shape arithmetic gives sizes)."""
+    register_schema()  # it infers through GatherMultiaxis nodes (a model rewritten before, a lowering's input)
     try:
         return onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
     except Exception:  # noqa: BLE001 - no inference: the other layers find the ranks
@@ -203,6 +202,7 @@ def symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
     """Layer 2: ORT's symbolic shape inference (knows Reshape/Flatten chains and com.microsoft ops).
 
     Names from every graph; a name defined in two sibling subgraphs is ambiguous and dropped."""
+    register_schema()  # ORT's inference falls back to onnx's per node, GatherMultiaxis ones included
     try:
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference, get_opset
 

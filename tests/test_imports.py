@@ -143,7 +143,8 @@ def test_the_passes_import_no_ort_runtime():
 
 
 REWRITER_AND_LOWERINGS = {f"gathermultiaxis.graphs.{name}" for name in (
-    "rewrite", "rules", "runtime_alignment", "rank_inference", "block_quantized", "inference", "lower", "webnn")}
+    "rewrite", "rules", "runtime_alignment", "rank_inference", "block_quantized", "provenance", "lower",
+    "lower_forms", "lower_general", "webnn")}
 
 
 def test_running_a_rewritten_model_loads_neither_the_rewriter_nor_the_lowerings(tmp_path):
