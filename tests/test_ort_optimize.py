@@ -108,6 +108,15 @@ def test_the_pre_pass_does_not_bake_in_gather_to_slice_fusion(monkeypatch):
     assert custom_session(baked).run(None, {"x": x})[0].shape == (0, 4)
 
 
+def test_the_pre_pass_is_handed_the_session_options():
+    """The rewriter imports no ORT runtime: ORT's optimizer loads the model on options its caller's
+    session_options registers the op on, and without them the pre-pass says so instead of loading."""
+    with pytest.raises(ValueError, match="ort_optimize needs session_options=gathermultiaxis.session_options"):
+        rewrite_model(reversal_model(), ort_optimize=True)
+    with pytest.raises(TypeError, match="session_options"):
+        ort_optimizer.ort_optimize(reversal_model())  # the factory is a required keyword
+
+
 def test_check_compares_both_ways(tmp_path, capsys):
     from gathermultiaxis.cases import CheckCase, DataSet
     from gathermultiaxis.check import CheckMode, check_case
