@@ -131,7 +131,7 @@ def _replaced_form(node: NodeProto, scope: GraphScope, mode: str | None) -> tupl
         return None
     if record.op_type == "GatherND" and record.attributes.get("batch_dims", 0) and scope.opset < 12:
         return None
-    data, indices = scope.info(record.data), scope.info(record.indices)
+    data = scope.info(record.data)
     if record.op_type == "Gather":
         producer = scope.producers.get(record.indices)
         if producer is not None and producer.op_type == "Range":
@@ -159,6 +159,7 @@ class LowerPass:
     """The lowering as a visit over ``graphs.passes.run_pass``."""
 
     report: LowerReport = field(default_factory=LowerReport)
+    drops_domain: ClassVar[bool] = True
 
     def targets(self, node: NodeProto) -> bool:
         return is_gather_multiaxis(node)

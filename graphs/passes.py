@@ -355,13 +355,16 @@ def run_pass(model: ModelProto, graph_pass: GraphPass, repeat: bool = False) -> 
     run again while it changes something and leaves something (under onnx < 1.19 shape inference stops
     at a custom op, so ranks behind one are known only once it is replaced). A pass may have ``begin(model,
     light)``, called with the copy and its typing copy before the walk (the typing copy is dropped
-    after it), and ``keeps_types`` (the report then keeps the main graph's layer-1 types)."""
-    result, failure = pass_copy(model, graph_pass.targets)
+    after it); ``copy_targets`` (the nodes functions are inlined for, if not its targets);
+    ``keeps_types`` (the report then keeps the main graph's layer-1 types); ``drops_domain`` (the
+    custom domain's import goes when nothing uses it any more)."""
+    copy_targets = getattr(graph_pass, "copy_targets", graph_pass.targets)
+    result, failure = pass_copy(model, copy_targets)
     report = graph_pass.report
     if failure:
         for function in result.functions:
             for node in nodes_within(function.node):
-                if graph_pass.targets(node):
+                if copy_targets(node):
                     report.outcomes.append(graph_pass.outcome(node, f"function {function.name}", None, failure))
     names, freed = NameScope(all_names(result)), set()
     while True:
@@ -385,7 +388,8 @@ def run_pass(model: ModelProto, graph_pass: GraphPass, repeat: bool = False) -> 
             report.outcomes.extend(o for o in driver.outcomes if not getattr(o, report.DONE))
             break
     drop_freed(result, freed)
-    drop_unused_domain(result)
+    if getattr(graph_pass, "drops_domain", False):
+        drop_unused_domain(result)
     return result
 
 

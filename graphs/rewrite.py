@@ -27,16 +27,15 @@ from onnx import GraphProto, ModelProto, NodeProto, helper, numpy_helper
 
 from ..ops.contract import DOMAIN
 from . import ort_optimizer
-from .builder import NameScope, NodeBuilder
+from .builder import NodeBuilder
 from .modelfile import SessionOptionsFactory
-from .passes import pass_copy
+from .passes import ConstantView, GraphScope, InferredGraph, NotChanged, Visit, run_pass
 from .rank_inference import apply_rank_rule
 from .report import PassReport
-from .inference import (declared_ranks, graph_infos, inferred, known_rank, learn, symbolic_infos, typing_copy,
-                        with_elem_type)
+from .inference import declared_ranks, known_rank, learn, symbolic_infos, with_elem_type
 from .inference import TensorInfo
 from .rules import RULES, LeftUnchanged, OptInRule, emit_replacement
-from .walk import ONNX_DOMAINS, all_names, constant_value, default_opset, holds_subgraph, node_holders, nodes_within, subgraphs
+from .walk import ONNX_DOMAINS, node_holders, nodes_within
 
 GATHER_OPS = tuple(op for op, rule in RULES.items() if not isinstance(rule, OptInRule))  # rewritten by default
 
@@ -133,14 +132,30 @@ def _rule(node: NodeProto, ops: tuple[str, ...]):
 
 
 @dataclass
-class _Rewriter:
+class RewritePass:
+    """The rewrite as a visit over ``graphs.passes.run_pass``: each gather of ``ops`` becomes its rule's
+    replacement, built in the graph's own node field. Types come in four layers (the module docstring):
+    layer 1 from the driver, layer 2 here for a graph one of whose gathers lacks a rank after layer 1,
+    layer 3 (the rank rules) and declared ranks as the driver shows each node in order."""
+
     ops: tuple[str, ...]
-    opset: int
-    names: NameScope
-    report: RewriteReport
-    light: bytes  # the typing copy, serialized until layer 2 needs it (a tenth of its parsed size)
     runtime_alignment: bool = True
+    report: RewriteReport = field(default_factory=RewriteReport)
+    keeps_types: ClassVar[bool] = True  # the load check of the written model reads layer 1 (graphs.load_check)
+    light: bytes = b""  # the typing copy, serialized until layer 2 needs it (a tenth of its parsed size)
     _symbolic: dict[str, TensorInfo] | None = None
+
+    def targets(self, node: NodeProto) -> bool:
+        return _rule(node, self.ops) is not None
+
+    def copy_targets(self, node: NodeProto) -> bool:
+        """What the copy inlines functions for (the ONNX gathers; an opt-in op in a function stays there)."""
+        return _is_target(node, self.ops)
+
+    def begin(self, model: ModelProto, light: ModelProto) -> None:
+        if not self.report.outcomes:  # inlined: what a function still holds is in one that is never called
+            _report_function_gathers(model, self.ops, self.report, "in a model-local function that no node calls")
+        self.light = light.SerializeToString()
 
     @property
     def symbolic(self) -> dict[str, TensorInfo]:
@@ -160,10 +175,10 @@ class _Rewriter:
                 return True
         return False
 
-    def graph(self, graph: GraphProto, inferred: _Inferred, scope: dict[str, TensorInfo],
-              constants: dict[str, onnx.TensorProto], path: str) -> None:
-        infos = dict(scope)
-        for name, info in inferred.infos.items():
+    def scope_infos(self, graph: GraphProto, twin: InferredGraph, outer: dict[str, TensorInfo],
+                    main: bool) -> dict[str, TensorInfo]:
+        infos = dict(outer)
+        for name, info in twin.infos.items():
             learn(infos, name, info)
         if self._lacking(graph, infos):
             for name, info in self.symbolic.items():  # layer 2 where layer 1 has no rank
@@ -173,83 +188,54 @@ class _Rewriter:
         for value in graph.input:  # a body input's declared rank, where inference says nothing
             if not known_rank(infos.get(value.name)) and value.name in declared:
                 infos[value.name] = with_elem_type(declared[value.name], infos.get(value.name))
-        inputs = {value.name for value in graph.input}  # an initializer that is an input may be fed: not constant
-        constants = {**{k: v for k, v in constants.items() if k not in inputs},
-                     **{init.name: init for init in graph.initializer if init.name not in inputs},
-                     **{node.output[0]: value for node in graph.node if (value := constant_value(node)) is not None}}
-        # Replacements are appended to the graph's own node field (one protobuf arena: see NodeBuilder),
-        # then sorted into place by _splice.
-        original = len(graph.node)
-        counts: dict[int, int] = {}  # position of a replaced node -> how many nodes replace it
-        declarations = _Declared.of(graph)
-        for position in range(original):
-            node = graph.node[position]
-            inferred_node = inferred.holders.get(position)
-            for attribute, inferred_attribute in zip(node.attribute, inferred_node.attribute if inferred_node else ()):
-                for sub, inferred_sub in zip(subgraphs(attribute), subgraphs(inferred_attribute)):
-                    self.graph(sub, _Inferred.of(inferred_sub, False), infos, constants,
-                               f"{path}/{node.name or node.op_type}.{attribute.name}")
-            rule = _rule(node, self.ops)
-            if (node.domain, node.op_type) in INTERNAL_GATHERS and rule is None:
-                self.report.outcomes.append(_internal_gather_outcome(node, path))
-            _apply_rank_rule(node, infos, constants)  # layer 3 where layers 1 and 2 have no rank
-            for name in node.output:  # then a declared rank, where no inference layer says anything
-                if name in declared and not known_rank(infos.get(name)):
-                    infos[name] = with_elem_type(declared[name], infos.get(name))
-            start = len(graph.node)
-            if rule is None:
-                continue
+        return infos
+
+    def observe(self, node: NodeProto, scope: GraphScope) -> None:
+        if (node.domain, node.op_type) in INTERNAL_GATHERS and _rule(node, self.ops) is None:
+            scope.outcomes.append(_internal_gather_outcome(node, scope.path))
+        _apply_rank_rule(node, scope.infos, scope.constants)  # layer 3 where layers 1 and 2 have no rank
+        declared = scope.cache.get("declared")
+        if declared is None:
+            declared = scope.cache["declared"] = declared_ranks(scope.graph)
+        for name in node.output:  # then a declared rank, where no inference layer says anything
+            if name in declared and not known_rank(scope.infos.get(name)):
+                scope.infos[name] = with_elem_type(declared[name], scope.infos.get(name))
+
+    def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str) -> NodeOutcome:
+        if visit is None:
+            return NodeOutcome(node.op_type, node.name, path, False, reason)
+        return NodeOutcome(node.op_type, node.name, path, True, visit.detail.get("reason", ""),
+                           runtime_aligned=visit.detail.get("runtime_aligned", False))
+
+    def visit(self, node: NodeProto, scope: GraphScope) -> Visit:
+        """The replacement of a gather ``node``, appended to ``scope.graph.node`` (one protobuf arena: see
+        NodeBuilder); raises NotChanged with the reason."""
+        rule, infos = _rule(node, self.ops), scope.infos
+        builder = NodeBuilder(scope.opset, scope.names,
+                              node.name or scope.names.fresh(f"{node.op_type}_{node.output[0]}"), scope.graph.node)
+        detail = {}
+        try:
             if isinstance(rule, OptInRule):
-                replaced = self.opt_in(node, rule, infos, constants, path, graph)
+                # An initializer's own dims where a shapeless value_info (onnxruntime-genai writes one per
+                # initializer) hid them
+                tables = {name: TensorInfo(tensor.data_type, tuple(tensor.dims)) for name in node.input
+                          if (tensor := scope.constants.tensor(name)) is not None and not known_rank(infos.get(name))}
+                # typed by the rule (GatherBlockQuantized: by the scales, the data are quantized)
+                infos[node.output[0]] = rule.emit(node, {**infos, **tables}, builder)
             else:
-                replaced = self.node(node, infos, path, graph, original)
-            if replaced:
-                counts[position] = len(graph.node) - start
-                _declare_output(graph, node, infos, path != "main graph", declarations)
-            else:  # what a rule emitted before it gave up
-                del graph.node[start:]
-        _splice(graph, original, counts)
-
-    def _builder(self, node: NodeProto, graph: GraphProto) -> NodeBuilder:
-        """Emits ``node``'s replacement at the end of ``graph``'s own nodes (see ``graph``)."""
-        return NodeBuilder(self.opset, self.names, node.name or self.names.fresh(f"{node.op_type}_{node.output[0]}"),
-                           graph.node)
-
-    def node(self, node: NodeProto, infos: dict[str, TensorInfo], path: str, graph: GraphProto, original: int) -> bool:
-        """Append the replacement of a gather ``node`` to ``graph`` (whose first ``original`` nodes are its
-        own); whether it is replaced (else the report says why not)."""
-        unknown = TensorInfo(0, None)
-        builder = self._builder(node, graph)
-        try:
-            missing = emit_replacement(node, infos.get(node.input[0], unknown), infos.get(node.input[1], unknown),
-                                       builder, self.runtime_alignment)
+                missing = emit_replacement(node, scope.info(node.input[0]), scope.info(node.input[1]), builder,
+                                           self.runtime_alignment)
+                if missing is not None:
+                    why = "; ".join(_why_rank_unknown(name, scope.graph, scope.original, infos)
+                                    for name in node.input[:2] if not known_rank(infos.get(name)))
+                    detail = {"reason": f"{missing}: {why}" if why else missing, "runtime_aligned": True}
         except LeftUnchanged as reason:
-            self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, False, str(reason)))
-            return False
-        if missing is None:
-            self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True))
-        else:
-            why = "; ".join(_why_rank_unknown(name, graph, original, infos) for name in node.input[:2]
-                            if not known_rank(infos.get(name)))
-            self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True,
-                                                    f"{missing}: {why}" if why else missing, runtime_aligned=True))
-        return True
-
-    def opt_in(self, node: NodeProto, rule: OptInRule, infos: dict[str, TensorInfo],
-               constants: dict[str, onnx.TensorProto], path: str, graph: GraphProto) -> bool:
-        """:meth:`node` for a node of an opt-in rule (GatherBlockQuantized)."""
-        builder = self._builder(node, graph)
-        # An initializer's own dims where a shapeless value_info (onnxruntime-genai writes one per initializer) hid them
-        tables = {name: TensorInfo(constants[name].data_type, tuple(constants[name].dims))
-                  for name in node.input if name in constants and not known_rank(infos.get(name))}
-        try:
-            output = rule.emit(node, {**infos, **tables}, builder)
-        except LeftUnchanged as reason:
-            self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, False, str(reason)))
-            return False
-        infos[node.output[0]] = output  # typed by the rule (GatherBlockQuantized: by the scales, the data are quantized)
-        self.report.outcomes.append(NodeOutcome(node.op_type, node.name, path, True))
-        return True
+            raise NotChanged(str(reason)) from None
+        declarations = scope.cache.get("declarations")
+        if declarations is None:
+            declarations = scope.cache["declarations"] = _Declared.of(scope.graph)
+        _declare_output(scope.graph, node, infos, not scope.main, declarations)
+        return Visit(None, detail=detail)
 
 
 def _internal_gather_outcome(node: NodeProto, path: str) -> NodeOutcome:
@@ -283,59 +269,12 @@ def _why_rank_unknown(name: str, graph: GraphProto, original: int, infos: dict[s
     return f"{name!r} is computed in a cycle of unknown ranks"
 
 
-def _splice(graph: GraphProto, original: int, counts: dict[int, int]) -> None:
-    """Put each replacement where its node was: the graph's first ``original`` nodes are its own, the
-    rest their replacements, in position order, ``counts[position]`` nodes replacing the node at
-    ``position``. Nodes are moved by an in-place sort, not copied: a graph may hold Constant nodes of
-    gigabytes."""
-    if not counts:
-        return
-    end = len(graph.node) - len(counts)  # the result's length: the replaced nodes sort after it
-    ranks = []  # the final place of each node of graph.node
-    new_ranks = []
-    shift = 0
-    for position in range(original):
-        count = counts.get(position)
-        if count is None:
-            ranks.append(position + shift)
-        else:
-            ranks.append(end + position)
-            new_ranks.extend(range(position + shift, position + shift + count))
-            shift += count - 1
-    # The sort hands its key function the same message objects this list holds (they stay alive, and
-    # protobuf keeps one Python object per live message), so a node's identity finds its rank.
-    nodes = list(graph.node)
-    place = {id(node): rank for node, rank in zip(nodes, ranks + new_ranks)}
-    del ranks, new_ranks
-    graph.node.sort(key=lambda node: place[id(node)])
-    del graph.node[end:]  # the replaced nodes, sorted last
-
-
-@dataclass
-class _Inferred:
-    """What layer 1 (ONNX's inference on the typing copy) says of one graph: the type of each name, and
-    the inferred copy of each node holding subgraphs (by position), for their own layer 1. Kept instead
-    of the inferred model, which is as large as the model."""
-
-    infos: dict[str, TensorInfo]
-    holders: dict[int, NodeProto]
-
-    @classmethod
-    def of(cls, inferred_graph: GraphProto, main: bool) -> "_Inferred":
-        holders = {}
-        for position, node in enumerate(inferred_graph.node):
-            if holds_subgraph(node):
-                holders[position] = NodeProto()
-                holders[position].CopyFrom(node)
-        return cls(graph_infos(inferred_graph, main), holders)
-
-
-def _apply_rank_rule(node: NodeProto, infos: dict[str, TensorInfo], constants: dict[str, onnx.TensorProto]) -> None:
+def _apply_rank_rule(node: NodeProto, infos: dict[str, TensorInfo], constants: ConstantView) -> None:
     if all(known_rank(infos.get(name)) for name in node.output if name):
         return
 
     def constant(name: str) -> np.ndarray | None:
-        tensor = constants.get(name)
+        tensor = constants.tensor(name)
         return None if tensor is None or tensor.data_location == onnx.TensorProto.EXTERNAL else \
             numpy_helper.to_array(tensor)
 
@@ -427,19 +366,9 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     if unknown_ops:
         raise ValueError(f"cannot rewrite {sorted(unknown_ops)}; the rewritable op types are "
                          f"{list(GATHER_OPS + OPT_IN_OPS)}")
-    report = RewriteReport()
-    result, failure = pass_copy(model, lambda node: _is_target(node, ops))
-    if failure:
-        _report_function_gathers(result, ops, report, failure)
-    if not report.outcomes:  # inlined: what a function still holds is in one that is never called
-        _report_function_gathers(result, ops, report, "in a model-local function that no node calls")
-    light = typing_copy(result)
-    main = _Inferred.of(inferred(light).graph, True)  # the inferred model freed here
-    light = light.SerializeToString()
-    rewriter = _Rewriter(ops, default_opset(result), NameScope(all_names(result)), report, light,
-                         runtime_alignment)
-    rewriter.graph(result.graph, main, {}, {}, "main graph")
-    report.main_graph_types = main.infos
+    rewrite = RewritePass(ops, runtime_alignment)
+    result = run_pass(model, rewrite)
+    report = rewrite.report
     if report.rewritten and not any(o.domain == DOMAIN for o in result.opset_import):
         result.opset_import.add(domain=DOMAIN, version=1)
     return result, report
