@@ -16,8 +16,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from gathermultiaxis import cases
-from gathermultiaxis.cases import FileSource, load_case
+from gathermultiaxis.conformance import cases
+from gathermultiaxis.conformance.cases import FileSource, load_case
 from gathermultiaxis.cli import main
 from gathermultiaxis.examples import EXAMPLE_PATH
 
@@ -70,7 +70,7 @@ def test_an_npy_header_larger_than_its_member_is_refused(tmp_path, capsys):
 def test_a_real_npz_bomb_is_refused_with_little_memory(tmp_path):
     """At the real limit (1 GiB), in a child process: the refusal reads the declared sizes only."""
     zeros_npz(tmp_path / "bomb.npz", 9 << 24)  # 1.1 GiB unpacked, 5 MiB packed
-    script = ("import resource, sys\nfrom gathermultiaxis.cases import BadInput, load_inputs\n"
+    script = ("import resource, sys\nfrom gathermultiaxis.conformance.cases import BadInput, load_inputs\n"
               "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
               "try:\n    load_inputs(sys.argv[1])\nexcept BadInput as error:\n    print(error)\n"
               "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n")
@@ -188,7 +188,7 @@ def test_a_model_over_2_gib_is_checked(tmp_path):
 
 def test_a_report_written_during_the_run_is_not_overwritten(tmp_path, capsys, monkeypatch):
     report = tmp_path / "r.json"
-    from gathermultiaxis import check
+    from gathermultiaxis.conformance import check
 
     real_run = check.run
 

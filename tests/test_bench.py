@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from gathermultiaxis.bench import workloads
+from gathermultiaxis.bench.kernel import workloads
 from gathermultiaxis.cli import main
 
 WORKLOADS = [w.name for w in workloads(quick=True)]

@@ -8,11 +8,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support import assert_bit_identical, make_model
 
-from gathermultiaxis import check
-from gathermultiaxis.cases import CheckCase, DataSet, FileSource, InputOptions, default_suite
+from gathermultiaxis.conformance import check
+from gathermultiaxis.conformance.cases import CheckCase, DataSet, FileSource, InputOptions, default_suite
 from gathermultiaxis.cli import main
 from gathermultiaxis.examples import EXAMPLE_PATH
-from gathermultiaxis.fuzz import fuzz_case, save_reproducer
+from gathermultiaxis.conformance.fuzz import fuzz_case, save_reproducer
 from gathermultiaxis.graphs import rules
 
 T = TensorProto

@@ -11,7 +11,7 @@ import pytest
 # and then the narrowed collection would see all their cases and could not fail.
 _COMPARE = """
 import json
-from gathermultiaxis.cases import default_suite
+from gathermultiaxis.conformance.cases import default_suite
 narrowed = [case.name for case in default_suite()]
 full = [case.name for case in default_suite(None)]
 print(json.dumps([narrowed, full]))

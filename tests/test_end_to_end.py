@@ -32,7 +32,7 @@ def test_end_to_end_refuses_a_folder_without_models(tmp_path, capsys):
 def test_end_to_end_on_a_real_export(tmp_path, capsys):
     pytest.importorskip("torch", reason="torch is not installed: no export to time")
     pytest.importorskip("transformers", reason="transformers is not installed: no export to time")
-    from gathermultiaxis.exports import build_exports
+    from gathermultiaxis.exports.models import build_exports
 
     written, skipped = build_exports(tmp_path, ["gpt2_torchscript"])
     assert [p.name for p in written] == ["gpt2_torchscript.onnx"], skipped

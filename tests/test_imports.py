@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = {"scripts": "gathermultiaxis", "ops": "gathermultiaxis.ops", "graphs": "gathermultiaxis.graphs"}
+PACKAGES = {"scripts": "gathermultiaxis", "ops": "gathermultiaxis.ops", "graphs": "gathermultiaxis.graphs",
+            "scripts/conformance": "gathermultiaxis.conformance", "scripts/bench": "gathermultiaxis.bench",
+            "scripts/exports": "gathermultiaxis.exports"}
 
 BLOCK_ORT = """
 import sys

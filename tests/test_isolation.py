@@ -4,7 +4,7 @@ import os
 import signal
 import time
 
-from gathermultiaxis.isolation import Worker, report_phase
+from gathermultiaxis.conformance.isolation import Worker, report_phase
 
 
 def crash(_):

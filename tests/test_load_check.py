@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from gathermultiaxis.bigmodel import build_big_graph
+from gathermultiaxis.bench.bigmodel import build_big_graph
 from gathermultiaxis.examples import build_example_model
 from gathermultiaxis.graphs import lower_model, rewrite_model
 from gathermultiaxis.graphs.load_check import changed_part

@@ -20,14 +20,14 @@ from test_torch_export import feeds_for
 from torch_gathers import SHIPPED
 
 from gathermultiaxis import GatherIndexError, GatherShapeError, gather_multiaxis
-from gathermultiaxis.cases import default_suite
+from gathermultiaxis.conformance.cases import default_suite
 from gathermultiaxis.cli import main
 from gathermultiaxis.examples import EXAMPLE_PATH, example_inputs
-from gathermultiaxis.fuzz import fuzz_case
+from gathermultiaxis.conformance.fuzz import fuzz_case
 from gathermultiaxis.graphs import lower_model, rewrite_model
 from gathermultiaxis.ops import DOMAIN
 from gathermultiaxis.ops.reference import GatherMultiaxis
-from gathermultiaxis.roundtrip import check_lowered
+from gathermultiaxis.conformance.roundtrip import check_lowered
 
 CONTRIB = helper.make_opsetid(DOMAIN, 1)
 FUZZ_SEEDS = 300

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 from gathermultiaxis.cli import main
 from gathermultiaxis.examples import EXAMPLE_PATH
 from gathermultiaxis.graphs import lower_model
-from gathermultiaxis.lowering_bench import KERNEL_GOAL, kernels, op_counts, prepare
+from gathermultiaxis.bench.lowering import KERNEL_GOAL, kernels, op_counts, prepare
 from gathermultiaxis.ops.contract import DOMAIN, OP_TYPE
 
 KERNELS = [subject.name for subject in kernels()]

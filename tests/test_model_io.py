@@ -145,7 +145,7 @@ def test_data_file_offsets_are_aligned_and_holes_stay_holes(tmp_path):
 def test_big_model_script_on_a_small_table(tmp_path):
     """The 2.2 GB memory measurement (gathermultiaxis bench --big-model), run on 10 MB so it stays
     working; its number is a benchmark, not asserted here."""
-    from gathermultiaxis.bigmodel import measure
+    from gathermultiaxis.bench.bigmodel import measure
 
     run = measure(0.01, tmp_path)
     assert run.exit_status == 0 and run.rows_match, run.stderr

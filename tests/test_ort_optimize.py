@@ -109,8 +109,8 @@ def test_the_pre_pass_does_not_bake_in_gather_to_slice_fusion(monkeypatch):
 
 
 def test_check_compares_both_ways(tmp_path, capsys):
-    from gathermultiaxis.cases import CheckCase, DataSet
-    from gathermultiaxis.check import CheckMode, check_case
+    from gathermultiaxis.conformance.cases import CheckCase, DataSet
+    from gathermultiaxis.conformance.check import CheckMode, check_case
 
     case = CheckCase("reversal", reversal_model(), [DataSet({"x": np.arange(12, dtype=np.float32).reshape(3, 4)})])
     assert check_case(case).verdict == "passed"  # optimizations off on both sides

@@ -15,7 +15,7 @@ from gathermultiaxis.cli import main
 from gathermultiaxis.graphs import rewrite_model
 from gathermultiaxis.harness import make_session
 from gathermultiaxis.ops import Mode, gather_multiaxis
-from gathermultiaxis.policies import policy_inputs, policy_report, with_mode
+from gathermultiaxis.conformance.policies import policy_inputs, policy_report, with_mode
 
 TABLE = np.arange(18, dtype=np.float32).reshape(6, 3) + 0.5
 IDS = np.array([0, 7, -1, -9, 5], np.int64)  # one above, one below, one negative in range

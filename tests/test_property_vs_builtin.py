@@ -1,10 +1,10 @@
 """Property run: random single-node Gather / GatherElements / GatherND models (the fuzzer's cases,
-``gathermultiaxis.fuzz``: every op, opset, data type, rank 0-5, zero and one dims, negative and
+``gathermultiaxis.conformance.fuzz``: every op, opset, data type, rank 0-5, zero and one dims, negative and
 out-of-range indices, static / symbolic / rank-only declared shapes), the builtin ORT kernel against
 the rewrite, in this process. ``pytest --property-cases N`` runs more than the default 2000."""
 
-from gathermultiaxis.check import check_case
-from gathermultiaxis.fuzz import fuzz_case
+from gathermultiaxis.conformance.check import check_case
+from gathermultiaxis.conformance.fuzz import fuzz_case
 
 FIRST_SEED = 100_000  # apart from the seeds test_check.py runs through the command line
 

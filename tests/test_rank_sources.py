@@ -11,7 +11,7 @@ from sessions import assert_rewrite_matches
 from support import make_model
 
 from gathermultiaxis.graphs import rewrite_model
-from gathermultiaxis.roundtrip import check_lowered
+from gathermultiaxis.conformance.roundtrip import check_lowered
 
 T = TensorProto
 RNG = np.random.default_rng(17)

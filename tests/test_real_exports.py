@@ -24,9 +24,9 @@ pytest.importorskip("transformers", reason="transformers is not installed: no ex
 
 import onnxruntime as ort  # noqa: E402
 
-from gathermultiaxis.cases import generated_inputs  # noqa: E402
+from gathermultiaxis.conformance.cases import generated_inputs  # noqa: E402
 from gathermultiaxis.cli import main  # noqa: E402
-from gathermultiaxis.exports import DECODER_EXPORTS, EXPORTS, TORCHSCRIPT_EXPORTS, build_exports  # noqa: E402
+from gathermultiaxis.exports.models import DECODER_EXPORTS, EXPORTS, TORCHSCRIPT_EXPORTS, build_exports  # noqa: E402
 from gathermultiaxis.graphs import lower_model, rewrite_model  # noqa: E402
 from gathermultiaxis.harness import bit_identical  # noqa: E402
 from gathermultiaxis.ops import InferenceSession  # noqa: E402

@@ -7,7 +7,7 @@ from onnx import TensorProto, helper, numpy_helper
 from support import IR_VERSION, make_model
 from sessions import assert_rewrite_matches, builtin_session
 
-from gathermultiaxis.fuzz import with_float_boundary
+from gathermultiaxis.conformance.fuzz import with_float_boundary
 from gathermultiaxis.graphs import rewrite_model
 from gathermultiaxis.harness import single_gather_model
 

@@ -8,7 +8,7 @@ from sessions import builtin_session, custom_session
 from support import assert_bit_identical
 
 from gathermultiaxis import cli
-from gathermultiaxis.bigmodel import build_big_graph
+from gathermultiaxis.bench.bigmodel import build_big_graph
 from gathermultiaxis.graphs import rewrite_model
 from gathermultiaxis.graphs.builder import NameScope
 

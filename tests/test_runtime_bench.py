@@ -4,7 +4,7 @@ the GPT-2 rows (150 MB tables) run only from the command line."""
 
 import numpy as np
 
-from gathermultiaxis.runtime_bench import ENTRIES, detection_workloads, tiny_workload, format_runtime_report, measure
+from gathermultiaxis.bench.runtime import ENTRIES, detection_workloads, tiny_workload, format_runtime_report, measure
 
 
 def test_runtime_rows_report_every_entry():

@@ -7,9 +7,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from gathermultiaxis.cases import default_suite
+from gathermultiaxis.conformance.cases import default_suite
 from gathermultiaxis.cli import main
-from gathermultiaxis.fuzz import fuzz_case
+from gathermultiaxis.conformance.fuzz import fuzz_case
 from gathermultiaxis.graphs import rewrite_model
 from gathermultiaxis.graphs.webnn import NotStatic, lower_for_webnn, lowering_findings, webnn_check
 from gathermultiaxis.harness import bit_identical, make_session

@@ -39,12 +39,12 @@ from typing import Callable, Iterable, Iterator, Union
 import numpy as np
 from onnx import ModelProto
 
+from ..graphs import lower_model, rewrite_model
+from ..graphs.modelfile import one_line
+from ..graphs.ort_optimizer import OrtOptimizeError, ort_optimize
+from ..harness import bit_identical, difference, make_session, versions
 from . import fuzz
 from .cases import CannotGenerate, CheckCase, DataSet, FileSource, InputOptions, load_case, sized_inputs
-from .graphs import lower_model, rewrite_model
-from .graphs.modelfile import one_line
-from .graphs.ort_optimizer import OrtOptimizeError, ort_optimize
-from .harness import bit_identical, difference, make_session, versions
 from .isolation import Outcome, Worker, report_phase
 
 VERDICTS = ("passed", "failed", "not compared", "not runnable", "builtin wrong", "no gather")
@@ -179,7 +179,7 @@ class _WebNNSessions:
         self.rewritten, self.sessions = rewritten, {}
 
     def run(self, output_names, feeds):
-        from .graphs.webnn import lower_for_webnn, lowering_findings
+        from ..graphs.webnn import lower_for_webnn, lowering_findings
 
         shapes = {name: np.asarray(value).shape for name, value in feeds.items()}
         key = tuple(sorted(shapes.items()))

@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
-from .harness import IR_VERSION
+from ..harness import IR_VERSION
 
 WIDTH = 1024
 _MARKED_ROWS = (0, 3, -1)
@@ -97,7 +97,7 @@ def _rows_match(source: Path, target: Path) -> bool:
     """Original (plain ORT) and rewrite (GatherMultiaxis) give the same rows, first and last included."""
     import onnxruntime as ort
 
-    from .ops.ortop import session_options
+    from ..ops.ortop import session_options
 
     feeds = {"ids": np.array([*_MARKED_ROWS, 1], np.int64)}
     want = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).run(None, feeds)[0]

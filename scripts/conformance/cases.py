@@ -23,9 +23,9 @@ import numpy as np
 import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
-from .examples import EXAMPLE_PATH, example_inputs
-from .graphs import GATHER_OPS, holds_gather
-from .graphs.modelfile import path_kind, read_model
+from ..examples import EXAMPLE_PATH, example_inputs
+from ..graphs import GATHER_OPS, holds_gather
+from ..graphs.modelfile import path_kind, read_model
 
 # Symbolic dims start at the first of these sizes (3: small, and not 1, which would hide broadcasting
 # mistakes); while the original model refuses the generated inputs, one dim name at a time takes the

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from onnx import ModelProto, helper
 
+from ..graphs import rewrite_model
+from ..graphs.walk import node_holders
+from ..harness import bit_identical, make_session
+from ..ops.contract import DOMAIN, OP_TYPE, Mode
 from .cases import CannotGenerate, index_bounds, sized_inputs
-from .graphs import rewrite_model
-from .graphs.walk import node_holders
-from .harness import bit_identical, make_session
-from .ops.contract import DOMAIN, OP_TYPE, Mode
 
 # (runtime, what it does with an out-of-range index, the operator's mode that does the same or None)
 RUNTIMES = (

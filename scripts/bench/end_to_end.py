@@ -59,7 +59,7 @@ def model_feeds(path: Path, model, batch: int, sequence: int) -> tuple[dict, str
     if saved.is_file():
         with np.load(saved) as arrays:
             return {name: arrays[name] for name in arrays.files}, "inputs.npz"
-    from .cases import generated_inputs
+    from ..conformance.cases import generated_inputs
 
     shapes = {value.name: tuple(d.dim_value if d.HasField("dim_value") else (batch if j == 0 else sequence)
                                 for j, d in enumerate(value.type.tensor_type.shape.dim))
@@ -70,7 +70,7 @@ def model_feeds(path: Path, model, batch: int, sequence: int) -> tuple[dict, str
 def _sessions_and_feeds(path: str, batch: int, sequence: int):
     import onnx
 
-    from .graphs import lower_model, rewrite_model
+    from ..graphs import lower_model, rewrite_model
 
     model = onnx.load(path)
     feeds, shape = model_feeds(Path(path), model, batch, sequence)
@@ -82,7 +82,7 @@ def _sessions_and_feeds(path: str, batch: int, sequence: int):
 
 def _session(column: str, model):
     """ORT's default options, as users run models (the package's session for the rewritten column)."""
-    from .harness import make_session
+    from ..harness import make_session
 
     return make_session(model, custom=column == "rewritten", as_users_do=True)
 
@@ -96,7 +96,7 @@ def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: i
     process shares the cores with the first one's spinning threads (measured: a 40 ms BERT ran 1.7x
     slower after another session's run, with or without a 20 ms pause). The outputs are compared with
     the original's first, by a builtin session deleted (its threads joined) before the timing."""
-    from .harness import bit_identical
+    from ..harness import bit_identical
 
     models, feeds, shape, report, lowering = _sessions_and_feeds(path, batch, sequence)
     same = None
@@ -131,8 +131,8 @@ def in_fresh_process(module: str, function: str, *arguments) -> dict:
 
 
 def _measure_in_child(path: Path, repeats: int, batch: int, sequence: int, column: str) -> dict:
-    return {"column": column, **in_fresh_process("end_to_end", "measure_in_this_process", str(path), repeats, batch,
-                                                 sequence, column)}
+    return {"column": column, **in_fresh_process("bench.end_to_end", "measure_in_this_process", str(path), repeats,
+                                                 batch, sequence, column)}
 
 
 def run(items: list[str], repeats: int = 201, processes: int = 2, batch: int = 1, sequence: int = 16,

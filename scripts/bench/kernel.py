@@ -25,13 +25,13 @@ from typing import Callable
 import numpy as np
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
-from .graphs import lower_model, rewrite_model
-from .graphs.inference import TensorInfo
-from .graphs.rules import RULES
-from .harness import IR_VERSION, make_session, single_gather_model, tensor_type_of
-from .ops import gather_multiaxis
+from ..graphs import lower_model, rewrite_model
+from ..graphs.inference import TensorInfo
+from ..graphs.rules import RULES
+from ..harness import IR_VERSION, make_session, single_gather_model, tensor_type_of
+from ..ops import gather_multiaxis
+from ..ops.contract import DOMAIN, OP_TYPE
 from .timing import interleaved
-from .ops.contract import DOMAIN, OP_TYPE
 
 
 @dataclass

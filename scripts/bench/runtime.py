@@ -28,8 +28,8 @@ import numpy as np
 import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
-from .graphs import rewrite_model
-from .harness import IR_VERSION, bit_identical, make_session
+from ..graphs import rewrite_model
+from ..harness import IR_VERSION, bit_identical, make_session
 from .timing import interleaved
 
 OPSET = 17
@@ -147,7 +147,7 @@ def runtime_workloads(seed: int = 0) -> list[RuntimeWorkload]:
 def _sessions(workload: RuntimeWorkload):
     import onnxruntime as ort
 
-    from .ops import session_options
+    from ..ops import session_options
 
     rewritten = rewrite_model(workload.model)[0]
     builtin = make_session(workload.model, custom=False, as_users_do=True)
@@ -222,8 +222,8 @@ def _call_path_workloads(rng) -> list[RuntimeWorkload]:
 
 
 def _switch(step: str, on: bool) -> None:
-    from .graphs import bind
-    from .ops import ortop
+    from ..graphs import bind
+    from ..ops import ortop
 
     if step == "own invocation hook":
         ortop.register(hook=on)
@@ -240,7 +240,7 @@ def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
     """Calling-thread CPU time (time.thread_time) per run of tiny models, builtin against
     gathermultiaxis.InferenceSession with every step of the call path, and with each step switched off
     in turn (one session per variant, all interleaved). Rows: workload, variant, median us, p10, p90."""
-    from .ops import ortop
+    from ..ops import ortop
 
     rows = []
     ortop.register()
@@ -309,7 +309,7 @@ def _rss_child(path: str, runs: int) -> dict:
 
     import onnxruntime  # noqa: F401 - imported before the baseline, as the session needs it
 
-    from .ops import InferenceSession
+    from ..ops import InferenceSession
 
     ids = np.random.default_rng(0).integers(0, 1000, (8, 512))
     gc.collect()
@@ -338,7 +338,7 @@ def rss_over_bound_table(table_mb: int = 150, runs: int = 1000, external: bool =
         path = os.path.join(folder, "model.onnx")
         onnx.save(rewritten, path, save_as_external_data=external, location="table.bin")
         del rewritten
-        code = (f"import json, sys; from gathermultiaxis.runtime_bench import _rss_child; "
+        code = (f"import json, sys; from gathermultiaxis.bench.runtime import _rss_child; "
                 f"print(json.dumps(_rss_child({path!r}, {runs})))")
         child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     result = json.loads(child.stdout.strip().splitlines()[-1])

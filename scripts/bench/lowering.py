@@ -91,7 +91,7 @@ class LoweringRow:
 def op_counts(model: ModelProto) -> dict[str, int]:
     """Nodes by op type (``domain::type`` outside the default domain) in the main graph, its subgraphs
     and the model-local functions; Constant nodes are not counted."""
-    from .graphs.walk import node_holders
+    from ..graphs.walk import node_holders
 
     counts = collections.Counter(node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
                                  for holder in node_holders(model) for node in holder.node
@@ -106,8 +106,8 @@ OPSET = 18
 
 def _model(nodes, inputs: dict[str, np.ndarray], output: str, output_type: int, initializers=(),
            custom: bool = False) -> ModelProto:
-    from .harness import IR_VERSION, tensor_type_of
-    from .ops.contract import DOMAIN
+    from ..harness import IR_VERSION, tensor_type_of
+    from ..ops.contract import DOMAIN
 
     graph = helper.make_graph(
         nodes, "kernel", [helper.make_tensor_value_info(name, tensor_type_of(array), list(array.shape))
@@ -124,7 +124,7 @@ def _ints(name: str, values) -> onnx.TensorProto:
 def kernels(seed: int = 0) -> list[Subject]:
     """The kernels of issue 27, each a one-gather model (inputs include negative indices, which every
     builtin accepts)."""
-    from .ops.contract import DOMAIN, OP_TYPE
+    from ..ops.contract import DOMAIN, OP_TYPE
 
     rng = np.random.default_rng(seed)
     subjects = []
@@ -203,11 +203,11 @@ def prepare(subject: Subject, stem: Path) -> LoweringRow:
     """Rewrite and lower ``subject``, count its nodes, compare its outputs; when both models ran, write
     them and the inputs for the timed children (``STEM.original.onnx``, ``STEM.lowered.onnx``,
     ``STEM.inputs.npz``)."""
-    from .graphs import lower_model, rewrite_model
-    from .graphs.lower import GENERAL
-    from .graphs.walk import node_holders
-    from .harness import difference, make_session
-    from .ops.contract import DOMAIN, OP_TYPE
+    from ..graphs import lower_model, rewrite_model
+    from ..graphs.lower import GENERAL
+    from ..graphs.walk import node_holders
+    from ..harness import difference, make_session
+    from ..ops.contract import DOMAIN, OP_TYPE
 
     row = LoweringRow(subject.name, subject.kind, subject.baseline, subject.inputs)
     if subject.multiaxis is None:
@@ -259,7 +259,7 @@ def prepare(subject: Subject, stem: Path) -> LoweringRow:
 def time_in_this_process(model_path: str, feeds_path: str, repeats: int) -> dict:
     """A fresh process's task: ``repeats`` runs of one model on plain ORT with default session options
     (after a warm-up, ``timing.interleaved``); the samples in ms."""
-    from .harness import make_session
+    from ..harness import make_session
     from .timing import interleaved
 
     with np.load(feeds_path, allow_pickle=False) as arrays:
@@ -304,7 +304,7 @@ def run(items: list[str], with_kernels: bool = True, repeats: int = 41, processe
                 # before or after a process (another agent's burst, the previous child's exit) does not
                 # always fall on the same column
                 order = COLUMNS if round_number % 2 == 0 else COLUMNS[::-1]
-                measured.append({column: in_fresh_process("lowering_bench", "time_in_this_process",
+                measured.append({column: in_fresh_process("bench.lowering", "time_in_this_process",
                                                           f"{stem}.{column}.onnx", f"{stem}.inputs.npz", repeats)
                                  for column in order})
     for (row, _), measured in zip(timed, rounds):

@@ -14,8 +14,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from ..harness import single_gather_model
 from .cases import CheckCase, DataSet
-from .harness import single_gather_model
 
 OPSETS = {"Gather": (7, 11, 13), "GatherElements": (11, 13), "GatherND": (11, 12, 13)}
 ELEMENT_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT8, TensorProto.INT16, TensorProto.INT32,
