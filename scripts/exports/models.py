@@ -231,7 +231,7 @@ EXPORTS: dict[str, Callable[[Path], dict]] = {
     "hummingbird_gbdt_tree_trav": _tree_ensemble,
 }
 
-# The TorchScript counterparts of the dynamo exports above, and Swin both ways (tests/test_real_exports.py
+# The TorchScript counterparts of the dynamo exports above, and Swin both ways (tests/exports/test_real_exports.py
 # exports every architecture both ways; not part of the default ``build-exports`` set).
 TORCHSCRIPT_EXPORTS: dict[str, Callable[[Path], dict]] = {
     "bert_torchscript": functools.partial(_bert, dynamo=False),

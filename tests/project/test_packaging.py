@@ -1,4 +1,4 @@
-"""The packaging checks of tests/packaging_checks.py (fresh venvs, the package index, minutes each), run only when
+"""The packaging checks of tests/project/packaging_checks.py (fresh venvs, the package index, minutes each), run only when
 GATHERMULTIAXIS_PACKAGING_TESTS=1: the oldest supported versions, and the sdist's tests and the wheel."""
 
 import os
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-import packaging_checks as checks  # pytest puts tests/ on sys.path
+import packaging_checks as checks  # pytest puts this file's folder on sys.path
 
 pytestmark = pytest.mark.skipif(
     os.environ.get(checks.ENABLE_VARIABLE) != "1",

@@ -14,7 +14,7 @@ from support import assert_bit_identical, make_model
 
 from gathermultiaxis.ops import variants as v
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 CASES = 200
 
 

@@ -1,17 +1,18 @@
 """Packaging checks that need a fresh virtual environment and the package index (minutes each).
 
-    python tests/packaging_checks.py oldest [--python python3.11] [--constraints tests/oldest-constraints.txt]
-    python tests/packaging_checks.py sdist  [--python python3.11]
+    python tests/project/packaging_checks.py oldest [--python python3.11] [--constraints FILE]
+    python tests/project/packaging_checks.py sdist  [--python python3.11]
 
-``oldest``: a fresh venv, the pins of the constraints file installed exactly (the oldest versions the
-package declares it supports), the project installed from this checkout under those pins, then the
-README's commands (``example``, ``rewrite``, ``check``) and a short ``check --fuzz 50`` in an empty folder.
+``oldest``: a fresh venv, the pins of the constraints file (default: oldest-constraints.txt beside this
+file) installed exactly (the oldest versions the package declares it supports), the project installed
+from this checkout under those pins, then the README's commands (``example``, ``rewrite``, ``check``) and
+a short ``check --fuzz 50`` in an empty folder.
 
 ``sdist``: ``python -m build`` into a temp folder; the sdist unpacked elsewhere, installed with the
 ``test`` extra into a fresh venv, and ``python -m pytest -q`` run from the unpacked folder; the wheel
 installed into a second fresh venv and the README's commands run in a new folder.
 
-Both exit non-zero at the first failing step, after printing its output. tests/test_packaging.py runs
+Both exit non-zero at the first failing step, after printing its output. tests/project/test_packaging.py runs
 them under pytest when GATHERMULTIAXIS_PACKAGING_TESTS=1.
 """
 
@@ -26,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-OLDEST_CONSTRAINTS = ROOT / "tests" / "oldest-constraints.txt"
+ROOT = Path(__file__).resolve().parents[2]
+OLDEST_CONSTRAINTS = Path(__file__).resolve().parent / "oldest-constraints.txt"
 ENABLE_VARIABLE = "GATHERMULTIAXIS_PACKAGING_TESTS"
 STEP_TIMEOUT_S = 1800  # one install, build or test run; a hang fails the check instead of blocking it
 README_COMMANDS = [
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("what", choices=["oldest", "sdist"])
     parser.add_argument("--python", default=sys.executable, help="interpreter for the fresh venvs")
     parser.add_argument("--constraints", type=Path, default=OLDEST_CONSTRAINTS,
-                        help="exact pins for 'oldest' (default tests/oldest-constraints.txt)")
+                        help="exact pins for 'oldest' (default tests/project/oldest-constraints.txt)")
     args = parser.parse_args(argv)
     start = time.monotonic()
     try:

@@ -1,6 +1,6 @@
 """How ``check`` sizes the symbolic dims of generated inputs (issue 17, item 6): a numeric dim_param is
 that size, and each dim name is sized on its own, one name varied at a time while the original model
-refuses. The decoder exports this is for are in tests/test_real_exports.py (slow)."""
+refuses. The decoder exports this is for are in tests/exports/test_real_exports.py (slow)."""
 
 import numpy as np
 import onnx

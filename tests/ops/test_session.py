@@ -16,7 +16,7 @@ import gathermultiaxis
 from gathermultiaxis.ops.ortop import BOUND_TABLES
 from gathermultiaxis.ops.session import RUN_TOKEN
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/: session_cases.py and support.py
 
 # What the session_options() path cannot do (README, "The operator in ONNX Runtime"): its nodes carry no
 # run token and its data always crosses the bridge.

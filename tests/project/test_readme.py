@@ -11,7 +11,7 @@ from support import assert_bit_identical
 
 from gathermultiaxis.examples import EXAMPLE_PATH, example_inputs
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
 
 

@@ -175,7 +175,7 @@ def test_malformed_entries_name_the_tensor_and_the_problem(model_folder):
 
 FIFO_CHILD = """
 import os, sys, numpy as np, onnx, onnxruntime as ort
-sys.path.insert(0, {tests!r})
+sys.path[:0] = [{tests!r}, os.path.dirname({tests!r})]  # this file's folder, and tests/ (support.py)
 from pathlib import Path
 from test_session_files import model_files
 import gathermultiaxis

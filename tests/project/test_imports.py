@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"scripts": "gathermultiaxis", "ops": "gathermultiaxis.ops", "graphs": "gathermultiaxis.graphs",
             "scripts/conformance": "gathermultiaxis.conformance", "scripts/bench": "gathermultiaxis.bench",
             "scripts/exports": "gathermultiaxis.exports"}
@@ -99,21 +99,21 @@ def private_names_used_across_modules() -> list[str]:
     public)."""
     found = []
     for folder in (*PACKAGES, "tests"):
-        for path in sorted((ROOT / folder).glob("*.py")):
+        for path in sorted((ROOT / folder).glob("**/*.py" if folder == "tests" else "*.py")):
             tree = ast.parse(path.read_text(), filename=str(path))
             modules = set()  # names bound to modules of the package in this file
             for node in ast.walk(tree):
                 if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("gathermultiaxis")):
                     for alias in node.names:
                         if alias.name.startswith("_") and not alias.name.startswith("__"):
-                            found.append(f"{folder}/{path.name}:{node.lineno}: from {'.' * node.level}"
+                            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: from {'.' * node.level}"
                                          f"{node.module or ''} import {alias.name}")
                         if node.module is None or alias.name[:1].islower():
                             modules.add(alias.asname or alias.name)
             for node in ast.walk(tree):
                 if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
                         and node.attr.startswith("_") and not node.attr.startswith("__")):
-                    found.append(f"{folder}/{path.name}:{node.lineno}: {node.value.id}.{node.attr}")
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value.id}.{node.attr}")
     return found
 
 
