@@ -22,7 +22,7 @@ type-check on it. :func:`changed_part` builds the model that proves exactly that
 When anything else differs (inputs, outputs, initializers, functions, opsets, a value_info of an
 unchanged name), a new node reuses a name the input model uses, a value someone reads lost its producer,
 or an input's type is unknown, there is no narrower proof: ``None``, and the whole model is loaded.
-tests/test_load_check.py breaks written models in the ways ORT refuses and checks the part agrees.
+tests/graphs/test_load_check.py breaks written models in the ways ORT refuses and checks the part agrees.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The ``gathermultiaxis`` command line: ``rewrite``, ``lower``, ``check``, ``bench``, ``example``.
 
 This module owns argument parsing and printing; the work is done by library functions
-(``graphs.rewrite_model``, ``graphs.lower_model``, ``check.run``, ``bench.run_bench``) that Python
-callers use directly.
+(``graphs.rewrite_model``, ``graphs.lower_model``, ``conformance.check.run``, ``bench.kernel.run_bench``)
+that Python callers use directly.
 
 Exit status:
   0    success (check: every case passed, or found ORT's builtin kernel wrong)
@@ -29,8 +29,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from . import __version__, check  # the bench modules: imported by the commands that use them
-from .cases import BadInput, InputOptions, default_suite, find_sources, load_inputs, parse_input_shapes
+from . import __version__  # bench/, exports/ and policies: imported by the commands that use them
+from .conformance import check
+from .conformance.cases import BadInput, InputOptions, default_suite, find_sources, load_inputs, parse_input_shapes
 from .examples import EXAMPLE_PATH
 from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
 from .graphs.load_check import changed_part
@@ -330,7 +331,7 @@ def _positive_float(text: str) -> float:
 
 def run_big_model(args) -> int:
     """bench big-model: peak memory of rewrite on a model over 2 GB (bigmodel.measure)."""
-    from . import bigmodel
+    from .bench import bigmodel
     if args.big_model_folder and not Path(args.big_model_folder).is_dir():
         raise CommandError(f"big-model --folder {args.big_model_folder}: no such folder")
     run = bigmodel.measure(args.big_model, Path(args.big_model_folder) if args.big_model_folder else None,
@@ -343,7 +344,7 @@ def run_big_model(args) -> int:
 
 def run_big_graph(args) -> int:
     """bench big-graph: rewrite time and peak memory on a model of many nodes (bigmodel.measure_big_graph)."""
-    from . import bigmodel
+    from .bench import bigmodel
     run = bigmodel.measure_big_graph(args.big_graph, repeats=args.repeats or 1)
     print(bigmodel.format_big_graph(run))
     if args.json:
@@ -352,14 +353,14 @@ def run_big_graph(args) -> int:
 
 
 def run_build_exports(args) -> int:
-    """bench build-exports DIR: the real exports end-to-end times (exports.build_exports)."""
-    from . import exports
+    """bench build-exports DIR: the real exports end-to-end times (exports.models.build_exports)."""
+    from .exports.models import build_exports
 
     folder = Path(args.build_exports)
     if not folder.is_dir():
         raise CommandError(f"build-exports {folder}: no such folder")
     output = Output(args.verbose)
-    written, skipped = exports.build_exports(folder, progress=lambda name: output.progress(0, None, name))
+    written, skipped = build_exports(folder, progress=lambda name: output.progress(0, None, name))
     output.end_progress()
     for path in written:
         print(f"wrote {path}")
@@ -370,7 +371,7 @@ def run_build_exports(args) -> int:
 
 def run_end_to_end(args) -> int:
     """bench end-to-end MODEL|FOLDER...: whole models in fresh processes (end_to_end)."""
-    from . import end_to_end
+    from .bench import end_to_end
 
     missing = [item for item in args.end_to_end if not Path(item).exists()]
     if missing:
@@ -390,8 +391,9 @@ def run_end_to_end(args) -> int:
 
 def run_lowering_bench(args) -> int:
     """bench lowering [MODEL|FOLDER...]: rewrite then lower, against the original and the builtin kernels
-    (lowering_bench). Exit 1 when a lowered model's outputs differ from the original's or a row failed."""
-    from . import end_to_end, lowering_bench
+    (bench.lowering). Exit 1 when a lowered model's outputs differ from the original's or a row failed."""
+    from .bench import end_to_end
+    from .bench import lowering as lowering_bench
 
     missing = [item for item in args.models if not Path(item).exists()]
     if missing:
@@ -416,8 +418,8 @@ def run_lowering_bench(args) -> int:
 
 
 def run_runtime_bench(args) -> int:
-    """bench runtime: the models a user meets, through both entry points (runtime_bench)."""
-    from . import runtime_bench
+    """bench runtime: the models a user meets, through both entry points (bench.runtime)."""
+    from .bench import runtime as runtime_bench
     output = Output(args.verbose)
     results = runtime_bench.run_runtime_bench(args.repeats or 41, progress=lambda name: output.progress(0, None, name))
     output.end_progress()
@@ -437,7 +439,7 @@ def run_runtime_bench(args) -> int:
 def run_policies(args) -> int:
     """policies MODEL: the out-of-range indices each gather gets, and each runtime policy's outputs
     (policies.policy_report). Exit 0; 1 when no index was out of range or negative (nothing to compare)."""
-    from . import policies
+    from .conformance import policies
 
     _writable(args.json, args.force)
     model = _read(args.model)
@@ -484,7 +486,7 @@ def run_bench(args) -> int:
         return run_end_to_end(args)
     if args.build_exports:
         return run_build_exports(args)
-    from . import bench
+    from .bench import kernel as kernel_bench
     if args.plot:
         _writable(args.plot, args.force)
         try:
@@ -492,15 +494,15 @@ def run_bench(args) -> int:
         except ImportError:
             raise CommandError("--plot needs matplotlib: pip install 'gathermultiaxis[bench]'") from None
     output = Output(args.verbose)
-    results = bench.run_bench(args.quick, args.repeats, args.reference_cap,
-                              progress=lambda name: output.progress(0, None, name))
+    results = kernel_bench.run_bench(args.quick, args.repeats, args.reference_cap,
+                                     progress=lambda name: output.progress(0, None, name))
     output.end_progress()
-    print(bench.format_report(results) if args.verbose >= 0 else bench.summary_table(results))
-    print("\nLowered to standard ONNX ops, on plain ORT:\n" + bench.lowered_table(results))
+    print(kernel_bench.format_report(results) if args.verbose >= 0 else kernel_bench.summary_table(results))
+    print("\nLowered to standard ONNX ops, on plain ORT:\n" + kernel_bench.lowered_table(results))
     if args.json:
         _write_json(args.json, [asdict(r) for r in results], force=args.force)
     if args.plot:
-        bench.plot(results, args.plot)
+        kernel_bench.plot(results, args.plot)
         print(f"wrote {args.plot}")
     return 0
 

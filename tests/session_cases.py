@@ -1,5 +1,5 @@
 """Cases of the GatherMultiaxis runtime that could end the process, run one per child process by
-test_session.py: ``python session_cases.py CASE ENTRY`` prints ``OK`` on success; an assertion or a
+ops/test_session.py: ``python session_cases.py CASE ENTRY`` prints ``OK`` on success; an assertion or a
 crash shows in the exit code. ENTRY is ``session`` (gathermultiaxis.InferenceSession) or ``options``
 (onnxruntime.InferenceSession with gathermultiaxis.session_options())."""
 

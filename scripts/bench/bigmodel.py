@@ -1,0 +1,257 @@
+"""Peak memory of ``gathermultiaxis rewrite`` on a model over protobuf's 2 GB limit, and its time and
+memory on a model of many nodes.
+
+``gathermultiaxis bench big-model [GB] [--folder DIR] [--ort-optimize]`` builds a model whose
+embedding table (the data of a Gather, ``--gb`` gigabytes of float32) lives in a sparse external-data
+file (holes read as zeros, so it takes no disk space), rewrites it in a child process, and prints the
+child's peak resident set size (``ru_maxrss`` from ``os.wait4``), the size of the written files and
+whether the rewritten model gives the original's rows. Not a test: it needs a few GB of free disk when
+the file system does not keep holes.
+
+``gathermultiaxis bench big-graph [GATHERS]`` builds a chain of GATHERS x (Gather + Add) and times, in
+fresh processes (wall clock, CPU time and peak RSS from ``os.wait4``), ``gathermultiaxis rewrite`` of it
+against ``onnx.load`` + ``onnx.shape_inference.infer_shapes`` of the same file, and against ORT loading
+it as ``rewrite``'s input check does (``modelfile.ort_load_error``): the floor under the command's peak.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import ModelProto, TensorProto, helper, numpy_helper
+
+from ..harness import IR_VERSION
+
+WIDTH = 1024
+_MARKED_ROWS = (0, 3, -1)
+
+
+def build_big_model(folder: Path, gigabytes: float) -> Path:
+    """``folder/big.onnx``: Gather(table, ids) @ projection + bias, the table external (sparse file)."""
+    rows = int(gigabytes * 1e9) // (WIDTH * 4)
+    table = TensorProto(name="table", data_type=TensorProto.FLOAT, dims=[rows, WIDTH])
+    table.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "big.onnx.weights"), ("offset", "0"), ("length", str(rows * WIDTH * 4))):
+        table.external_data.add(key=key, value=value)
+    projection = numpy_helper.from_array(np.eye(WIDTH, 8, dtype=np.float32), "projection")
+    bias = numpy_helper.from_array(np.arange(8, dtype=np.float32), "bias")
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["rows"], axis=0, name="embedding"),
+             helper.make_node("MatMul", ["rows", "projection"], ["projected"]),
+             helper.make_node("Add", ["projected", "bias"], ["out"])]
+    graph = helper.make_graph(nodes, "big", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["n"])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["n", 8])],
+                              [table, projection, bias])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION)
+    onnx.save_model(model, str(folder / "big.onnx"))
+    with open(folder / "big.onnx.weights", "wb") as weights:
+        weights.truncate(rows * WIDTH * 4)
+        for row in _MARKED_ROWS:  # a few rows that are not zeros, so the check below can tell rows apart
+            weights.seek((row % rows) * WIDTH * 4)
+            weights.write((np.arange(WIDTH, dtype=np.float32) + row).tobytes())
+    return folder / "big.onnx"
+
+
+@dataclass
+class BigModelRun:
+    model_bytes: int  # the model file plus its external data
+    exit_status: int
+    peak_rss_mib: float
+    output_bytes: int  # apparent size of the written files
+    output_disk_bytes: int  # blocks actually allocated for them
+    rows_match: bool
+    stderr: str
+
+
+def _run_measured(command: list[str]) -> tuple[int, float, str]:
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    stderr = child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return child.returncode, usage.ru_maxrss / 1024, stderr  # ru_maxrss is in KiB on Linux
+
+
+def measure(gigabytes: float = 2.2, folder: Path | None = None, ort_optimize: bool = False) -> BigModelRun:
+    with tempfile.TemporaryDirectory(prefix="gathermultiaxis-big-", dir=folder) as scratch:
+        scratch = Path(scratch)
+        source = build_big_model(scratch, gigabytes)
+        (scratch / "out").mkdir()
+        target = scratch / "out" / "rewritten.onnx"
+        command = [sys.executable, "-m", "gathermultiaxis", "rewrite", str(source), "-o", str(target)]
+        status, peak, stderr = _run_measured(command + (["--ort-optimize"] if ort_optimize else []))
+        written = list((scratch / "out").iterdir())
+        rows_match = status == 0 and _rows_match(source, target)
+        return BigModelRun(sum(p.stat().st_size for p in scratch.iterdir() if p.is_file()), status, round(peak, 1),
+                           sum(p.stat().st_size for p in written), sum(p.stat().st_blocks * 512 for p in written),
+                           rows_match, stderr.strip())
+
+
+def _rows_match(source: Path, target: Path) -> bool:
+    """Original (plain ORT) and rewrite (GatherMultiaxis) give the same rows, first and last included."""
+    import onnxruntime as ort
+
+    from ..ops.ortop import session_options
+
+    feeds = {"ids": np.array([*_MARKED_ROWS, 1], np.int64)}
+    want = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = ort.InferenceSession(str(target), session_options(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    return (want.dtype == got.dtype and want.shape == got.shape and want.tobytes() == got.tobytes()
+            and len({row.tobytes() for row in want}) == len(feeds["ids"]))
+
+
+# -- many nodes: rewrite time and memory against onnx.load + infer_shapes ----------------------------
+
+def build_big_graph(gathers: int) -> ModelProto:
+    """A chain of ``gathers`` x (Gather + Add): 2 x ``gathers`` nodes, every Gather rewritten. Each link
+    reverses the 8 columns of a [n, 8] float tensor and adds one, so the chain is a real computation."""
+    nodes = []
+    previous = "x"
+    for i in range(gathers):
+        nodes.append(helper.make_node("Gather", [previous, "reversed"], [f"gathered{i}"], axis=1, name=f"gather{i}"))
+        nodes.append(helper.make_node("Add", [f"gathered{i}", "one"], [f"sum{i}"], name=f"add{i}"))
+        previous = f"sum{i}"
+    graph = helper.make_graph(nodes, "big_graph", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+                              [helper.make_tensor_value_info(previous, TensorProto.FLOAT, ["n", 8])],
+                              [numpy_helper.from_array(np.arange(7, -1, -1, dtype=np.int64), "reversed"),
+                               numpy_helper.from_array(np.ones(8, np.float32), "one")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION)
+
+
+@dataclass
+class Measured:
+    seconds: list[float]       # wall clock
+    peak_rss_mib: list[float]
+    cpu_seconds: list[float] = field(default_factory=list)  # user + system: what a loaded machine does not inflate
+
+    @property
+    def median_cpu_seconds(self) -> float:
+        return float(np.median(self.cpu_seconds))
+
+    @property
+    def median_seconds(self) -> float:
+        return float(np.median(self.seconds))
+
+    @property
+    def median_peak_rss_mib(self) -> float:
+        return float(np.median(self.peak_rss_mib))
+
+
+@dataclass
+class BigGraphRun:
+    gathers: int
+    nodes: int
+    model_bytes: int
+    repeats: int
+    rewrite: Measured             # `gathermultiaxis rewrite` as a user runs it (a fresh process)
+    load_and_infer: Measured      # onnx.load + onnx.shape_inference.infer_shapes (a fresh process)
+    ort_load: Measured            # ORT loading the input as `rewrite` checks it (a fresh process)
+    python_startup: Measured      # `python -c "import onnx"`: the floor under both
+    rewrite_over_load_and_infer: dict[str, float]  # seconds and peak RSS, ratios of medians
+    output_loads: bool
+
+
+# Each child reports its own peak RSS (VmHWM, which exec resets) as it exits: ``ru_maxrss`` from wait4
+# would include the pages of this process the child had before exec (the fork copy), ~300 MB here.
+_PEAK_MARK = "peak-rss-kib"
+_REPORT_PEAK = ("import atexit, sys\n"
+                "def _report_peak():\n"
+                "    with open('/proc/self/status') as status:\n"
+                "        kib = next(line.split()[1] for line in status if line.startswith('VmHWM'))\n"
+                f"    sys.stderr.write('\\n{_PEAK_MARK} ' + kib + '\\n')\n"
+                "atexit.register(_report_peak)\n")
+_LOAD_AND_INFER = _REPORT_PEAK + "import onnx; onnx.shape_inference.infer_shapes(onnx.load(sys.argv[1]))"
+_ORT_LOAD = _REPORT_PEAK + ("from gathermultiaxis import session_options; "
+                            "from gathermultiaxis.graphs.modelfile import ort_load_error; "
+                            "assert not ort_load_error(sys.argv[1], session_options=session_options)")
+_REWRITE = _REPORT_PEAK + ("import runpy; sys.argv = ['gathermultiaxis', *sys.argv[1:]]; "
+                           "runpy.run_module('gathermultiaxis', run_name='__main__')")
+
+
+def child_environment() -> dict[str, str]:
+    """The environment without PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION: an onnxruntime-extensions import
+    in this process may have set it to "python" (see ops/extensions.py), which would slow the children
+    by the pure-Python protobuf parser and measure that instead."""
+    return {k: v for k, v in os.environ.items() if k != "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"}
+
+
+def _timed(command: list[str]) -> tuple[int, float, float, float, str]:
+    start = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             env=child_environment())
+    stderr = child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - start
+    marks = [line.split()[1] for line in stderr.splitlines() if line.startswith(_PEAK_MARK)]
+    peak_mib = int(marks[-1]) / 1024 if marks else float("nan")
+    return os.waitstatus_to_exitcode(status), seconds, usage.ru_utime + usage.ru_stime, peak_mib, stderr
+
+
+def measure_big_graph(gathers: int = 50_000, repeats: int = 1, folder: Path | None = None) -> BigGraphRun:
+    """Build ``build_big_graph(gathers)``, then time, in fresh processes and interleaved ``repeats``
+    times: ``gathermultiaxis rewrite`` of it, onnx.load + infer_shapes of it, and Python importing onnx."""
+    commands = {"rewrite": None, "load_and_infer": None, "ort_load": None,
+                "python_startup": [sys.executable, "-c", _REPORT_PEAK + "import onnx"]}
+    results = {name: Measured([], []) for name in commands}
+    with tempfile.TemporaryDirectory(prefix="gathermultiaxis-graph-", dir=folder) as scratch:
+        source, target = Path(scratch) / "graph.onnx", Path(scratch) / "rewritten.onnx"
+        model = build_big_graph(gathers)
+        nodes = len(model.graph.node)
+        onnx.save_model(model, str(source))
+        del model
+        commands["rewrite"] = [sys.executable, "-c", _REWRITE, "rewrite", str(source), "-o", str(target),
+                               "--force", "-q"]
+        commands["load_and_infer"] = [sys.executable, "-c", _LOAD_AND_INFER, str(source)]
+        commands["ort_load"] = [sys.executable, "-c", _ORT_LOAD, str(source)]
+        for _ in range(repeats):
+            for name, command in commands.items():
+                status, seconds, cpu, peak, stderr = _timed(command)
+                if status != 0:
+                    raise RuntimeError(f"{' '.join(command[:4])} ... failed (exit {status}): {stderr.strip()[-500:]}")
+                results[name].seconds.append(round(seconds, 2))
+                results[name].cpu_seconds.append(round(cpu, 2))
+                results[name].peak_rss_mib.append(round(peak, 1))
+        output_loads = _graph_output_loads(target)
+        model_bytes = source.stat().st_size
+    rewrite, baseline = results["rewrite"], results["load_and_infer"]
+    return BigGraphRun(gathers, nodes, model_bytes, repeats, rewrite, baseline, results["ort_load"],
+                       results["python_startup"],
+                       {"seconds": rewrite.median_seconds / baseline.median_seconds,
+                        "cpu_seconds": rewrite.median_cpu_seconds / baseline.median_cpu_seconds,
+                        "peak_rss": rewrite.median_peak_rss_mib / baseline.median_peak_rss_mib},
+                       output_loads)
+
+
+def _graph_output_loads(target: Path) -> bool:
+    """The rewritten chain loads in ORT (as the rewrite's own check did) and every Gather became a
+    GatherMultiaxis. (Running it is the other tests' business: 50k Python op calls per run.)"""
+    model = onnx.load(str(target))
+    ops = {node.op_type for node in model.graph.node}
+    return "Gather" not in ops and "GatherMultiaxis" in ops
+
+
+def format_big_graph(run: BigGraphRun) -> str:
+    def row(name: str, measured: Measured) -> str:
+        return (f"| {name} | {measured.median_seconds:.2f} [{min(measured.seconds):.2f}-{max(measured.seconds):.2f}] | "
+                f"{measured.median_cpu_seconds:.2f} | "
+                f"{measured.median_peak_rss_mib:.0f} [{min(measured.peak_rss_mib):.0f}-"
+                f"{max(measured.peak_rss_mib):.0f}] |")
+
+    return "\n".join([
+        f"{run.nodes} nodes, {run.gathers} Gathers, {run.model_bytes / 2**20:.1f} MiB; fresh processes, "
+        f"{run.repeats} interleaved repeat(s), median [min-max]",
+        "| command | seconds | CPU seconds | peak RSS MiB |", "|---|---|---|---|",
+        row("gathermultiaxis rewrite", run.rewrite),
+        row("onnx.load + infer_shapes", run.load_and_infer),
+        row("ORT loads the input (rewrite's input check)", run.ort_load),
+        row("python -c 'import onnx'", run.python_startup),
+        f"rewrite / (load + infer_shapes): {run.rewrite_over_load_and_infer['seconds']:.2f}x time, "
+        f"{run.rewrite_over_load_and_infer['cpu_seconds']:.2f}x CPU time, "
+        f"{run.rewrite_over_load_and_infer['peak_rss']:.2f}x peak RSS; every Gather rewritten: "
+        f"{'yes' if run.output_loads else 'NO'}"])

@@ -1,0 +1,222 @@
+"""``gathermultiaxis bench end-to-end MODEL|FOLDER ...``: whole models as users run them.
+
+Three columns per model, all with ORT's default session options: the original on plain ORT (builtin
+gathers); the ``rewrite --ort-optimize`` model in ``gathermultiaxis.InferenceSession``; and that rewrite
+lowered to standard ONNX ops (``graphs.lower_model``, static ranks only) on plain ORT. Each model is
+timed in ``processes`` rounds of fresh processes, one process per column (a slow state of one
+process counts; see ``measure_in_this_process`` for why one session per process), the rounds
+interleaving every model and column. Reported: medians over all repeats of all rounds, the ratios of
+medians, and their spread (the lowest and highest ratio of one round); a geometric-mean row.
+
+Inputs: ``MODEL.inputs.npz`` beside the model when there is one (``gathermultiaxis bench
+build-exports`` writes them), else generated inputs whose symbolic dims take (batch, sequence).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .timing import interleaved
+
+COLUMNS = ("builtin", "rewritten", "lowered")
+
+
+@dataclass
+class ModelRow:
+    model: str
+    shape: str                    # "inputs.npz", or the (batch, sequence) given to symbolic dims
+    rewritten_gathers: int
+    bit_identical: bool           # rewritten (InferenceSession) against the original, every process
+    lowered_bit_identical: bool | None  # None: lowering left a GatherMultiaxis (or failed)
+    median_ms: dict[str, float] = field(default_factory=dict)
+    ratios: dict[str, float] = field(default_factory=dict)  # "rewritten / builtin", "lowered / builtin": median over rounds
+    spread: dict[str, tuple[float, float]] = field(default_factory=dict)  # per-round ratio min, max
+    processes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def model_paths(items: list[str]) -> list[Path]:
+    """Model files, a folder standing for the ``*.onnx`` files in it (sorted)."""
+    paths: list[Path] = []
+    for item in items:
+        path = Path(item)
+        paths.extend(sorted(path.glob("*.onnx")) if path.is_dir() else [path])
+    return paths
+
+
+def model_feeds(path: Path, model, batch: int, sequence: int) -> tuple[dict, str]:
+    """The inputs a model is timed with, and where they come from: ``MODEL.inputs.npz`` beside it
+    ("inputs.npz"), else generated ones whose symbolic dims take (batch, sequence) ("[batch, sequence]")."""
+    saved = path.with_name(path.stem + ".inputs.npz")
+    if saved.is_file():
+        with np.load(saved) as arrays:
+            return {name: arrays[name] for name in arrays.files}, "inputs.npz"
+    from ..conformance.cases import generated_inputs
+
+    shapes = {value.name: tuple(d.dim_value if d.HasField("dim_value") else (batch if j == 0 else sequence)
+                                for j, d in enumerate(value.type.tensor_type.shape.dim))
+              for value in model.graph.input}
+    return generated_inputs(model, 0, sequence, shapes), f"[{batch}, {sequence}]"
+
+
+def _sessions_and_feeds(path: str, batch: int, sequence: int):
+    import onnx
+
+    from ..graphs import lower_model, rewrite_model
+    from ..harness import session_options
+
+    model = onnx.load(path)
+    feeds, shape = model_feeds(Path(path), model, batch, sequence)
+    rewritten, report = rewrite_model(model, ort_optimize=True, session_options=session_options)
+    static, _ = rewrite_model(model, ort_optimize=True, runtime_alignment=False, session_options=session_options)
+    lowered, lowering = lower_model(static)
+    return {"builtin": model, "rewritten": rewritten, "lowered": lowered}, feeds, shape, report, lowering
+
+
+def _session(column: str, model):
+    """ORT's default options, as users run models (the package's session for the rewritten column)."""
+    from ..harness import make_session
+
+    return make_session(model, custom=column == "rewritten", as_users_do=True)
+
+
+def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: int = 16,
+                            column: str = "builtin") -> dict:
+    """One process's measurement of one column of one model (the child's task): samples in ms.
+
+    The process holds only that column's session while it times: ORT's intra-op threads keep spinning
+    for tens of milliseconds after a run, so a second session timed right after another one in the same
+    process shares the cores with the first one's spinning threads (measured: a 40 ms BERT ran 1.7x
+    slower after another session's run, with or without a 20 ms pause). The outputs are compared with
+    the original's first, by a builtin session deleted (its threads joined) before the timing."""
+    from ..harness import bit_identical
+
+    models, feeds, shape, report, lowering = _sessions_and_feeds(path, batch, sequence)
+    same = None
+    if column != "builtin" and not (column == "lowered" and lowering.left):
+        reference = _session("builtin", models["builtin"])
+        want = reference.run(None, feeds)
+        del reference
+    sess = _session(column, models[column])
+    if column != "builtin" and not (column == "lowered" and lowering.left):
+        same = all(bit_identical(a, b) for a, b in zip(sess.run(None, feeds), want))
+    samples = interleaved({column: lambda: sess.run(None, feeds)}, repeats)[column]
+    return {"shape": shape, "rewritten_gathers": report.rewritten, "column": column, "bit_identical": same,
+            "lowering_left": lowering.left, "samples": samples}
+
+
+def _child_environment() -> dict[str, str]:
+    from .bigmodel import child_environment
+
+    return child_environment()
+
+
+def in_fresh_process(module: str, function: str, *arguments) -> dict:
+    """``gathermultiaxis.<module>.<function>(*arguments)`` (arguments with a ``repr`` that Python reads
+    back) in a fresh Python process, and the JSON object it returns; ``{"error": the last line of its
+    stderr}`` when the process fails."""
+    code = (f"import json; from gathermultiaxis.{module} import {function}; "
+            f"print(json.dumps({function}({', '.join(map(repr, arguments))})))")
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_child_environment())
+    if child.returncode != 0:
+        return {"error": (child.stderr.strip().splitlines() or [f"exit status {child.returncode}"])[-1]}
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def _measure_in_child(path: Path, repeats: int, batch: int, sequence: int, column: str) -> dict:
+    return {"column": column, **in_fresh_process("bench.end_to_end", "measure_in_this_process", str(path), repeats,
+                                                 batch, sequence, column)}
+
+
+def run(items: list[str], repeats: int = 201, processes: int = 2, batch: int = 1, sequence: int = 16,
+        progress=None) -> list[ModelRow]:
+    """Measure every model of ``items`` (files or folders): each column of each model in ``processes``
+    fresh processes, run one after another in rounds (round 1: model A builtin, rewritten, lowered,
+    model B ...; round 2: the same again), so drift of the machine falls on every column alike."""
+    paths = model_paths(items)
+    measured: dict[Path, list[dict[str, dict]]] = {path: [] for path in paths}
+    for round_number in range(processes):
+        for path in paths:
+            if progress:
+                progress(f"{path.name} (round {round_number + 1} of {processes})")
+            measured[path].append({column: _measure_in_child(path, repeats, batch, sequence, column)
+                                   for column in COLUMNS})
+    return [_row(path, rounds) for path, rounds in measured.items()]
+
+
+def _row(path: Path, rounds: list[dict[str, dict]]) -> ModelRow:
+    runs = [run for one_round in rounds for run in one_round.values()]
+    good = [one_round for one_round in rounds if not any("error" in r for r in one_round.values())]
+    first = good[0]["rewritten"] if good else {}
+    lowering_left = bool(good) and any(r["lowering_left"] for one_round in good for r in one_round.values())
+    row = ModelRow(path.name, first.get("shape", "-"), first.get("rewritten_gathers", 0),
+                   bool(good) and all(r["rewritten"]["bit_identical"] for r in good),
+                   None if not good or lowering_left else all(r["lowered"]["bit_identical"] for r in good),
+                   processes=len(good))
+    row.notes = [f"a process ({r['column']}) failed: {r['error']}" for r in runs if "error" in r]
+    if not good:
+        return row
+    if lowering_left:
+        row.notes.append(f"lowering left {first['lowering_left']} GatherMultiaxis node(s)")
+    for name in COLUMNS:
+        row.median_ms[name] = float(np.median([s for r in good for s in r[name]["samples"]]))
+    for name in ("rewritten", "lowered"):
+        key = f"{name} / builtin"
+        row.ratios[key], *spread = round_ratios([r[name]["samples"] for r in good], [r["builtin"]["samples"] for r in good])
+        row.spread[key] = tuple(spread)
+    return row
+
+
+def round_ratios(samples: list[list[float]], baseline: list[list[float]]) -> tuple[float, float, float]:
+    """The ratio of medians of each round (``samples[i]`` against ``baseline[i]``, both from round ``i``):
+    their median, lowest and highest."""
+    per_round = [float(np.median(a) / np.median(b)) for a, b in zip(samples, baseline)]
+    return float(np.median(per_round)), min(per_round), max(per_round)
+
+
+def geometric_mean(rows: list[ModelRow], key: str) -> float | None:
+    values = [row.ratios[key] for row in rows if key in row.ratios]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def format_rows(rows: list[ModelRow]) -> str:
+    def ratio(row: ModelRow, key: str) -> str:
+        if key not in row.ratios:
+            return "n/a"
+        low, high = row.spread[key]
+        return f"{row.ratios[key]:.2f} [{low:.2f}-{high:.2f}]"
+
+    def same(value: bool | None) -> str:
+        return "n/a" if value is None else ("yes" if value else "NO")
+
+    lines = ["| model | inputs | gathers rewritten | bit-identical (rewritten / lowered) | builtin ms | "
+             "rewritten ms | lowered ms | rewritten / builtin [per-round min-max] | lowered / builtin |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        ms = (lambda name: f"{row.median_ms[name]:.3f}" if name in row.median_ms else "n/a")
+        lines.append(f"| {row.model} | {row.shape} | {row.rewritten_gathers} | {same(row.bit_identical)} / "
+                     f"{same(row.lowered_bit_identical)} | {ms('builtin')} | {ms('rewritten')} | {ms('lowered')} | "
+                     f"{ratio(row, 'rewritten / builtin')} | {ratio(row, 'lowered / builtin')} |")
+    means = [geometric_mean(rows, key) for key in ("rewritten / builtin", "lowered / builtin")]
+    lines.append("| geometric mean | | | | | | | " + " | ".join("n/a" if m is None else f"{m:.2f}" for m in means)
+                 + " |")
+    notes = [f"{row.model}: {note}" for row in rows for note in row.notes]
+    return "\n".join(lines + [f"note: {note}" for note in notes])
+
+
+def versions_line() -> str:
+    import platform
+
+    import onnx
+    import onnxruntime
+
+    return (f"{platform.machine()}, {os.cpu_count()} cores; Python {platform.python_version()}, onnx {onnx.__version__}, "
+            f"onnxruntime {onnxruntime.__version__}")

@@ -1,0 +1,428 @@
+"""``gathermultiaxis bench lowering [MODEL|FOLDER...]``: what the portable form costs (issue 27).
+
+For each model, ``rewrite_model`` then ``lower_model`` with their defaults (the ``rewrite`` and ``lower``
+commands a user runs), and then:
+
+- whether every GatherMultiaxis was lowered (else why not), and the lowered model's outputs against the
+  original's, bit for bit, on the same inputs: under ORT's default session options (as timed) and with
+  graph optimizations off;
+- node counts (Constant nodes not counted; subgraphs and functions counted) and op-type counts of both;
+- time, lowered / original, on plain onnxruntime with default session options (``InferenceSession(model)``
+  as a user makes it): each model and column in its own fresh process, ``processes`` rounds of them
+  interleaving every model and column (``end_to_end``'s scheme and its reason: one session per process);
+  the ratio of medians of each round, their median and range. The columns' order alternates between
+  rounds, so that whatever comes just before a process does not always fall on the same column. (Runs
+  on a busy shared machine are noise: with the same graph on both sides, 2 rounds of 11 repeats gave
+  ratios from 0.72 to 2.06.)
+
+Then the kernels, tiny models built here, lowered against ORT's builtin op: an embedding Gather,
+GatherElements on the last axis, GatherND with full coordinates, GatherND with ``batch_dims=1``; and
+GatherMultiaxis nodes on NHWC images built directly, which have no builtin: their lowering is timed
+against the cheapest standard ONNX written by hand for the same function (the row says which).
+
+The summary puts the figures beside issue 27's goals (met / not met). Nothing here asserts a timing:
+speed targets live in benchmarks, and a shared machine makes them noise.
+
+Inputs: ``MODEL.inputs.npz`` beside the model when there is one, else generated (``end_to_end.model_feeds``).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import onnx
+from onnx import ModelProto, TensorProto, helper, numpy_helper
+
+COLUMNS = ("original", "lowered")
+
+# Issue 27's goals (the figures are compared with them in the summary, never asserted).
+GEOMEAN_GOAL = 1.05       # geometric mean of the models' time ratios
+MODEL_GOAL = 1.25         # no model's time ratio over this
+NODES_GOAL = 1.15         # no model's node ratio over this
+KERNEL_GOAL = 1.1         # each kernel's time ratio against its builtin
+
+
+@dataclass
+class Subject:
+    """What one row measures: ``original`` (a model, or a kernel's builtin or hand-written form) and the
+    GatherMultiaxis form to lower (default: ``rewrite_model(original)``)."""
+    name: str
+    kind: str                       # "model" or "kernel"
+    original: ModelProto
+    feeds: dict
+    inputs: str                     # where the inputs come from
+    baseline: str = "original"      # what the lowered model is timed against
+    multiaxis: ModelProto | None = None
+
+
+@dataclass
+class LoweringRow:
+    name: str
+    kind: str
+    baseline: str
+    inputs: str
+    gathers_rewritten: int = 0      # GatherMultiaxis nodes the lowering was given
+    gathers_left_by_rewrite: int = 0
+    all_lowered: bool = False
+    not_lowered: list[str] = field(default_factory=list)  # "node: reason" of each GatherMultiaxis left
+    forms: dict[str, int] = field(default_factory=dict)   # lowered nodes by the form the lowering chose
+    general: list[str] = field(default_factory=list)      # "node: reason" of each node in the general form
+    bit_identical: bool | None = None              # under ORT's default session options (as timed)
+    bit_identical_unoptimized: bool | None = None  # graph optimizations off
+    nodes: dict[str, int] = field(default_factory=dict)        # without Constant nodes
+    node_ratio: float | None = None
+    op_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    median_ms: dict[str, float] = field(default_factory=dict)
+    ratio: float | None = None                     # lowered / original: median over rounds of the ratio of medians
+    spread: tuple[float, float] | None = None      # lowest, highest ratio of one round
+    processes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- counting
+
+def op_counts(model: ModelProto) -> dict[str, int]:
+    """Nodes by op type (``domain::type`` outside the default domain) in the main graph, its subgraphs
+    and the model-local functions; Constant nodes are not counted."""
+    from ..graphs.walk import node_holders
+
+    counts = collections.Counter(node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+                                 for holder in node_holders(model) for node in holder.node
+                                 if not (node.op_type == "Constant" and node.domain in ("", "ai.onnx")))
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+# ---------------------------------------------------------------- kernels
+
+OPSET = 18
+
+
+def _model(nodes, inputs: dict[str, np.ndarray], output: str, output_type: int, initializers=(),
+           custom: bool = False) -> ModelProto:
+    from ..harness import IR_VERSION, tensor_type_of
+    from ..ops.contract import DOMAIN
+
+    graph = helper.make_graph(
+        nodes, "kernel", [helper.make_tensor_value_info(name, tensor_type_of(array), list(array.shape))
+                          for name, array in inputs.items()],
+        [helper.make_tensor_value_info(output, output_type, None)], list(initializers))
+    opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid(DOMAIN, 1)] if custom else [])
+    return helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION)
+
+
+def _ints(name: str, values) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(values, np.int64), name)
+
+
+def kernels(seed: int = 0) -> list[Subject]:
+    """The kernels of issue 27, each a one-gather model (inputs include negative indices, which every
+    builtin accepts)."""
+    from ..ops.contract import DOMAIN, OP_TYPE
+
+    rng = np.random.default_rng(seed)
+    subjects = []
+    node = helper.make_node
+
+    table = rng.standard_normal((8192, 256)).astype(np.float32)
+    ids = rng.integers(-8192, 8192, (8, 128))
+    subjects.append(Subject(
+        "embedding: Gather axis 0, table [8192, 256] (initializer), ids [8, 128]", "kernel",
+        _model([node("Gather", ["table", "ids"], ["out"], axis=0)], {"ids": ids}, "out", TensorProto.FLOAT,
+               [numpy_helper.from_array(table, "table")]), {"ids": ids}, "built in code", "builtin Gather"))
+
+    rows = rng.standard_normal((64, 1024)).astype(np.float32)
+    picks = rng.integers(-1024, 1024, (64, 1024))
+    subjects.append(Subject(
+        "GatherElements last axis, [64, 1024]", "kernel",
+        _model([node("GatherElements", ["data", "indices"], ["out"], axis=-1)], {"data": rows, "indices": picks},
+               "out", TensorProto.FLOAT), {"data": rows, "indices": picks}, "built in code", "builtin GatherElements"))
+
+    volume = rng.standard_normal((64, 64, 64)).astype(np.float32)
+    triples = rng.integers(-64, 64, (16384, 3))
+    subjects.append(Subject(
+        "GatherND full coordinates, data [64, 64, 64], indices [16384, 3]", "kernel",
+        _model([node("GatherND", ["data", "indices"], ["out"])], {"data": volume, "indices": triples}, "out",
+               TensorProto.FLOAT), {"data": volume, "indices": triples}, "built in code", "builtin GatherND"))
+
+    batched = rng.standard_normal((8, 512, 64)).astype(np.float32)
+    slices = rng.integers(-512, 512, (8, 256, 1))
+    subjects.append(Subject(
+        "GatherND batch_dims=1, data [8, 512, 64], indices [8, 256, 1]", "kernel",
+        _model([node("GatherND", ["data", "indices"], ["out"], batch_dims=1)], {"data": batched, "indices": slices},
+               "out", TensorProto.FLOAT), {"data": batched, "indices": slices}, "built in code",
+        "builtin GatherND batch_dims=1"))
+
+    # (y, x) or (x, y) points of each NHWC image: indices [N, P, 1, 2], output [N, P, 1, C]
+    images = rng.standard_normal((4, 64, 64, 16)).astype(np.float32)
+    points = np.stack([rng.integers(-64, 64, (4, 1024, 1)), rng.integers(-64, 64, (4, 1024, 1))], axis=-1)
+    feeds = {"images": images, "points": points}
+    for axes, order in (([1, 2], "(y, x)"), ([2, 1], "(x, y)")):
+        multiaxis = _model([node(OP_TYPE, ["images", "points", "axes"], ["out"], domain=DOMAIN, mode="error")], feeds,
+                           "out", TensorProto.FLOAT, [_ints("axes", axes)], custom=True)
+        if axes == [1, 2]:  # the coordinates are GatherND's own, in axis order: one node
+            hand = [node("GatherND", ["images", "points"], ["out"], batch_dims=1)]
+            baseline = "hand-written: GatherND batch_dims=1 (1 node)"
+            constants = []
+        else:  # the components swapped into axis order (a Gather of [1, 0] on the last axis), then GatherND
+            hand = [node("Gather", ["points", "swap"], ["yx"], axis=-1),
+                    node("GatherND", ["images", "yx"], ["out"], batch_dims=1)]
+            baseline = "hand-written: Gather [1, 0] on the coordinates' axis + GatherND batch_dims=1 (2 nodes)"
+            constants = [_ints("swap", [1, 0])]
+        subjects.append(Subject(
+            f"multiaxis {order} on NHWC [4, 64, 64, 16], axes {axes}, points [4, 1024, 1, 2]", "kernel",
+            _model(hand, feeds, "out", TensorProto.FLOAT, constants), feeds, "built in code", baseline, multiaxis))
+    return subjects
+
+
+def model_subjects(paths: list[Path], batch: int = 1, sequence: int = 16) -> list[Subject | LoweringRow]:
+    """A Subject per model file; a LoweringRow with the reason for a file that cannot be read or fed."""
+    from .end_to_end import model_feeds
+
+    subjects: list[Subject | LoweringRow] = []
+    for path in paths:
+        try:
+            model = onnx.load(str(path))
+            feeds, shape = model_feeds(path, model, batch, sequence)
+        except Exception as error:  # noqa: BLE001 - one unreadable model: the others still run
+            subjects.append(LoweringRow(path.name, "model", "original", "-", notes=[f"cannot read or feed it: {error}"]))
+            continue
+        subjects.append(Subject(path.name, "model", model, feeds, shape))
+    return subjects
+
+
+# ---------------------------------------------------------------- one row, untimed part
+
+def prepare(subject: Subject, stem: Path) -> LoweringRow:
+    """Rewrite and lower ``subject``, count its nodes, compare its outputs; when both models ran, write
+    them and the inputs for the timed children (``STEM.original.onnx``, ``STEM.lowered.onnx``,
+    ``STEM.inputs.npz``)."""
+    from ..graphs import lower_model, rewrite_model
+    from ..graphs.lower import GENERAL
+    from ..graphs.walk import node_holders
+    from ..harness import difference, make_session
+    from ..ops.contract import DOMAIN, OP_TYPE
+
+    row = LoweringRow(subject.name, subject.kind, subject.baseline, subject.inputs)
+    if subject.multiaxis is None:
+        multiaxis, rewrite_report = rewrite_model(subject.original)
+        row.gathers_left_by_rewrite = rewrite_report.left
+        if rewrite_report.left:
+            row.notes.append(f"the rewrite left {rewrite_report.left} gather(s) as they were")
+    else:
+        multiaxis = subject.multiaxis
+    row.gathers_rewritten = sum(node.op_type == OP_TYPE and node.domain == DOMAIN
+                                for holder in node_holders(multiaxis) for node in holder.node)
+    lowered, lower_report = lower_model(multiaxis)
+    row.not_lowered = [f"{o.node} ({o.graph}): {o.reason}" for o in lower_report.left_outcomes()]
+    row.forms = lower_report.forms()
+    row.general = [f"{o.node} ({o.graph}): {o.reason}" for o in lower_report.outcomes
+                   if o.lowered and o.form == GENERAL]
+    left = op_counts(lowered).get(f"{DOMAIN}::{OP_TYPE}", 0)
+    row.all_lowered = not row.not_lowered and not left
+    row.op_counts = {"original": op_counts(subject.original), "lowered": op_counts(lowered)}
+    row.nodes = {column: sum(counts.values()) for column, counts in row.op_counts.items()}
+    row.node_ratio = row.nodes["lowered"] / row.nodes["original"] if row.nodes["original"] else None
+    if not row.all_lowered:
+        row.notes.append("not every GatherMultiaxis was lowered: plain ORT cannot run it, so it is not timed")
+        return row
+    for optimized, attribute in ((True, "bit_identical"), (False, "bit_identical_unoptimized")):
+        try:
+            # optimized: InferenceSession(model) with no options, as the timed children make it
+            sessions = [make_session(model, custom=False, as_users_do=True) if optimized else
+                        make_session(model, custom=False) for model in (subject.original, lowered)]
+            expected, actual = (sess.run(None, subject.feeds) for sess in sessions)
+        except Exception as error:  # noqa: BLE001 - e.g. ORT refusing one of the two models
+            row.notes.append(f"could not run ({'default options' if optimized else 'optimizations off'}): "
+                             f"{' '.join(str(error).split())[:300]}")
+            return row
+        finally:
+            sessions = None  # the sessions' threads gone before any child is timed
+        differences = [difference(a, e) for a, e in zip(actual, expected)]
+        setattr(row, attribute, len(actual) == len(expected) and not any(differences))
+        row.notes += [f"output {i} differs ({'default options' if optimized else 'optimizations off'}): {d}"
+                      for i, d in enumerate(differences) if d]
+    onnx.save_model(subject.original, f"{stem}.original.onnx")
+    onnx.save_model(lowered, f"{stem}.lowered.onnx")
+    np.savez(f"{stem}.inputs.npz", **subject.feeds)
+    return row
+
+
+# ---------------------------------------------------------------- timed part (in the children)
+
+def time_in_this_process(model_path: str, feeds_path: str, repeats: int) -> dict:
+    """A fresh process's task: ``repeats`` runs of one model on plain ORT with default session options
+    (after a warm-up, ``timing.interleaved``); the samples in ms."""
+    from ..harness import make_session
+    from .timing import interleaved
+
+    with np.load(feeds_path, allow_pickle=False) as arrays:
+        feeds = {name: arrays[name] for name in arrays.files}
+    sess = make_session(onnx.load(model_path), custom=False, as_users_do=True)
+    return {"samples": interleaved({"run": lambda: sess.run(None, feeds)}, repeats)["run"]}
+
+
+def run(items: list[str], with_kernels: bool = True, repeats: int = 41, processes: int = 2, batch: int = 1,
+        sequence: int = 16, progress: Callable[[str], None] | None = None) -> list[LoweringRow]:
+    """Every model of ``items`` (files, or folders standing for their ``*.onnx`` files) and, with
+    ``with_kernels``, the kernels: each row's untimed part here, then ``processes`` rounds of fresh
+    processes (round 1: model A original, lowered, model B original, lowered ...; round 2: model A lowered,
+    original ...)."""
+    from .end_to_end import in_fresh_process, model_paths, round_ratios
+
+    subjects = model_subjects(model_paths(items), batch, sequence) + (kernels() if with_kernels else [])
+    rows: list[LoweringRow] = []
+    with tempfile.TemporaryDirectory(prefix="lowering-bench-") as folder:
+        timed: list[tuple[LoweringRow, str]] = []
+        for number, subject in enumerate(subjects):
+            stem = Path(folder) / f"{number:03d}"
+            if isinstance(subject, LoweringRow):
+                rows.append(subject)
+                continue
+            if progress:
+                progress(f"{subject.name}: rewrite, lower, compare")
+            try:
+                row = prepare(subject, stem)
+            except Exception as error:  # noqa: BLE001 - a pass crashing on one model: reported, the others run
+                row = LoweringRow(subject.name, subject.kind, subject.baseline, subject.inputs,
+                                  notes=[f"rewrite or lower failed: {type(error).__name__}: {error}"])
+            rows.append(row)
+            if row.bit_identical is not None:
+                timed.append((row, str(stem)))
+        rounds: list[list[dict[str, dict]]] = [[] for _ in timed]
+        for round_number in range(processes):
+            for (row, stem), measured in zip(timed, rounds):
+                if progress:
+                    progress(f"{row.name} (round {round_number + 1} of {processes})")
+                # the columns' order alternates from round to round, so that what the machine does just
+                # before or after a process (another agent's burst, the previous child's exit) does not
+                # always fall on the same column
+                order = COLUMNS if round_number % 2 == 0 else COLUMNS[::-1]
+                measured.append({column: in_fresh_process("bench.lowering", "time_in_this_process",
+                                                          f"{stem}.{column}.onnx", f"{stem}.inputs.npz", repeats)
+                                 for column in order})
+    for (row, _), measured in zip(timed, rounds):
+        row.notes += [f"a process ({column}) failed: {r[column]['error']}" for r in measured for column in COLUMNS
+                      if "error" in r[column]]
+        good = [r for r in measured if not any("error" in r[column] for column in COLUMNS)]
+        row.processes = len(good)
+        if not good:
+            continue
+        for column in COLUMNS:
+            row.median_ms[column] = float(np.median([s for r in good for s in r[column]["samples"]]))
+        row.ratio, *spread = round_ratios([r["lowered"]["samples"] for r in good],
+                                          [r["original"]["samples"] for r in good])
+        row.spread = tuple(spread)
+    return rows
+
+
+# ---------------------------------------------------------------- report
+
+def geometric_mean(values: list[float]) -> float | None:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def _goal(value: float | None, goal: float) -> str:
+    return "n/a" if value is None else ("met" if value <= goal else "not met")
+
+
+def summary(rows: list[LoweringRow]) -> dict:
+    """The figures of issue 27's goals: the models' time ratios (geometric mean, max), the models' node
+    ratios (max), each kernel's time ratio; each with its goal and whether it is met."""
+    models = [row for row in rows if row.kind == "model"]
+    ratios = [row.ratio for row in models if row.ratio is not None]
+    node_ratios = [row.node_ratio for row in models if row.node_ratio is not None]
+    geomean, worst = geometric_mean(ratios), max(ratios, default=None)
+    worst_nodes = max(node_ratios, default=None)
+    result = {
+        "models timed": len(ratios), "models": len(models),
+        "time geometric mean": {"value": geomean, "goal": GEOMEAN_GOAL, "verdict": _goal(geomean, GEOMEAN_GOAL)},
+        "time max": {"value": worst, "goal": MODEL_GOAL, "verdict": _goal(worst, MODEL_GOAL),
+                     "model": next((row.name for row in models if row.ratio == worst), None)},
+        "nodes max": {"value": worst_nodes, "goal": NODES_GOAL, "verdict": _goal(worst_nodes, NODES_GOAL),
+                      "model": next((row.name for row in models if row.node_ratio == worst_nodes), None)},
+        "all lowered": all(row.all_lowered for row in rows),
+        "all bit-identical": all(row.bit_identical and row.bit_identical_unoptimized for row in rows if row.all_lowered),
+        "kernels": {},
+    }
+    for row in rows:
+        if row.kind == "kernel":
+            builtin = row.baseline.startswith("builtin")
+            result["kernels"][row.name] = {"value": row.ratio, "against": row.baseline,
+                                           "goal": KERNEL_GOAL if builtin else None,
+                                           "verdict": _goal(row.ratio, KERNEL_GOAL) if builtin else
+                                           "no builtin: the cost against the hand-written form"}
+    return result
+
+
+def format_report(rows: list[LoweringRow]) -> str:
+    def number(value, digits=2):
+        return "n/a" if value is None else f"{value:.{digits}f}"
+
+    def same(row: LoweringRow) -> str:
+        words = {None: "n/a", True: "yes", False: "NO"}
+        return f"{words[row.bit_identical]} / {words[row.bit_identical_unoptimized]}"
+
+    def ratio(row: LoweringRow) -> str:
+        if row.ratio is None:
+            return "n/a"
+        return f"{row.ratio:.2f} [{row.spread[0]:.2f}-{row.spread[1]:.2f}]"
+
+    lines = ["| model | against | GatherMultiaxis | all lowered | bit-identical (default options / optimizations off) "
+             "| nodes original | nodes lowered | node ratio | original ms | lowered ms | lowered / original [per-round min-max] |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        ms = (lambda column: number(row.median_ms.get(column), 3))
+        lines.append(f"| {row.name} | {row.baseline} | {row.gathers_rewritten} | {'yes' if row.all_lowered else 'NO'} | "
+                     f"{same(row)} | {row.nodes.get('original', 'n/a')} | {row.nodes.get('lowered', 'n/a')} | "
+                     f"{number(row.node_ratio)} | {ms('original')} | {ms('lowered')} | {ratio(row)} |")
+    lines += ["", "Op types (Constant nodes not counted), and the form the lowering chose for each GatherMultiaxis:"]
+    for row in rows:
+        if row.op_counts:
+            lines.append(f"  {row.name}")
+            for column in COLUMNS:
+                lines.append(f"    {column:<9}" + ", ".join(f"{op} {n}" for op, n in row.op_counts[column].items()))
+            if row.forms:
+                lines.append("    forms    " + ", ".join(f"{form} {n}" for form, n in row.forms.items()))
+    notes = [f"{row.name}: {note}" for row in rows for note in row.notes]
+    notes += [f"{row.name}: left {reason}" for row in rows for reason in row.not_lowered]
+    notes += [f"{row.name}: general form for {reason}" for row in rows for reason in row.general]
+    if notes:
+        lines += [""] + [f"note: {note}" for note in notes]
+    figures = summary(rows)
+    lines += ["", f"Summary against issue 27's goals ({figures['models timed']} of {figures['models']} models timed; "
+                  "ratios are lowered / original):"]
+
+    def line(label: str, entry: dict, bound: str) -> str:
+        where = f" ({entry['model']})" if entry.get("model") else ""
+        return f"  {label:<28}{number(entry['value']):>6}{where}   goal {bound} {entry['goal']}: {entry['verdict']}"
+
+    lines.append(line("time, geometric mean", figures["time geometric mean"], "<="))
+    lines.append(line("time, worst model", figures["time max"], "<="))
+    lines.append(line("nodes, worst model", figures["nodes max"], "<="))
+    for name, entry in figures["kernels"].items():
+        if entry["goal"] is None:
+            lines.append(f"  kernel {name}: {number(entry['value'])} against {entry['against']} ({entry['verdict']})")
+        else:
+            lines.append(f"  kernel {name}: {number(entry['value'])} against {entry['against']}   goal <= "
+                         f"{entry['goal']}: {entry['verdict']}")
+    lines.append(f"  every GatherMultiaxis lowered: {'yes' if figures['all lowered'] else 'NO'}; "
+                 f"every lowered model bit-identical: {'yes' if figures['all bit-identical'] else 'NO'}")
+    return "\n".join(lines)
+
+
+def as_json(rows: list[LoweringRow]) -> dict:
+    from .end_to_end import versions_line
+
+    return {"machine": versions_line(), "cpu_count": os.cpu_count(), "rows": [asdict(row) for row in rows],
+            "summary": summary(rows)}
+
+
+__all__ = ["LoweringRow", "Subject", "as_json", "format_report", "kernels", "op_counts", "run", "summary",
+           "time_in_this_process"]

@@ -1,0 +1,358 @@
+"""``gathermultiaxis bench runtime``: the models a user meets, through both entry points.
+
+For every workload, in one process and interleaved round-robin (the machine is shared, so drift hits
+every entry alike): ORT's builtin kernels on the original model; the rewritten model through
+``gathermultiaxis.InferenceSession`` (constant tables bound once); the rewritten model through
+``onnxruntime.InferenceSession`` with ``session_options()`` (every input copied through the bridge);
+and the copy floor, the least a PyOp can do (the gathers in NumPy plus one copy of their outputs into
+ORT). Medians with the spread (10th-90th percentile) and the same ratio from the odd and the even
+repeats, to show whether the repeats are enough.
+
+``rss_over_bound_table`` measures the resident memory of a session over a bound table in a child process.
+Whole models: ``end_to_end``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import onnx
+from onnx import ModelProto, TensorProto, helper, numpy_helper
+
+from ..graphs import rewrite_model
+from ..harness import IR_VERSION, bit_identical, make_session
+from .timing import interleaved
+
+OPSET = 17
+ENTRIES = ("builtin", "InferenceSession", "session_options", "copy floor")
+
+
+@dataclass
+class RuntimeWorkload:
+    name: str
+    model: ModelProto
+    feeds: dict
+    floor: Callable[[], object]  # the gathers in NumPy plus one copy of each output
+    target: str = ""             # the issue's target for InferenceSession / builtin, if any
+
+
+@dataclass
+class RuntimeResult:
+    name: str
+    medians_ms: dict[str, float] = field(default_factory=dict)
+    spread_ms: dict[str, tuple[float, float]] = field(default_factory=dict)
+    ratios: dict[str, float] = field(default_factory=dict)
+    halves: dict[str, tuple[float, float]] = field(default_factory=dict)  # ratio on odd / even repeats
+    target: str = ""
+
+
+def _model(nodes, inputs, outputs, initializers=()) -> ModelProto:
+    graph = helper.make_graph(nodes, "runtime_bench", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
+
+
+def _embedding(name, table: np.ndarray, ids: np.ndarray, target: str) -> RuntimeWorkload:
+    value = helper.make_tensor_value_info
+    model = _model([helper.make_node("Gather", ["table", "ids"], ["out"], axis=0)],
+                   [value("ids", TensorProto.INT64, list(ids.shape))],
+                   [value("out", helper.np_dtype_to_tensor_dtype(table.dtype), None)],
+                   [numpy_helper.from_array(table, "table")])
+    return RuntimeWorkload(name, model, {"ids": ids}, lambda: np.array(np.take(table, ids, axis=0), copy=True), target)
+
+
+def _int8_embedding(rng) -> RuntimeWorkload:
+    table = rng.integers(-128, 128, (30522, 384), dtype=np.int8)
+    ids = rng.integers(0, table.shape[0], (1, 128))
+    value = helper.make_tensor_value_info
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["q"], axis=0),
+             helper.make_node("DequantizeLinear", ["q", "scale", "zero"], ["out"])]
+    model = _model(nodes, [value("ids", TensorProto.INT64, [1, 128])], [value("out", TensorProto.FLOAT, None)],
+                   [numpy_helper.from_array(table, "table"), numpy_helper.from_array(np.array(0.02, np.float32), "scale"),
+                    numpy_helper.from_array(np.array(3, np.int8), "zero")])
+    return RuntimeWorkload("int8 [30522, 384] + DequantizeLinear, ids [1, 128]", model, {"ids": ids},
+                           lambda: np.array(np.take(table, ids, axis=0), copy=True))
+
+
+def detection_workloads(rng) -> list[RuntimeWorkload]:
+    """YOLO-style post-processing of [1, 25200, 85] predictions."""
+    x = rng.random((1, 25200, 85), dtype=np.float32)
+    value = helper.make_tensor_value_info
+    ints = (lambda name, values: numpy_helper.from_array(np.array(values, np.int64), name))
+    score_nodes = [helper.make_node("Slice", ["x", "four", "five", "two"], ["score3"]),
+                   helper.make_node("Squeeze", ["score3", "two"], ["scores"])]
+    common = [ints("four", [4]), ints("five", [5]), ints("two", [2])]
+    topk = _model(score_nodes + [
+        helper.make_node("TopK", ["scores", "k"], ["top", "idx"], axis=1),
+        helper.make_node("Unsqueeze", ["idx", "two"], ["idx3"]),
+        helper.make_node("Expand", ["idx3", "expand_shape"], ["idx85"]),
+        helper.make_node("GatherElements", ["x", "idx85"], ["boxes"], axis=1)],
+        [value("x", TensorProto.FLOAT, [1, 25200, 85])], [value("boxes", TensorProto.FLOAT, None)],
+        common + [ints("k", [100]), ints("expand_shape", [1, 100, 85])])
+    order = np.argsort(-x[0, :, 4], kind="stable")[:100]
+
+    def topk_floor():
+        index = np.broadcast_to(order[None, :, None], (1, 100, 85))
+        return np.array(np.take_along_axis(x, index, axis=1), copy=True)
+
+    nonzero = _model(score_nodes + [
+        helper.make_node("Greater", ["scores", "threshold"], ["keep"]),
+        helper.make_node("NonZero", ["keep"], ["nz"]),
+        helper.make_node("Transpose", ["nz"], ["coords"], perm=[1, 0]),
+        helper.make_node("GatherND", ["x", "coords"], ["kept"])],
+        [value("x", TensorProto.FLOAT, [1, 25200, 85])], [value("kept", TensorProto.FLOAT, None)],
+        common + [numpy_helper.from_array(np.array(0.9, np.float32), "threshold")])
+    coords = np.argwhere(x[..., 4] > 0.9)
+    return [RuntimeWorkload("detection [1, 25200, 85]: TopK 100 + GatherElements", topk, {"x": x}, topk_floor),
+            RuntimeWorkload("detection [1, 25200, 85]: NonZero + GatherND", nonzero, {"x": x},
+                            lambda: np.array(x[coords[:, 0], coords[:, 1]], copy=True))]
+
+
+def tiny_workload(rng) -> RuntimeWorkload:
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    value = helper.make_tensor_value_info
+    model = _model([helper.make_node("Shape", ["x"], ["shape"]),
+                    helper.make_node("Gather", ["shape", "zero"], ["batch"], axis=0)],
+                   [value("x", TensorProto.FLOAT, [None, 3])], [value("batch", TensorProto.INT64, [])],
+                   [numpy_helper.from_array(np.array(0, np.int64), "zero")])
+    shape = np.array(x.shape, dtype=np.int64)
+    return RuntimeWorkload("tiny shape gather (per-call overhead)", model, {"x": x},
+                           lambda: np.array(np.take(shape, 0), copy=True), "<= builtin + 5 us")
+
+
+def runtime_workloads(seed: int = 0) -> list[RuntimeWorkload]:
+    rng = np.random.default_rng(seed)
+    gpt2 = rng.standard_normal((50257, 768)).astype(np.float32)
+    half = gpt2.astype(np.float16)
+    short, long = rng.integers(0, 50257, (1, 128)), rng.integers(0, 50257, (8, 512))
+    return [
+        _embedding("GPT-2 embedding float32 [50257, 768], ids [1, 128]", gpt2, short, "<= 3x builtin"),
+        _embedding("GPT-2 embedding float32 [50257, 768], ids [8, 512]", gpt2, long, "<= 1.5x builtin"),
+        _embedding("GPT-2 embedding float16 [50257, 768], ids [1, 128]", half, short, "<= 3x builtin"),
+        _embedding("GPT-2 embedding float16 [50257, 768], ids [8, 512]", half, long, ""),
+        _int8_embedding(rng),
+        *detection_workloads(rng),
+        tiny_workload(rng),
+    ]
+
+
+def _sessions(workload: RuntimeWorkload):
+    import onnxruntime as ort
+
+    from ..ops import session_options
+
+    rewritten = rewrite_model(workload.model)[0]
+    builtin = make_session(workload.model, custom=False, as_users_do=True)
+    package = make_session(rewritten, custom=True, as_users_do=True)
+    plain = ort.InferenceSession(rewritten.SerializeToString(), session_options(ort.SessionOptions()),
+                                 providers=["CPUExecutionProvider"])
+    return builtin, package, plain
+
+
+def measure(workload: RuntimeWorkload, repeats: int) -> RuntimeResult:
+    builtin, package, plain = _sessions(workload)
+    expected = builtin.run(None, workload.feeds)
+    for sess in (package, plain):
+        if not all(bit_identical(a, e) for a, e in zip(sess.run(None, workload.feeds), expected)):
+            raise AssertionError(f"{workload.name}: the rewritten model's output differs from the builtin one")
+    calls = {"builtin": lambda: builtin.run(None, workload.feeds),
+             "InferenceSession": lambda: package.run(None, workload.feeds),
+             "session_options": lambda: plain.run(None, workload.feeds),
+             "copy floor": workload.floor}
+    samples = interleaved(calls, repeats, warmups=2)
+    result = RuntimeResult(workload.name, target=workload.target)
+    for name, values in samples.items():
+        result.medians_ms[name] = float(np.median(values))
+        result.spread_ms[name] = (float(np.percentile(values, 10)), float(np.percentile(values, 90)))
+    for name in ("InferenceSession", "session_options", "copy floor"):
+        result.ratios[f"{name} / builtin"] = result.medians_ms[name] / result.medians_ms["builtin"]
+        halves = [float(np.median(samples[name][h::2]) / np.median(samples["builtin"][h::2])) for h in (0, 1)]
+        result.halves[f"{name} / builtin"] = (halves[0], halves[1])
+    result.ratios["InferenceSession - builtin (us)"] = (result.medians_ms["InferenceSession"]
+                                                       - result.medians_ms["builtin"]) * 1e3
+    return result
+
+
+def run_runtime_bench(repeats: int = 41, progress=None) -> list[RuntimeResult]:
+    results = []
+    for workload in runtime_workloads():
+        if progress:
+            progress(workload.name)
+        results.append(measure(workload, repeats))
+    return results
+
+
+def format_runtime_report(results: list[RuntimeResult]) -> str:
+    lines = []
+    for r in results:
+        lines.append(r.name + (f"  (target: InferenceSession {r.target})" if r.target else ""))
+        for name in ENTRIES:
+            low, high = r.spread_ms[name]
+            lines.append(f"  {name:<18}{r.medians_ms[name]:10.4f} ms  [p10-p90 {low:.4f}-{high:.4f}]")
+        for name, (odd, even) in r.halves.items():
+            lines.append(f"  {name:<28}{r.ratios[name]:8.2f}  (odd repeats {odd:.2f}, even repeats {even:.2f})")
+        lines.append(f"  InferenceSession - builtin: {r.ratios['InferenceSession - builtin (us)']:.1f} us")
+    lines += ["", "| workload | builtin ms | InferenceSession / builtin | session_options / builtin | "
+                  "copy floor / builtin | target |", "|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r.name} | {r.medians_ms['builtin']:.4f} | {r.ratios['InferenceSession / builtin']:.2f} | "
+                     f"{r.ratios['session_options / builtin']:.2f} | {r.ratios['copy floor / builtin']:.2f} | "
+                     f"{r.target or '-'} |")
+    return "\n".join(lines)
+
+
+# The steps of the call path and how to switch each one off (ops.ortop.register / CALL_PATH, graphs.bind.BIND_FORMS).
+CALL_PATH_STEPS = ("own invocation hook", "1-D take shortcut", "bound take shortcut", "axes as an attribute",
+                   "alignment absorbed", "float16 output")
+
+
+def _call_path_workloads(rng) -> list[RuntimeWorkload]:
+    table = rng.standard_normal((1000, 64)).astype(np.float32)
+    ids = rng.integers(0, 1000, (1, 8))
+    return [tiny_workload(rng), _embedding("bound embedding float32 [1000, 64], ids [1, 8]", table, ids, ""),
+            _embedding("bound embedding float16 [1000, 64], ids [1, 8]", table.astype(np.float16), ids, "")]
+
+
+def _switch(step: str, on: bool) -> None:
+    from ..graphs import bind
+    from ..ops import ortop
+
+    if step == "own invocation hook":
+        ortop.register(hook=on)
+    elif step == "1-D take shortcut":
+        ortop.CALL_PATH["take_1d"] = on
+    elif step == "bound take shortcut":
+        ortop.CALL_PATH["take_bound"] = on
+    else:
+        bind.BIND_FORMS[{"axes as an attribute": "fixed_axes", "alignment absorbed": "absorb_alignment",
+                            "float16 output": "float16_output"}[step]] = on
+
+
+def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
+    """Calling-thread CPU time (time.thread_time) per run of tiny models, builtin against
+    gathermultiaxis.InferenceSession with every step of the call path, and with each step switched off
+    in turn (one session per variant, all interleaved). Rows: workload, variant, median us, p10, p90."""
+    from ..ops import ortop
+
+    rows = []
+    ortop.register()
+    for workload in _call_path_workloads(np.random.default_rng(0)):
+        rewritten = rewrite_model(workload.model)[0]
+        variants = {"builtin": make_session(workload.model, custom=False, as_users_do=True)}
+        variants["all steps"] = make_session(rewritten, custom=True, as_users_do=True)
+        for step in ("axes as an attribute", "alignment absorbed", "float16 output"):
+            _switch(step, False)
+            variants[f"without {step}"] = make_session(rewritten, custom=True, as_users_do=True)
+            _switch(step, True)
+        runtime_steps = {f"without {step}": step
+                         for step in ("own invocation hook", "1-D take shortcut", "bound take shortcut")}
+        for name in runtime_steps:
+            variants[name] = variants["all steps"]
+        expected = variants["builtin"].run(None, workload.feeds)
+        @contextlib.contextmanager
+        def switched_off(name, feeds=workload.feeds, expected=expected, workload_name=workload.name):
+            """The variant's runtime step off while its sample is taken, and its output checked first."""
+            step = runtime_steps.get(name)
+            if step:
+                _switch(step, False)
+            try:
+                got = variants[name].run(None, feeds)
+                if not all(bit_identical(a, e) for a, e in zip(got, expected)):
+                    raise AssertionError(f"{workload_name}, {name}: output differs from builtin")
+                yield
+            finally:
+                if step:
+                    _switch(step, True)
+
+        runs = {name: (lambda sess=sess: sess.run(None, workload.feeds)) for name, sess in variants.items()}
+        samples = interleaved(runs, repeats, warmups=0, clock=time.thread_time, scale=1e6, per_sample=calls,
+                              around=switched_off)
+        for name, values in samples.items():
+            rows.append({"workload": workload.name, "variant": name, "median_us": float(np.median(values)),
+                         "p10_us": float(np.percentile(values, 10)), "p90_us": float(np.percentile(values, 90))})
+    return rows
+
+
+def format_call_path_breakdown(rows: list[dict]) -> str:
+    lines = ["| workload | variant | calling-thread CPU us per run | p10-p90 | minus builtin |", "|---|---|---|---|---|"]
+    builtin = {row["workload"]: row["median_us"] for row in rows if row["variant"] == "builtin"}
+    for row in rows:
+        lines.append(f"| {row['workload']} | {row['variant']} | {row['median_us']:.1f} | "
+                     f"{row['p10_us']:.1f}-{row['p90_us']:.1f} | {row['median_us'] - builtin[row['workload']]:+.1f} |")
+    return "\n".join(lines)
+
+
+def per_call_breakdown(repeats: int = 21, calls: int = 300) -> dict[str, float]:
+    """Median calling-thread CPU us per run of the tiny shape gather, per variant (call_path_breakdown)."""
+    return {row["variant"]: row["median_us"] for row in call_path_breakdown(repeats, calls)
+            if row["workload"].startswith("tiny")}
+
+
+# ---------------------------------------------------------------- resident memory
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _rss_child(path: str, runs: int) -> dict:
+    """In a fresh process: RSS before the session, after creating it, after 10 runs and after ``runs``."""
+    import gc
+
+    import onnxruntime  # noqa: F401 - imported before the baseline, as the session needs it
+
+    from ..ops import InferenceSession
+
+    ids = np.random.default_rng(0).integers(0, 1000, (8, 512))
+    gc.collect()
+    baseline = _resident_bytes()
+    sess = InferenceSession(path, providers=["CPUExecutionProvider"])
+    gc.collect()
+    created = _resident_bytes()
+    for _ in range(10):
+        sess.run(None, {"ids": ids})
+    warm = _resident_bytes()
+    for _ in range(runs - 10):
+        sess.run(None, {"ids": ids})
+    return {"baseline": baseline, "created": created, "after_10_runs": warm, f"after_{runs}_runs": _resident_bytes(),
+            "bound_tables": sess.bound_tables}
+
+
+def rss_over_bound_table(table_mb: int = 150, runs: int = 1000, external: bool = False) -> dict:
+    """Resident memory of an InferenceSession over a bound float32 embedding table of ``table_mb`` MB
+    (inline in the model file, or in external data), measured in a child process."""
+    rows = table_mb * 10**6 // (768 * 4)
+    table = np.random.default_rng(0).standard_normal((rows, 768)).astype(np.float32)
+    model = _embedding("rss", table, np.zeros((8, 512), np.int64), "").model
+    rewritten = rewrite_model(model)[0]
+    del model
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "model.onnx")
+        onnx.save(rewritten, path, save_as_external_data=external, location="table.bin")
+        del rewritten
+        code = (f"import json, sys; from gathermultiaxis.bench.runtime import _rss_child; "
+                f"print(json.dumps(_rss_child({path!r}, {runs})))")
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    result["table_bytes"] = int(table.nbytes)
+    result["session_over_table"] = (result["created"] - result["baseline"]) / table.nbytes
+    result["growth_10_to_end"] = result[f"after_{runs}_runs"] - result["after_10_runs"]
+    return result
+
+
+def format_rss(result: dict, external: bool) -> str:
+    mib = (lambda b: f"{b / 2**20:.1f} MiB")
+    runs = next(k for k in result if k.startswith("after_") and k != "after_10_runs")
+    return (f"RSS over a bound {mib(result['table_bytes'])} table ({'external data, memory-mapped' if external else 'inline'}):"
+            f" session creation added {mib(result['created'] - result['baseline'])} "
+            f"({result['session_over_table']:.2f}x the table); {runs.replace('_', ' ')}: "
+            f"{mib(result[runs] - result['baseline'])} over the baseline, "
+            f"{result['growth_10_to_end'] / 2**20:+.1f} MiB after the first 10 runs")

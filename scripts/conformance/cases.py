@@ -1,0 +1,463 @@
+"""What the conformance runner checks: cases (a model and its data sets), where they come from, and
+the inputs it makes for models that bring none.
+
+A case comes from ONNX's node tests (the default suite), a backend-test folder (``model.onnx`` +
+``test_data_set_*/input_*.pb``, ``output_*.pb``), a plain ``.onnx`` file, or the fuzzer. Files are
+found and vetted by ``find_sources`` before any work (a missing path, a FIFO or a device is a
+``BadInput``), and read by ``load_case`` inside the runner's child process, where a hang or a crash
+costs one verdict and not the run.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from math import prod
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import ModelProto, TensorProto, helper, numpy_helper
+
+from ..examples import EXAMPLE_PATH, example_inputs
+from ..graphs import GATHER_OPS, holds_gather
+from ..graphs.modelfile import path_kind, read_model
+
+# Symbolic dims start at the first of these sizes (3: small, and not 1, which would hide broadcasting
+# mistakes); while the original model refuses the generated inputs, one dim name at a time takes the
+# others (see ``symbolic_size_attempts``).
+SYMBOLIC_SIZES = (3, 1, 8, 64, 512, 4096)
+MAX_SIZE_ATTEMPTS = 64  # generated data sets tried per case before it is "not compared"
+GENERATED_BYTES_LIMIT = 1 << 30  # per data set: a declared [100000, 100000] input is not generated
+
+
+class BadInput(Exception):
+    """A path or an option the runner cannot use; one line for the user (exit status 2)."""
+
+
+class CannotGenerate(Exception):
+    """No inputs can be generated for the model (the case is "not compared")."""
+
+
+@dataclass
+class DataSet:
+    feeds: dict[str, np.ndarray]
+    expected: list[np.ndarray] | None = None  # expected outputs, when the case brings them
+    raising_compares: bool = False  # inputs made invalid on purpose (fuzz): both sides raising is a result
+
+
+@dataclass
+class CheckCase:
+    name: str
+    model: ModelProto
+    data_sets: list[DataSet] = field(default_factory=list)  # none: generated (see generated_data_sets)
+    source: str = ""
+    external_data_folder: str | None = None  # where ORT reads the tensors the model keeps in files
+
+
+@dataclass(frozen=True)
+class FileSource:
+    """A model file or backend-test folder to be read in the runner's child process."""
+
+    path: str
+    backend_folder: bool = False
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name if self.backend_folder else self.path
+
+
+@dataclass(frozen=True)
+class InputOptions:
+    """How inputs are made for models without test data."""
+
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # --input-shapes
+    loaded: tuple[DataSet, ...] = ()  # --load-inputs
+    seed: int = 0
+
+
+# -- finding cases -------------------------------------------------------------------------------
+
+# The onnx node-test modules whose cases hold a gather (84 cases in onnx 1.23: Gather, GatherElements and
+# GatherND tests, and the function expansions of AffineGrid, Attention, CenterCropPad, FlexAttention,
+# NegativeLogLikelihoodLoss and RotaryEmbedding). Each module computes its cases' data when imported:
+# these 9 take ~1/10 of the time of all 1,884 node tests. tests/conformance/test_cases_default_suite.py checks
+# that the full collection finds no other case.
+NODE_TEST_MODULES = ("affinegrid", "attention", "center_crop_pad", "flexattention", "gather", "gatherelements",
+                     "gathernd", "negativeloglikelihoodloss", "rotaryembedding")
+
+
+def _node_testcases(modules: tuple[str, ...] | None) -> list:
+    """onnx's node test cases made by importing ``modules`` of ``onnx.backend.test.case.node`` (None: all
+    of them, onnx's ``collect_testcases``), with every case an earlier call already made."""
+    import importlib
+
+    from onnx.backend.test.case import node  # imports no test module
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        made = getattr(node, "_NodeTestCases", None)  # where the test modules put their cases
+        try:
+            if modules is not None and made is not None:
+                for module in modules:
+                    importlib.import_module(f"{node.__name__}.{module}")
+                return made
+        except ModuleNotFoundError:  # another onnx version: fall back to all of them
+            pass
+        try:
+            return node.collect_testcases(None)  # onnx >= 1.23 takes the op type to collect (None: all)
+        except TypeError:
+            return node.collect_testcases()
+
+
+def default_suite(node_test_modules: tuple[str, ...] | None = NODE_TEST_MODULES) -> list[CheckCase]:
+    """ONNX's own node test cases holding a gather anywhere (from ``node_test_modules``; None: from all),
+    plus the bundled example model."""
+    testcases = _node_testcases(node_test_modules)
+    cases = []
+    for testcase in testcases:
+        if testcase.model is None or not holds_gather(testcase.model):
+            continue
+        names = [value.name for value in testcase.model.graph.input]
+        data_sets = [DataSet(dict(zip(names, inputs)), list(outputs)) for inputs, outputs in testcase.data_sets]
+        cases.append(CheckCase(testcase.name, testcase.model, data_sets, "onnx node tests"))
+    example = onnx.load_model(str(EXAMPLE_PATH))
+    cases.append(CheckCase("bundled example", example, [DataSet(example_inputs(seed=s)) for s in range(2)],
+                           str(EXAMPLE_PATH)))
+    return cases
+
+
+def _is_backend_folder(folder: Path) -> bool:
+    return path_kind(folder / "model.onnx") == "file" and any(folder.glob("test_data_set_*"))
+
+
+def _vet_model_file(path: Path) -> None:
+    kind = path_kind(path)
+    if kind != "file":
+        raise BadInput(f"{path}: {'no such file or folder' if kind == 'missing' else kind + ', not a model file'}")
+
+
+def find_sources(paths: list[str]) -> list[FileSource]:
+    """The cases under ``paths``: .onnx files, backend-test folders, or folders holding many of
+    either. Raises BadInput, before any model is read, for a missing path, a FIFO, a device, a
+    dangling link, or a folder with no model."""
+    sources = []
+    for raw in paths:
+        path = Path(raw)
+        kind = path_kind(path)
+        if kind == "file":
+            if path.stat().st_size == 0:
+                raise BadInput(f"{path}: empty file, not an ONNX model")
+            sources.append(FileSource(str(path)))
+        elif kind == "folder" and (path / "model.onnx").exists():
+            _vet_model_file(path / "model.onnx")
+            sources.append(FileSource(str(path), backend_folder=True))
+        elif kind == "folder":
+            found = sorted(path.rglob("*.onnx"))
+            if not found:
+                raise BadInput(f"{path}: no .onnx file in this folder")
+            for child in found:
+                if child.name == "model.onnx" and _is_backend_folder(child.parent):
+                    sources.append(FileSource(str(child.parent), backend_folder=True))
+                    continue
+                _vet_model_file(child)
+                sources.append(FileSource(str(child)))
+        else:
+            raise BadInput(f"{path}: {'no such file or folder' if kind == 'missing' else kind + ', not a model file or folder'}")
+    return sources
+
+
+def _read_tensor(path: Path) -> np.ndarray:
+    tensor = TensorProto()
+    tensor.ParseFromString(path.read_bytes())
+    return numpy_helper.to_array(tensor)
+
+
+def _numbered(folder: Path, prefix: str) -> list[Path]:
+    return sorted(folder.glob(f"{prefix}_*.pb"), key=lambda p: int(p.stem.split("_")[1]))
+
+
+def feed_names(model: ModelProto) -> list[str]:
+    """The graph inputs a run must feed (initializers listed as inputs are optional)."""
+    initializers = {init.name for init in model.graph.initializer}
+    return [value.name for value in model.graph.input if value.name not in initializers]
+
+
+def _backend_data_sets(folder: Path, names: list[str]) -> list[DataSet]:
+    data_sets = []
+    for data_dir in sorted(folder.glob("test_data_set_*")):
+        inputs = [_read_tensor(p) for p in _numbered(data_dir, "input")]
+        outputs = [_read_tensor(p) for p in _numbered(data_dir, "output")]
+        data_sets.append(DataSet(dict(zip(names, inputs)), outputs or None))
+    return data_sets
+
+
+def load_case(source: FileSource) -> CheckCase:
+    """Read a model file or backend-test folder (in the runner's child process)."""
+    # External data stays in its files (ORT memory-maps it; a model over 2 GiB could not be serialized)
+    if source.backend_folder:
+        folder = Path(source.path)
+        model, data_folder = read_model(folder / "model.onnx")
+        return CheckCase(source.name, model, _backend_data_sets(folder, feed_names(model)), source.path,
+                         str(data_folder) if data_folder else None)
+    model, data_folder = read_model(source.path)
+    return CheckCase(source.name, model, [], source.path, str(data_folder) if data_folder else None)
+
+
+# -- options for inputs --------------------------------------------------------------------------
+
+_SHAPE = re.compile(r"^(?P<name>.+):(?P<dims>\[[0-9,\s]*\])$")
+
+
+def parse_input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
+    """``name:[d0,d1,...]`` (polygraphy's form) for each spec."""
+    shapes = {}
+    for spec in specs:
+        match = _SHAPE.match(spec.strip())
+        if not match:
+            raise BadInput(f"--input-shapes {spec!r}: expected NAME:[d0,d1,...], e.g. input_ids:[1,128]")
+        shapes[match["name"]] = tuple(int(d) for d in ast.literal_eval(match["dims"]))
+    return shapes
+
+
+LOADED_BYTES_LIMIT = GENERATED_BYTES_LIMIT  # everything --load-inputs reads, checked before reading it
+
+
+class _LoadBudget:
+    """Bytes --load-inputs may still take; refuses, naming the file, before anything is decompressed."""
+
+    def __init__(self, option: str):
+        self.option, self.left = option, LOADED_BYTES_LIMIT
+
+    def take(self, size: int, what: str) -> None:
+        if size > self.left:
+            raise BadInput(f"{self.option}: {what} would take {size / 2**30:.2f} GiB, over the "
+                           f"{LOADED_BYTES_LIMIT / 2**30:g} GiB limit on loaded inputs (all files together)")
+        self.left -= size
+
+
+def load_inputs(path: str) -> tuple[DataSet, ...]:
+    """Data sets from an .npz file (arrays named after the inputs), or a folder of .npz files or of
+    backend-test data sets (``test_data_set_*/input_*.pb``, matched by the tensors' names).
+
+    At most ``LOADED_BYTES_LIMIT`` bytes in all, checked before reading (an .npz member's declared
+    sizes, its .npy header's shape and type; a .pb file's size). A bare .npy file is refused: its array
+    has no name to match an input by."""
+    location = Path(path)
+    kind = path_kind(location)
+    budget = _LoadBudget(f"--load-inputs {path}")
+    try:
+        if kind == "file":
+            return (_npz_data_set(location, budget),)
+        if kind == "folder":
+            data_sets = [_npz_data_set(p, budget) for p in sorted(location.glob("*.npz"))]
+            for data_dir in sorted(location.glob("test_data_set_*")):
+                for p in _numbered(data_dir, "input"):
+                    budget.take(p.stat().st_size, str(p))
+                tensors = [TensorProto.FromString(p.read_bytes()) for p in _numbered(data_dir, "input")]
+                unnamed = [str(p) for p, t in zip(_numbered(data_dir, "input"), tensors) if not t.name]
+                if unnamed:
+                    raise BadInput(f"--load-inputs {path}: {unnamed[0]} has no tensor name to match an input by")
+                data_sets.append(DataSet({t.name: numpy_helper.to_array(t) for t in tensors}))
+            if not data_sets:
+                raise BadInput(f"--load-inputs {path}: no .npz file or test_data_set_* folder in it")
+            return tuple(data_sets)
+    except BadInput:
+        raise
+    except Exception as error:  # noqa: BLE001 - numpy and protobuf raise many types for bad files
+        raise BadInput(f"--load-inputs {path}: cannot read ({' '.join(str(error).split())[:200]})") from None
+    raise BadInput(f"--load-inputs {path}: {'no such file or folder' if kind == 'missing' else kind}")
+
+
+def _npz_data_set(path: Path, budget: _LoadBudget) -> DataSet:
+    """The arrays of an .npz file, after checking what they would take (see load_inputs)."""
+    with open(path, "rb") as file:
+        start = file.read(6)
+    if start == b"\x93NUMPY":
+        raise BadInput(f"{budget.option}: {path} is a .npy file, one array without a name; inputs are matched "
+                       f"by name: save them with numpy.savez(FILE.npz, input_name=array, ...)")
+    if not zipfile.is_zipfile(path):
+        raise BadInput(f"{budget.option}: {path} is not an .npz file (not a zip archive of .npy arrays)")
+    with zipfile.ZipFile(path) as archive:
+        for member in archive.infolist():
+            if not member.filename.endswith(".npy"):
+                raise BadInput(f"{budget.option}: {path} holds {member.filename!r}, not an .npy array: not an .npz "
+                               f"file of arrays")
+            budget.take(member.file_size, f"{path}: {member.filename} ({member.file_size} bytes unpacked)")
+            shape, dtype = _npy_header(archive, member, budget.option, path)
+            if dtype.hasobject:
+                raise BadInput(f"{budget.option}: {path}: {member.filename} holds Python objects (dtype {dtype}), "
+                               f"which are never unpickled here: save arrays of numbers, booleans or strings")
+    with np.load(path, allow_pickle=False) as arrays:
+        return DataSet({name: arrays[name] for name in arrays.files})
+
+
+def _npy_header(archive: zipfile.ZipFile, member: zipfile.ZipInfo, option: str, path: Path):
+    """(shape, dtype) from an .npz member's .npy header; its size is checked against the declared one, so
+    that the array read later cannot be larger than what the budget took."""
+    with archive.open(member) as stream:
+        try:
+            version = np.lib.format.read_magic(stream)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read_header(stream)
+        except ValueError as error:
+            raise BadInput(f"{option}: {path}: {member.filename} is not a valid .npy array ({error})") from None
+    size = prod(shape) * dtype.itemsize
+    if size > member.file_size:
+        raise BadInput(f"{option}: {path}: {member.filename} declares shape {list(shape)} {dtype} "
+                       f"({size / 2**30:.2f} GiB) but holds only {member.file_size} bytes")
+    return shape, dtype
+
+
+# -- generated inputs ----------------------------------------------------------------------------
+
+def index_bounds(model: ModelProto, sizes: dict[str, list[int]]) -> dict[str, int]:
+    """For graph inputs used directly as gather indices: the size of the axis they index."""
+    shapes = dict(sizes)
+    for init in model.graph.initializer:
+        shapes[init.name] = list(init.dims)
+    bounds = {}
+    for node in model.graph.node:
+        if node.op_type not in GATHER_OPS or len(node.input) < 2 or node.input[1] not in sizes:
+            continue
+        data_shape = shapes.get(node.input[0])
+        if not data_shape:
+            continue
+        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type == "GatherND":
+            size = min(data_shape[attributes.get("batch_dims", 0):], default=None)  # fits every indexed dim
+        else:
+            axis = attributes.get("axis", 0)
+            size = data_shape[axis] if -len(data_shape) <= axis < len(data_shape) else None
+        if size:
+            bounds[node.input[1]] = min(size, bounds.get(node.input[1], size))
+    return bounds
+
+
+def _static_size(dim) -> int | None:
+    """A declared dim's size, or None when it is symbolic (a dim_param, no value, or the negative
+    dim_value -1 that some exporters write for a dynamic dim). A purely numeric dim_param ("16": the
+    transformers exporters name head counts and sizes so) is that size."""
+    if dim.HasField("dim_value") and dim.dim_value >= 0:
+        return dim.dim_value
+    return int(dim.dim_param) if dim.HasField("dim_param") and dim.dim_param.isdigit() else None
+
+
+def _fed_tensor_dims(model: ModelProto, given: dict[str, tuple[int, ...]]):
+    fed = set(feed_names(model))
+    for value in model.graph.input:
+        if value.name in fed and value.name not in given and value.type.HasField("tensor_type"):
+            yield from value.type.tensor_type.shape.dim
+
+
+def symbolic_dim_names(model: ModelProto, given: dict[str, tuple[int, ...]]) -> list[str]:
+    """The names of the symbolic dims of the inputs to generate, in order of first appearance."""
+    names: dict[str, None] = {}
+    for dim in _fed_tensor_dims(model, given):
+        if _static_size(dim) is None and dim.dim_param:
+            names.setdefault(dim.dim_param)
+    return list(names)
+
+
+def sized_inputs(model: ModelProto, seed: int, shapes: dict[str, tuple[int, ...]]) -> Iterator[dict[str, np.ndarray]]:
+    """Generated inputs, one size attempt after another (``symbolic_size_attempts``), for the caller to
+    stop at the first the original accepts. An attempt over the memory cap is skipped; when every one
+    is, the first one's CannotGenerate says why."""
+    too_large, generated = None, False
+    for size, dim_sizes in symbolic_size_attempts(model, shapes):
+        try:
+            feeds = generated_inputs(model, seed, size, shapes, dim_sizes)
+        except CannotGenerate as reason:
+            if "would take" not in str(reason):  # not a size problem: no other size helps
+                raise
+            too_large = too_large or reason
+            continue
+        generated = True
+        yield feeds
+    if not generated and too_large is not None:
+        raise too_large
+
+
+def symbolic_size_attempts(model: ModelProto, given: dict[str, tuple[int, ...]]) -> list[tuple[int, dict[str, int]]]:
+    """The (default size, size per dim name) pairs to generate inputs with, in order, until the original
+    model accepts them: every name at SYMBOLIC_SIZES[0]; then one name at a time at another size, the
+    others kept (a name's candidates: the sums of two other names' sizes first, as a total length is a
+    past length plus a new one, then SYMBOLIC_SIZES); then every name at each of SYMBOLIC_SIZES, as
+    before names were kept apart. At most MAX_SIZE_ATTEMPTS."""
+    if not any(_static_size(dim) is None for dim in _fed_tensor_dims(model, given)):
+        return [(SYMBOLIC_SIZES[0], {})]
+    names = symbolic_dim_names(model, given)
+    start = {name: SYMBOLIC_SIZES[0] for name in names}
+    attempts = [(SYMBOLIC_SIZES[0], start)]
+    for name in names:
+        others = [start[other] for other in names if other != name]
+        sums = sorted({a + b for i, a in enumerate(others) for b in others[i + 1:]})
+        for size in dict.fromkeys(sums + list(SYMBOLIC_SIZES[1:])):
+            if size != start[name]:
+                attempts.append((SYMBOLIC_SIZES[0], {**start, name: size}))
+    attempts += [(size, {name: size for name in names}) for size in SYMBOLIC_SIZES[1:]]
+    if len(attempts) > MAX_SIZE_ATTEMPTS:  # keep the every-name-alike tail: it was the whole search before
+        attempts = attempts[:MAX_SIZE_ATTEMPTS - len(SYMBOLIC_SIZES) + 1] + attempts[-(len(SYMBOLIC_SIZES) - 1):]
+    return attempts
+
+
+def _input_shapes(model: ModelProto, symbolic_size: int, given: dict[str, tuple[int, ...]],
+                  dim_sizes: dict[str, int] | None = None) -> dict[str, list[int]]:
+    shapes = {}
+    fed = set(feed_names(model))
+    dim_sizes = dim_sizes or {}
+    for value in model.graph.input:
+        if value.name not in fed:
+            continue
+        if not value.type.HasField("tensor_type"):
+            kind = value.type.WhichOneof("value") or "unknown"
+            raise CannotGenerate(f"input {value.name!r} is a {kind.replace('_type', '')}, not a tensor: give "
+                                 f"--load-inputs (generated inputs are tensors only)")
+        if value.name in given:
+            shapes[value.name] = list(given[value.name])
+        elif not value.type.tensor_type.HasField("shape"):
+            raise CannotGenerate(f"input {value.name!r} has no declared shape: give --input-shapes {value.name}:[...]")
+        else:
+            shapes[value.name] = [dim_sizes.get(d.dim_param, symbolic_size) if _static_size(d) is None
+                                  else _static_size(d) for d in value.type.tensor_type.shape.dim]
+    return shapes
+
+
+def generated_inputs(model: ModelProto, seed: int = 0, symbolic_size: int = 3,
+                     given_shapes: dict[str, tuple[int, ...]] | None = None,
+                     dim_sizes: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Seeded inputs for a model without test data; index inputs of gathers stay in range. Symbolic dims
+    named in ``dim_sizes`` take that size, the others ``symbolic_size``. Raises CannotGenerate for
+    inputs that are not tensors, have no shape, or would be too large."""
+    shapes = _input_shapes(model, symbolic_size, given_shapes or {}, dim_sizes)
+    types = {value.name: value.type.tensor_type.elem_type for value in model.graph.input}
+    dtypes = {name: np.dtype(object) if types[name] == TensorProto.STRING else
+              helper.tensor_dtype_to_np_dtype(types[name]) for name in shapes}
+    needed = sum(prod(shape) * (8 if dtypes[name] == object else dtypes[name].itemsize)
+                 for name, shape in shapes.items())
+    if needed > GENERATED_BYTES_LIMIT:
+        largest = max(shapes, key=lambda name: prod(shapes[name]))
+        raise CannotGenerate(f"the generated inputs would take {needed / 2**30:.1f} GiB (input {largest!r} "
+                             f"{shapes[largest]}): give smaller --input-shapes or --load-inputs")
+    rng = np.random.default_rng(seed)
+    bounds = index_bounds(model, shapes)
+    feeds = {}
+    for name, shape in shapes.items():
+        dtype = dtypes[name]
+        if name in bounds:
+            values = rng.integers(-bounds[name], bounds[name], shape)
+        elif dtype == object:
+            values = rng.integers(0, 100, shape).astype(str)
+        elif dtype == bool:
+            values = rng.random(shape) < 0.5
+        elif dtype.kind in "iu":
+            values = rng.integers(0, 2, shape)
+        else:
+            values = rng.standard_normal(shape)
+        feeds[name] = np.asarray(values).astype(dtype)  # a 0-d array, never a NumPy scalar, for rank 0
+    return feeds

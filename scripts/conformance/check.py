@@ -1,0 +1,469 @@
+"""The conformance runner: rewritten models against ORT's builtin gathers, bit for bit.
+
+For every case: rewrite the model, run the original on plain ORT and the rewrite with the
+GatherMultiaxis op on the same inputs, and compare every output (dtype, shape, bytes: NaN payloads
+and the sign of zero count). Each case runs in a child process (``isolation.Worker``) with a timeout,
+so that a crash or a hang is that case's verdict and the run goes on.
+
+Verdicts (``VERDICTS``):
+
+* ``passed``: compared on at least one data set, and bit-identical on every one;
+* ``failed``: an output differs, only one side raised, the rewrite could not be made or loaded, or
+  the rewrite crashed or hung;
+* ``not compared``: no data set could be compared: every one raised on both sides (inputs the
+  original model refuses), or none could be made (a sequence input, an input too large to generate);
+* ``not runnable``: ORT cannot load or run the original model (its reason is kept);
+* ``builtin wrong``: builtin and rewrite differ, and ONNX's reference evaluator agrees with the
+  rewrite bit for bit (ORT's own kernel is wrong, e.g. its string Gather);
+* ``no gather``: nothing was rewritten, so there is nothing to compare: the model holds no gather, or
+  only gathers the rewriter leaves (e.g. inside com.microsoft ops; the detail lists them).
+
+A ``passed`` case that also has gathers left (inside contrib ops, unsupported types) names them in
+its detail.
+
+``run(sources, ...) -> Report``; ``Report.exit_status()`` maps the verdicts to the command's exit
+status (see ``gathermultiaxis.cli``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Union
+
+import numpy as np
+from onnx import ModelProto
+
+from ..graphs import lower_model, rewrite_model
+from ..graphs.modelfile import one_line
+from ..graphs.ort_optimizer import OrtOptimizeError, ort_optimize
+from ..harness import bit_identical, difference, make_session, session_options, versions
+from . import fuzz
+from .cases import CannotGenerate, CheckCase, DataSet, FileSource, InputOptions, load_case, sized_inputs
+from .isolation import Outcome, Worker, report_phase
+
+VERDICTS = ("passed", "failed", "not compared", "not runnable", "builtin wrong", "no gather")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an exception (``stop_on_sigterm``) so that it ends a run the way Ctrl-C does."""
+
+
+class SigtermGuard:
+    """What ``stop_on_sigterm`` yields: ``defer()`` once the run is over, so that a SIGTERM while the
+    report is printed and written is only noted (``received``) instead of losing the report."""
+
+    def __init__(self):
+        self.deferred = self.received = False
+
+    def defer(self) -> None:
+        self.deferred = True
+
+    def handle(self, number, frame) -> None:
+        self.received = True
+        if not self.deferred:
+            raise Terminated()
+
+
+@contextlib.contextmanager
+def stop_on_sigterm() -> Iterator[SigtermGuard]:
+    """Within: SIGTERM raises Terminated in the main thread (``run`` then stops its child and returns
+    the partial report, exit status 143). Outside the main thread it does nothing (Python allows
+    signal handlers only there)."""
+    guard = SigtermGuard()
+    if threading.current_thread() is not threading.main_thread():
+        yield guard
+        return
+    previous = signal.signal(signal.SIGTERM, guard.handle)
+    try:
+        yield guard
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+DEFAULT_TIMEOUT_S = 600.0
+
+
+class CheckMode(Enum):
+    """What is compared with what (see the README's table of guarantees)."""
+
+    GATHERS = "gathers"              # rewrite vs original, both with graph optimizations off
+    ORT_OPTIMIZED = "ort-optimized"  # the --ort-optimize rewrite vs original, both with ORT's defaults
+    LOWERED = "lowered"              # rewrite then lower, on plain ORT (no custom op library), vs original
+    WEBNN = "webnn"                  # rewrite then lower --target webnn per data set's shapes, on plain ORT
+
+    @property
+    def optimized(self) -> bool:
+        return self is CheckMode.ORT_OPTIMIZED
+
+
+@dataclass
+class CheckResult:
+    name: str
+    verdict: str
+    rewritten: int = 0
+    left: int = 0
+    detail: str = ""
+    expected: str = ""  # agreement with the expected outputs: exact / close / differs / "" (none given)
+    compared: int = 0  # data sets compared (both sides ran, or both raised on inputs made to raise)
+    both_raised: int = 0  # data sets on which both sides raised (not a comparison, unless made to raise)
+    builtin_ms: float = 0.0
+    rewritten_ms: float = 0.0
+    left_reasons: list[str] = field(default_factory=list)
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class FuzzSeed:
+    """Fuzz case ``seed`` (``fuzz.fuzz_case``); a failing one is saved under ``save_dir``."""
+
+    seed: int
+    save_dir: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"fuzz seed {self.seed}"
+
+
+Source = Union[CheckCase, FileSource, FuzzSeed]
+
+
+# -- one case (in the child process) -------------------------------------------------------------
+
+def _agreement(outputs: list[np.ndarray], expected: list[np.ndarray]) -> str:
+    if all(bit_identical(o, e) for o, e in zip(outputs, expected)):
+        return "exact"
+    try:
+        for o, e in zip(outputs, expected):
+            if o.dtype == object or e.dtype == object:
+                if o.tolist() != e.tolist():
+                    return "differs"
+            else:  # the tolerance of ONNX's own backend tests
+                np.testing.assert_allclose(o.astype(np.float64), e.astype(np.float64), rtol=1e-3, atol=1e-7)
+        return "close"
+    except AssertionError:
+        return "differs"
+
+
+def _reference_sides_with_rewrite(model: ModelProto, feeds, got, differing: list[int]) -> bool:
+    """Whether onnx's reference evaluator gives exactly the rewrite's values where builtin and rewrite
+    differ (a builtin kernel bug). Any failure of the evaluator counts as no."""
+    from onnx.reference import ReferenceEvaluator  # slow to import; needed only when sides differ
+
+    try:
+        reference = ReferenceEvaluator(model).run(None, feeds)
+    except Exception:  # noqa: BLE001
+        return False
+    return all(bit_identical(got[i], np.asarray(reference[i], dtype=np.asarray(got[i]).dtype)) for i in differing)
+
+
+def _timed_run(sess, feeds) -> tuple[list | None, BaseException | None, float]:
+    start = time.perf_counter()
+    try:
+        return sess.run(None, feeds), None, (time.perf_counter() - start) * 1e3
+    except Exception as error:  # noqa: BLE001
+        return None, error, (time.perf_counter() - start) * 1e3
+
+
+class _WebNNSessions:
+    """The rewritten model lowered for WebNN with each data set's input shapes (WebNN graphs are static),
+    run on plain ORT with graph optimizations off. WebNN cannot raise, so a data set the original refuses
+    is not compared (``compare`` counts it as both raising, never as a pass); a node the lowering emitted
+    that webnn_check flags fails the case (a tensor type WebNN lacks, bfloat16 say, is the model's own:
+    ``webnn-check`` lists it)."""
+
+    def __init__(self, rewritten):
+        self.rewritten, self.sessions = rewritten, {}
+
+    def run(self, output_names, feeds):
+        from ..graphs.webnn import lower_for_webnn, lowering_findings
+
+        shapes = {name: np.asarray(value).shape for name, value in feeds.items()}
+        key = tuple(sorted(shapes.items()))
+        if key not in self.sessions:
+            lowered, report = lower_for_webnn(self.rewritten, shapes)
+            outside = lowering_findings(lowered, report, shapes)
+            if outside:
+                raise AssertionError(f"the WebNN lowering emitted {outside[0].op_type} {outside[0].node!r} outside "
+                                     f"WebNN's subset: {outside[0].reason}")
+            self.sessions[key] = make_session(lowered, custom=False)
+        return self.sessions[key].run(output_names, feeds)
+
+
+class _Comparison:
+    """Runs data sets on both sessions and keeps the verdict."""
+
+    def __init__(self, case: CheckCase, builtin, custom, result: CheckResult):
+        self.case, self.builtin, self.custom, self.result = case, builtin, custom, result
+        self.agreements: list[str] = []
+
+    def run_builtin(self, number: int, data_set: DataSet):
+        report_phase(f"running the original model on ORT (data set {number})")
+        want, error, elapsed = _timed_run(self.builtin, data_set.feeds)
+        self.result.builtin_ms += elapsed
+        return want, error
+
+    def compare(self, number: int, data_set: DataSet, want, want_error) -> bool:
+        """Compare one data set; returns False when the case has failed (stop)."""
+        result, where = self.result, f"data set {number}: "
+        report_phase(f"running the rewritten model (data set {number})")
+        got, got_error, elapsed = _timed_run(self.custom, data_set.feeds)
+        result.rewritten_ms += elapsed
+        if want_error is not None and isinstance(self.custom, _WebNNSessions):
+            # a WebNN graph cannot raise (what WebNN cannot take fell back to the standard lowering, which
+            # may): the original's refusal is never compared
+            result.both_raised += 1
+            result.detail = f"the original raises ({one_line(want_error)}); a WebNN graph cannot"
+            return True
+        if want_error is not None:
+            if got_error is None:
+                result.verdict = "failed"
+                result.detail = where + f"builtin raised ({one_line(want_error)}) but the rewrite did not"
+                return False
+            result.both_raised += 1
+            result.compared += data_set.raising_compares
+            result.detail = f"both raise: builtin {one_line(want_error)} | rewrite {one_line(got_error)}"
+            return True
+        if got_error is not None:
+            result.verdict, result.detail = "failed", where + f"the rewrite raised: {one_line(got_error)}"
+            return False
+        differing = [i for i, (g, w) in enumerate(zip(got, want)) if not bit_identical(g, w)]
+        if differing:
+            detail = where + f"output {differing[0]}: rewritten vs builtin {difference(got[differing[0]], want[differing[0]])}"
+            report_phase("asking ONNX's reference evaluator")
+            if _reference_sides_with_rewrite(self.case.model, data_set.feeds, got, differing):
+                result.verdict = "builtin wrong"
+                result.detail = detail + "; the ONNX reference evaluator agrees with the rewrite"
+                result.compared += 1
+                return True
+            result.verdict, result.detail = "failed", detail
+            return False
+        result.compared += 1
+        if data_set.expected is not None:
+            self.agreements.append(_agreement(got, data_set.expected))
+        return True
+
+
+def check_case(case: CheckCase, options: InputOptions = InputOptions(),
+               mode: CheckMode = CheckMode.GATHERS) -> CheckResult:
+    """The verdict on one case (see the module docstring), comparing as ``mode`` says."""
+    result = CheckResult(case.name, "passed", source=case.source)
+    report_phase("rewriting")
+    rewritten_data_folder = case.external_data_folder
+    try:
+        model, optimize = case.model, mode.optimized
+        if optimize and case.external_data_folder:  # ORT's optimizer needs the folder: it reads the data in
+            model = ort_optimize(model, case.external_data_folder, session_options=session_options)
+            optimize, rewritten_data_folder = False, None
+        rewritten, report = rewrite_model(model, ort_optimize=optimize, session_options=session_options)
+    except OrtOptimizeError as error:  # ORT cannot even load the original
+        return CheckResult(case.name, "not runnable", detail=one_line(error), source=case.source)
+    except Exception as error:  # noqa: BLE001
+        return CheckResult(case.name, "failed", detail=f"rewrite raised: {one_line(error)}", source=case.source)
+    result.rewritten, result.left = report.rewritten, report.left
+    result.left_reasons = [f"{o.op_type} {o.node!r}: {o.reason}" for o in report.outcomes if not o.rewritten]
+    if not report.rewritten:
+        result.verdict = "no gather"
+        result.detail = ("nothing to compare: " + (f"{report.left} gather(s) left: {'; '.join(result.left_reasons)}"
+                                                   if report.left else "the model holds no gather"))
+        return result
+    report_phase("loading the original model on ORT")
+    try:
+        builtin = make_session(case.model, custom=False, optimized=mode.optimized,
+                               external_data_folder=case.external_data_folder)
+    except Exception as error:  # noqa: BLE001
+        result.verdict, result.detail = "not runnable", one_line(error)
+        return result
+    if mode is CheckMode.LOWERED:
+        report_phase("lowering the rewritten model")
+        try:
+            rewritten, lowering = lower_model(rewritten)
+        except Exception as error:  # noqa: BLE001
+            result.verdict, result.detail = "failed", f"lowering raised: {one_line(error)}"
+            return result
+        if lowering.left:  # plain ORT could not load it
+            reasons = "; ".join(f"{o.node!r}: {o.reason}" for o in lowering.outcomes if not o.lowered)
+            result.verdict, result.detail = "failed", f"lowering left {lowering.left} GatherMultiaxis node(s): {reasons}"
+            return result
+    report_phase("loading the rewritten model")
+    try:
+        custom = _WebNNSessions(rewritten) if mode is CheckMode.WEBNN else make_session(
+            rewritten, custom=mode is not CheckMode.LOWERED, optimized=mode.optimized,
+            external_data_folder=rewritten_data_folder)
+    except Exception as error:  # noqa: BLE001
+        result.verdict, result.detail = "failed", f"the rewritten model does not load: {one_line(error)}"
+        return result
+    comparison = _Comparison(case, builtin, custom, result)
+    given = case.data_sets or list(options.loaded)
+    try:
+        if given:
+            for number, data_set in enumerate(given):
+                if not comparison.compare(number, data_set, *comparison.run_builtin(number, data_set)):
+                    return result
+        else:
+            first_refused, accepted = None, False
+            for feeds in sized_inputs(case.model, options.seed, options.shapes):
+                data_set = DataSet(feeds)
+                want, want_error = comparison.run_builtin(0, data_set)
+                if want_error is None:
+                    if not comparison.compare(0, data_set, want, None):
+                        return result
+                    accepted = True
+                    break
+                first_refused = first_refused or (data_set, want_error)
+            # the original refused every attempt: the rewrite must refuse the first one too
+            if not accepted and first_refused and not comparison.compare(0, first_refused[0], None,
+                                                                         first_refused[1]):
+                return result
+    except CannotGenerate as reason:
+        result.verdict, result.detail = "not compared", str(reason)
+        return result
+    if comparison.agreements:
+        result.expected = min(comparison.agreements, key=["differs", "close", "exact"].index)
+    if result.verdict == "passed" and report.left:  # not silently: the gathers the comparison did not cover
+        result.detail = f"{report.left} gather(s) left: {'; '.join(result.left_reasons)}"
+    if result.compared == 0 and result.verdict == "passed":
+        result.verdict = "not compared"
+        result.detail = ("every data set raised on both sides, so nothing was compared (" + result.detail +
+                         "); give inputs the model accepts with --input-shapes or --load-inputs")
+    return result
+
+
+def _check_source(task: tuple[Source, InputOptions, CheckMode]) -> CheckResult:
+    """The child process's task: read the source, then check it."""
+    source, options, mode = task
+    if isinstance(source, FuzzSeed):
+        case = fuzz.fuzz_case(source.seed)
+        result = check_case(case, options, mode)
+        if result.verdict == "failed":
+            folder = fuzz.save_reproducer(case, source.save_dir, source.seed)
+            flag = {CheckMode.GATHERS: "", CheckMode.ORT_OPTIMIZED: " --ort-optimize", CheckMode.LOWERED: " --lowered",
+                    CheckMode.WEBNN: " --webnn"}
+            result.detail += (f" (replay: gathermultiaxis check --fuzz 1 --seed {source.seed}{flag[mode]}; "
+                              f"reproducer: {folder})")
+        return result
+    if isinstance(source, FileSource):
+        report_phase("reading the model")
+        try:
+            case = load_case(source)
+        except Exception as error:  # noqa: BLE001 - protobuf raises several types for garbage
+            return CheckResult(source.name, "not runnable", detail=f"cannot read: {one_line(error)}",
+                               source=source.path)
+        return check_case(case, options, mode)
+    return check_case(source, options, mode)
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+@dataclass
+class Report:
+    results: list[CheckResult] = field(default_factory=list)
+    interrupted: bool = False
+    stopped_by: str = ""  # "SIGINT" (Ctrl-C) or "SIGTERM" when interrupted
+    mode: str = CheckMode.GATHERS.value
+    command: list[str] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=versions)
+
+    def counts(self) -> dict[str, int]:
+        return {verdict: sum(r.verdict == verdict for r in self.results) for verdict in VERDICTS}
+
+    def summary_line(self) -> str:
+        counts = self.counts()
+        # "no gather" only when it happened: the five-verdict line users and the README quote stays as it was
+        line = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v != "no gather" or counts[v])
+        if self.interrupted:
+            line += " (interrupted)"
+        return line
+
+    def exit_status(self, allowed: Iterable[str] = ()) -> int:
+        """0 when every case passed (or found ORT wrong); 1 on any failure; 3 on any case not compared
+        or not runnable, else 4 on any case with no gather, unless that verdict is ``allowed``; when
+        interrupted, 130 (Ctrl-C) or 143 (SIGTERM), the shell's codes for a death by those signals."""
+        if self.interrupted:
+            return 143 if self.stopped_by == "SIGTERM" else 130
+        counts = self.counts()
+        if counts["failed"]:
+            return 1
+        if any(counts[v] for v in ("not compared", "not runnable") if v not in set(allowed)):
+            return 3
+        if counts["no gather"] and "no gather" not in set(allowed):
+            return 4
+        return 0
+
+    def as_dict(self) -> dict:
+        return {"summary": self.summary_line(), "counts": self.counts(), "interrupted": self.interrupted,
+                "stopped_by": self.stopped_by,
+                "mode": self.mode, "command": self.command, "versions": self.versions,
+                "results": [asdict(r) for r in self.results]}
+
+
+def _isolated_failure(source: Source, outcome) -> CheckResult:
+    """The verdict when the child crashed, hung or raised: blamed on the side it was running."""
+    on_original = "original" in outcome.phase or "reading" in outcome.phase
+    verdict = "not runnable" if on_original else "failed"
+    what = {"crashed": "crashed", "timed out": "hung", "raised": "raised"}[outcome.status]
+    detail = f"the check {what} while {outcome.phase or 'starting'}: {outcome.detail}"
+    return CheckResult(source.name, verdict, detail=detail, source=getattr(source, "source", "") or getattr(source, "path", ""))
+
+
+class _InProcess:
+    """Runs tasks in this process (``run(..., isolate=False)``): no protection from crashes or hangs."""
+
+    def run(self, function, argument, timeout):
+        return Outcome(function(argument))
+
+    def kill(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), timeout: float = DEFAULT_TIMEOUT_S,
+        fail_fast: bool = False, on_result: Callable[[CheckResult], None] | None = None,
+        command: list[str] | None = None, isolate: bool = True, mode: CheckMode = CheckMode.GATHERS) -> Report:
+    """Check every source, each in a child process with ``timeout`` seconds (``isolate=False``: in this
+    process, without timeout). Ctrl-C (KeyboardInterrupt), or SIGTERM within ``stop_on_sigterm()``,
+    ends the run early: the child is stopped, and the report holds what ran and says it was
+    interrupted."""
+    report = Report(command=list(command or []), mode=mode.value)
+    with (Worker() if isolate else _InProcess()) as worker:
+        try:
+            for source in sources:
+                outcome = worker.run(_check_source, (source, options, mode), timeout)
+                result = outcome.value if outcome.status == "done" else _isolated_failure(source, outcome)
+                report.results.append(result)
+                if on_result is not None:
+                    on_result(result)
+                if fail_fast and result.verdict == "failed":
+                    break
+        except KeyboardInterrupt as stop:
+            worker.kill()
+            report.interrupted = True
+            report.stopped_by = "SIGTERM" if isinstance(stop, Terminated) else "SIGINT"
+    return report
+
+
+def fuzz_sources(count: int, seed: int, save_dir: str | Path | None = None) -> list[FuzzSeed]:
+    """Fuzz cases ``seed`` to ``seed + count - 1``; failing ones are saved under ``save_dir`` (default:
+    a new temporary folder)."""
+    return [FuzzSeed(seed + offset, str(save_dir) if save_dir else None) for offset in range(count)]
+
+
+def format_table(results: list[CheckResult]) -> str:
+    width = max([len(r.name) for r in results] + [5])
+    lines = [f"{'model':<{width}}  {'rewritten':>9} {'left':>4}  {'verdict':<13} {'expected':<8} "
+             f"{'builtin ms':>10} {'rewritten ms':>12}"]
+    for r in results:
+        lines.append(f"{r.name:<{width}}  {r.rewritten:>9} {r.left:>4}  {r.verdict:<13} {r.expected or '-':<8} "
+                     f"{r.builtin_ms:>10.2f} {r.rewritten_ms:>12.2f}")
+        if r.verdict != "passed" and r.detail:  # failures, reasons, builtin bugs
+            lines.append(f"{'':<{width}}    {r.detail}")
+        lines.extend(f"{'':<{width}}    left {reason}" for reason in r.left_reasons)
+    return "\n".join(lines)

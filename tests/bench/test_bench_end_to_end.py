@@ -1,0 +1,71 @@
+"""``bench --end-to-end`` and ``bench --big-graph`` as smoke tests: they run and report every column.
+No timing assertions (the machine is shared); the numbers come from full runs of the commands."""
+
+import json
+
+import pytest
+
+from gathermultiaxis.cli import main
+from gathermultiaxis.examples import EXAMPLE_PATH
+
+
+def test_end_to_end_bundled_example(tmp_path, capsys):
+    report = tmp_path / "e2e.json"
+    assert main(["bench", "--end-to-end", str(EXAMPLE_PATH), "--repeats", "3", "--processes", "1",
+                 "--json", str(report)]) == 0
+    [row] = json.loads(report.read_text())
+    assert (row["model"], row["shape"], row["rewritten_gathers"], row["bit_identical"], row["processes"]) == (
+        "gathers.onnx", "[1, 16]", 6, True, 1)
+    assert set(row["median_ms"]) == {"builtin", "rewritten", "lowered"} and min(row["median_ms"].values()) > 0
+    low, high = row["spread"]["rewritten / builtin"]
+    assert low == row["ratios"]["rewritten / builtin"] == high  # one round
+    out = capsys.readouterr().out
+    assert "| gathers.onnx | [1, 16] | 6 | yes / " in out and "| geometric mean |" in out
+
+
+def test_end_to_end_refuses_a_folder_without_models(tmp_path, capsys):
+    assert main(["bench", "--end-to-end", str(tmp_path)]) == 2
+    assert "no .onnx file" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_end_to_end_on_a_real_export(tmp_path, capsys):
+    pytest.importorskip("torch", reason="torch is not installed: no export to time")
+    pytest.importorskip("transformers", reason="transformers is not installed: no export to time")
+    from gathermultiaxis.exports.models import build_exports
+
+    written, skipped = build_exports(tmp_path, ["gpt2_torchscript"])
+    assert [p.name for p in written] == ["gpt2_torchscript.onnx"], skipped
+    assert (tmp_path / "gpt2_torchscript.inputs.npz").is_file()
+    report = tmp_path / "e2e.json"
+    assert main(["bench", "--end-to-end", str(tmp_path), "--repeats", "3", "--processes", "1",
+                 "--json", str(report)]) == 0
+    [row] = json.loads(report.read_text())
+    assert row["shape"] == "inputs.npz" and row["rewritten_gathers"] > 0 and row["bit_identical"]
+    assert "gpt2_torchscript.onnx" in capsys.readouterr().out
+
+
+def test_big_graph_row_on_a_small_chain(tmp_path, capsys):
+    report = tmp_path / "graph.json"
+    assert main(["bench", "--big-graph", "20", "--json", str(report)]) == 0
+    run = json.loads(report.read_text())
+    assert (run["gathers"], run["nodes"], run["output_loads"]) == (20, 40, True)
+    assert run["rewrite"]["cpu_seconds"][0] > 0
+    for key in ("rewrite", "load_and_infer", "ort_load", "python_startup"):
+        assert len(run[key]["seconds"]) == 1 and run[key]["seconds"][0] > 0 and run[key]["peak_rss_mib"][0] > 0
+    assert "| gathermultiaxis rewrite |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, note", [
+    (["bench", "end-to-end", str(EXAMPLE_PATH), "--repeats", "2", "--processes", "1"], False),
+    (["bench", "--repeats", "2", "end-to-end", str(EXAMPLE_PATH), "--processes", "1"], False),
+    (["bench", "--end-to-end", str(EXAMPLE_PATH), "--repeats", "2", "--processes", "1"], True),
+], ids=["job", "option-before-job", "old-flag"])
+def test_bench_jobs_and_their_old_flags(tmp_path, capsys, argv, note):
+    """``bench JOB``; an option given before the job is kept; the old flag works and names the new spelling."""
+    report = tmp_path / "e2e.json"
+    assert main(argv + ["--json", str(report)]) == 0
+    [row] = json.loads(report.read_text())
+    assert row["processes"] == 1 and row["bit_identical"] and len(row["spread"]) == 2
+    err = capsys.readouterr().err
+    assert ("note: `bench --end-to-end` is now `bench end-to-end MODEL|FOLDER...`" in err) == note

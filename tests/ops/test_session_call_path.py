@@ -1,0 +1,110 @@
+"""The session's call path and options (issue 21 items 1-4; issue 18 items 10 and 15): what the session
+keeps of the user's options, the hidden token, and that nothing the package installs changes sessions it
+did not make. The node forms it runs and float16 outputs: tests/graphs/test_bind.py. Timings live in
+`bench --runtime`, not here."""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+from session_cases import CONTRIB, GOOD
+from support import gather_multiaxis_model, make_model
+
+import gathermultiaxis
+from gathermultiaxis.ops import ortop
+from gathermultiaxis.ops.session import RUN_TOKEN
+
+SPINNING = "session.intra_op.allow_spinning"
+MODEL = gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64)
+
+
+def entry(sess, key):
+    return ortop.config_entry(sess.get_session_options(), key)
+
+
+def test_threading_is_left_as_the_user_or_ort_sets_it():
+    """No spinning or thread-count entry is added (ORT's defaults measured best, README "No threading
+    changes"); the user's own entry reaches the session, and the caller's options are left as they were."""
+    sess = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"])
+    assert entry(sess, SPINNING) is None
+    for value in ("0", "1"):
+        options = ort.SessionOptions()
+        options.add_session_config_entry(SPINNING, value)
+        sess = gathermultiaxis.InferenceSession(MODEL, options, providers=["CPUExecutionProvider"])
+        assert entry(sess, SPINNING) == value
+        assert ortop.config_entry(options, SPINNING) == value
+        assert ortop.config_entry(gathermultiaxis.session_options(options), SPINNING) == value
+    assert ortop.config_entry(gathermultiaxis.session_options(ort.SessionOptions()), SPINNING) is None
+
+
+def test_user_config_entries_and_properties_survive_the_copy():
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.disable_prepacking", "1")
+    options.add_session_config_entry("session.use_env_allocators", "1")
+    options.add_session_config_entry("optimization.disable_specified_optimizers", "ConstantFolding")
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.intra_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_PARALLEL
+    sess = gathermultiaxis.InferenceSession(MODEL, options, providers=["CPUExecutionProvider"])
+    assert entry(sess, "session.disable_prepacking") == "1"
+    assert entry(sess, "session.use_env_allocators") == "1"
+    assert entry(sess, "optimization.disable_specified_optimizers") == "ConstantFolding"
+    used = sess.get_session_options()
+    assert used.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    assert used.intra_op_num_threads == 1 and used.execution_mode == ort.ExecutionMode.ORT_PARALLEL
+    np.testing.assert_array_equal(sess.run(None, GOOD)[0], [[2, 0], [5, 3]])
+
+
+def test_config_keys_are_ones_ort_knows():
+    """Every key the copy carries is one ORT accepts (a typo would silently carry nothing)."""
+    from gathermultiaxis.ops.session import CONFIG_KEYS
+
+    assert SPINNING in CONFIG_KEYS and len(set(CONFIG_KEYS)) == len(CONFIG_KEYS)
+    assert all(key.count(".") >= 1 and key == key.strip() for key in CONFIG_KEYS)
+
+
+def test_optimized_model_filepath_is_refused(tmp_path):
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    with pytest.raises(ValueError, match="cannot save its optimized model"):
+        gathermultiaxis.InferenceSession(MODEL, options)
+    assert not (tmp_path / "optimized.onnx").exists()
+
+
+def test_token_name_cannot_collide_and_stays_hidden():
+    colliding = onnx.ModelProto()
+    colliding.CopyFrom(MODEL)
+    node = colliding.graph.node[0]
+    node.input[0] = RUN_TOKEN  # the user's own input has the token's usual name
+    colliding.graph.input[0].name = RUN_TOKEN
+    sess = gathermultiaxis.InferenceSession(colliding, providers=["CPUExecutionProvider"])
+    names = [value.name for value in sess.get_inputs()]
+    assert names == [RUN_TOKEN, "indices", "axes"] and len(sess._inputs_meta) == 3
+    feeds = {RUN_TOKEN: GOOD["input"], "indices": GOOD["indices"], "axes": GOOD["axes"]}
+    np.testing.assert_array_equal(sess.run(None, feeds)[0], [[2, 0], [5, 3]])
+    plain = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"])
+    with pytest.raises(ValueError) as missing:
+        plain.run(None, {"input": GOOD["input"], "axes": GOOD["axes"]})
+    assert "indices" in str(missing.value) and "run_token" not in str(missing.value)
+
+
+def test_nothing_changes_sessions_the_package_did_not_make():
+    """session_options() gives run wrappers only to sessions created with its options (they become
+    instances of a subclass with wrapped run methods): a builtin-only session keeps onnxruntime's own
+    class and methods (no per-run cost)."""
+    from onnxruntime.capi.onnxruntime_inference_collection import Session
+
+    value = helper.make_tensor_value_info
+    builtin_model = make_model([helper.make_node("Identity", ["x"], ["y"])], [value("x", TensorProto.FLOAT, [2])],
+                               [value("y", TensorProto.FLOAT, [2])])
+    options = gathermultiaxis.session_options()
+    builtin = ort.InferenceSession(builtin_model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert "run" not in vars(builtin) and type(builtin) is ort.InferenceSession and type(builtin).run is Session.run
+    assert all(getattr(Session, name).__module__ == Session.__module__ for name in ("run", "run_with_ort_values"))
+    ours = ort.InferenceSession(MODEL.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    assert type(ours) is not ort.InferenceSession and type(ours).run is not Session.run
+    with pytest.raises(gathermultiaxis.GatherIndexError, match="index 7 at"):
+        ours.run(None, {**GOOD, "indices": np.array([[7, 0]])})
+    package = gathermultiaxis.InferenceSession(MODEL, options, providers=["CPUExecutionProvider"])
+    assert type(package) is gathermultiaxis.InferenceSession  # the package's own session raises by run token

@@ -1,0 +1,183 @@
+"""The package's import structure: the kernel and the command line's help work without onnxruntime,
+the library never imports the command line, and module-level imports have no cycles."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = {"scripts": "gathermultiaxis", "ops": "gathermultiaxis.ops", "graphs": "gathermultiaxis.graphs",
+            "scripts/conformance": "gathermultiaxis.conformance", "scripts/bench": "gathermultiaxis.bench",
+            "scripts/exports": "gathermultiaxis.exports"}
+
+BLOCK_ORT = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("onnxruntime", "onnxruntime_extensions"):
+            raise ImportError(f"{name} is blocked for this test")
+sys.meta_path.insert(0, Block())
+"""
+
+
+def test_kernel_and_help_work_without_onnxruntime():
+    code = BLOCK_ORT + """
+import numpy as np
+from gathermultiaxis import gather_multiaxis
+print(gather_multiaxis(np.arange(6).reshape(2, 3), np.array([[2, 0]]), [1]).tolist())
+from gathermultiaxis.cli import main
+try:
+    main(["--help"])
+except SystemExit as exit_info:
+    assert exit_info.code == 0
+print(sorted(m for m in sys.modules if m.startswith("onnxruntime")))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.strip().splitlines()
+    assert lines[0] == "[[2, 0], [5, 3]]" and "rewrite" in run.stdout and lines[-1] == "[]"
+
+
+def test_using_the_op_without_onnxruntime_says_so():
+    code = BLOCK_ORT + """
+import gathermultiaxis
+try:
+    gathermultiaxis.session_options()
+except ImportError as error:
+    print(error)
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0 and "onnxruntime" in run.stdout, run.stderr
+
+
+def module_imports():
+    """{module: set of package modules it imports at module level}."""
+    graph = {}
+    for folder, package in PACKAGES.items():
+        for path in (ROOT / folder).glob("*.py"):
+            name = package if path.stem == "__init__" else f"{package}.{path.stem}"
+            imported = set()
+            for node in ast.parse(path.read_text()).body:  # module level only
+                if isinstance(node, ast.ImportFrom) and node.level:
+                    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    target = f"{base}.{node.module}" if node.module else base
+                    imported.add(target)
+                    imported.update(f"{target}.{alias.name}" for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gathermultiaxis"):
+                    imported.add(node.module)
+            graph[name] = imported
+    return {name: {i for i in imported if i in graph and i != name} for name, imported in graph.items()}
+
+
+def test_the_library_does_not_import_the_command_line():
+    importers = {name for name, imported in module_imports().items() if "gathermultiaxis.cli" in imported}
+    assert importers <= {"gathermultiaxis.__main__"}, importers
+
+
+def test_no_import_cycles():
+    graph = module_imports()
+    state = {}
+
+    def visit(name, trail):
+        if state.get(name) == "done":
+            return
+        assert state.get(name) != "open", " -> ".join(trail + [name])
+        state[name] = "open"
+        for child in sorted(graph[name]):
+            if child != name.rsplit(".", 1)[0]:  # a module's own package is imported before it anyway
+                visit(child, trail + [name])
+        state[name] = "done"
+
+    for module in sorted(graph):
+        visit(module, [])
+
+
+def private_names_used_across_modules() -> list[str]:
+    """``from .x import _name`` and ``x._name`` where ``x`` is another module of the package, in the
+    package and in its tests (names starting with one underscore; dunders such as ``__version__`` are
+    public)."""
+    found = []
+    for folder in (*PACKAGES, "tests"):
+        for path in sorted((ROOT / folder).glob("**/*.py" if folder == "tests" else "*.py")):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            modules = set()  # names bound to modules of the package in this file
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("gathermultiaxis")):
+                    for alias in node.names:
+                        if alias.name.startswith("_") and not alias.name.startswith("__"):
+                            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: from {'.' * node.level}"
+                                         f"{node.module or ''} import {alias.name}")
+                        if node.module is None or alias.name[:1].islower():
+                            modules.add(alias.asname or alias.name)
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
+                        and node.attr.startswith("_") and not node.attr.startswith("__")):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+def test_no_private_names_across_modules():
+    """A module's private names are its own: another module, or a test, that needs one gets a public name
+    instead (issue 19: graphs/lower.py imported eight private helpers of graphs/rewrite.py)."""
+    assert private_names_used_across_modules() == []
+
+
+# The passes (graphs/) use the op's definition in ops/ and never its ORT runtime (issue 28).
+ORT_RUNTIME = {"gathermultiaxis.ops.ortop", "gathermultiaxis.ops.session", "gathermultiaxis.ops.run_errors"}
+
+
+def test_the_passes_import_no_ort_runtime():
+    """Not at module level, not inside a function: a pass that loads a model in ORT is given the session
+    options (gathermultiaxis.session_options) by its caller."""
+    found = []
+    for path in sorted((ROOT / "graphs").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.level):
+                continue
+            base = "gathermultiaxis" if node.level == 2 else "gathermultiaxis.graphs"
+            target = f"{base}.{node.module}" if node.module else base
+            names = {f"{target}.{alias.name}" for alias in node.names}
+            if target in ORT_RUNTIME or names & (ORT_RUNTIME | {"gathermultiaxis.ops.session_options"}):
+                found.append(f"graphs/{path.name}:{node.lineno}: from {'.' * node.level}{node.module or ''} import "
+                             + ", ".join(alias.name for alias in node.names))
+    assert found == []
+
+
+REWRITER_AND_LOWERINGS = {f"gathermultiaxis.graphs.{name}" for name in (
+    "rewrite", "rules", "runtime_alignment", "rank_inference", "block_quantized", "provenance", "lower",
+    "lower_forms", "lower_general", "webnn")}
+
+
+def test_running_a_rewritten_model_loads_neither_the_rewriter_nor_the_lowerings(tmp_path):
+    """``gathermultiaxis.InferenceSession`` on a rewritten model, run once: the session's modules are the
+    runtime's and its bind step's; no rewriter, no lowering, and no GatherMultiaxis schema registered
+    with onnx (the rewriter and onnx's inference need it, running does not)."""
+    import numpy as np
+    import onnx
+
+    from gathermultiaxis.examples import build_example_model, example_inputs
+    from gathermultiaxis.graphs import rewrite_model
+
+    rewritten, report = rewrite_model(build_example_model())
+    assert report.rewritten > 0
+    onnx.save(rewritten, tmp_path / "rewritten.onnx")
+    np.savez(tmp_path / "feeds.npz", **example_inputs())
+    code = f"""
+import sys
+import numpy as np
+import onnx.defs
+import gathermultiaxis
+session = gathermultiaxis.InferenceSession({str(tmp_path / "rewritten.onnx")!r})
+feeds = dict(np.load({str(tmp_path / "feeds.npz")!r}))
+assert session.bound_tables > 0 and session.run(None, feeds)
+print(sorted(m for m in sys.modules if m.startswith("gathermultiaxis")))
+print(onnx.defs.has("GatherMultiaxis", "ai.onnx.contrib"))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    modules_line, schema_line = run.stdout.strip().splitlines()[-2:]
+    modules = set(ast.literal_eval(modules_line))
+    assert {"gathermultiaxis.ops.session", "gathermultiaxis.graphs.bind"} <= modules, modules  # what ran
+    assert modules & REWRITER_AND_LOWERINGS == set()
+    assert schema_line == "False"
