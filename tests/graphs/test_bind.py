@@ -12,8 +12,7 @@ from support import assert_bit_identical, gather_multiaxis_model, make_model
 
 import gathermultiaxis
 from gathermultiaxis.graphs import rewrite_model
-from gathermultiaxis.graphs.bind import prepare_model
-from gathermultiaxis.ops import ortop
+from gathermultiaxis.ops.session import prepare_model  # the bind step for the installed bridge
 
 MODEL = gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64)
 
