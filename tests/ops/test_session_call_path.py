@@ -8,7 +8,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
-from session_cases import CONTRIB, GOOD
+from session_cases import GOOD
 from support import gather_multiaxis_model, make_model
 
 import gathermultiaxis
