@@ -35,13 +35,14 @@ from math import prod
 import numpy as np
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
-from ..ops.contract import DOMAIN, OP_TYPE, GatherShapeError, Mode, normalize_axes, output_dims
+from ..ops.contract import DOMAIN, OP_TYPE, GatherShapeError, Mode, logical_indices_dims, normalize_axes, output_dims
 from ..ops.kernel import gather_multiaxis
 from .builder import NameScope, NodeBuilder
 from .inference import graph_infos, inferred, typing_copy
 from .lower import LoweredNode, LowerReport, lower_model
 from .passes import pass_copy
-from .walk import ONNX_DOMAINS, all_names, constant_arrays, default_opset, drop_unused, holds_subgraph, node_holders
+from .walk import (ONNX_DOMAINS, all_names, constant_arrays, default_opset, drop_unused, holds_subgraph, names_read,
+                   node_holders)
 
 MIN_OPSET = 11  # WebNN's gatherElements and gatherND map from ONNX opset 11; Where/Less on int64 from 9
 MAX_RANK = 5    # the ranks every WebNN backend supports
@@ -195,34 +196,116 @@ def fold_shape_arithmetic(model: ModelProto) -> int:
     return len(folded)
 
 
+# The forms a node can take, cheapest first (``WebNNLoweredNode.form``)
+FORM_GATHER = "Gather"                   # one gather (ONNX Gather)
+FORM_GATHER_ELEMENTS = "GatherElements"  # one gatherElements, the indices expanded first where they broadcast
+FORM_GATHER_ND = "GatherND"              # one gatherND, constant batch coordinates concatenated in front
+FORM_FLAT = "flat offsets"               # one gather of the data as 1-D at computed flat offsets
+FORMS = (FORM_GATHER, FORM_GATHER_ELEMENTS, FORM_GATHER_ND, FORM_FLAT)
+# Ops that only reshape: their output holds their first input's elements in the same order
+RESHAPES = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
+FOLDED_LIMIT = 1 << 20  # elements of a folded index constant; beyond, the Expand runs in the graph
+
+
+@dataclass
+class WebNNLoweredNode(LoweredNode):
+    form: str = ""  # one of FORMS when lowered to WebNN's ops; for FORM_FLAT, ``reason`` says why no single gather
+
+
+@dataclass
+class WebNNLowerReport(LowerReport):
+    def forms(self) -> dict[str, int]:
+        """How many nodes took each form."""
+        counts: dict[str, int] = {}
+        for outcome in self.outcomes:
+            if outcome.lowered and getattr(outcome, "form", ""):
+                counts[outcome.form] = counts.get(outcome.form, 0) + 1
+        return counts
+
+    def table(self) -> str:
+        forms = ", ".join(f"{form} {count}" for form, count in self.forms().items())
+        lines = [super().table()] + ([f"  forms: {forms}"] if forms else [])
+        lines += [f"  {o.node!r}: {o.form}: {o.reason}" for o in self.outcomes if o.lowered and o.reason]
+        return "\n".join(lines)
+
+
+@dataclass
+class _Node:
+    """One GatherMultiaxis node with everything static about it."""
+
+    node: NodeProto
+    mode: Mode
+    data_shape: tuple[int, ...]
+    indices_shape: tuple[int, ...]
+    axes: tuple[int, ...]         # normalized, in the node's order (the order of the tuples' components)
+    logical: tuple[int, ...]      # the indices' shape with each tuple folded to one element
+    out: tuple[int, ...]
+    elem_type: int
+    index_dtype: np.dtype
+
+    @property
+    def rank(self) -> int:
+        return len(self.data_shape)
+
+    @property
+    def k(self) -> int:
+        return len(self.axes)
+
+
+@dataclass
+class _Target:
+    """Where the lowered node's result goes: the node's output, or (absorbed) the output of the one
+    reshaping node that reads it, whose shape the result then takes directly."""
+
+    name: str
+    shape: tuple[int, ...]
+    absorbed: NodeProto | None = None
+
+
 class _WebNNLowering:
-    def __init__(self, model: ModelProto, report: LowerReport):
+    def __init__(self, model: ModelProto, report: WebNNLowerReport):
         self.opset = default_opset(model)
         self.names = NameScope(all_names(model))
         self.infos = _static_infos(model)
         self.constants = constant_arrays(model.graph)
         self.report = report
         self.freed: set[str] = set()
+        self.absorbed: set[str] = set()  # outputs of reshaping nodes a lowered node now writes itself
+        self.producers = {name: node for node in model.graph.node for name in node.output}
+        self.main_readers: dict[str, list[NodeProto]] = {}
+        for node in model.graph.node:
+            for name in node.input:
+                self.main_readers.setdefault(name, []).append(node)
+        self.read_count: dict[str, int] = {}
+        for name in names_read(model.graph):  # subgraphs' reads of outer names too
+            self.read_count[name] = self.read_count.get(name, 0) + 1
+        self.graph_outputs = {value.name for value in model.graph.output}
 
     def node(self, node: NodeProto) -> list[NodeProto] | None:
         """The replacement of one main-graph GatherMultiaxis node, or None (reason in the report)."""
         try:
-            nodes = self._lower(node)
+            nodes, form, reason = self._lower(node)
         except _NotLowered as reason:
-            self.report.outcomes.append(LoweredNode(node.name, "main graph", False,
-                                                    f"{reason}; lowered to standard ONNX ops instead"))
+            self.report.outcomes.append(WebNNLoweredNode(node.name, "main graph", False,
+                                                         f"{reason}; lowered to standard ONNX ops instead"))
             return None
-        self.report.outcomes.append(LoweredNode(node.name, "main graph", True))
-        self.freed.add(node.input[2])
+        self.report.outcomes.append(WebNNLoweredNode(node.name, "main graph", True, reason, form))
+        self.freed.update(node.input)  # the axes, and reshapes of data and indices a form read around
         return nodes
 
     def _shape(self, name: str, what: str) -> tuple[int, ...]:
+        shape = self._static(name)
+        if shape is None:
+            raise _NotLowered(f"the {what}'s shape is not static (WebNN graphs have static shapes)")
+        return shape
+
+    def _static(self, name: str) -> tuple[int, ...] | None:
         info = self.infos.get(name)
         if info is None or info.shape is None or not all(isinstance(d, int) for d in info.shape):
-            raise _NotLowered(f"the {what}'s shape is not static (WebNN graphs have static shapes)")
+            return None
         return tuple(info.shape)
 
-    def _lower(self, node: NodeProto) -> list[NodeProto]:
+    def _facts(self, node: NodeProto) -> _Node:
         if self.opset < MIN_OPSET:
             raise _NotLowered(f"the WebNN target needs opset {MIN_OPSET} (the model has {self.opset})")
         mode_attribute = next((a for a in node.attribute if a.name == "mode"), None)
@@ -240,6 +323,7 @@ class _WebNNLowering:
         try:
             out = output_dims(data_shape, indices_shape, raw_axes)
             axes = normalize_axes(raw_axes, len(data_shape))
+            logical = logical_indices_dims(indices_shape, len(axes))
         except GatherShapeError as error:
             raise _NotLowered(f"its shapes break the operator's rule: {error}") from None
         rank = len(data_shape)
@@ -247,6 +331,357 @@ class _WebNNLowering:
             raise _NotLowered(f"rank {rank} > {MAX_RANK}, the ranks every WebNN backend supports")
         if 0 in data_shape or 0 in indices_shape or 0 in out:
             raise _NotLowered("a size-0 dimension (WebNN tensors have none)")
+        index_dtype = helper.tensor_dtype_to_np_dtype(self.infos[indices].elem_type)
+        return _Node(node, mode, data_shape, indices_shape, axes, tuple(logical), tuple(out), elem_type,
+                     np.dtype(index_dtype))
+
+    def _lower(self, node: NodeProto) -> tuple[list[NodeProto], str, str]:
+        """The nodes, the form, and (for the flat form) why no single gather computes the node."""
+        facts = self._facts(node)
+        if not facts.axes:  # the rewrite never makes one
+            return self._flat_offsets(facts), FORM_FLAT, "no axes: a broadcast of the data, not a gather"
+        reasons = []
+        for form in (self._gather, self._gather_elements, self._gather_nd):
+            outcome = form(facts)
+            if isinstance(outcome, str):
+                reasons.append(outcome)
+            else:
+                return outcome[0], outcome[1], ""
+        return self._flat_offsets(facts), FORM_FLAT, "; ".join(reasons)
+
+    # -- the shapes a tensor already has: reshapes are free to read around
+
+    def _reshape_chain(self, name: str) -> list[tuple[str, tuple[int, ...]]]:
+        """``name`` and each value it is a reshape of (through Reshape/Squeeze/Unsqueeze/Flatten/Identity
+        nodes), nearest first, each with its static shape: every one holds the same elements in order."""
+        chain, seen = [], set()
+        while name not in seen:
+            seen.add(name)
+            shape = self._static(name)
+            if shape is None:
+                break
+            chain.append((name, shape))
+            if name in self.absorbed:  # a lowered node writes it now: what it reshaped is gone
+                break
+            producer = self.producers.get(name)
+            if producer is None or producer.domain not in ONNX_DOMAINS or producer.op_type not in RESHAPES:
+                break
+            name = producer.input[0]
+        return chain
+
+    def _view(self, b: NodeBuilder, name: str, shape: tuple[int, ...], role: str) -> str:
+        """``name``'s elements with ``shape``: a value of the reshape chain that has it, else one Reshape
+        of the chain's first value (the reshapes in between may then go)."""
+        chain = self._reshape_chain(name)
+        for value, value_shape in chain:
+            if value_shape == tuple(shape):
+                return value
+        return b.op("Reshape", [chain[-1][0] if chain else name, b.constant(list(shape), role + "_shape")], role)
+
+    def _target(self, facts: _Node, flexible: bool) -> list[_Target]:
+        """Where the result may go: the node's output; and where the form can produce other shapes of the
+        same elements (``flexible``) and the one node reading the output reshapes it, that node's output."""
+        output = facts.node.output[0]
+        targets = [_Target(output, facts.out)]
+        readers = self.main_readers.get(output, [])
+        if (not flexible or facts.mode == Mode.ZERO or output in self.graph_outputs or len(readers) != 1
+                or self.read_count.get(output, 0) != 1):
+            return targets
+        reader = readers[0]
+        if reader.domain in ONNX_DOMAINS and reader.op_type in RESHAPES and reader.input[0] == output:
+            shape = self._static(reader.output[0]) or self._reshaped(reader, facts.out)
+            if shape is not None and len(shape) <= MAX_RANK:
+                targets.append(_Target(reader.output[0], shape, reader))
+        return targets
+
+    def _reshaped(self, node: NodeProto, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The output shape of the reshaping ``node`` given its input's ``shape``, where its axes or shape
+        are constants (shape inference leaves a graph output's declared shape as it is: unknown, often)."""
+        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        operand = self.constants.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+        if node.op_type == "Identity":
+            return shape
+        if node.op_type == "Flatten":
+            axis = attributes.get("axis", 1) % (len(shape) + 1) if shape else 0
+            return (prod(shape[:axis]), prod(shape[axis:]))
+        if node.op_type == "Reshape":
+            if operand is None:
+                return None
+            dims = [int(d) for d in operand.reshape(-1)]
+            if not attributes.get("allowzero", 0):
+                dims = [shape[i] if d == 0 and i < len(shape) else d for i, d in enumerate(dims)]
+            if dims.count(-1) == 1:
+                known = prod(d for d in dims if d != -1)
+                dims[dims.index(-1)] = prod(shape) // known if known else 0
+            return tuple(dims) if prod(dims) == prod(shape) and min(dims, default=0) >= 0 else None
+        axes = attributes.get("axes") if operand is None else [int(a) for a in operand.reshape(-1)]
+        if node.op_type == "Squeeze":
+            if axes is None:
+                return tuple(d for d in shape if d != 1)
+            axes = {a % len(shape) for a in axes}
+            return tuple(d for i, d in enumerate(shape) if i not in axes)
+        if axes is None:  # Unsqueeze
+            return None
+        rank = len(shape) + len(axes)
+        axes = {a % rank for a in axes}
+        rest = iter(shape)
+        return tuple(1 if i in axes else next(rest) for i in range(rank))
+
+    def _choose(self, facts: _Node, canonical: tuple[int, ...], result_shape, index_shape_for
+                ) -> tuple[tuple[int, ...], _Target]:
+        """The indices' shape and the target for a form whose result shape ``result_shape(indices shape)``
+        any reshape of ``canonical`` (with the same last dimension for GatherND) gives: the fewest nodes
+        (a Reshape of the indices, a Reshape of the result, the reading reshape kept)."""
+        indices = facts.node.input[1]
+        constant = indices in self.constants
+        shapes = {canonical: 0 if constant or canonical in (s for _, s in self._reshape_chain(indices)) else 1}
+        for _, shape in self._reshape_chain(indices):
+            if index_shape_for(result_shape(shape)) == shape:  # a shape the form takes
+                shapes.setdefault(shape, 0)
+        best = None
+        for target in self._target(facts, flexible=True):
+            if constant:
+                derived = index_shape_for(target.shape)
+                if derived is not None:
+                    shapes.setdefault(derived, 0)
+            for shape, cost in shapes.items():
+                if len(shape) > MAX_RANK or len(result_shape(shape)) > MAX_RANK:
+                    continue
+                total = cost + (result_shape(shape) != target.shape) + (target.absorbed is None)
+                if best is None or total < best[0]:
+                    best = (total, shape, target)
+        if best is None:
+            raise _Unfit(f"its coordinates would have rank {len(canonical)} > {MAX_RANK}")
+        return best[1], best[2]
+
+    # -- the indices: clamped into range, int32, as the form reads them
+
+    @staticmethod
+    def _bounds(facts: _Node) -> tuple[np.ndarray, np.ndarray]:
+        """The lowest and highest valid index of each component, in the indices' type: scalars for one
+        axis, else vectors along the last dimension (which holds one tuple)."""
+        dims = np.array([facts.data_shape[axis] for axis in facts.axes], np.int64)
+        if facts.k == 1:
+            dims = dims.reshape(())
+        return (-dims).astype(facts.index_dtype), (dims - 1).astype(facts.index_dtype)
+
+    def _index_dtype(self, facts: _Node) -> np.dtype:
+        """int32 (the index type every WebNN backend takes) wherever every dim fits in it."""
+        return np.dtype(np.int32) if max(facts.data_shape) < INT32_LIMIT else facts.index_dtype
+
+    def _prepared_indices(self, b: NodeBuilder, facts: _Node, shape: tuple[int, ...], dtype: np.dtype):
+        """The indices viewed as ``shape`` (one tuple on the last dimension when k > 1), clamped into
+        range (to [-dim, dim - 1]: the gathers count negatives from the end), cast to ``dtype``: a value, or
+        an array where the indices are constants; and, in mode "zero", the mask of in-range positions
+        (tuples reduced: a value or an array) and its shape, else (None, None)."""
+        indices = facts.node.input[1]
+        low, high = self._bounds(facts)
+        mask_shape = shape if facts.k == 1 else shape[:-1]
+        if indices in self.constants:
+            raw = self.constants[indices].reshape(shape)
+            clamped = np.minimum(np.maximum(raw, low), high)
+            mask = None
+            if facts.mode == Mode.ZERO:
+                mask = clamped == raw if facts.k == 1 else (clamped == raw).all(axis=-1)
+            return clamped.astype(dtype), mask, mask_shape
+        raw = self._view(b, indices, shape, "indices_view")
+        clamped = self._clamp(b, raw, low, high)
+        mask = None
+        if facts.mode == Mode.ZERO:
+            mask = b.op("Equal", [raw, clamped], "in_range")
+            if facts.k > 1:  # every component of the tuple in range
+                as_int = b.cast(mask, TensorProto.INT32, "in_range_int32")
+                if self.opset >= 18:
+                    every = b.op("ReduceMin", [as_int, b.constant([-1], "tuple_axis")], "tuple_in_range_int32",
+                                 keepdims=0)
+                else:
+                    every = b.op("ReduceMin", [as_int], "tuple_in_range_int32", axes=[-1], keepdims=0)
+                mask = b.cast(every, TensorProto.BOOL, "tuple_in_range")
+        if dtype != facts.index_dtype:
+            clamped = b.cast(clamped, helper.np_dtype_to_tensor_dtype(dtype), f"indices_{dtype.name}")
+        return clamped, mask, mask_shape
+
+    def _clamp(self, b: NodeBuilder, x: str, low: np.ndarray, high: np.ndarray) -> str:
+        low_name = self._typed(b, low, "lowest_index")
+        high_name = self._typed(b, high, "highest_index")
+        if self.opset >= 12:  # Min and Max on integers (not Clip: ORT's WebNN EP takes float bounds only)
+            return b.op("Max", [b.op("Min", [x, high_name], "below_end"), low_name], "clamped")
+        above = b.op("Where", [b.op("Less", [high_name, x], "past_end"), high_name, x], "below_end")
+        return b.op("Where", [b.op("Less", [above, low_name], "before_start"), low_name, above], "clamped")
+
+    @staticmethod
+    def _typed(b: NodeBuilder, array: np.ndarray, role: str) -> str:
+        return b.op("Constant", [], role, value=numpy_helper.from_array(np.asarray(array), name=""))
+
+    def _finish(self, b: NodeBuilder, facts: _Node, result: str, result_shape: tuple[int, ...],
+                target: _Target, mask, mask_shape: tuple[int, ...] | None) -> None:
+        """Reshape the form's result to the target's shape where it differs, apply the mode "zero" mask,
+        and make the last node write the target."""
+        if result_shape != target.shape:
+            result = b.op("Reshape", [result, b.constant(list(target.shape), "result_shape")], "result")
+        if mask is not None:
+            if isinstance(mask, np.ndarray):
+                mask_name = b.op("Constant", [], "in_range", value=numpy_helper.from_array(
+                    mask.reshape(facts.logical), name=""))
+            else:
+                mask_name = mask if mask_shape == facts.logical else b.op(
+                    "Reshape", [mask, b.constant(list(facts.logical), "in_range_shape")], "in_range_logical")
+            zero = b.op("Constant", [], "zero_value", value=numpy_helper.from_array(
+                np.zeros((), helper.tensor_dtype_to_np_dtype(facts.elem_type)), name=""))
+            b.op("Where", [mask_name, result, zero], "zeroed")
+        elif not b.nodes or b.nodes[-1].output[0] != result:  # the result is a value read around: copy it
+            b.op("Identity", [result], "result")
+        b.rename_last_output(target.name)
+        if target.absorbed is not None:
+            self.absorbed.add(target.name)
+            self.freed.update(target.absorbed.input)
+
+    def _indices_value(self, b: NodeBuilder, clamped, role: str = "indices") -> str:
+        return self._typed(b, clamped, role) if isinstance(clamped, np.ndarray) else clamped
+
+    # -- the forms
+
+    def _gather(self, facts: _Node):
+        """One axis; the indices vary (size > 1) off the axis only on dims where the data has size 1, all
+        in one contiguous block with the axis: Gather(data without those dims, indices of the block)."""
+        if facts.k != 1:
+            return "not one Gather: several axes"
+        axis, data_shape, logical = facts.axes[0], facts.data_shape, facts.logical
+        varying = [d for d in range(facts.rank) if d != axis and logical[d] != 1]
+        start, end = min(varying + [axis]), max(varying + [axis]) + 1
+        wide = [d for d in range(start, end) if d != axis and data_shape[d] != 1]
+        if wide:
+            return (f"not one Gather: the indices vary on dims {varying} and the data has size > 1 on dim(s) "
+                    f"{wide} between them and the axis")
+        data_view = data_shape[:start] + (data_shape[axis],) + data_shape[end:]
+        canonical = logical[start:end]
+
+        def result_shape(shape):
+            return data_shape[:start] + tuple(shape) + data_shape[end:]
+
+        def index_shape_for(shape):
+            tail = len(data_shape) - end
+            if (len(shape) >= start + tail and shape[:start] == data_shape[:start]
+                    and shape[len(shape) - tail:] == data_shape[end:]):
+                middle = shape[start:len(shape) - tail]
+                return middle if prod(middle) == prod(canonical) else None
+            return None
+
+        try:
+            shape, target = self._choose(facts, canonical, result_shape, index_shape_for)
+        except _Unfit as reason:
+            return f"not one Gather: {reason}"
+        b = NodeBuilder(self.opset, self.names, facts.node.name or "gather_multiaxis")
+        data = self._view(b, facts.node.input[0], data_view, "data_view")
+        clamped, mask, mask_shape = self._prepared_indices(b, facts, shape, self._index_dtype(facts))
+        result = b.op("Gather", [data, self._indices_value(b, clamped)], "gathered", axis=start)
+        self._finish(b, facts, result, result_shape(shape), target, mask, mask_shape)
+        return b.nodes, FORM_GATHER
+
+    def _gather_elements(self, facts: _Node):
+        """One axis; off the axis the indices have the data's size or size 1 (then expanded to it):
+        GatherElements."""
+        if facts.k != 1:
+            return "not one GatherElements: several axes"
+        axis, data_shape, logical = facts.axes[0], facts.data_shape, facts.logical
+        broadcast = [d for d in range(facts.rank) if d != axis and logical[d] not in (1, data_shape[d])]
+        if broadcast:
+            return f"not one GatherElements: the data has size 1 where the indices do not on dim(s) {broadcast}"
+        b = NodeBuilder(self.opset, self.names, facts.node.name or "gather_multiaxis")
+        clamped, mask, mask_shape = self._prepared_indices(b, facts, facts.indices_shape, self._index_dtype(facts))
+        full = tuple(data_shape[d] if d != axis else logical[d] for d in range(facts.rank))
+        if tuple(facts.indices_shape) != full:
+            if isinstance(clamped, np.ndarray) and prod(full) <= FOLDED_LIMIT:
+                clamped = np.ascontiguousarray(np.broadcast_to(clamped, full))
+            else:
+                clamped = b.op("Expand", [self._indices_value(b, clamped), b.constant(list(full), "full_shape")],
+                               "indices_expanded")
+        result = b.op("GatherElements", [facts.node.input[0], self._indices_value(b, clamped)], "gathered",
+                      axis=axis)
+        self._finish(b, facts, result, full, _Target(facts.node.output[0], facts.out), mask, mask_shape)
+        return b.nodes, FORM_GATHER_ELEMENTS
+
+    def _gather_nd(self, facts: _Node):
+        """Axes forming one contiguous block of dims after the leading (batch) dims, the indices of size 1
+        after it: GatherND of coordinate tuples [batch coordinates (constant), the node's components in
+        the data's order]."""
+        axes, rank, logical, data_shape = facts.axes, facts.rank, facts.logical, facts.data_shape
+        start, k = min(axes), facts.k
+        if sorted(axes) != list(range(start, start + k)):
+            return f"not one GatherND: the axes {list(axes)} are not one block of adjacent dims"
+        varying = [d for d in range(start + k, rank) if logical[d] != 1]
+        if varying:
+            return f"not one GatherND: the indices vary on dim(s) {varying} after the axes"
+        tuple_dims = tuple(facts.out[:start]) + logical[start:start + k]
+        canonical = logical[:start + k] + (k,)
+
+        def result_shape(shape):
+            return tuple(shape[:-1]) + data_shape[start + k:]
+
+        def index_shape_for(shape):
+            tail = rank - start - k
+            if len(shape) >= tail and tuple(shape[len(shape) - tail:]) == data_shape[start + k:]:
+                batch = tuple(shape[:len(shape) - tail])
+                return batch + (k,) if prod(batch) == prod(logical) else None
+            return None
+
+        try:
+            if start:  # batch coordinates: the indices' own shape
+                shape, target = canonical, _Target(facts.node.output[0], facts.out)
+                if len(tuple_dims) + 1 > MAX_RANK:
+                    raise _Unfit(f"its coordinates would have rank {len(tuple_dims) + 1} > {MAX_RANK}")
+            else:
+                shape, target = self._choose(facts, canonical, result_shape, index_shape_for)
+        except _Unfit as reason:
+            return f"not one GatherND: {reason}"
+        b = NodeBuilder(self.opset, self.names, facts.node.name or "gather_multiaxis")
+        # int64: the one index type of ONNX's GatherND (ORT's WebNN EP runs int64 as int32 on a backend without it)
+        clamped, mask, mask_shape = self._prepared_indices(b, facts, shape, np.dtype(np.int64))
+        order = sorted(range(k), key=lambda j: axes[j])  # the components in the data's order
+        if order != list(range(k)):
+            if isinstance(clamped, np.ndarray):
+                clamped = clamped[..., order]
+            else:
+                clamped = b.op("Gather", [clamped, self._typed(b, np.array(order, np.int32), "data_order")],
+                               "coordinates_in_data_order", axis=len(shape) - 1)
+        if start:
+            clamped = self._with_batch_coordinates(b, facts, clamped, tuple_dims)
+            shape = tuple_dims + (start + k,)
+        result = b.op("GatherND", [facts.node.input[0], self._indices_value(b, clamped)], "gathered")
+        self._finish(b, facts, result, result_shape(shape), target, mask, mask_shape)
+        return b.nodes, FORM_GATHER_ND
+
+    def _with_batch_coordinates(self, b: NodeBuilder, facts: _Node, components, tuple_dims: tuple[int, ...]):
+        """The coordinate tuples [the output position on each leading dim (0 where the data has size 1
+        there), the components]: a constant concatenated in front (both folded where the indices are
+        constants), the components expanded first over leading dims where the indices have size 1."""
+        start, k = min(facts.axes), facts.k
+        dtype = np.dtype(np.int64)  # GatherND's index type
+        grids = np.meshgrid(*[np.arange(size) if facts.data_shape[d] != 1 else np.zeros(size, np.int64)
+                              for d, size in enumerate(facts.out[:start])], indexing="ij")
+        batch = np.stack(grids, axis=-1).astype(dtype).reshape(facts.out[:start] + (1,) * k + (start,))
+        full = tuple_dims + (start,)
+        if isinstance(components, np.ndarray) and prod(tuple_dims) * (start + k) <= FOLDED_LIMIT:
+            return np.concatenate([np.broadcast_to(batch, full), np.broadcast_to(components, tuple_dims + (k,))],
+                                  axis=-1)
+        if isinstance(components, np.ndarray):
+            components = self._typed(b, components, "components")
+        if tuple(facts.logical[:start]) != tuple(facts.out[:start]):
+            components = b.op("Expand", [components, b.constant(list(tuple_dims) + [k], "tuple_shape")],
+                              "components_expanded")
+        if prod(full) <= FOLDED_LIMIT:
+            batch_name = self._typed(b, np.ascontiguousarray(np.broadcast_to(batch, full)), "batch_coordinates")
+        else:
+            batch_name = b.op("Expand", [self._typed(b, batch, "batch_coordinates_grid"),
+                                         b.constant(list(full), "batch_shape")], "batch_coordinates")
+        return b.op("Concat", [batch_name, components], "coordinates", axis=len(tuple_dims))
+
+    def _flat_offsets(self, facts: _Node) -> list[NodeProto]:
+        """One gather of the data as 1-D at flat offsets (the module docstring)."""
+        node, mode, elem_type = facts.node, facts.mode, facts.elem_type
+        indices = node.input[1]
+        data_shape, indices_shape, axes, out = facts.data_shape, facts.indices_shape, facts.axes, facts.out
+        rank = facts.rank
         b = NodeBuilder(self.opset, self.names, node.name or "gather_multiaxis")
         strides = [prod(data_shape[d + 1:]) for d in range(rank)]
         terms, valid = [], None
@@ -289,7 +724,7 @@ class _WebNNLowering:
             offsets = b.op("Expand", [offsets, b.constant(list(out), "output_shape")], "offsets_expanded")
         if prod(data_shape) < INT32_LIMIT:
             offsets = b.cast(offsets, TensorProto.INT32, "offsets_int32")
-        flat = b.op("Reshape", [data, b.constant([prod(data_shape)], "flat_shape")], "flat_data")
+        flat = b.op("Reshape", [node.input[0], b.constant([prod(data_shape)], "flat_shape")], "flat_data")
         result = b.op("Gather", [flat, offsets], "read", axis=0)
         if valid is not None:
             zero_value = numpy_helper.from_array(np.zeros((), helper.tensor_dtype_to_np_dtype(elem_type)), name="")
@@ -303,12 +738,16 @@ class _NotLowered(Exception):
     pass
 
 
+class _Unfit(Exception):
+    """A form does not fit the node; the message says why."""
+
+
 def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None
                     ) -> tuple[ModelProto, LowerReport]:
     """A copy of ``model`` (rewritten: holding GatherMultiaxis nodes) with its input shapes fixed and
     every GatherMultiaxis node of the main graph lowered for WebNN (see the module docstring), and the
     report. Raises NotStatic when an input shape is not fixed."""
-    report = LowerReport()
+    report = WebNNLowerReport()
     is_target = lambda node: node.op_type == OP_TYPE and node.domain == DOMAIN  # noqa: E731
     result, failure = pass_copy(model, is_target)
     fix_input_shapes(result, input_shapes)
@@ -318,24 +757,27 @@ def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] 
     lowering = _WebNNLowering(result, report)
     replaced = []
     for node in result.graph.node:
-        replaced.extend(lowering.node(node) or [node] if is_target(node) else [node])
+        if is_target(node):
+            replaced.extend(lowering.node(node) or [node])
+        elif not (node.op_type in RESHAPES and node.output and node.output[0] in lowering.absorbed):
+            replaced.append(node)  # (an absorbed reshape: the lowered node before it writes its output)
     del result.graph.node[:]
     result.graph.node.extend(replaced)
     for holder in node_holders(result):
         if holder is not result.graph:
             for node in holder.node:
                 if is_target(node):
-                    report.outcomes.append(LoweredNode(node.name, "a subgraph", False,
+                    report.outcomes.append(WebNNLoweredNode(node.name, "a subgraph", False,
                                                        "inside an If/Loop/Scan body (WebNN graphs have no control flow); "
                                                        "lowered to standard ONNX ops instead"))
     if failure:
-        report.outcomes.append(LoweredNode("", "model-local functions", False, failure))
+        report.outcomes.append(WebNNLoweredNode("", "model-local functions", False, failure))
     candidates = [node for node in result.graph.node if any(name in lowering.freed for name in node.output)]
     drop_unused(result.graph, candidates, lowering.freed, cascade=True, all_initializers=False)
     # What WebNN cannot take still runs anywhere: the standard lowering (it stays outside WebNN's subset,
     # as the report says, and webnn_check lists it)
     result, standard = lower_model(result)
-    report.outcomes.extend(LoweredNode(o.node, o.graph, False, f"not lowered at all: {o.reason}")
+    report.outcomes.extend(WebNNLoweredNode(o.node, o.graph, False, f"not lowered at all: {o.reason}")
                            for o in standard.outcomes if not o.lowered)
     return result, report
 
@@ -380,10 +822,12 @@ def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | No
                 reasons.append(f"indices {list(indices_shape)} not shaped like the input {list(data_shape)} off the axis")
         if node.op_type == "Gather" and rank(node.input[0]) == 0:
             reasons.append("rank-0 input (the EP refuses it)")
-        if node.op_type in ("Gather", "GatherElements", "GatherND") and len(node.input) > 1:
+        if node.op_type in ("Gather", "GatherElements") and len(node.input) > 1:
             info = infos.get(node.input[1])
             if info is not None and info.elem_type not in (TensorProto.INT32, 0):
                 reasons.append("indices not int32 (the index type every WebNN backend takes)")
+        # (GatherND: ONNX's takes int64 indices only; ORT's WebNN EP runs int64 values as int32 on a backend
+        # without int64, so there int64 is the form to take)
         for position in CONSTANT_INPUTS.get(node.op_type, ()):
             if position < len(node.input) and node.input[position] and node.input[position] not in constants:
                 reasons.append(f"input {position} ({node.input[position]!r}) is not a constant")
