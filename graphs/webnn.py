@@ -384,7 +384,7 @@ class _WebNNLowering:
         output = facts.node.output[0]
         targets = [_Target(output, facts.out)]
         readers = self.main_readers.get(output, [])
-        if (not flexible or facts.mode == Mode.ZERO or output in self.graph_outputs or len(readers) != 1
+        if (not flexible or output in self.graph_outputs or len(readers) != 1
                 or self.read_count.get(output, 0) != 1):
             return targets
         reader = readers[0]
@@ -451,7 +451,7 @@ class _WebNNLowering:
                 if best is None or total < best[0]:
                     best = (total, shape, target)
         if best is None:
-            raise _Unfit(f"its coordinates would have rank {len(canonical)} > {MAX_RANK}")
+            raise _Unfit(f"its indices or result would have rank > {MAX_RANK} in every shape this form takes")
         return best[1], best[2]
 
     # -- the indices: clamped into range, int32, as the form reads them
@@ -479,10 +479,10 @@ class _WebNNLowering:
         mask_shape = shape if facts.k == 1 else shape[:-1]
         if indices in self.constants:
             raw = self.constants[indices].reshape(shape)
-            clamped = np.minimum(np.maximum(raw, low), high)
+            clamped = np.asarray(np.minimum(np.maximum(raw, low), high))  # (0-d: NumPy returns a scalar)
             mask = None
             if facts.mode == Mode.ZERO:
-                mask = clamped == raw if facts.k == 1 else (clamped == raw).all(axis=-1)
+                mask = np.asarray(clamped == raw if facts.k == 1 else (clamped == raw).all(axis=-1))
             return clamped.astype(dtype), mask, mask_shape
         raw = self._view(b, indices, shape, "indices_view")
         clamped = self._clamp(b, raw, low, high)
@@ -514,22 +514,23 @@ class _WebNNLowering:
         return b.op("Constant", [], role, value=numpy_helper.from_array(np.asarray(array), name=""))
 
     def _finish(self, b: NodeBuilder, facts: _Node, result: str, result_shape: tuple[int, ...],
-                target: _Target, mask, mask_shape: tuple[int, ...] | None) -> None:
-        """Reshape the form's result to the target's shape where it differs, apply the mode "zero" mask,
-        and make the last node write the target."""
-        if result_shape != target.shape:
-            result = b.op("Reshape", [result, b.constant(list(target.shape), "result_shape")], "result")
+                target: _Target, mask, mask_shape: tuple[int, ...] | None, mask_layout: tuple[int, ...]) -> None:
+        """Apply the mode "zero" mask (``mask_shape``, reshaped to ``mask_layout``, which broadcasts against
+        the result), reshape the result to the target's shape where it differs, and make the last node
+        write the target."""
         if mask is not None:
             if isinstance(mask, np.ndarray):
                 mask_name = b.op("Constant", [], "in_range", value=numpy_helper.from_array(
-                    mask.reshape(facts.logical), name=""))
+                    mask.reshape(mask_layout), name=""))
             else:
-                mask_name = mask if mask_shape == facts.logical else b.op(
-                    "Reshape", [mask, b.constant(list(facts.logical), "in_range_shape")], "in_range_logical")
+                mask_name = mask if mask_shape == mask_layout else b.op(
+                    "Reshape", [mask, b.constant(list(mask_layout), "in_range_shape")], "in_range_laid_out")
             zero = b.op("Constant", [], "zero_value", value=numpy_helper.from_array(
                 np.zeros((), helper.tensor_dtype_to_np_dtype(facts.elem_type)), name=""))
-            b.op("Where", [mask_name, result, zero], "zeroed")
-        elif not b.nodes or b.nodes[-1].output[0] != result:  # the result is a value read around: copy it
+            result = b.op("Where", [mask_name, result, zero], "zeroed")
+        if result_shape != target.shape:
+            result = b.op("Reshape", [result, b.constant(list(target.shape), "result_shape")], "result")
+        if not b.nodes or b.nodes[-1].output[0] != result:  # the result is a value read around: copy it
             b.op("Identity", [result], "result")
         b.rename_last_output(target.name)
         if target.absorbed is not None:
@@ -575,7 +576,8 @@ class _WebNNLowering:
         data = self._view(b, facts.node.input[0], data_view, "data_view")
         clamped, mask, mask_shape = self._prepared_indices(b, facts, shape, self._index_dtype(facts))
         result = b.op("Gather", [data, self._indices_value(b, clamped)], "gathered", axis=start)
-        self._finish(b, facts, result, result_shape(shape), target, mask, mask_shape)
+        self._finish(b, facts, result, result_shape(shape), target, mask, mask_shape,
+                     tuple(shape) + (1,) * (facts.rank - end))
         return b.nodes, FORM_GATHER
 
     def _gather_elements(self, facts: _Node):
@@ -598,7 +600,7 @@ class _WebNNLowering:
                                "indices_expanded")
         result = b.op("GatherElements", [facts.node.input[0], self._indices_value(b, clamped)], "gathered",
                       axis=axis)
-        self._finish(b, facts, result, full, _Target(facts.node.output[0], facts.out), mask, mask_shape)
+        self._finish(b, facts, result, full, _Target(facts.node.output[0], facts.out), mask, mask_shape, mask_shape)
         return b.nodes, FORM_GATHER_ELEMENTS
 
     def _gather_nd(self, facts: _Node):
@@ -612,8 +614,11 @@ class _WebNNLowering:
         varying = [d for d in range(start + k, rank) if logical[d] != 1]
         if varying:
             return f"not one GatherND: the indices vary on dim(s) {varying} after the axes"
-        tuple_dims = tuple(facts.out[:start]) + logical[start:start + k]
         canonical = logical[:start + k] + (k,)
+        # The tuples' dims may take any shape of as many elements (the result then has it): the indices'
+        # own, or one the reading reshape wants. Only the leading (batch) dims stay, as the batch
+        # coordinates are laid out on them; and where the indices broadcast there, they are expanded.
+        broadcast = logical[:start] != facts.out[:start]
 
         def result_shape(shape):
             return tuple(shape[:-1]) + data_shape[start + k:]
@@ -621,17 +626,14 @@ class _WebNNLowering:
         def index_shape_for(shape):
             tail = rank - start - k
             if len(shape) >= tail and tuple(shape[len(shape) - tail:]) == data_shape[start + k:]:
-                batch = tuple(shape[:len(shape) - tail])
-                return batch + (k,) if prod(batch) == prod(logical) else None
+                tuples = tuple(shape[:len(shape) - tail])
+                if (prod(tuples) == prod(logical) and tuples[:start] == logical[:start]
+                        and (not broadcast or tuples == logical[:start + k])):
+                    return tuples + (k,)
             return None
 
         try:
-            if start:  # batch coordinates: the indices' own shape
-                shape, target = canonical, _Target(facts.node.output[0], facts.out)
-                if len(tuple_dims) + 1 > MAX_RANK:
-                    raise _Unfit(f"its coordinates would have rank {len(tuple_dims) + 1} > {MAX_RANK}")
-            else:
-                shape, target = self._choose(facts, canonical, result_shape, index_shape_for)
+            shape, target = self._choose(facts, canonical, result_shape, index_shape_for)
         except _Unfit as reason:
             return f"not one GatherND: {reason}"
         b = NodeBuilder(self.opset, self.names, facts.node.name or "gather_multiaxis")
@@ -645,10 +647,12 @@ class _WebNNLowering:
                 clamped = b.op("Gather", [clamped, self._typed(b, np.array(order, np.int32), "data_order")],
                                "coordinates_in_data_order", axis=len(shape) - 1)
         if start:
+            tuple_dims = facts.out[:start] + tuple(shape[start:-1])
             clamped = self._with_batch_coordinates(b, facts, clamped, tuple_dims)
             shape = tuple_dims + (start + k,)
         result = b.op("GatherND", [facts.node.input[0], self._indices_value(b, clamped)], "gathered")
-        self._finish(b, facts, result, result_shape(shape), target, mask, mask_shape)
+        self._finish(b, facts, result, result_shape(shape), target, mask, mask_shape,
+                     tuple(mask_shape) + (1,) * (rank - start - k))
         return b.nodes, FORM_GATHER_ND
 
     def _with_batch_coordinates(self, b: NodeBuilder, facts: _Node, components, tuple_dims: tuple[int, ...]):
@@ -659,7 +663,8 @@ class _WebNNLowering:
         dtype = np.dtype(np.int64)  # GatherND's index type
         grids = np.meshgrid(*[np.arange(size) if facts.data_shape[d] != 1 else np.zeros(size, np.int64)
                               for d, size in enumerate(facts.out[:start])], indexing="ij")
-        batch = np.stack(grids, axis=-1).astype(dtype).reshape(facts.out[:start] + (1,) * k + (start,))
+        batch = np.stack(grids, axis=-1).astype(dtype).reshape(
+            facts.out[:start] + (1,) * (len(tuple_dims) - start) + (start,))
         full = tuple_dims + (start,)
         if isinstance(components, np.ndarray) and prod(tuple_dims) * (start + k) <= FOLDED_LIMIT:
             return np.concatenate([np.broadcast_to(batch, full), np.broadcast_to(components, tuple_dims + (k,))],

@@ -129,3 +129,110 @@ def test_check_webnn_mode(capsys):
     summary = capsys.readouterr().out.strip().splitlines()[-1]
     passed, failed, not_compared = (int(summary.split(", ")[i].split()[0]) for i in range(3))
     assert failed == 0 and passed >= 40 and passed + not_compared <= 60
+
+
+# -- The form of each node: the fewest WebNN ops (issue 27, item 3)
+
+def _gather_multiaxis_model(data_shape, indices_shape, axes, index_type=TensorProto.INT64, mode="error"):
+    node = helper.make_node(OP_TYPE, ["x", "i", "axes"], ["y"], domain=DOMAIN, mode=mode)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(data_shape)),
+                                            helper.make_tensor_value_info("i", index_type, list(indices_shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.array(axes, np.int64), "axes")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(DOMAIN, 1)],
+                             ir_version=8)
+
+
+def _with_mode(model, mode):
+    """A copy of the rewritten ``model`` with every GatherMultiaxis node in ``mode``."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for node in copy.graph.node:
+        if node.domain == DOMAIN:
+            next(a for a in node.attribute if a.name == "mode").s = mode.value.encode()
+    return copy
+
+
+def _op_counts(model) -> dict[str, int]:
+    counts = {}
+    for node in model.graph.node:
+        if node.op_type != "Constant":  # constants: initializers to ORT's WebNN EP
+            counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return counts
+
+
+def _indices(rng, shape, dims, dtype, in_range: bool):
+    """Indices of ``shape`` where position p indexes an axis of size ``dims`` (broadcast) at p: within
+    [-dim, dim - 1], or (not ``in_range``) also up to 3 past either end, the first one past the end and
+    the last one before the start."""
+    dims = np.broadcast_to(np.asarray(dims, np.int64), shape)
+    reach = 0 if in_range else 3
+    values = rng.integers(-dims - reach, dims + reach)
+    if not in_range:
+        flat, flat_dims = values.reshape(-1), dims.reshape(-1)
+        flat[0], flat[-1] = flat_dims[0] + 2, -flat_dims[-1] - 3
+    return values.astype(dtype)
+
+
+_I64, _I32 = TensorProto.INT64, TensorProto.INT32
+
+
+def _standard(node, data_shape, indices_shape, index_type=_I64):
+    """A model of one standard gather, rewritten (a GatherMultiaxis node, as users get it)."""
+    model = _model(node, [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(data_shape)),
+                          helper.make_tensor_value_info("i", index_type, list(indices_shape))])
+    return rewrite_model(model)[0]
+
+
+# name, rewritten model, data shape, indices shape, index dtype, axis size at each index position, form, the
+# lowered model's ops (not counting Constants: initializers to the EP) in modes error, error_nonempty, clamp
+FORM_CASES = [
+    ("embedding", _standard(helper.make_node("Gather", ["x", "i"], ["y"], axis=0), (10, 4), (2, 3)),
+     (10, 4), (2, 3), np.int64, 10, "Gather", {"Gather": 1, "Min": 1, "Max": 1, "Cast": 1}),
+    ("x[:, i] with int32 indices", _standard(helper.make_node("Gather", ["x", "i"], ["y"], axis=1), (3, 10, 4), (5,),
+                                             _I32),
+     (3, 10, 4), (5,), np.int32, 10, "Gather", {"Gather": 1, "Min": 1, "Max": 1}),
+    ("GatherElements, exact shapes", _standard(helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1),
+                                               (4, 6), (4, 3)),
+     (4, 6), (4, 3), np.int64, 6, "GatherElements", {"GatherElements": 1, "Min": 1, "Max": 1, "Cast": 1}),
+    ("GatherElements, indices broadcast on the last dim", _gather_multiaxis_model((4, 6, 5), (4, 3, 1), [1]),
+     (4, 6, 5), (4, 3, 1), np.int64, 6, "GatherElements",
+     {"Expand": 1, "GatherElements": 1, "Min": 1, "Max": 1, "Cast": 1}),
+    ("GatherND", _standard(helper.make_node("GatherND", ["x", "i"], ["y"]), (4, 5, 6), (3, 2)),
+     (4, 5, 6), (3, 2), np.int64, [4, 5], "GatherND", {"GatherND": 1, "Min": 1, "Max": 1}),
+    ("GatherND, batch_dims 1", _standard(helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=1),
+                                         (2, 3, 4, 5), (2, 6, 2)),
+     (2, 3, 4, 5), (2, 6, 2), np.int64, [3, 4], "GatherND", {"GatherND": 1, "Concat": 1, "Min": 1, "Max": 1}),
+    # (the Gather puts the components in the data's order; the Reshape: the node's output is [5, 1])
+    ("tuples in reversed axis order, int32", _gather_multiaxis_model((3, 4), (5, 2), [1, 0], _I32),
+     (3, 4), (5, 2), np.int32, [4, 3], "GatherND",
+     {"GatherND": 1, "Gather": 1, "Min": 1, "Max": 1, "Cast": 1, "Reshape": 1}),
+]
+MASK_OPS = {"Equal", "Where", "Reshape", "Cast", "ReduceMin"}  # what mode "zero" adds: the in-range mask
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+@pytest.mark.parametrize("name, model, data_shape, indices_shape, dtype, dims, form, ops", FORM_CASES,
+                         ids=[case[0] for case in FORM_CASES])
+def test_each_form_is_the_fewest_webnn_ops(name, model, data_shape, indices_shape, dtype, dims, form, ops, mode):
+    """One gather per node (and no more than its form needs), bit-identical to ORT running the
+    GatherMultiaxis node, in every mode, with indices in range and out of range (error modes read as
+    clamp), and within what ORT's WebNN EP takes."""
+    model = _with_mode(model, mode)
+    lowered, report = lower_for_webnn(model)
+    assert report.forms() == {form: 1} and report.left == 0, report.table()
+    assert webnn_check(lowered) == []
+    counts = _op_counts(lowered)
+    if mode == Mode.ZERO:
+        extra = {op: n - ops.get(op, 0) for op, n in counts.items() if n != ops.get(op, 0)}
+        assert all(op in MASK_OPS and n > 0 for op, n in extra.items()) and counts.get("Where") == 1, counts
+    else:
+        assert counts == ops
+    rng = np.random.default_rng(7)
+    data = rng.standard_normal(data_shape).astype(np.float32)
+    for in_range in (True, False):
+        feeds = {"x": data, "i": _indices(rng, indices_shape, dims, dtype, in_range)}
+        reference = model if in_range or mode in (Mode.CLAMP, Mode.ZERO) else _with_mode(model, Mode.CLAMP)
+        want = make_session(reference, custom=True).run(None, feeds)[0]
+        got = make_session(lowered, custom=False).run(None, feeds)[0]
+        assert bit_identical(got, want), (in_range, got, want)
