@@ -29,6 +29,7 @@ WebNN does not guarantee.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from math import prod
 
@@ -204,6 +205,14 @@ FORM_FLAT = "flat offsets"               # one gather of the data as 1-D at comp
 FORMS = (FORM_GATHER, FORM_GATHER_ELEMENTS, FORM_GATHER_ND, FORM_FLAT)
 # Ops that only reshape: their output holds their first input's elements in the same order
 RESHAPES = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
+# Ops whose output holds only values of their first input
+RANGE_KEEPING = RESHAPES | {"Gather", "GatherElements", "GatherND", "Expand", "Tile", "Transpose", "Slice",
+                            "ReduceMax", "ReduceMin"}
+INTEGER_LIMITS = {t: (int(np.iinfo(d).min), int(np.iinfo(d).max)) for t, d in (
+    (TensorProto.INT8, np.int8), (TensorProto.INT16, np.int16), (TensorProto.INT32, np.int32),
+    (TensorProto.INT64, np.int64), (TensorProto.UINT8, np.uint8), (TensorProto.UINT16, np.uint16),
+    (TensorProto.UINT32, np.uint32), (TensorProto.UINT64, np.uint64))} | {TensorProto.BOOL: (0, 1)}
+COMPARISONS = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf"}
 FOLDED_LIMIT = 1 << 20  # elements of a folded index constant; beyond, the Expand runs in the graph
 
 
@@ -280,9 +289,15 @@ class _WebNNLowering:
         for name in names_read(model.graph):  # subgraphs' reads of outer names too
             self.read_count[name] = self.read_count.get(name, 0) + 1
         self.graph_outputs = {value.name for value in model.graph.output}
+        self.ranges: dict[str, tuple[int, int] | None] = {}
+        # The indices as a form reads them (viewed, clamped, cast), by (indices, shape, type, bounds): one
+        # for all the gathers at the same indices; pending until the node that made them is lowered
+        self.prepared: dict[tuple, str] = {}
+        self.pending: dict[tuple, str] = {}
 
     def node(self, node: NodeProto) -> list[NodeProto] | None:
         """The replacement of one main-graph GatherMultiaxis node, or None (reason in the report)."""
+        self.pending = {}
         try:
             nodes, form, reason = self._lower(node)
         except _NotLowered as reason:
@@ -290,6 +305,7 @@ class _WebNNLowering:
                                                          f"{reason}; lowered to standard ONNX ops instead"))
             return None
         self.report.outcomes.append(WebNNLoweredNode(node.name, "main graph", True, reason, form))
+        self.prepared.update(self.pending)
         self.freed.update(node.input)  # the axes, and reshapes of data and indices a form read around
         return nodes
 
@@ -477,6 +493,13 @@ class _WebNNLowering:
         indices = facts.node.input[1]
         low, high = self._bounds(facts)
         mask_shape = shape if facts.k == 1 else shape[:-1]
+        if indices not in self.constants and (facts.mode != Mode.ZERO or self._in_range(facts)):
+            source = self._reshape_chain(indices)[-1][0]  # (each gather's own alignment reshapes it)
+            key = (source, tuple(shape), dtype.str, low.tobytes(), high.tobytes())
+            if key not in self.prepared:  # (several gathers at the same indices: hummingbird's trees)
+                self.pending[key] = self._clamped_indices(b, facts, shape, dtype)
+                return self.pending[key], None, mask_shape
+            return self.prepared[key], None, mask_shape
         if indices in self.constants:
             raw = self.constants[indices].reshape(shape)
             clamped = np.asarray(np.minimum(np.maximum(raw, low), high))  # (0-d: NumPy returns a scalar)
@@ -485,7 +508,7 @@ class _WebNNLowering:
                 mask = np.asarray(clamped == raw if facts.k == 1 else (clamped == raw).all(axis=-1))
             return clamped.astype(dtype), mask, mask_shape
         raw = self._view(b, indices, shape, "indices_view")
-        clamped = self._clamp(b, raw, low, high)
+        clamped = self._clamp(b, raw, low, high)  # (not in range: else the branch above took it)
         mask = None
         if facts.mode == Mode.ZERO:
             mask = b.op("Equal", [raw, clamped], "in_range")
@@ -500,6 +523,86 @@ class _WebNNLowering:
         if dtype != facts.index_dtype:
             clamped = b.cast(clamped, helper.np_dtype_to_tensor_dtype(dtype), f"indices_{dtype.name}")
         return clamped, mask, mask_shape
+
+    def _clamped_indices(self, b: NodeBuilder, facts: _Node, shape: tuple[int, ...], dtype: np.dtype) -> str:
+        """The indices viewed as ``shape``, clamped (unless their values are in range whatever the inputs),
+        cast to ``dtype``."""
+        value = self._view(b, facts.node.input[1], shape, "indices_view")
+        if not self._in_range(facts):
+            value = self._clamp(b, value, *self._bounds(facts))
+        if dtype != facts.index_dtype:  # exact: the values are within [-dim, dim - 1] by now
+            value = b.cast(value, helper.np_dtype_to_tensor_dtype(dtype), f"indices_{dtype.name}")
+        return value
+
+    def _in_range(self, facts: _Node) -> bool:
+        """Whether every value the indices can hold is a valid index of every axis (``_value_range``)."""
+        bounds = self._value_range(facts.node.input[1])
+        smallest = min(facts.data_shape[axis] for axis in facts.axes)
+        return bounds is not None and -smallest <= bounds[0] and bounds[1] <= smallest - 1
+
+    def _value_range(self, name: str, depth: int = 0) -> tuple[int, int] | None:
+        """The lowest and highest value the integer tensor ``name`` can hold, where the graph decides them
+        whatever its inputs: constants, and what gathers, reshapes, Where, Concat, Add, Sub, Mul, Min, Max,
+        ArgMax... make of them (a gather's output holds values of its data). None where not known."""
+        if name in self.ranges:
+            return self.ranges[name]
+        self.ranges[name] = None  # (a cycle, in a malformed graph, stays unknown)
+        bounds = self._computed_range(name, depth) if depth < 64 else None
+        info = self.infos.get(name)
+        if bounds is not None and info is not None and info.elem_type in INTEGER_LIMITS:
+            low, high = INTEGER_LIMITS[info.elem_type]
+            if not low <= bounds[0] <= bounds[1] <= high:  # it would wrap around at run time
+                bounds = None
+        elif bounds is not None:
+            bounds = None  # not an integer tensor (a float's range is not its values' after a Cast)
+        self.ranges[name] = bounds
+        return bounds
+
+    def _computed_range(self, name: str, depth: int) -> tuple[int, int] | None:
+        if name in self.constants:
+            array = self.constants[name]
+            if array.dtype.kind not in "iub" or array.size == 0:
+                return None
+            return int(array.min()), int(array.max())
+        node = self.producers.get(name)
+        if node is None:
+            return None
+        ranges = [self._value_range(i, depth + 1) if i else None for i in node.input]
+        if node.op_type == OP_TYPE and node.domain == DOMAIN:  # the other GatherMultiaxis nodes
+            mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), None)
+            return None if ranges[0] is None else _union(ranges[0], (0, 0)) if mode == Mode.ZERO else ranges[0]
+        if node.domain not in ONNX_DOMAINS:
+            return None
+        op = node.op_type
+        if op in COMPARISONS:
+            return 0, 1
+        if op in RANGE_KEEPING or op == "Cast":  # (a Cast's output type is checked by the caller)
+            return ranges[0]
+        if op == "Where":
+            return _union(ranges[1], ranges[2])
+        if op in ("Concat", "Min", "Max") and (not ranges or None in ranges):
+            return None
+        if op == "Concat":
+            return functools.reduce(_union, ranges)
+        if op in ("Min", "Max"):
+            pick = min if op == "Min" else max
+            return pick(r[0] for r in ranges), pick(r[1] for r in ranges)
+        if op in ("Add", "Sub", "Mul") and len(ranges) == 2 and None not in ranges:
+            (a, b), (c, d) = ranges
+            if op == "Add":
+                return a + c, b + d
+            if op == "Sub":
+                return a - d, b - c
+            products = (a * c, a * d, b * c, b * d)
+            return min(products), max(products)
+        if op == "Neg" and ranges[0] is not None:
+            return -ranges[0][1], -ranges[0][0]
+        if op in ("ArgMax", "ArgMin"):
+            shape = self._static(node.input[0])
+            if shape:
+                axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+                return 0, shape[axis % len(shape)] - 1
+        return None
 
     def _clamp(self, b: NodeBuilder, x: str, low: np.ndarray, high: np.ndarray) -> str:
         low_name = self._typed(b, low, "lowest_index")
@@ -741,6 +844,10 @@ class _WebNNLowering:
 
 class _NotLowered(Exception):
     pass
+
+
+def _union(first: tuple[int, int] | None, second: tuple[int, int] | None) -> tuple[int, int] | None:
+    return None if first is None or second is None else (min(first[0], second[0]), max(first[1], second[1]))
 
 
 class _Unfit(Exception):

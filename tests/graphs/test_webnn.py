@@ -236,3 +236,28 @@ def test_each_form_is_the_fewest_webnn_ops(name, model, data_shape, indices_shap
         want = make_session(reference, custom=True).run(None, feeds)[0]
         got = make_session(lowered, custom=False).run(None, feeds)[0]
         assert bit_identical(got, want), (in_range, got, want)
+
+
+@pytest.mark.parametrize("rows, clamped", [(6, False), (5, True)])
+def test_indices_in_range_by_construction_are_not_clamped(rows, clamped):
+    """Indices an ArgMax over 6 values makes (0 to 5) need no clamp into a table of 6 rows, and two
+    gathers at them share one cast; into a table of 5 rows they are clamped (also once for both)."""
+    tables = [numpy_helper.from_array(np.arange(rows * 4, dtype=np.float32).reshape(rows, 4) + k, f"t{k}")
+              for k in range(2)]
+    nodes = [helper.make_node("ArgMax", ["x"], ["i"], axis=1, keepdims=0),
+             helper.make_node("Gather", ["t0", "i"], ["y0"], axis=0),
+             helper.make_node("Gather", ["t1", "i"], ["y1"], axis=0)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 6])],
+                              [helper.make_tensor_value_info(f"y{k}", TensorProto.FLOAT, None) for k in range(2)],
+                              tables)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    lowered, report = lower_for_webnn(rewrite_model(model)[0])
+    assert report.forms() == {"Gather": 2} and webnn_check(lowered) == []
+    expected = {"ArgMax": 1, "Cast": 1, "Gather": 2} | ({"Min": 1, "Max": 1} if clamped else {})
+    assert _op_counts(lowered) == expected
+    x = np.random.default_rng(3).standard_normal((3, 6)).astype(np.float32)
+    x[0, 5] = 9  # row 0 reads index 5: past the end of 5 rows (the original raises; the clamped read is row 4)
+    got = make_session(lowered, custom=False).run(None, {"x": x})
+    indices = np.clip(x.argmax(axis=1), 0, rows - 1)
+    for k in range(2):
+        np.testing.assert_array_equal(got[k], numpy_helper.to_array(tables[k])[indices])
