@@ -2,25 +2,44 @@
 nodes of a model fall outside what ONNX Runtime's WebNN execution provider runs.
 
 WebNN graphs have static shapes, so the lowering needs every input shape fixed (the model's own static
-dims, or ``input_shapes``). With the shapes known, each GatherMultiaxis node becomes one WebNN
-``gather`` of the data reshaped to 1-D, at flat offsets the graph computes from constants and the
-indices:
+dims, or ``input_shapes``); shape arithmetic is then folded to constants. With every dim static, each
+GatherMultiaxis node takes the first of these forms that computes it (``FORMS``; the report gives each
+node's ``form``, and for the last one the reason no single gather fits):
 
-    offset = sum over axes j of  c_j * stride(axes[j])   +   sum over the other dims d of  iota_d * stride(d)
+1. ``Gather``: one axis, and off the axis the indices vary (size > 1) only on dims where the data has
+   size 1, all in one block of adjacent dims with the axis. One ``gather`` of the data without those
+   dims (a Reshape, where no value it is already a reshape of has that shape) at the indices of the block.
+2. ``GatherElements``: one axis, and off the axis the indices have the data's size or size 1. One
+   ``gatherElements``, the indices first expanded to the data's size (``expand``) where they have size 1.
+3. ``GatherND``: the axes are one block of adjacent dims, and the indices have size 1 after it. One
+   ``gatherND`` (no batch_dims: WebNN has none) at coordinate tuples: the output position on each dim
+   before the block (a constant, 0 where the data has size 1; ``concat`` in front of the components),
+   then the node's components in the data's order (a constant permutation, ``gather``, where the axes
+   are not ascending).
+4. Flat offsets: one ``gather`` of the data reshaped to 1-D, at offsets computed from constants and the
+   indices, ``sum_j c_j * stride(axes[j]) + sum_{d not in axes} iota_d * stride(d)`` (each component made
+   non-negative and kept in range with ``where``; ``iota_d`` a constant ``[0, ..., out_d - 1]`` along d,
+   stride 0 where the data has size 1). Every tensor has the output's rank or less.
 
-where ``c_j`` is component j of the index tuples (the indices themselves for one axis; for several, a
-``gather`` of the last indices dimension at the constant positions j, j + k, ...), made non-negative
-(``where(lesser(c, 0), c + dim, c)``) and kept in range (``where``), and ``iota_d`` a constant
-``[0, 1, ..., out_d - 1]`` shaped to broadcast along d (stride 0 where the data has size 1 there). The
-offsets are cast to int32 (the index type every WebNN backend takes) when the data has fewer than 2**31
-elements. Every tensor has the rank of the output or less, and the data is read by exactly one
-``gather``, so a ranks <= 5 model stays within WebNN's guaranteed ranks.
+In the first three forms the indices' tuple dims may take any shape of as many elements: where the
+indices are a reshape of a value of another shape (the rewrite's alignment), or the one node reading
+the output reshapes it (the rewrite's restoring Squeeze), the form reads and writes those shapes
+directly, so ``rewrite`` then ``lower --target webnn`` of a Gather, GatherElements or GatherND gives back
+one gather. Indices are int32 (the index type every WebNN backend takes) for ``gather`` and
+``gatherElements``; int64 for ``gatherND``, the one index type of ONNX's GatherND (ORT's WebNN EP runs
+int64 values as int32 on a backend without int64). Constant indices are folded (view, clamp, cast,
+permutation, batch coordinates) into one constant.
 
-Modes: WebNN cannot raise. ``clamp`` is exact (Chromium's backends clamp, then wrap: the same map).
-``zero`` reads a clamped offset and writes 0 where any component was out of range (``where``).
-``error`` and ``error_nonempty`` are lowered as ``clamp``: bit-identical to ORT wherever every index is
-in range; where one is not, ORT raises and the WebNN model returns the clamped read, as Chromium's
-backends do (the README's table "Out-of-range indices").
+Modes: WebNN cannot raise. ``clamp`` is exact: the indices are clamped to [-dim, dim - 1] (``min`` and
+``max`` with constant bounds: not ``clamp``, whose bounds ORT's WebNN EP reads as floats only) and the
+gathers count negatives from the end, the map Chromium's backends apply. ``zero`` writes 0 where any
+component was out of range (``where`` on the mask ``equal(indices, clamped)``). ``error`` and
+``error_nonempty`` are lowered as ``clamp``: bit-identical to ORT wherever every index is in range; where
+one is not, ORT raises and the WebNN model returns the clamped read, as Chromium's backends do (the
+README's table "Out-of-range indices"). Where the indices' values are in range whatever the model's
+inputs (a value range through constants, gathers, reshapes, comparisons, Cast, Where, Concat, Add, Sub,
+Mul, Min, Max, ArgMax: hummingbird's tree traversals), nothing is clamped or masked; gathers at the same
+indices share one clamped, cast copy.
 
 ``webnn_check`` lists each node that ORT's WebNN EP would not take (its op table, onnxruntime-web 1.22's
 js/web/docs/webnn-operators.md, and the constraints stated there), and each value whose rank or type
@@ -206,8 +225,7 @@ FORMS = (FORM_GATHER, FORM_GATHER_ELEMENTS, FORM_GATHER_ND, FORM_FLAT)
 # Ops that only reshape: their output holds their first input's elements in the same order
 RESHAPES = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
 # Ops whose output holds only values of their first input
-RANGE_KEEPING = RESHAPES | {"Gather", "GatherElements", "GatherND", "Expand", "Tile", "Transpose", "Slice",
-                            "ReduceMax", "ReduceMin"}
+RANGE_KEEPING = RESHAPES | {"Gather", "GatherElements", "GatherND", "Expand", "Tile", "Transpose", "Slice"}
 INTEGER_LIMITS = {t: (int(np.iinfo(d).min), int(np.iinfo(d).max)) for t, d in (
     (TensorProto.INT8, np.int8), (TensorProto.INT16, np.int16), (TensorProto.INT32, np.int32),
     (TensorProto.INT64, np.int64), (TensorProto.UINT8, np.uint8), (TensorProto.UINT16, np.uint16),
@@ -971,5 +989,6 @@ def lowering_findings(lowered: ModelProto, report, input_shapes: dict[str, tuple
             if f.node.startswith(prefixes) and _NO_SUCH_TENSORS not in f.reason]
 
 
-__all__ = ["CONSTANT_INPUTS", "MAX_RANK", "MIN_OPSET", "WEBNN_OPS", "Finding", "NotStatic", "fix_input_shapes",
-           "fold_shape_arithmetic", "lower_for_webnn", "lowering_findings", "webnn_check"]
+__all__ = ["CONSTANT_INPUTS", "FORMS", "MAX_RANK", "MIN_OPSET", "WEBNN_OPS", "Finding", "NotStatic", "WebNNLowerReport",
+           "WebNNLoweredNode", "fix_input_shapes", "fold_shape_arithmetic", "lower_for_webnn", "lowering_findings",
+           "webnn_check"]
