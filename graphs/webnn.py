@@ -32,8 +32,12 @@ permutation, batch coordinates) into one constant.
 
 Modes: WebNN cannot raise. ``clamp`` is exact: the indices are clamped to [-dim, dim - 1] (``min`` and
 ``max`` with constant bounds: not ``clamp``, whose bounds ORT's WebNN EP reads as floats only) and the
-gathers count negatives from the end, the map Chromium's backends apply. ``zero`` writes 0 where any
-component was out of range (``where`` on the mask ``equal(indices, clamped)``). ``error`` and
+gathers count negatives from the end, the map Chromium's backends apply. ``zero``: on each axis the
+data is read as [data, data, a zero slice] (``concat``; folded for a constant) at ``max(min(index, dim) +
+dim, -1)``: an index in [-dim, dim - 1] reads its element, any other the zero slice (-1 counts from the
+end). Not ``where`` on the result: ORT's Where writes +0.0 for -0.0 and has no int16, uint16, uint64 or
+bool kernel; the flat form points out-of-range offsets at a zero element appended to the flat data.
+``error`` and
 ``error_nonempty`` are lowered as ``clamp``: bit-identical to ORT wherever every index is in range; where
 one is not, ORT raises and the WebNN model returns the clamped read, as Chromium's backends do (the
 README's table "Out-of-range indices"). Where the indices' values are in range whatever the model's
@@ -48,6 +52,7 @@ WebNN does not guarantee.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from math import prod
@@ -61,6 +66,7 @@ from .builder import NameScope, NodeBuilder
 from .inference import graph_infos, inferred, typing_copy
 from .lower import LoweredNode, LowerReport, lower_model
 from .passes import pass_copy
+from .rules import round_trip_cast
 from .walk import (ONNX_DOMAINS, all_names, constant_arrays, default_opset, drop_unused, holds_subgraph, names_read,
                    node_holders)
 
@@ -269,6 +275,11 @@ class _Node:
     out: tuple[int, ...]
     elem_type: int
     index_dtype: np.dtype
+    # The float16 round trip (the rewrite's exact Casts around the node: the custom op has no float16):
+    # the float16 value the data is a Cast of, and the Cast back that alone reads the output (through
+    # at most one reshape). The single-gather forms gather the float16 value itself (WebNN has float16).
+    narrow_data: str | None = None
+    narrow_cast: NodeProto | None = None
 
     @property
     def rank(self) -> int:
@@ -281,12 +292,13 @@ class _Node:
 
 @dataclass
 class _Target:
-    """Where the lowered node's result goes: the node's output, or (absorbed) the output of the one
-    reshaping node that reads it, whose shape the result then takes directly."""
+    """Where the lowered node's result goes: the node's output, or the output of a node after it (the
+    one reshape reading it, the float16 round trip's Cast back), whose shape and type the result then
+    takes directly."""
 
     name: str
     shape: tuple[int, ...]
-    absorbed: NodeProto | None = None
+    absorbed: tuple[NodeProto, ...] = ()  # the nodes between the output and the target, which go
 
 
 class _WebNNLowering:
@@ -323,7 +335,7 @@ class _WebNNLowering:
                                                          f"{reason}; lowered to standard ONNX ops instead"))
             return None
         self.report.outcomes.append(WebNNLoweredNode(node.name, "main graph", True, reason, form))
-        self.prepared.update(self.pending)
+        self.prepared.update(self.pending)  # (copies made for a node that was not lowered are gone)
         self.freed.update(node.input)  # the axes, and reshapes of data and indices a form read around
         return nodes
 
@@ -375,8 +387,9 @@ class _WebNNLowering:
         if not facts.axes:  # the rewrite never makes one
             return self._flat_offsets(facts), FORM_FLAT, "no axes: a broadcast of the data, not a gather"
         reasons = []
+        narrowed = self._narrowed(facts)
         for form in (self._gather, self._gather_elements, self._gather_nd):
-            outcome = form(facts)
+            outcome = form(narrowed)
             if isinstance(outcome, str):
                 reasons.append(outcome)
             else:
@@ -413,20 +426,48 @@ class _WebNNLowering:
         return b.op("Reshape", [chain[-1][0] if chain else name, b.constant(list(shape), role + "_shape")], role)
 
     def _target(self, facts: _Node, flexible: bool) -> list[_Target]:
-        """Where the result may go: the node's output; and where the form can produce other shapes of the
-        same elements (``flexible``) and the one node reading the output reshapes it, that node's output."""
+        """Where the result may go: the node's output; where the form can produce other shapes of the same
+        elements (``flexible``) and the one node reading the output reshapes it, that node's output. With
+        the float16 round trip, only the Cast back's output (the gathered values are float16)."""
         output = facts.node.output[0]
         targets = [_Target(output, facts.out)]
-        readers = self.main_readers.get(output, [])
-        if (not flexible or output in self.graph_outputs or len(readers) != 1
-                or self.read_count.get(output, 0) != 1):
-            return targets
-        reader = readers[0]
-        if reader.domain in ONNX_DOMAINS and reader.op_type in RESHAPES and reader.input[0] == output:
+        reader = self._sole_reader(output)
+        if reader is not None and reader.op_type in RESHAPES and reader.input[0] == output:
             shape = self._static(reader.output[0]) or self._reshaped(reader, facts.out)
             if shape is not None and len(shape) <= MAX_RANK:
-                targets.append(_Target(reader.output[0], shape, reader))
+                targets.append(_Target(reader.output[0], shape, (reader,)))
+        if facts.narrow_cast is not None:
+            cast = facts.narrow_cast
+            targets = [_Target(cast.output[0], target.shape, (*target.absorbed, cast)) for target in targets
+                       if cast.input[0] == target.name]
+        if not flexible:
+            targets = [target for target in targets if target.shape == facts.out] or targets[-1:]
         return targets
+
+    def _sole_reader(self, name: str) -> NodeProto | None:
+        """The one standard main-graph node that reads ``name``, once, where nothing else does (nor is it a
+        graph output), or None."""
+        readers = self.main_readers.get(name, [])
+        if name in self.graph_outputs or len(readers) != 1 or self.read_count.get(name, 0) != 1:
+            return None
+        return readers[0] if readers[0].domain in ONNX_DOMAINS else None
+
+    def _narrowed(self, facts: _Node) -> _Node:
+        """``facts`` with the float16 round trip around the node noted, where there is one."""
+        chain = self._reshape_chain(facts.node.input[0])
+        cast = self.producers.get(chain[-1][0]) if chain else None
+        if cast is None or not round_trip_cast(cast, TensorProto.FLOAT) or chain[-1][0] in self.absorbed:
+            return facts
+        source = cast.input[0]
+        if self.infos.get(source) is None or self.infos[source].elem_type != TensorProto.FLOAT16:
+            return facts
+        back = self._sole_reader(facts.node.output[0])
+        if back is not None and back.op_type in RESHAPES:
+            back = self._sole_reader(back.output[0])
+        if back is None or not round_trip_cast(back, TensorProto.FLOAT16):
+            return facts
+        narrowed = dataclasses.replace(facts, narrow_data=source, narrow_cast=back, elem_type=TensorProto.FLOAT16)
+        return narrowed if self._target(narrowed, flexible=False) else facts  # (a reshape of unknown shape)
 
     def _reshaped(self, node: NodeProto, shape: tuple[int, ...]) -> tuple[int, ...] | None:
         """The output shape of the reshaping ``node`` given its input's ``shape``, where its axes or shape
@@ -481,7 +522,7 @@ class _WebNNLowering:
             for shape, cost in shapes.items():
                 if len(shape) > MAX_RANK or len(result_shape(shape)) > MAX_RANK:
                     continue
-                total = cost + (result_shape(shape) != target.shape) + (target.absorbed is None)
+                total = cost + (result_shape(shape) != target.shape) - len(target.absorbed)
                 if best is None or total < best[0]:
                     best = (total, shape, target)
         if best is None:
@@ -503,54 +544,66 @@ class _WebNNLowering:
         """int32 (the index type every WebNN backend takes) wherever every dim fits in it."""
         return np.dtype(np.int32) if max(facts.data_shape) < INT32_LIMIT else facts.index_dtype
 
+    def _zeroing(self, facts: _Node) -> bool:
+        """Mode "zero" with indices that may be out of range: on each axis the data is read as [data, data,
+        a zero slice], at ``min(index, dim) + dim`` brought up to -1 (the zero slice, counted from the end):
+        an index in [-dim, dim - 1] reads its element, any other the zero slice (``_prepared_indices``)."""
+        return facts.mode == Mode.ZERO and not self._in_range(facts)
+
     def _prepared_indices(self, b: NodeBuilder, facts: _Node, shape: tuple[int, ...], dtype: np.dtype):
         """The indices viewed as ``shape`` (one tuple on the last dimension when k > 1), clamped into
-        range (to [-dim, dim - 1]: the gathers count negatives from the end), cast to ``dtype``: a value, or
-        an array where the indices are constants; and, in mode "zero", the mask of in-range positions
-        (tuples reduced: a value or an array) and its shape, else (None, None)."""
+        range (to [-dim, dim - 1]: the gathers count negatives from the end) or, in mode "zero", moved to
+        [data, data, zero slice] (``_zeroing``), cast to ``dtype``: a value, or an array where the
+        indices are constants. Gathers at the same indices share one copy."""
         indices = facts.node.input[1]
         low, high = self._bounds(facts)
-        mask_shape = shape if facts.k == 1 else shape[:-1]
-        if indices not in self.constants and (facts.mode != Mode.ZERO or self._in_range(facts)):
-            source = self._reshape_chain(indices)[-1][0]  # (each gather's own alignment reshapes it)
-            key = (source, tuple(shape), dtype.str, low.tobytes(), high.tobytes())
-            if key not in self.prepared:  # (several gathers at the same indices: hummingbird's trees)
-                self.pending[key] = self._clamped_indices(b, facts, shape, dtype)
-                return self.pending[key], None, mask_shape
-            return self.prepared[key], None, mask_shape
+        zeroing = self._zeroing(facts)
         if indices in self.constants:
             raw = self.constants[indices].reshape(shape)
-            clamped = np.asarray(np.minimum(np.maximum(raw, low), high))  # (0-d: NumPy returns a scalar)
-            mask = None
-            if facts.mode == Mode.ZERO:
-                mask = np.asarray(clamped == raw if facts.k == 1 else (clamped == raw).all(axis=-1))
-            return clamped.astype(dtype), mask, mask_shape
-        raw = self._view(b, indices, shape, "indices_view")
-        clamped = self._clamp(b, raw, low, high)  # (not in range: else the branch above took it)
-        mask = None
-        if facts.mode == Mode.ZERO:
-            mask = b.op("Equal", [raw, clamped], "in_range")
-            if facts.k > 1:  # every component of the tuple in range
-                as_int = b.cast(mask, TensorProto.INT32, "in_range_int32")
-                if self.opset >= 18:
-                    every = b.op("ReduceMin", [as_int, b.constant([-1], "tuple_axis")], "tuple_in_range_int32",
-                                 keepdims=0)
-                else:
-                    every = b.op("ReduceMin", [as_int], "tuple_in_range_int32", axes=[-1], keepdims=0)
-                mask = b.cast(every, TensorProto.BOOL, "tuple_in_range")
-        if dtype != facts.index_dtype:
-            clamped = b.cast(clamped, helper.np_dtype_to_tensor_dtype(dtype), f"indices_{dtype.name}")
-        return clamped, mask, mask_shape
-
-    def _clamped_indices(self, b: NodeBuilder, facts: _Node, shape: tuple[int, ...], dtype: np.dtype) -> str:
-        """The indices viewed as ``shape``, clamped (unless their values are in range whatever the inputs),
-        cast to ``dtype``."""
-        value = self._view(b, facts.node.input[1], shape, "indices_view")
-        if not self._in_range(facts):
-            value = self._clamp(b, value, *self._bounds(facts))
-        if dtype != facts.index_dtype:  # exact: the values are within [-dim, dim - 1] by now
+            if zeroing:
+                moved = np.maximum(np.minimum(raw, high + 1) + (high + 1), -1)
+                return np.asarray(moved).astype(dtype)  # (0-d: NumPy returns a scalar)
+            return np.asarray(np.minimum(np.maximum(raw, low), high)).astype(dtype)
+        source = self._reshape_chain(indices)[-1][0]  # (each gather's own alignment reshapes it)
+        key = (source, tuple(shape), dtype.str, low.tobytes(), high.tobytes(), zeroing)
+        if key in self.prepared:  # (several gathers at the same indices: hummingbird's trees)
+            return self.prepared[key]
+        value = self._view(b, indices, shape, "indices_view")
+        if zeroing:  # (min first: the Add cannot overflow)
+            dims = self._typed(b, high + 1, "dims")
+            value = b.op("Add", [self._at_most(b, value, dims, "at_most_dim"), dims], "in_doubled_data")
+            value = self._at_least(b, value, self._typed(b, np.array(-1, facts.index_dtype), "minus_one"),
+                                   "zero_slice_from_end")
+        elif not self._in_range(facts):
+            value = self._at_least(b, self._at_most(b, value, self._typed(b, high, "highest_index"), "below_end"),
+                                   self._typed(b, low, "lowest_index"), "clamped")
+        if dtype != facts.index_dtype:  # exact: the values are within [-dim, 2 dim] by now
             value = b.cast(value, helper.np_dtype_to_tensor_dtype(dtype), f"indices_{dtype.name}")
+        self.pending[key] = value
         return value
+
+    def _data(self, b: NodeBuilder, facts: _Node, shape: tuple[int, ...], axes: list[int]) -> str:
+        """The data the form reads, viewed as ``shape``: in mode "zero" as [data, data, zero slice] on each
+        of ``axes`` (positions in ``shape``; ``_zeroing``), folded for a constant. (Not ``where`` on the
+        result: ORT's Where writes +0.0 for -0.0, and has no kernel for int16, uint16, uint64, bool.)"""
+        name = facts.narrow_data or facts.node.input[0]
+        if not self._zeroing(facts):
+            return self._view(b, name, shape, "data_view")
+        dtype = helper.tensor_dtype_to_np_dtype(facts.elem_type)
+        source = self._reshape_chain(name)[-1][0]
+        if source in self.constants:
+            padded = self.constants[source].reshape(shape)
+            for axis in axes:
+                zeros = np.zeros(padded.shape[:axis] + (1,) + padded.shape[axis + 1:], padded.dtype)
+                padded = np.concatenate([padded, padded, zeros], axis=axis)
+            return self._typed(b, padded, "data_doubled_and_zero")
+        data, padded_shape = self._view(b, name, shape, "data_view"), list(shape)
+        for axis in axes:
+            zeros = np.zeros(padded_shape[:axis] + [1] + padded_shape[axis + 1:], dtype)
+            data = b.op("Concat", [data, data, self._typed(b, zeros, f"zero_slice{axis}")],
+                        f"data_doubled_and_zero{axis}", axis=axis)
+            padded_shape[axis] = 2 * padded_shape[axis] + 1
+        return data
 
     def _in_range(self, facts: _Node) -> bool:
         """Whether every value the indices can hold is a valid index of every axis (``_value_range``)."""
@@ -622,41 +675,33 @@ class _WebNNLowering:
                 return 0, shape[axis % len(shape)] - 1
         return None
 
-    def _clamp(self, b: NodeBuilder, x: str, low: np.ndarray, high: np.ndarray) -> str:
-        low_name = self._typed(b, low, "lowest_index")
-        high_name = self._typed(b, high, "highest_index")
-        if self.opset >= 12:  # Min and Max on integers (not Clip: ORT's WebNN EP takes float bounds only)
-            return b.op("Max", [b.op("Min", [x, high_name], "below_end"), low_name], "clamped")
-        above = b.op("Where", [b.op("Less", [high_name, x], "past_end"), high_name, x], "below_end")
-        return b.op("Where", [b.op("Less", [above, low_name], "before_start"), low_name, above], "clamped")
+    def _at_most(self, b: NodeBuilder, x: str, high: str, role: str) -> str:
+        """min(x, high) on integers: Min from opset 12 (not Clip: ORT's WebNN EP takes float bounds only)."""
+        if self.opset >= 12:
+            return b.op("Min", [x, high], role)
+        return b.op("Where", [b.op("Less", [high, x], role + "_past"), high, x], role)
+
+    def _at_least(self, b: NodeBuilder, x: str, low: str, role: str) -> str:
+        """max(x, low) on integers."""
+        if self.opset >= 12:
+            return b.op("Max", [x, low], role)
+        return b.op("Where", [b.op("Less", [x, low], role + "_before"), low, x], role)
 
     @staticmethod
     def _typed(b: NodeBuilder, array: np.ndarray, role: str) -> str:
         return b.op("Constant", [], role, value=numpy_helper.from_array(np.asarray(array), name=""))
 
-    def _finish(self, b: NodeBuilder, facts: _Node, result: str, result_shape: tuple[int, ...],
-                target: _Target, mask, mask_shape: tuple[int, ...] | None, mask_layout: tuple[int, ...]) -> None:
-        """Apply the mode "zero" mask (``mask_shape``, reshaped to ``mask_layout``, which broadcasts against
-        the result), reshape the result to the target's shape where it differs, and make the last node
-        write the target."""
-        if mask is not None:
-            if isinstance(mask, np.ndarray):
-                mask_name = b.op("Constant", [], "in_range", value=numpy_helper.from_array(
-                    mask.reshape(mask_layout), name=""))
-            else:
-                mask_name = mask if mask_shape == mask_layout else b.op(
-                    "Reshape", [mask, b.constant(list(mask_layout), "in_range_shape")], "in_range_laid_out")
-            zero = b.op("Constant", [], "zero_value", value=numpy_helper.from_array(
-                np.zeros((), helper.tensor_dtype_to_np_dtype(facts.elem_type)), name=""))
-            result = b.op("Where", [mask_name, result, zero], "zeroed")
+    def _finish(self, b: NodeBuilder, result: str, result_shape: tuple[int, ...], target: _Target) -> None:
+        """Reshape the form's result to the target's shape where it differs, and make the last node write
+        the target."""
         if result_shape != target.shape:
             result = b.op("Reshape", [result, b.constant(list(target.shape), "result_shape")], "result")
         if not b.nodes or b.nodes[-1].output[0] != result:  # the result is a value read around: copy it
             b.op("Identity", [result], "result")
         b.rename_last_output(target.name)
-        if target.absorbed is not None:
-            self.absorbed.add(target.name)
-            self.freed.update(target.absorbed.input)
+        for node in target.absorbed:
+            self.absorbed.add(node.output[0])
+            self.freed.update(node.input)
 
     def _indices_value(self, b: NodeBuilder, clamped, role: str = "indices") -> str:
         return self._typed(b, clamped, role) if isinstance(clamped, np.ndarray) else clamped
@@ -694,11 +739,10 @@ class _WebNNLowering:
         except _Unfit as reason:
             return f"not one Gather: {reason}"
         b = NodeBuilder(self.opset, self.names, facts.node.name or "gather_multiaxis")
-        data = self._view(b, facts.node.input[0], data_view, "data_view")
-        clamped, mask, mask_shape = self._prepared_indices(b, facts, shape, self._index_dtype(facts))
-        result = b.op("Gather", [data, self._indices_value(b, clamped)], "gathered", axis=start)
-        self._finish(b, facts, result, result_shape(shape), target, mask, mask_shape,
-                     tuple(shape) + (1,) * (facts.rank - end))
+        data = self._data(b, facts, data_view, [start])
+        indices = self._prepared_indices(b, facts, shape, self._index_dtype(facts))
+        result = b.op("Gather", [data, self._indices_value(b, indices)], "gathered", axis=start)
+        self._finish(b, result, result_shape(shape), target)
         return b.nodes, FORM_GATHER
 
     def _gather_elements(self, facts: _Node):
@@ -711,7 +755,7 @@ class _WebNNLowering:
         if broadcast:
             return f"not one GatherElements: the data has size 1 where the indices do not on dim(s) {broadcast}"
         b = NodeBuilder(self.opset, self.names, facts.node.name or "gather_multiaxis")
-        clamped, mask, mask_shape = self._prepared_indices(b, facts, facts.indices_shape, self._index_dtype(facts))
+        clamped = self._prepared_indices(b, facts, facts.indices_shape, self._index_dtype(facts))
         full = tuple(data_shape[d] if d != axis else logical[d] for d in range(facts.rank))
         if tuple(facts.indices_shape) != full:
             if isinstance(clamped, np.ndarray) and prod(full) <= FOLDED_LIMIT:
@@ -719,9 +763,9 @@ class _WebNNLowering:
             else:
                 clamped = b.op("Expand", [self._indices_value(b, clamped), b.constant(list(full), "full_shape")],
                                "indices_expanded")
-        result = b.op("GatherElements", [facts.node.input[0], self._indices_value(b, clamped)], "gathered",
-                      axis=axis)
-        self._finish(b, facts, result, full, _Target(facts.node.output[0], facts.out), mask, mask_shape, mask_shape)
+        data = self._data(b, facts, data_shape, [axis])
+        result = b.op("GatherElements", [data, self._indices_value(b, clamped)], "gathered", axis=axis)
+        self._finish(b, result, full, self._target(facts, flexible=False)[0])
         return b.nodes, FORM_GATHER_ELEMENTS
 
     def _gather_nd(self, facts: _Node):
@@ -759,7 +803,7 @@ class _WebNNLowering:
             return f"not one GatherND: {reason}"
         b = NodeBuilder(self.opset, self.names, facts.node.name or "gather_multiaxis")
         # int64: the one index type of ONNX's GatherND (ORT's WebNN EP runs int64 as int32 on a backend without it)
-        clamped, mask, mask_shape = self._prepared_indices(b, facts, shape, np.dtype(np.int64))
+        clamped = self._prepared_indices(b, facts, shape, np.dtype(np.int64))
         order = sorted(range(k), key=lambda j: axes[j])  # the components in the data's order
         if order != list(range(k)):
             if isinstance(clamped, np.ndarray):
@@ -771,9 +815,9 @@ class _WebNNLowering:
             tuple_dims = facts.out[:start] + tuple(shape[start:-1])
             clamped = self._with_batch_coordinates(b, facts, clamped, tuple_dims)
             shape = tuple_dims + (start + k,)
-        result = b.op("GatherND", [facts.node.input[0], self._indices_value(b, clamped)], "gathered")
-        self._finish(b, facts, result, result_shape(shape), target, mask, mask_shape,
-                     tuple(mask_shape) + (1,) * (rank - start - k))
+        data = self._data(b, facts, data_shape, list(range(start, start + k)))
+        result = b.op("GatherND", [data, self._indices_value(b, clamped)], "gathered")
+        self._finish(b, result, result_shape(shape), target)
         return b.nodes, FORM_GATHER_ND
 
     def _with_batch_coordinates(self, b: NodeBuilder, facts: _Node, components, tuple_dims: tuple[int, ...]):
@@ -848,14 +892,19 @@ class _WebNNLowering:
             offsets, shape = b.op("Add", [offsets, term], "offsets"), np.broadcast_shapes(shape, term_shape)
         if tuple(shape) != tuple(out):
             offsets = b.op("Expand", [offsets, b.constant(list(out), "output_shape")], "offsets_expanded")
-        if prod(data_shape) < INT32_LIMIT:
-            offsets = b.cast(offsets, TensorProto.INT32, "offsets_int32")
-        flat = b.op("Reshape", [node.input[0], b.constant([prod(data_shape)], "flat_shape")], "flat_data")
-        result = b.op("Gather", [flat, offsets], "read", axis=0)
+        size = prod(data_shape)
+        # Mode "zero": out-of-range positions read a zero element appended to the data (not Where on the
+        # result: ORT's Where writes +0.0 for -0.0, and has no int16, uint16, uint64 or bool kernel)
         if valid is not None:
-            zero_value = numpy_helper.from_array(np.zeros((), helper.tensor_dtype_to_np_dtype(elem_type)), name="")
-            zero = b.op("Constant", [], "zero_value", value=zero_value)
-            result = b.op("Where", [valid, result, zero], "zeroed")
+            offsets = b.op("Where", [valid, offsets, b.constant(size, "zero_element_offset")], "offsets_zeroed")
+        if size < INT32_LIMIT:
+            offsets = b.cast(offsets, TensorProto.INT32, "offsets_int32")
+        flat = b.op("Reshape", [node.input[0], b.constant([size], "flat_shape")], "flat_data")
+        if valid is not None:
+            zero_value = numpy_helper.from_array(np.zeros(1, helper.tensor_dtype_to_np_dtype(elem_type)), name="")
+            flat = b.op("Concat", [flat, b.op("Constant", [], "zero_element", value=zero_value)], "flat_data_and_zero",
+                        axis=0)
+        b.op("Gather", [flat, offsets], "read", axis=0)
         b.rename_last_output(node.output[0])
         return b.nodes
 
@@ -889,8 +938,8 @@ def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] 
     for node in result.graph.node:
         if is_target(node):
             replaced.extend(lowering.node(node) or [node])
-        elif not (node.op_type in RESHAPES and node.output and node.output[0] in lowering.absorbed):
-            replaced.append(node)  # (an absorbed reshape: the lowered node before it writes its output)
+        elif not (node.output and node.output[0] in lowering.absorbed):
+            replaced.append(node)  # (an absorbed reshape or Cast: the lowered node before it writes its output)
     del result.graph.node[:]
     result.graph.node.extend(replaced)
     for holder in node_holders(result):

@@ -208,7 +208,6 @@ FORM_CASES = [
      (3, 4), (5, 2), np.int32, [4, 3], "GatherND",
      {"GatherND": 1, "Gather": 1, "Min": 1, "Max": 1, "Cast": 1, "Reshape": 1}),
 ]
-MASK_OPS = {"Equal", "Where", "Reshape", "Cast", "ReduceMin"}  # what mode "zero" adds: the in-range mask
 
 
 @pytest.mark.parametrize("mode", list(Mode))
@@ -225,11 +224,13 @@ def test_each_form_is_the_fewest_webnn_ops(name, model, data_shape, indices_shap
     counts = _op_counts(lowered)
     if mode == Mode.ZERO:
         extra = {op: n - ops.get(op, 0) for op, n in counts.items() if n != ops.get(op, 0)}
-        assert all(op in MASK_OPS and n > 0 for op, n in extra.items()) and counts.get("Where") == 1, counts
+        axes = 2 if form == "GatherND" else 1
+        assert extra == {"Add": 1, "Concat": axes}, counts  # the data read as [data, data, zeros] per axis
     else:
         assert counts == ops
     rng = np.random.default_rng(7)
     data = rng.standard_normal(data_shape).astype(np.float32)
+    data.reshape(-1)[:2] = [np.float32("nan"), np.float32(-0.0)]  # bits, not values, compared
     for in_range in (True, False):
         feeds = {"x": data, "i": _indices(rng, indices_shape, dims, dtype, in_range)}
         reference = model if in_range or mode in (Mode.CLAMP, Mode.ZERO) else _with_mode(model, Mode.CLAMP)
@@ -261,3 +262,34 @@ def test_indices_in_range_by_construction_are_not_clamped(rows, clamped):
     indices = np.clip(x.argmax(axis=1), 0, rows - 1)
     for k in range(2):
         np.testing.assert_array_equal(got[k], numpy_helper.to_array(tables[k])[indices])
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+@pytest.mark.parametrize("node, data_shape, indices_shape, dims, ops", [
+    (helper.make_node("Gather", ["x", "i"], ["y"], axis=0), (4, 3), (2, 5), 4, {"Gather": 1, "Cast": 1}),
+    (helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1), (4, 5), (4, 3), 5, {"GatherElements": 1, "Cast": 1}),
+    (helper.make_node("GatherND", ["x", "i"], ["y"]), (4, 5, 6), (3, 2), [4, 5], {"GatherND": 1}),
+], ids=["Gather", "GatherElements", "GatherND"])
+def test_float16_is_gathered_as_float16(node, data_shape, indices_shape, dims, ops, mode):
+    """The rewrite's float32 round trip around a float16 gather (the custom op has no float16) goes:
+    WebNN gathers float16, bit-identical (NaN payloads, -0.0) to the custom op on the round trip."""
+    model = _model(node, [helper.make_tensor_value_info("x", TensorProto.FLOAT16, list(data_shape)),
+                          helper.make_tensor_value_info("i", TensorProto.INT64, list(indices_shape))])
+    model.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    rewritten = _with_mode(rewrite_model(model)[0], mode)
+    lowered, report = lower_for_webnn(rewritten)
+    assert report.left == 0 and webnn_check(lowered) == []
+    counts = _op_counts(lowered)
+    expected = ops | {"Min": 1, "Max": 1}  # no Cast to float32 and back: the Casts are the indices' to int32
+    if mode == Mode.ZERO:
+        expected |= {"Add": 1, "Concat": 2 if "GatherND" in ops else 1}
+    assert counts == expected
+    rng = np.random.default_rng(11)
+    data = rng.standard_normal(data_shape).astype(np.float16)
+    data.reshape(-1)[:2] = [np.float16("nan"), np.float16(-0.0)]
+    for in_range in (True, False):
+        feeds = {"x": data, "i": _indices(rng, indices_shape, dims, np.int64, in_range)}
+        reference = rewritten if in_range or mode in (Mode.CLAMP, Mode.ZERO) else _with_mode(rewritten, Mode.CLAMP)
+        want = make_session(reference, custom=True).run(None, feeds)[0]
+        got = make_session(lowered, custom=False).run(None, feeds)[0]
+        assert bit_identical(got, want), (in_range, got, want)
