@@ -769,28 +769,32 @@ class _WebNNLowering:
         return b.nodes, FORM_GATHER_ELEMENTS
 
     def _gather_nd(self, facts: _Node):
-        """Axes forming one contiguous block of dims after the leading (batch) dims, the indices of size 1
-        after it: GatherND of coordinate tuples [batch coordinates (constant), the node's components in
-        the data's order]."""
+        """Axes forming one contiguous block of dims after the leading (batch) dims, and after it the
+        indices of size 1, or the data of size 1 (then dropped: the tuples take those dims too, as an
+        aten.index export aligns them): GatherND of coordinate tuples [batch coordinates (constant), the
+        node's components in the data's order]."""
         axes, rank, logical, data_shape = facts.axes, facts.rank, facts.logical, facts.data_shape
         start, k = min(axes), facts.k
         if sorted(axes) != list(range(start, start + k)):
             return f"not one GatherND: the axes {list(axes)} are not one block of adjacent dims"
         varying = [d for d in range(start + k, rank) if logical[d] != 1]
-        if varying:
-            return f"not one GatherND: the indices vary on dim(s) {varying} after the axes"
-        canonical = logical[:start + k] + (k,)
+        wide = [d for d in range(start + k, rank) if data_shape[d] != 1]
+        if varying and wide:
+            return (f"not one GatherND: after the axes, the indices vary on dim(s) {varying} and the data has "
+                    f"size > 1 on dim(s) {wide}")
+        data_view = data_shape[:start + k] if varying else data_shape  # (dropped: size-1 dims)
+        canonical = (logical if varying else logical[:start + k]) + (k,)
         # The tuples' dims may take any shape of as many elements (the result then has it): the indices'
         # own, or one the reading reshape wants. Only the leading (batch) dims stay, as the batch
         # coordinates are laid out on them; and where the indices broadcast there, they are expanded.
         broadcast = logical[:start] != facts.out[:start]
 
         def result_shape(shape):
-            return tuple(shape[:-1]) + data_shape[start + k:]
+            return tuple(shape[:-1]) + data_view[start + k:]
 
         def index_shape_for(shape):
-            tail = rank - start - k
-            if len(shape) >= tail and tuple(shape[len(shape) - tail:]) == data_shape[start + k:]:
+            tail = len(data_view) - start - k
+            if len(shape) >= tail and tuple(shape[len(shape) - tail:]) == data_view[start + k:]:
                 tuples = tuple(shape[:len(shape) - tail])
                 if (prod(tuples) == prod(logical) and tuples[:start] == logical[:start]
                         and (not broadcast or tuples == logical[:start + k])):
@@ -815,7 +819,7 @@ class _WebNNLowering:
             tuple_dims = facts.out[:start] + tuple(shape[start:-1])
             clamped = self._with_batch_coordinates(b, facts, clamped, tuple_dims)
             shape = tuple_dims + (start + k,)
-        data = self._data(b, facts, data_shape, list(range(start, start + k)))
+        data = self._data(b, facts, data_view, list(range(start, start + k)))
         result = b.op("GatherND", [data, self._indices_value(b, clamped)], "gathered")
         self._finish(b, result, result_shape(shape), target)
         return b.nodes, FORM_GATHER_ND
