@@ -101,6 +101,7 @@ WEBNN_OPS = {
 }
 # inputs the EP needs constant, by op ("'shape' input should be a constant", ...)
 CONSTANT_INPUTS = {"Reshape": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4), "Squeeze": (1,), "Unsqueeze": (1,),
+                   "Clip": (1, 2),
                    "Tile": (1,), "Split": (1,), "CumSum": (1,), "Trilu": (1,),
                    **{op: (1,) for op in WEBNN_OPS if op.startswith("Reduce")}}
 NO_WEBNN_TYPES = {TensorProto.STRING: "string", TensorProto.DOUBLE: "double", TensorProto.COMPLEX64: "complex64",
@@ -950,9 +951,9 @@ def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] 
         if holder is not result.graph:
             for node in holder.node:
                 if is_target(node):
-                    report.outcomes.append(WebNNLoweredNode(node.name, "a subgraph", False,
-                                                       "inside an If/Loop/Scan body (WebNN graphs have no control flow); "
-                                                       "lowered to standard ONNX ops instead"))
+                    report.outcomes.append(WebNNLoweredNode(
+                        node.name, "a subgraph", False, "inside an If/Loop/Scan body (WebNN graphs have no control "
+                        "flow); lowered to standard ONNX ops instead"))
     if failure:
         report.outcomes.append(WebNNLoweredNode("", "model-local functions", False, failure))
     candidates = [node for node in result.graph.node if any(name in lowering.freed for name in node.output)]
@@ -1003,6 +1004,10 @@ def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | No
             elif len(data_shape) == len(indices_shape) and any(
                     a != b for d, (a, b) in enumerate(zip(data_shape, indices_shape)) if d != axis % len(data_shape)):
                 reasons.append(f"indices {list(indices_shape)} not shaped like the input {list(data_shape)} off the axis")
+        if node.op_type == "Clip":
+            info = infos.get(node.input[0])
+            if info is not None and info.elem_type not in (TensorProto.FLOAT, TensorProto.FLOAT16, 0):
+                reasons.append("Clip of a non-float tensor (ORT's WebNN EP reads its bounds as float or float16 only)")
         if node.op_type == "Gather" and rank(node.input[0]) == 0:
             reasons.append("rank-0 input (the EP refuses it)")
         if node.op_type in ("Gather", "GatherElements") and len(node.input) > 1:

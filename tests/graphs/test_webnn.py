@@ -270,7 +270,8 @@ def test_indices_in_range_by_construction_are_not_clamped(rows, clamped):
 @pytest.mark.parametrize("mode", list(Mode))
 @pytest.mark.parametrize("node, data_shape, indices_shape, dims, ops", [
     (helper.make_node("Gather", ["x", "i"], ["y"], axis=0), (4, 3), (2, 5), 4, {"Gather": 1, "Cast": 1}),
-    (helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1), (4, 5), (4, 3), 5, {"GatherElements": 1, "Cast": 1}),
+    (helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1), (4, 5), (4, 3), 5,
+     {"GatherElements": 1, "Cast": 1}),
     (helper.make_node("GatherND", ["x", "i"], ["y"]), (4, 5, 6), (3, 2), [4, 5], {"GatherND": 1}),
 ], ids=["Gather", "GatherElements", "GatherND"])
 def test_float16_is_gathered_as_float16(node, data_shape, indices_shape, dims, ops, mode):
@@ -296,3 +297,25 @@ def test_float16_is_gathered_as_float16(node, data_shape, indices_shape, dims, o
         want = make_session(reference, custom=True).run(None, feeds)[0]
         got = make_session(lowered, custom=False).run(None, feeds)[0]
         assert bit_identical(got, want), (in_range, got, want)
+
+
+@pytest.mark.parametrize("elem_type, bounds_constant, expected", [
+    (TensorProto.FLOAT, True, []),
+    (TensorProto.INT64, True, ["Clip of a non-float tensor"]),
+    (TensorProto.FLOAT, False, ["input 2 ('high') is not a constant"]),
+])
+def test_webnn_check_reads_clip_as_the_ep_does(elem_type, bounds_constant, expected):
+    """ORT's WebNN EP takes Clip only with constant float/float16 bounds (why the lowering clamps indices
+    with Min and Max)."""
+    dtype = helper.tensor_dtype_to_np_dtype(elem_type)
+    bounds = [numpy_helper.from_array(np.array(0, dtype), "low")]
+    inputs = [helper.make_tensor_value_info("x", elem_type, [3])]
+    if bounds_constant:
+        bounds.append(numpy_helper.from_array(np.array(5, dtype), "high"))
+    else:
+        inputs.append(helper.make_tensor_value_info("high", elem_type, []))
+    graph = helper.make_graph([helper.make_node("Clip", ["x", "low", "high"], ["y"], name="clip")], "g", inputs,
+                              [helper.make_tensor_value_info("y", elem_type, [3])], bounds)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    reasons = [finding.reason for finding in webnn_check(model)]
+    assert len(reasons) == len(expected) and all(r.startswith(e) for r, e in zip(reasons, expected)), reasons
