@@ -4,19 +4,20 @@ nodes of a model fall outside what ONNX Runtime's WebNN execution provider runs.
 WebNN graphs have static shapes, so the lowering needs every input shape fixed (the model's own static
 dims, or ``input_shapes``); shape arithmetic is then folded to constants. With every dim static, each
 GatherMultiaxis node takes the first of these forms that computes it (``FORMS``; the report gives each
-node's ``form``, and for the last one the reason no single gather fits):
+node's ``form``, and for the general one the reason no single gather fits):
 
 1. ``Gather``: one axis, and off the axis the indices vary (size > 1) only on dims where the data has
    size 1, all in one block of adjacent dims with the axis. One ``gather`` of the data without those
    dims (a Reshape, where no value it is already a reshape of has that shape) at the indices of the block.
 2. ``GatherElements``: one axis, and off the axis the indices have the data's size or size 1. One
    ``gatherElements``, the indices first expanded to the data's size (``expand``) where they have size 1.
-3. ``GatherND``: the axes are one block of adjacent dims, and the indices have size 1 after it. One
+3. ``GatherND``: the axes are one block of adjacent dims, and after it the indices have size 1 or the
+   data has (then dropped: the tuples take those dims too, as dynamo's aten.index aligns them). One
    ``gatherND`` (no batch_dims: WebNN has none) at coordinate tuples: the output position on each dim
    before the block (a constant, 0 where the data has size 1; ``concat`` in front of the components),
    then the node's components in the data's order (a constant permutation, ``gather``, where the axes
    are not ascending).
-4. Flat offsets: one ``gather`` of the data reshaped to 1-D, at offsets computed from constants and the
+4. ``general``, flat offsets: one ``gather`` of the data reshaped to 1-D, at offsets computed from the
    indices, ``sum_j c_j * stride(axes[j]) + sum_{d not in axes} iota_d * stride(d)`` (each component made
    non-negative and kept in range with ``where``; ``iota_d`` a constant ``[0, ..., out_d - 1]`` along d,
    stride 0 where the data has size 1). Every tensor has the output's rank or less.
@@ -64,7 +65,7 @@ from ..ops.contract import DOMAIN, OP_TYPE, GatherShapeError, Mode, logical_indi
 from ..ops.kernel import gather_multiaxis
 from .builder import NameScope, NodeBuilder
 from .inference import graph_infos, inferred, typing_copy
-from .lower import LoweredNode, LowerReport, lower_model
+from .lower import GENERAL, LoweredNode, LowerReport, lower_model
 from .passes import pass_copy
 from .rules import round_trip_cast
 from .walk import (ONNX_DOMAINS, all_names, constant_arrays, default_opset, drop_unused, holds_subgraph, names_read,
@@ -223,11 +224,11 @@ def fold_shape_arithmetic(model: ModelProto) -> int:
     return len(folded)
 
 
-# The forms a node can take, cheapest first (``WebNNLoweredNode.form``)
+# The forms a node can take, cheapest first (``LoweredNode.form``; the general one is the flat offsets)
 FORM_GATHER = "Gather"                   # one gather (ONNX Gather)
 FORM_GATHER_ELEMENTS = "GatherElements"  # one gatherElements, the indices expanded first where they broadcast
 FORM_GATHER_ND = "GatherND"              # one gatherND, constant batch coordinates concatenated in front
-FORM_FLAT = "flat offsets"               # one gather of the data as 1-D at computed flat offsets
+FORM_FLAT = GENERAL                      # one gather of the data as 1-D at computed flat offsets
 FORMS = (FORM_GATHER, FORM_GATHER_ELEMENTS, FORM_GATHER_ND, FORM_FLAT)
 # Ops that only reshape: their output holds their first input's elements in the same order
 RESHAPES = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
@@ -239,28 +240,6 @@ INTEGER_LIMITS = {t: (int(np.iinfo(d).min), int(np.iinfo(d).max)) for t, d in (
     (TensorProto.UINT32, np.uint32), (TensorProto.UINT64, np.uint64))} | {TensorProto.BOOL: (0, 1)}
 COMPARISONS = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf"}
 FOLDED_LIMIT = 1 << 20  # elements of a folded index constant; beyond, the Expand runs in the graph
-
-
-@dataclass
-class WebNNLoweredNode(LoweredNode):
-    form: str = ""  # one of FORMS when lowered to WebNN's ops; for FORM_FLAT, ``reason`` says why no single gather
-
-
-@dataclass
-class WebNNLowerReport(LowerReport):
-    def forms(self) -> dict[str, int]:
-        """How many nodes took each form."""
-        counts: dict[str, int] = {}
-        for outcome in self.outcomes:
-            if outcome.lowered and getattr(outcome, "form", ""):
-                counts[outcome.form] = counts.get(outcome.form, 0) + 1
-        return counts
-
-    def table(self) -> str:
-        forms = ", ".join(f"{form} {count}" for form, count in self.forms().items())
-        lines = [super().table()] + ([f"  forms: {forms}"] if forms else [])
-        lines += [f"  {o.node!r}: {o.form}: {o.reason}" for o in self.outcomes if o.lowered and o.reason]
-        return "\n".join(lines)
 
 
 @dataclass
@@ -303,7 +282,7 @@ class _Target:
 
 
 class _WebNNLowering:
-    def __init__(self, model: ModelProto, report: WebNNLowerReport):
+    def __init__(self, model: ModelProto, report: LowerReport):
         self.opset = default_opset(model)
         self.names = NameScope(all_names(model))
         self.infos = _static_infos(model)
@@ -332,10 +311,10 @@ class _WebNNLowering:
         try:
             nodes, form, reason = self._lower(node)
         except _NotLowered as reason:
-            self.report.outcomes.append(WebNNLoweredNode(node.name, "main graph", False,
+            self.report.outcomes.append(LoweredNode(node.name, "main graph", False,
                                                          f"{reason}; lowered to standard ONNX ops instead"))
             return None
-        self.report.outcomes.append(WebNNLoweredNode(node.name, "main graph", True, reason, form))
+        self.report.outcomes.append(LoweredNode(node.name, "main graph", True, reason, form, "semantics"))
         self.prepared.update(self.pending)  # (copies made for a node that was not lowered are gone)
         self.freed.update(node.input)  # the axes, and reshapes of data and indices a form read around
         return nodes
@@ -931,7 +910,7 @@ def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] 
     """A copy of ``model`` (rewritten: holding GatherMultiaxis nodes) with its input shapes fixed and
     every GatherMultiaxis node of the main graph lowered for WebNN (see the module docstring), and the
     report. Raises NotStatic when an input shape is not fixed."""
-    report = WebNNLowerReport()
+    report = LowerReport()
     is_target = lambda node: node.op_type == OP_TYPE and node.domain == DOMAIN  # noqa: E731
     result, failure = pass_copy(model, is_target)
     fix_input_shapes(result, input_shapes)
@@ -951,17 +930,17 @@ def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] 
         if holder is not result.graph:
             for node in holder.node:
                 if is_target(node):
-                    report.outcomes.append(WebNNLoweredNode(
+                    report.outcomes.append(LoweredNode(
                         node.name, "a subgraph", False, "inside an If/Loop/Scan body (WebNN graphs have no control "
                         "flow); lowered to standard ONNX ops instead"))
     if failure:
-        report.outcomes.append(WebNNLoweredNode("", "model-local functions", False, failure))
+        report.outcomes.append(LoweredNode("", "model-local functions", False, failure))
     candidates = [node for node in result.graph.node if any(name in lowering.freed for name in node.output)]
     drop_unused(result.graph, candidates, lowering.freed, cascade=True, all_initializers=False)
     # What WebNN cannot take still runs anywhere: the standard lowering (it stays outside WebNN's subset,
     # as the report says, and webnn_check lists it)
     result, standard = lower_model(result)
-    report.outcomes.extend(WebNNLoweredNode(o.node, o.graph, False, f"not lowered at all: {o.reason}")
+    report.outcomes.extend(LoweredNode(o.node, o.graph, False, f"not lowered at all: {o.reason}")
                            for o in standard.outcomes if not o.lowered)
     return result, report
 
@@ -1047,6 +1026,5 @@ def lowering_findings(lowered: ModelProto, report, input_shapes: dict[str, tuple
             if f.node.startswith(prefixes) and _NO_SUCH_TENSORS not in f.reason]
 
 
-__all__ = ["CONSTANT_INPUTS", "FORMS", "MAX_RANK", "MIN_OPSET", "WEBNN_OPS", "Finding", "NotStatic", "WebNNLowerReport",
-           "WebNNLoweredNode", "fix_input_shapes", "fold_shape_arithmetic", "lower_for_webnn", "lowering_findings",
-           "webnn_check"]
+__all__ = ["CONSTANT_INPUTS", "FORMS", "MAX_RANK", "MIN_OPSET", "WEBNN_OPS", "Finding", "NotStatic", "fix_input_shapes",
+           "fold_shape_arithmetic", "lower_for_webnn", "lowering_findings", "webnn_check"]

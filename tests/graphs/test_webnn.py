@@ -319,3 +319,18 @@ def test_webnn_check_reads_clip_as_the_ep_does(elem_type, bounds_constant, expec
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     reasons = [finding.reason for finding in webnn_check(model)]
     assert len(reasons) == len(expected) and all(r.startswith(e) for r, e in zip(reasons, expected)), reasons
+
+
+def test_the_general_form_says_why_no_single_gather_fits():
+    """Axes 0 and 2 around a dim the output keeps: no gather of WebNN's takes them in one; the report's
+    row for the node (``lower --json``) gives the general form and why, and the result is the custom op's."""
+    model = _gather_multiaxis_model((3, 4, 5), (6, 1, 2), [2, 0])
+    lowered, report = lower_for_webnn(model)
+    assert report.as_dict()["forms"] == {"general": 1} and webnn_check(lowered) == []
+    (row,) = report.as_dict()["nodes"]
+    assert row["form"] == "general" and "not one block of adjacent dims" in row["reason"], row
+    rng = np.random.default_rng(5)
+    feeds = {"x": rng.standard_normal((3, 4, 5)).astype(np.float32),
+             "i": _indices(rng, (6, 1, 2), [5, 3], np.int64, in_range=True)}
+    want = make_session(model, custom=True).run(None, feeds)[0]
+    assert bit_identical(make_session(lowered, custom=False).run(None, feeds)[0], want)
