@@ -484,9 +484,10 @@ class _WebNNLowering:
 
     def _choose(self, facts: _Node, canonical: tuple[int, ...], result_shape, index_shape_for
                 ) -> tuple[tuple[int, ...], _Target]:
-        """The indices' shape and the target for a form whose result shape ``result_shape(indices shape)``
-        any reshape of ``canonical`` (with the same last dimension for GatherND) gives: the fewest nodes
-        (a Reshape of the indices, a Reshape of the result, the reading reshape kept)."""
+        """The indices' shape and the target, for a form that reads its indices in any shape of
+        ``canonical``'s elements that ``index_shape_for`` gives back (``result_shape``: what it then
+        writes): the fewest nodes (a Reshape of the indices, a Reshape of the result, less the nodes after
+        the node that go)."""
         indices = facts.node.input[1]
         constant = indices in self.constants
         shapes = {canonical: 0 if constant or canonical in (s for _, s in self._reshape_chain(indices)) else 1}
@@ -521,8 +522,10 @@ class _WebNNLowering:
         return (-dims).astype(facts.index_dtype), (dims - 1).astype(facts.index_dtype)
 
     def _index_dtype(self, facts: _Node) -> np.dtype:
-        """int32 (the index type every WebNN backend takes) wherever every dim fits in it."""
-        return np.dtype(np.int32) if max(facts.data_shape) < INT32_LIMIT else facts.index_dtype
+        """int32 (the index type every WebNN backend takes) wherever every index fits in it (in mode
+        "zero", up to 2 dim: ``_zeroing``)."""
+        largest = max(facts.data_shape) * (2 if self._zeroing(facts) else 1)
+        return np.dtype(np.int32) if largest < INT32_LIMIT else facts.index_dtype
 
     def _zeroing(self, facts: _Node) -> bool:
         """Mode "zero" with indices that may be out of range: on each axis the data is read as [data, data,
