@@ -2,25 +2,49 @@
 nodes of a model fall outside what ONNX Runtime's WebNN execution provider runs.
 
 WebNN graphs have static shapes, so the lowering needs every input shape fixed (the model's own static
-dims, or ``input_shapes``). With the shapes known, each GatherMultiaxis node becomes one WebNN
-``gather`` of the data reshaped to 1-D, at flat offsets the graph computes from constants and the
-indices:
+dims, or ``input_shapes``); shape arithmetic is then folded to constants. With every dim static, each
+GatherMultiaxis node takes the first of these forms that computes it (``FORMS``; the report gives each
+node's ``form``, and for the general one the reason no single gather fits):
 
-    offset = sum over axes j of  c_j * stride(axes[j])   +   sum over the other dims d of  iota_d * stride(d)
+1. ``Gather``: one axis, and off the axis the indices vary (size > 1) only on dims where the data has
+   size 1, all in one block of adjacent dims with the axis. One ``gather`` of the data without those
+   dims (a Reshape, where no value it is already a reshape of has that shape) at the indices of the block.
+2. ``GatherElements``: one axis, and off the axis the indices have the data's size or size 1. One
+   ``gatherElements``, the indices first expanded to the data's size (``expand``) where they have size 1.
+3. ``GatherND``: the axes are one block of adjacent dims, and after it the indices have size 1 or the
+   data has (then dropped: the tuples take those dims too, as dynamo's aten.index aligns them). One
+   ``gatherND`` (no batch_dims: WebNN has none) at coordinate tuples: the output position on each dim
+   before the block (a constant, 0 where the data has size 1; ``concat`` in front of the components),
+   then the node's components in the data's order (a constant permutation, ``gather``, where the axes
+   are not ascending).
+4. ``general``, flat offsets: one ``gather`` of the data reshaped to 1-D, at offsets computed from the
+   indices, ``sum_j c_j * stride(axes[j]) + sum_{d not in axes} iota_d * stride(d)`` (each component made
+   non-negative and kept in range with ``where``; ``iota_d`` a constant ``[0, ..., out_d - 1]`` along d,
+   stride 0 where the data has size 1). Every tensor has the output's rank or less.
 
-where ``c_j`` is component j of the index tuples (the indices themselves for one axis; for several, a
-``gather`` of the last indices dimension at the constant positions j, j + k, ...), made non-negative
-(``where(lesser(c, 0), c + dim, c)``) and kept in range (``where``), and ``iota_d`` a constant
-``[0, 1, ..., out_d - 1]`` shaped to broadcast along d (stride 0 where the data has size 1 there). The
-offsets are cast to int32 (the index type every WebNN backend takes) when the data has fewer than 2**31
-elements. Every tensor has the rank of the output or less, and the data is read by exactly one
-``gather``, so a ranks <= 5 model stays within WebNN's guaranteed ranks.
+In the first three forms the indices' tuple dims may take any shape of as many elements: where the
+indices are a reshape of a value of another shape (the rewrite's alignment), or the one node reading
+the output reshapes it (the rewrite's restoring Squeeze), the form reads and writes those shapes
+directly, so ``rewrite`` then ``lower --target webnn`` of a Gather, GatherElements or GatherND gives back
+one gather. Indices are int32 (the index type every WebNN backend takes) for ``gather`` and
+``gatherElements``; int64 for ``gatherND``, the one index type of ONNX's GatherND (ORT's WebNN EP runs
+int64 values as int32 on a backend without int64). Constant indices are folded (view, clamp, cast,
+permutation, batch coordinates) into one constant.
 
-Modes: WebNN cannot raise. ``clamp`` is exact (Chromium's backends clamp, then wrap: the same map).
-``zero`` reads a clamped offset and writes 0 where any component was out of range (``where``).
-``error`` and ``error_nonempty`` are lowered as ``clamp``: bit-identical to ORT wherever every index is
-in range; where one is not, ORT raises and the WebNN model returns the clamped read, as Chromium's
-backends do (the README's table "Out-of-range indices").
+Modes: WebNN cannot raise. ``clamp`` is exact: the indices are clamped to [-dim, dim - 1] (``min`` and
+``max`` with constant bounds: not ``clamp``, whose bounds ORT's WebNN EP reads as floats only) and the
+gathers count negatives from the end, the map Chromium's backends apply. ``zero``: on each axis the
+data is read as [data, data, a zero slice] (``concat``; folded for a constant) at ``max(min(index, dim) +
+dim, -1)``: an index in [-dim, dim - 1] reads its element, any other the zero slice (-1 counts from the
+end). Not ``where`` on the result: ORT's Where writes +0.0 for -0.0 and has no int16, uint16, uint64 or
+bool kernel; the flat form points out-of-range offsets at a zero element appended to the flat data.
+``error`` and
+``error_nonempty`` are lowered as ``clamp``: bit-identical to ORT wherever every index is in range; where
+one is not, ORT raises and the WebNN model returns the clamped read, as Chromium's backends do (the
+README's table "Out-of-range indices"). Where the indices' values are in range whatever the model's
+inputs (a value range through constants, gathers, reshapes, comparisons, Cast, Where, Concat, Add, Sub,
+Mul, Min, Max, ArgMax: hummingbird's tree traversals), nothing is clamped or masked; gathers at the same
+indices share one clamped, cast copy.
 
 ``webnn_check`` lists each node that ORT's WebNN EP would not take (its op table, onnxruntime-web 1.22's
 js/web/docs/webnn-operators.md, and the constraints stated there), and each value whose rank or type
@@ -29,19 +53,23 @@ WebNN does not guarantee.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 from math import prod
 
 import numpy as np
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
-from ..ops.contract import DOMAIN, OP_TYPE, GatherShapeError, Mode, normalize_axes, output_dims
+from ..ops.contract import DOMAIN, OP_TYPE, GatherShapeError, Mode, logical_indices_dims, normalize_axes, output_dims
 from ..ops.kernel import gather_multiaxis
 from .builder import NameScope, NodeBuilder
 from .inference import graph_infos, inferred, typing_copy
-from .lower import LoweredNode, LowerReport, lower_model
+from .lower import GENERAL, LoweredNode, LowerReport, lower_model
 from .passes import pass_copy
-from .walk import ONNX_DOMAINS, all_names, constant_arrays, default_opset, drop_unused, holds_subgraph, node_holders
+from .rules import round_trip_cast
+from .walk import (ONNX_DOMAINS, all_names, constant_arrays, default_opset, drop_unused, holds_subgraph, names_read,
+                   node_holders)
 
 MIN_OPSET = 11  # WebNN's gatherElements and gatherND map from ONNX opset 11; Where/Less on int64 from 9
 MAX_RANK = 5    # the ranks every WebNN backend supports
@@ -74,6 +102,7 @@ WEBNN_OPS = {
 }
 # inputs the EP needs constant, by op ("'shape' input should be a constant", ...)
 CONSTANT_INPUTS = {"Reshape": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4), "Squeeze": (1,), "Unsqueeze": (1,),
+                   "Clip": (1, 2),
                    "Tile": (1,), "Split": (1,), "CumSum": (1,), "Trilu": (1,),
                    **{op: (1,) for op in WEBNN_OPS if op.startswith("Reduce")}}
 NO_WEBNN_TYPES = {TensorProto.STRING: "string", TensorProto.DOUBLE: "double", TensorProto.COMPLEX64: "complex64",
@@ -195,6 +224,63 @@ def fold_shape_arithmetic(model: ModelProto) -> int:
     return len(folded)
 
 
+# The forms a node can take, cheapest first (``LoweredNode.form``; the general one is the flat offsets)
+FORM_GATHER = "Gather"                   # one gather (ONNX Gather)
+FORM_GATHER_ELEMENTS = "GatherElements"  # one gatherElements, the indices expanded first where they broadcast
+FORM_GATHER_ND = "GatherND"              # one gatherND, constant batch coordinates concatenated in front
+FORM_FLAT = GENERAL                      # one gather of the data as 1-D at computed flat offsets
+FORMS = (FORM_GATHER, FORM_GATHER_ELEMENTS, FORM_GATHER_ND, FORM_FLAT)
+# Ops that only reshape: their output holds their first input's elements in the same order
+RESHAPES = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
+# Ops whose output holds only values of their first input
+RANGE_KEEPING = RESHAPES | {"Gather", "GatherElements", "GatherND", "Expand", "Tile", "Transpose", "Slice"}
+INTEGER_LIMITS = {t: (int(np.iinfo(d).min), int(np.iinfo(d).max)) for t, d in (
+    (TensorProto.INT8, np.int8), (TensorProto.INT16, np.int16), (TensorProto.INT32, np.int32),
+    (TensorProto.INT64, np.int64), (TensorProto.UINT8, np.uint8), (TensorProto.UINT16, np.uint16),
+    (TensorProto.UINT32, np.uint32), (TensorProto.UINT64, np.uint64))} | {TensorProto.BOOL: (0, 1)}
+COMPARISONS = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf"}
+FOLDED_LIMIT = 1 << 20  # elements of a folded index constant; beyond, the Expand runs in the graph
+
+
+@dataclass
+class _Node:
+    """One GatherMultiaxis node with everything static about it."""
+
+    node: NodeProto
+    mode: Mode
+    data_shape: tuple[int, ...]
+    indices_shape: tuple[int, ...]
+    axes: tuple[int, ...]         # normalized, in the node's order (the order of the tuples' components)
+    logical: tuple[int, ...]      # the indices' shape with each tuple folded to one element
+    out: tuple[int, ...]
+    elem_type: int
+    index_dtype: np.dtype
+    # The float16 round trip (the rewrite's exact Casts around the node: the custom op has no float16):
+    # the float16 value the data is a Cast of, and the Cast back that alone reads the output (through
+    # at most one reshape). The single-gather forms gather the float16 value itself (WebNN has float16).
+    narrow_data: str | None = None
+    narrow_cast: NodeProto | None = None
+
+    @property
+    def rank(self) -> int:
+        return len(self.data_shape)
+
+    @property
+    def k(self) -> int:
+        return len(self.axes)
+
+
+@dataclass
+class _Target:
+    """Where the lowered node's result goes: the node's output, or the output of a node after it (the
+    one reshape reading it, the float16 round trip's Cast back), whose shape and type the result then
+    takes directly."""
+
+    name: str
+    shape: tuple[int, ...]
+    absorbed: tuple[NodeProto, ...] = ()  # the nodes between the output and the target, which go
+
+
 class _WebNNLowering:
     def __init__(self, model: ModelProto, report: LowerReport):
         self.opset = default_opset(model)
@@ -203,26 +289,49 @@ class _WebNNLowering:
         self.constants = constant_arrays(model.graph)
         self.report = report
         self.freed: set[str] = set()
+        self.absorbed: set[str] = set()  # outputs of reshaping nodes a lowered node now writes itself
+        self.producers = {name: node for node in model.graph.node for name in node.output}
+        self.main_readers: dict[str, list[NodeProto]] = {}
+        for node in model.graph.node:
+            for name in node.input:
+                self.main_readers.setdefault(name, []).append(node)
+        self.read_count: dict[str, int] = {}
+        for name in names_read(model.graph):  # subgraphs' reads of outer names too
+            self.read_count[name] = self.read_count.get(name, 0) + 1
+        self.graph_outputs = {value.name for value in model.graph.output}
+        self.ranges: dict[str, tuple[int, int] | None] = {}
+        # The indices as a form reads them (viewed, clamped, cast), by (indices, shape, type, bounds): one
+        # for all the gathers at the same indices; pending until the node that made them is lowered
+        self.prepared: dict[tuple, str] = {}
+        self.pending: dict[tuple, str] = {}
 
     def node(self, node: NodeProto) -> list[NodeProto] | None:
         """The replacement of one main-graph GatherMultiaxis node, or None (reason in the report)."""
+        self.pending = {}
         try:
-            nodes = self._lower(node)
+            nodes, form, reason = self._lower(node)
         except _NotLowered as reason:
             self.report.outcomes.append(LoweredNode(node.name, "main graph", False,
-                                                    f"{reason}; lowered to standard ONNX ops instead"))
+                                                         f"{reason}; lowered to standard ONNX ops instead"))
             return None
-        self.report.outcomes.append(LoweredNode(node.name, "main graph", True))
-        self.freed.add(node.input[2])
+        self.report.outcomes.append(LoweredNode(node.name, "main graph", True, reason, form, "semantics"))
+        self.prepared.update(self.pending)  # (copies made for a node that was not lowered are gone)
+        self.freed.update(node.input)  # the axes, and reshapes of data and indices a form read around
         return nodes
 
     def _shape(self, name: str, what: str) -> tuple[int, ...]:
+        shape = self._static(name)
+        if shape is None:
+            raise _NotLowered(f"the {what}'s shape is not static (WebNN graphs have static shapes)")
+        return shape
+
+    def _static(self, name: str) -> tuple[int, ...] | None:
         info = self.infos.get(name)
         if info is None or info.shape is None or not all(isinstance(d, int) for d in info.shape):
-            raise _NotLowered(f"the {what}'s shape is not static (WebNN graphs have static shapes)")
+            return None
         return tuple(info.shape)
 
-    def _lower(self, node: NodeProto) -> list[NodeProto]:
+    def _facts(self, node: NodeProto) -> _Node:
         if self.opset < MIN_OPSET:
             raise _NotLowered(f"the WebNN target needs opset {MIN_OPSET} (the model has {self.opset})")
         mode_attribute = next((a for a in node.attribute if a.name == "mode"), None)
@@ -240,6 +349,7 @@ class _WebNNLowering:
         try:
             out = output_dims(data_shape, indices_shape, raw_axes)
             axes = normalize_axes(raw_axes, len(data_shape))
+            logical = logical_indices_dims(indices_shape, len(axes))
         except GatherShapeError as error:
             raise _NotLowered(f"its shapes break the operator's rule: {error}") from None
         rank = len(data_shape)
@@ -247,6 +357,488 @@ class _WebNNLowering:
             raise _NotLowered(f"rank {rank} > {MAX_RANK}, the ranks every WebNN backend supports")
         if 0 in data_shape or 0 in indices_shape or 0 in out:
             raise _NotLowered("a size-0 dimension (WebNN tensors have none)")
+        index_dtype = helper.tensor_dtype_to_np_dtype(self.infos[indices].elem_type)
+        return _Node(node, mode, data_shape, indices_shape, axes, tuple(logical), tuple(out), elem_type,
+                     np.dtype(index_dtype))
+
+    def _lower(self, node: NodeProto) -> tuple[list[NodeProto], str, str]:
+        """The nodes, the form, and (for the flat form) why no single gather computes the node."""
+        facts = self._facts(node)
+        if not facts.axes:  # the rewrite never makes one
+            return self._flat_offsets(facts), FORM_FLAT, "no axes: a broadcast of the data, not a gather"
+        reasons = []
+        narrowed = self._narrowed(facts)
+        for form in (self._gather, self._gather_elements, self._gather_nd):
+            outcome = form(narrowed)
+            if isinstance(outcome, str):
+                reasons.append(outcome)
+            else:
+                return outcome[0], outcome[1], ""
+        return self._flat_offsets(facts), FORM_FLAT, "; ".join(reasons)
+
+    # -- the shapes a tensor already has: reshapes are free to read around
+
+    def _reshape_chain(self, name: str) -> list[tuple[str, tuple[int, ...]]]:
+        """``name`` and each value it is a reshape of (through Reshape/Squeeze/Unsqueeze/Flatten/Identity
+        nodes), nearest first, each with its static shape: every one holds the same elements in order."""
+        chain, seen = [], set()
+        while name not in seen:
+            seen.add(name)
+            shape = self._static(name)
+            if shape is None:
+                break
+            chain.append((name, shape))
+            if name in self.absorbed:  # a lowered node writes it now: what it reshaped is gone
+                break
+            producer = self.producers.get(name)
+            if producer is None or producer.domain not in ONNX_DOMAINS or producer.op_type not in RESHAPES:
+                break
+            name = producer.input[0]
+        return chain
+
+    def _view(self, b: NodeBuilder, name: str, shape: tuple[int, ...], role: str) -> str:
+        """``name``'s elements with ``shape``: a value of the reshape chain that has it, else one Reshape
+        of the chain's first value (the reshapes in between may then go)."""
+        chain = self._reshape_chain(name)
+        for value, value_shape in chain:
+            if value_shape == tuple(shape):
+                return value
+        return b.op("Reshape", [chain[-1][0] if chain else name, b.constant(list(shape), role + "_shape")], role)
+
+    def _target(self, facts: _Node, flexible: bool) -> list[_Target]:
+        """Where the result may go: the node's output; where the form can produce other shapes of the same
+        elements (``flexible``) and the one node reading the output reshapes it, that node's output. With
+        the float16 round trip, only the Cast back's output (the gathered values are float16)."""
+        output = facts.node.output[0]
+        targets = [_Target(output, facts.out)]
+        reader = self._sole_reader(output)
+        if reader is not None and reader.op_type in RESHAPES and reader.input[0] == output:
+            shape = self._static(reader.output[0]) or self._reshaped(reader, facts.out)
+            if shape is not None and len(shape) <= MAX_RANK:
+                targets.append(_Target(reader.output[0], shape, (reader,)))
+        if facts.narrow_cast is not None:
+            cast = facts.narrow_cast
+            targets = [_Target(cast.output[0], target.shape, (*target.absorbed, cast)) for target in targets
+                       if cast.input[0] == target.name]
+        if not flexible:
+            targets = [target for target in targets if target.shape == facts.out] or targets[-1:]
+        return targets
+
+    def _sole_reader(self, name: str) -> NodeProto | None:
+        """The one standard main-graph node that reads ``name``, once, where nothing else does (nor is it a
+        graph output), or None."""
+        readers = self.main_readers.get(name, [])
+        if name in self.graph_outputs or len(readers) != 1 or self.read_count.get(name, 0) != 1:
+            return None
+        return readers[0] if readers[0].domain in ONNX_DOMAINS else None
+
+    def _narrowed(self, facts: _Node) -> _Node:
+        """``facts`` with the float16 round trip around the node noted, where there is one."""
+        chain = self._reshape_chain(facts.node.input[0])
+        cast = self.producers.get(chain[-1][0]) if chain else None
+        if cast is None or not round_trip_cast(cast, TensorProto.FLOAT) or chain[-1][0] in self.absorbed:
+            return facts
+        source = cast.input[0]
+        if self.infos.get(source) is None or self.infos[source].elem_type != TensorProto.FLOAT16:
+            return facts
+        back = self._sole_reader(facts.node.output[0])
+        if back is not None and back.op_type in RESHAPES:
+            back = self._sole_reader(back.output[0])
+        if back is None or not round_trip_cast(back, TensorProto.FLOAT16):
+            return facts
+        narrowed = dataclasses.replace(facts, narrow_data=source, narrow_cast=back, elem_type=TensorProto.FLOAT16)
+        return narrowed if self._target(narrowed, flexible=False) else facts  # (a reshape of unknown shape)
+
+    def _reshaped(self, node: NodeProto, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The output shape of the reshaping ``node`` given its input's ``shape``, where its axes or shape
+        are constants (shape inference leaves a graph output's declared shape as it is: unknown, often)."""
+        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        operand = self.constants.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+        if node.op_type == "Identity":
+            return shape
+        if node.op_type == "Flatten":
+            axis = attributes.get("axis", 1) % (len(shape) + 1) if shape else 0
+            return (prod(shape[:axis]), prod(shape[axis:]))
+        if node.op_type == "Reshape":
+            if operand is None:
+                return None
+            dims = [int(d) for d in operand.reshape(-1)]
+            if not attributes.get("allowzero", 0):
+                dims = [shape[i] if d == 0 and i < len(shape) else d for i, d in enumerate(dims)]
+            if dims.count(-1) == 1:
+                known = prod(d for d in dims if d != -1)
+                dims[dims.index(-1)] = prod(shape) // known if known else 0
+            return tuple(dims) if prod(dims) == prod(shape) and min(dims, default=0) >= 0 else None
+        axes = attributes.get("axes") if operand is None else [int(a) for a in operand.reshape(-1)]
+        if node.op_type == "Squeeze":
+            if axes is None:
+                return tuple(d for d in shape if d != 1)
+            axes = {a % len(shape) for a in axes}
+            return tuple(d for i, d in enumerate(shape) if i not in axes)
+        if axes is None:  # Unsqueeze
+            return None
+        rank = len(shape) + len(axes)
+        axes = {a % rank for a in axes}
+        rest = iter(shape)
+        return tuple(1 if i in axes else next(rest) for i in range(rank))
+
+    def _choose(self, facts: _Node, canonical: tuple[int, ...], result_shape, index_shape_for
+                ) -> tuple[tuple[int, ...], _Target]:
+        """The indices' shape and the target, for a form that reads its indices in any shape of
+        ``canonical``'s elements that ``index_shape_for`` gives back (``result_shape``: what it then
+        writes): the fewest nodes (a Reshape of the indices, a Reshape of the result, less the nodes after
+        the node that go)."""
+        indices = facts.node.input[1]
+        constant = indices in self.constants
+        shapes = {canonical: 0 if constant or canonical in (s for _, s in self._reshape_chain(indices)) else 1}
+        for _, shape in self._reshape_chain(indices):
+            if index_shape_for(result_shape(shape)) == shape:  # a shape the form takes
+                shapes.setdefault(shape, 0)
+        best = None
+        for target in self._target(facts, flexible=True):
+            if constant:
+                derived = index_shape_for(target.shape)
+                if derived is not None:
+                    shapes.setdefault(derived, 0)
+            for shape, cost in shapes.items():
+                if len(shape) > MAX_RANK or len(result_shape(shape)) > MAX_RANK:
+                    continue
+                total = cost + (result_shape(shape) != target.shape) - len(target.absorbed)
+                if best is None or total < best[0]:
+                    best = (total, shape, target)
+        if best is None:
+            raise _Unfit(f"its indices or result would have rank > {MAX_RANK} in every shape this form takes")
+        return best[1], best[2]
+
+    # -- the indices: clamped into range, int32, as the form reads them
+
+    @staticmethod
+    def _bounds(facts: _Node) -> tuple[np.ndarray, np.ndarray]:
+        """The lowest and highest valid index of each component, in the indices' type: scalars for one
+        axis, else vectors along the last dimension (which holds one tuple)."""
+        dims = np.array([facts.data_shape[axis] for axis in facts.axes], np.int64)
+        if facts.k == 1:
+            dims = dims.reshape(())
+        return (-dims).astype(facts.index_dtype), (dims - 1).astype(facts.index_dtype)
+
+    def _index_dtype(self, facts: _Node) -> np.dtype:
+        """int32 (the index type every WebNN backend takes) wherever every index fits in it (in mode
+        "zero", up to 2 dim: ``_zeroing``)."""
+        largest = max(facts.data_shape) * (2 if self._zeroing(facts) else 1)
+        return np.dtype(np.int32) if largest < INT32_LIMIT else facts.index_dtype
+
+    def _zeroing(self, facts: _Node) -> bool:
+        """Mode "zero" with indices that may be out of range: on each axis the data is read as [data, data,
+        a zero slice], at ``min(index, dim) + dim`` brought up to -1 (the zero slice, counted from the end):
+        an index in [-dim, dim - 1] reads its element, any other the zero slice (``_prepared_indices``)."""
+        return facts.mode == Mode.ZERO and not self._in_range(facts)
+
+    def _prepared_indices(self, b: NodeBuilder, facts: _Node, shape: tuple[int, ...], dtype: np.dtype):
+        """The indices viewed as ``shape`` (one tuple on the last dimension when k > 1), clamped into
+        range (to [-dim, dim - 1]: the gathers count negatives from the end) or, in mode "zero", moved to
+        [data, data, zero slice] (``_zeroing``), cast to ``dtype``: a value, or an array where the
+        indices are constants. Gathers at the same indices share one copy."""
+        indices = facts.node.input[1]
+        low, high = self._bounds(facts)
+        zeroing = self._zeroing(facts)
+        if indices in self.constants:
+            raw = self.constants[indices].reshape(shape)
+            if zeroing:
+                moved = np.maximum(np.minimum(raw, high + 1) + (high + 1), -1)
+                return np.asarray(moved).astype(dtype)  # (0-d: NumPy returns a scalar)
+            return np.asarray(np.minimum(np.maximum(raw, low), high)).astype(dtype)
+        source = self._reshape_chain(indices)[-1][0]  # (each gather's own alignment reshapes it)
+        key = (source, tuple(shape), dtype.str, low.tobytes(), high.tobytes(), zeroing)
+        if key in self.prepared:  # (several gathers at the same indices: hummingbird's trees)
+            return self.prepared[key]
+        value = self._view(b, indices, shape, "indices_view")
+        if zeroing:  # (min first: the Add cannot overflow)
+            dims = self._typed(b, high + 1, "dims")
+            value = b.op("Add", [self._at_most(b, value, dims, "at_most_dim"), dims], "in_doubled_data")
+            value = self._at_least(b, value, self._typed(b, np.array(-1, facts.index_dtype), "minus_one"),
+                                   "zero_slice_from_end")
+        elif not self._in_range(facts):
+            value = self._at_least(b, self._at_most(b, value, self._typed(b, high, "highest_index"), "below_end"),
+                                   self._typed(b, low, "lowest_index"), "clamped")
+        if dtype != facts.index_dtype:  # exact: the values are within [-dim, 2 dim] by now
+            value = b.cast(value, helper.np_dtype_to_tensor_dtype(dtype), f"indices_{dtype.name}")
+        self.pending[key] = value
+        return value
+
+    def _data(self, b: NodeBuilder, facts: _Node, shape: tuple[int, ...], axes: list[int]) -> str:
+        """The data the form reads, viewed as ``shape``: in mode "zero" as [data, data, zero slice] on each
+        of ``axes`` (positions in ``shape``; ``_zeroing``), folded for a constant. (Not ``where`` on the
+        result: ORT's Where writes +0.0 for -0.0, and has no kernel for int16, uint16, uint64, bool.)"""
+        name = facts.narrow_data or facts.node.input[0]
+        if not self._zeroing(facts):
+            return self._view(b, name, shape, "data_view")
+        dtype = helper.tensor_dtype_to_np_dtype(facts.elem_type)
+        source = self._reshape_chain(name)[-1][0]
+        if source in self.constants:
+            padded = self.constants[source].reshape(shape)
+            for axis in axes:
+                zeros = np.zeros(padded.shape[:axis] + (1,) + padded.shape[axis + 1:], padded.dtype)
+                padded = np.concatenate([padded, padded, zeros], axis=axis)
+            return self._typed(b, padded, "data_doubled_and_zero")
+        data, padded_shape = self._view(b, name, shape, "data_view"), list(shape)
+        for axis in axes:
+            zeros = np.zeros(padded_shape[:axis] + [1] + padded_shape[axis + 1:], dtype)
+            data = b.op("Concat", [data, data, self._typed(b, zeros, f"zero_slice{axis}")],
+                        f"data_doubled_and_zero{axis}", axis=axis)
+            padded_shape[axis] = 2 * padded_shape[axis] + 1
+        return data
+
+    def _in_range(self, facts: _Node) -> bool:
+        """Whether every value the indices can hold is a valid index of every axis (``_value_range``)."""
+        bounds = self._value_range(facts.node.input[1])
+        smallest = min(facts.data_shape[axis] for axis in facts.axes)
+        return bounds is not None and -smallest <= bounds[0] and bounds[1] <= smallest - 1
+
+    def _value_range(self, name: str, depth: int = 0) -> tuple[int, int] | None:
+        """The lowest and highest value the integer tensor ``name`` can hold, where the graph decides them
+        whatever its inputs: constants, and what gathers, reshapes, Where, Concat, Add, Sub, Mul, Min, Max,
+        ArgMax... make of them (a gather's output holds values of its data). None where not known."""
+        if name in self.ranges:
+            return self.ranges[name]
+        self.ranges[name] = None  # (a cycle, in a malformed graph, stays unknown)
+        bounds = self._computed_range(name, depth) if depth < 64 else None
+        info = self.infos.get(name)
+        if bounds is not None and info is not None and info.elem_type in INTEGER_LIMITS:
+            low, high = INTEGER_LIMITS[info.elem_type]
+            if not low <= bounds[0] <= bounds[1] <= high:  # it would wrap around at run time
+                bounds = None
+        elif bounds is not None:
+            bounds = None  # not an integer tensor (a float's range is not its values' after a Cast)
+        self.ranges[name] = bounds
+        return bounds
+
+    def _computed_range(self, name: str, depth: int) -> tuple[int, int] | None:
+        if name in self.constants:
+            array = self.constants[name]
+            if array.dtype.kind not in "iub" or array.size == 0:
+                return None
+            return int(array.min()), int(array.max())
+        node = self.producers.get(name)
+        if node is None:
+            return None
+        ranges = [self._value_range(i, depth + 1) if i else None for i in node.input]
+        if node.op_type == OP_TYPE and node.domain == DOMAIN:  # the other GatherMultiaxis nodes
+            mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), None)
+            return None if ranges[0] is None else _union(ranges[0], (0, 0)) if mode == Mode.ZERO else ranges[0]
+        if node.domain not in ONNX_DOMAINS:
+            return None
+        op = node.op_type
+        if op in COMPARISONS:
+            return 0, 1
+        if op in RANGE_KEEPING or op == "Cast":  # (a Cast's output type is checked by the caller)
+            return ranges[0]
+        if op == "Where":
+            return _union(ranges[1], ranges[2])
+        if op in ("Concat", "Min", "Max") and (not ranges or None in ranges):
+            return None
+        if op == "Concat":
+            return functools.reduce(_union, ranges)
+        if op in ("Min", "Max"):
+            pick = min if op == "Min" else max
+            return pick(r[0] for r in ranges), pick(r[1] for r in ranges)
+        if op in ("Add", "Sub", "Mul") and len(ranges) == 2 and None not in ranges:
+            (a, b), (c, d) = ranges
+            if op == "Add":
+                return a + c, b + d
+            if op == "Sub":
+                return a - d, b - c
+            products = (a * c, a * d, b * c, b * d)
+            return min(products), max(products)
+        if op == "Neg" and ranges[0] is not None:
+            return -ranges[0][1], -ranges[0][0]
+        if op in ("ArgMax", "ArgMin"):
+            shape = self._static(node.input[0])
+            if shape:
+                axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+                return 0, shape[axis % len(shape)] - 1
+        return None
+
+    def _at_most(self, b: NodeBuilder, x: str, high: str, role: str) -> str:
+        """min(x, high) on integers: Min from opset 12 (not Clip: ORT's WebNN EP takes float bounds only)."""
+        if self.opset >= 12:
+            return b.op("Min", [x, high], role)
+        return b.op("Where", [b.op("Less", [high, x], role + "_past"), high, x], role)
+
+    def _at_least(self, b: NodeBuilder, x: str, low: str, role: str) -> str:
+        """max(x, low) on integers."""
+        if self.opset >= 12:
+            return b.op("Max", [x, low], role)
+        return b.op("Where", [b.op("Less", [x, low], role + "_before"), low, x], role)
+
+    @staticmethod
+    def _typed(b: NodeBuilder, array: np.ndarray, role: str) -> str:
+        return b.op("Constant", [], role, value=numpy_helper.from_array(np.asarray(array), name=""))
+
+    def _finish(self, b: NodeBuilder, result: str, result_shape: tuple[int, ...], target: _Target) -> None:
+        """Reshape the form's result to the target's shape where it differs, and make the last node write
+        the target."""
+        if result_shape != target.shape:
+            result = b.op("Reshape", [result, b.constant(list(target.shape), "result_shape")], "result")
+        if not b.nodes or b.nodes[-1].output[0] != result:  # the result is a value read around: copy it
+            b.op("Identity", [result], "result")
+        b.rename_last_output(target.name)
+        for node in target.absorbed:
+            self.absorbed.add(node.output[0])
+            self.freed.update(node.input)
+
+    def _indices_value(self, b: NodeBuilder, clamped, role: str = "indices") -> str:
+        return self._typed(b, clamped, role) if isinstance(clamped, np.ndarray) else clamped
+
+    # -- the forms
+
+    def _gather(self, facts: _Node):
+        """One axis; the indices vary (size > 1) off the axis only on dims where the data has size 1, all
+        in one contiguous block with the axis: Gather(data without those dims, indices of the block)."""
+        if facts.k != 1:
+            return "not one Gather: several axes"
+        axis, data_shape, logical = facts.axes[0], facts.data_shape, facts.logical
+        varying = [d for d in range(facts.rank) if d != axis and logical[d] != 1]
+        start, end = min(varying + [axis]), max(varying + [axis]) + 1
+        wide = [d for d in range(start, end) if d != axis and data_shape[d] != 1]
+        if wide:
+            return (f"not one Gather: the indices vary on dims {varying} and the data has size > 1 on dim(s) "
+                    f"{wide} between them and the axis")
+        data_view = data_shape[:start] + (data_shape[axis],) + data_shape[end:]
+        canonical = logical[start:end]
+
+        def result_shape(shape):
+            return data_shape[:start] + tuple(shape) + data_shape[end:]
+
+        def index_shape_for(shape):
+            tail = len(data_shape) - end
+            if (len(shape) >= start + tail and shape[:start] == data_shape[:start]
+                    and shape[len(shape) - tail:] == data_shape[end:]):
+                middle = shape[start:len(shape) - tail]
+                return middle if prod(middle) == prod(canonical) else None
+            return None
+
+        try:
+            shape, target = self._choose(facts, canonical, result_shape, index_shape_for)
+        except _Unfit as reason:
+            return f"not one Gather: {reason}"
+        b = NodeBuilder(self.opset, self.names, facts.node.name or "gather_multiaxis")
+        data = self._data(b, facts, data_view, [start])
+        indices = self._prepared_indices(b, facts, shape, self._index_dtype(facts))
+        result = b.op("Gather", [data, self._indices_value(b, indices)], "gathered", axis=start)
+        self._finish(b, result, result_shape(shape), target)
+        return b.nodes, FORM_GATHER
+
+    def _gather_elements(self, facts: _Node):
+        """One axis; off the axis the indices have the data's size or size 1 (then expanded to it):
+        GatherElements."""
+        if facts.k != 1:
+            return "not one GatherElements: several axes"
+        axis, data_shape, logical = facts.axes[0], facts.data_shape, facts.logical
+        broadcast = [d for d in range(facts.rank) if d != axis and logical[d] not in (1, data_shape[d])]
+        if broadcast:
+            return f"not one GatherElements: the data has size 1 where the indices do not on dim(s) {broadcast}"
+        b = NodeBuilder(self.opset, self.names, facts.node.name or "gather_multiaxis")
+        clamped = self._prepared_indices(b, facts, facts.indices_shape, self._index_dtype(facts))
+        full = tuple(data_shape[d] if d != axis else logical[d] for d in range(facts.rank))
+        if tuple(facts.indices_shape) != full:
+            if isinstance(clamped, np.ndarray) and prod(full) <= FOLDED_LIMIT:
+                clamped = np.ascontiguousarray(np.broadcast_to(clamped, full))
+            else:
+                clamped = b.op("Expand", [self._indices_value(b, clamped), b.constant(list(full), "full_shape")],
+                               "indices_expanded")
+        data = self._data(b, facts, data_shape, [axis])
+        result = b.op("GatherElements", [data, self._indices_value(b, clamped)], "gathered", axis=axis)
+        self._finish(b, result, full, self._target(facts, flexible=False)[0])
+        return b.nodes, FORM_GATHER_ELEMENTS
+
+    def _gather_nd(self, facts: _Node):
+        """Axes forming one contiguous block of dims after the leading (batch) dims, and after it the
+        indices of size 1, or the data of size 1 (then dropped: the tuples take those dims too, as an
+        aten.index export aligns them): GatherND of coordinate tuples [batch coordinates (constant), the
+        node's components in the data's order]."""
+        axes, rank, logical, data_shape = facts.axes, facts.rank, facts.logical, facts.data_shape
+        start, k = min(axes), facts.k
+        if sorted(axes) != list(range(start, start + k)):
+            return f"not one GatherND: the axes {list(axes)} are not one block of adjacent dims"
+        varying = [d for d in range(start + k, rank) if logical[d] != 1]
+        wide = [d for d in range(start + k, rank) if data_shape[d] != 1]
+        if varying and wide:
+            return (f"not one GatherND: after the axes, the indices vary on dim(s) {varying} and the data has "
+                    f"size > 1 on dim(s) {wide}")
+        data_view = data_shape[:start + k] if varying else data_shape  # (dropped: size-1 dims)
+        canonical = (logical if varying else logical[:start + k]) + (k,)
+        # The tuples' dims may take any shape of as many elements (the result then has it): the indices'
+        # own, or one the reading reshape wants. Only the leading (batch) dims stay, as the batch
+        # coordinates are laid out on them; and where the indices broadcast there, they are expanded.
+        broadcast = logical[:start] != facts.out[:start]
+
+        def result_shape(shape):
+            return tuple(shape[:-1]) + data_view[start + k:]
+
+        def index_shape_for(shape):
+            tail = len(data_view) - start - k
+            if len(shape) >= tail and tuple(shape[len(shape) - tail:]) == data_view[start + k:]:
+                tuples = tuple(shape[:len(shape) - tail])
+                if (prod(tuples) == prod(logical) and tuples[:start] == logical[:start]
+                        and (not broadcast or tuples == logical[:start + k])):
+                    return tuples + (k,)
+            return None
+
+        try:
+            shape, target = self._choose(facts, canonical, result_shape, index_shape_for)
+        except _Unfit as reason:
+            return f"not one GatherND: {reason}"
+        b = NodeBuilder(self.opset, self.names, facts.node.name or "gather_multiaxis")
+        # int64: the one index type of ONNX's GatherND (ORT's WebNN EP runs int64 as int32 on a backend without it)
+        clamped = self._prepared_indices(b, facts, shape, np.dtype(np.int64))
+        order = sorted(range(k), key=lambda j: axes[j])  # the components in the data's order
+        if order != list(range(k)):
+            if isinstance(clamped, np.ndarray):
+                clamped = clamped[..., order]
+            else:
+                clamped = b.op("Gather", [clamped, self._typed(b, np.array(order, np.int32), "data_order")],
+                               "coordinates_in_data_order", axis=len(shape) - 1)
+        if start:
+            tuple_dims = facts.out[:start] + tuple(shape[start:-1])
+            clamped = self._with_batch_coordinates(b, facts, clamped, tuple_dims)
+            shape = tuple_dims + (start + k,)
+        data = self._data(b, facts, data_view, list(range(start, start + k)))
+        result = b.op("GatherND", [data, self._indices_value(b, clamped)], "gathered")
+        self._finish(b, result, result_shape(shape), target)
+        return b.nodes, FORM_GATHER_ND
+
+    def _with_batch_coordinates(self, b: NodeBuilder, facts: _Node, components, tuple_dims: tuple[int, ...]):
+        """The coordinate tuples [the output position on each leading dim (0 where the data has size 1
+        there), the components]: a constant concatenated in front (both folded where the indices are
+        constants), the components expanded first over leading dims where the indices have size 1."""
+        start, k = min(facts.axes), facts.k
+        dtype = np.dtype(np.int64)  # GatherND's index type
+        grids = np.meshgrid(*[np.arange(size) if facts.data_shape[d] != 1 else np.zeros(size, np.int64)
+                              for d, size in enumerate(facts.out[:start])], indexing="ij")
+        batch = np.stack(grids, axis=-1).astype(dtype).reshape(
+            facts.out[:start] + (1,) * (len(tuple_dims) - start) + (start,))
+        full = tuple_dims + (start,)
+        if isinstance(components, np.ndarray) and prod(tuple_dims) * (start + k) <= FOLDED_LIMIT:
+            return np.concatenate([np.broadcast_to(batch, full), np.broadcast_to(components, tuple_dims + (k,))],
+                                  axis=-1)
+        if isinstance(components, np.ndarray):
+            components = self._typed(b, components, "components")
+        if tuple(facts.logical[:start]) != tuple(facts.out[:start]):
+            components = b.op("Expand", [components, b.constant(list(tuple_dims) + [k], "tuple_shape")],
+                              "components_expanded")
+        if prod(full) <= FOLDED_LIMIT:
+            batch_name = self._typed(b, np.ascontiguousarray(np.broadcast_to(batch, full)), "batch_coordinates")
+        else:
+            batch_name = b.op("Expand", [self._typed(b, batch, "batch_coordinates_grid"),
+                                         b.constant(list(full), "batch_shape")], "batch_coordinates")
+        return b.op("Concat", [batch_name, components], "coordinates", axis=len(tuple_dims))
+
+    def _flat_offsets(self, facts: _Node) -> list[NodeProto]:
+        """One gather of the data as 1-D at flat offsets (the module docstring)."""
+        node, mode, elem_type = facts.node, facts.mode, facts.elem_type
+        indices = node.input[1]
+        data_shape, indices_shape, axes, out = facts.data_shape, facts.indices_shape, facts.axes, facts.out
+        rank = facts.rank
         b = NodeBuilder(self.opset, self.names, node.name or "gather_multiaxis")
         strides = [prod(data_shape[d + 1:]) for d in range(rank)]
         terms, valid = [], None
@@ -287,20 +879,33 @@ class _WebNNLowering:
             offsets, shape = b.op("Add", [offsets, term], "offsets"), np.broadcast_shapes(shape, term_shape)
         if tuple(shape) != tuple(out):
             offsets = b.op("Expand", [offsets, b.constant(list(out), "output_shape")], "offsets_expanded")
-        if prod(data_shape) < INT32_LIMIT:
-            offsets = b.cast(offsets, TensorProto.INT32, "offsets_int32")
-        flat = b.op("Reshape", [data, b.constant([prod(data_shape)], "flat_shape")], "flat_data")
-        result = b.op("Gather", [flat, offsets], "read", axis=0)
+        size = prod(data_shape)
+        # Mode "zero": out-of-range positions read a zero element appended to the data (not Where on the
+        # result: ORT's Where writes +0.0 for -0.0, and has no int16, uint16, uint64 or bool kernel)
         if valid is not None:
-            zero_value = numpy_helper.from_array(np.zeros((), helper.tensor_dtype_to_np_dtype(elem_type)), name="")
-            zero = b.op("Constant", [], "zero_value", value=zero_value)
-            result = b.op("Where", [valid, result, zero], "zeroed")
+            offsets = b.op("Where", [valid, offsets, b.constant(size, "zero_element_offset")], "offsets_zeroed")
+        if size < INT32_LIMIT:
+            offsets = b.cast(offsets, TensorProto.INT32, "offsets_int32")
+        flat = b.op("Reshape", [node.input[0], b.constant([size], "flat_shape")], "flat_data")
+        if valid is not None:
+            zero_value = numpy_helper.from_array(np.zeros(1, helper.tensor_dtype_to_np_dtype(elem_type)), name="")
+            flat = b.op("Concat", [flat, b.op("Constant", [], "zero_element", value=zero_value)], "flat_data_and_zero",
+                        axis=0)
+        b.op("Gather", [flat, offsets], "read", axis=0)
         b.rename_last_output(node.output[0])
         return b.nodes
 
 
 class _NotLowered(Exception):
     pass
+
+
+def _union(first: tuple[int, int] | None, second: tuple[int, int] | None) -> tuple[int, int] | None:
+    return None if first is None or second is None else (min(first[0], second[0]), max(first[1], second[1]))
+
+
+class _Unfit(Exception):
+    """A form does not fit the node; the message says why."""
 
 
 def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None
@@ -318,16 +923,19 @@ def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] 
     lowering = _WebNNLowering(result, report)
     replaced = []
     for node in result.graph.node:
-        replaced.extend(lowering.node(node) or [node] if is_target(node) else [node])
+        if is_target(node):
+            replaced.extend(lowering.node(node) or [node])
+        elif not (node.output and node.output[0] in lowering.absorbed):
+            replaced.append(node)  # (an absorbed reshape or Cast: the lowered node before it writes its output)
     del result.graph.node[:]
     result.graph.node.extend(replaced)
     for holder in node_holders(result):
         if holder is not result.graph:
             for node in holder.node:
                 if is_target(node):
-                    report.outcomes.append(LoweredNode(node.name, "a subgraph", False,
-                                                       "inside an If/Loop/Scan body (WebNN graphs have no control flow); "
-                                                       "lowered to standard ONNX ops instead"))
+                    report.outcomes.append(LoweredNode(
+                        node.name, "a subgraph", False, "inside an If/Loop/Scan body (WebNN graphs have no control "
+                        "flow); lowered to standard ONNX ops instead"))
     if failure:
         report.outcomes.append(LoweredNode("", "model-local functions", False, failure))
     candidates = [node for node in result.graph.node if any(name in lowering.freed for name in node.output)]
@@ -378,12 +986,18 @@ def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | No
             elif len(data_shape) == len(indices_shape) and any(
                     a != b for d, (a, b) in enumerate(zip(data_shape, indices_shape)) if d != axis % len(data_shape)):
                 reasons.append(f"indices {list(indices_shape)} not shaped like the input {list(data_shape)} off the axis")
+        if node.op_type == "Clip":
+            info = infos.get(node.input[0])
+            if info is not None and info.elem_type not in (TensorProto.FLOAT, TensorProto.FLOAT16, 0):
+                reasons.append("Clip of a non-float tensor (ORT's WebNN EP reads its bounds as float or float16 only)")
         if node.op_type == "Gather" and rank(node.input[0]) == 0:
             reasons.append("rank-0 input (the EP refuses it)")
-        if node.op_type in ("Gather", "GatherElements", "GatherND") and len(node.input) > 1:
+        if node.op_type in ("Gather", "GatherElements") and len(node.input) > 1:
             info = infos.get(node.input[1])
             if info is not None and info.elem_type not in (TensorProto.INT32, 0):
                 reasons.append("indices not int32 (the index type every WebNN backend takes)")
+        # (GatherND: ONNX's takes int64 indices only; ORT's WebNN EP runs int64 values as int32 on a backend
+        # without int64, so there int64 is the form to take)
         for position in CONSTANT_INPUTS.get(node.op_type, ()):
             if position < len(node.input) and node.input[position] and node.input[position] not in constants:
                 reasons.append(f"input {position} ({node.input[position]!r}) is not a constant")
@@ -415,5 +1029,5 @@ def lowering_findings(lowered: ModelProto, report, input_shapes: dict[str, tuple
             if f.node.startswith(prefixes) and _NO_SUCH_TENSORS not in f.reason]
 
 
-__all__ = ["CONSTANT_INPUTS", "MAX_RANK", "MIN_OPSET", "WEBNN_OPS", "Finding", "NotStatic", "fix_input_shapes",
+__all__ = ["CONSTANT_INPUTS", "FORMS", "MAX_RANK", "MIN_OPSET", "WEBNN_OPS", "Finding", "NotStatic", "fix_input_shapes",
            "fold_shape_arithmetic", "lower_for_webnn", "lowering_findings", "webnn_check"]
