@@ -355,12 +355,16 @@ def run_pass(model: ModelProto, graph_pass: GraphPass, repeat: bool = False) -> 
     run again while it changes something and leaves something (under onnx < 1.19 shape inference stops
     at a custom op, so ranks behind one are known only once it is replaced). A pass may have ``begin(model,
     light)``, called with the copy and its typing copy before the walk (the typing copy is dropped
-    after it); ``copy_targets`` (the nodes functions are inlined for, if not its targets);
+    after it); ``prepare(model)``, called with the copy first (the WebNN target fixes its input shapes
+    there); ``copy_targets`` (the nodes functions are inlined for, if not its targets);
     ``keeps_types`` (the report then keeps the main graph's layer-1 types); ``drops_domain`` (the
     custom domain's import goes when nothing uses it any more)."""
     copy_targets = getattr(graph_pass, "copy_targets", graph_pass.targets)
     result, failure = pass_copy(model, copy_targets)
     report = graph_pass.report
+    prepare = getattr(graph_pass, "prepare", None)
+    if prepare is not None:
+        prepare(result)
     if failure:
         for function in result.functions:
             for node in nodes_within(function.node):

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 
 import numpy as np
@@ -65,11 +65,10 @@ from ..ops.contract import DOMAIN, OP_TYPE, GatherShapeError, Mode, logical_indi
 from ..ops.kernel import gather_multiaxis
 from .builder import NameScope, NodeBuilder
 from .inference import graph_infos, inferred, typing_copy
-from .lower import GENERAL, LoweredNode, LowerReport, lower_model
-from .passes import pass_copy
+from .lower import GENERAL, LoweredNode, LowerReport, is_gather_multiaxis, lower_model
+from .passes import GraphScope, NotChanged, Visit, run_pass
 from .rules import round_trip_cast
-from .walk import (ONNX_DOMAINS, all_names, constant_arrays, default_opset, drop_unused, holds_subgraph, names_read,
-                   node_holders)
+from .walk import ONNX_DOMAINS, all_names, constant_arrays, default_opset, drop_unused, holds_subgraph, names_read
 
 MIN_OPSET = 11  # WebNN's gatherElements and gatherND map from ONNX opset 11; Where/Less on int64 from 9
 MAX_RANK = 5    # the ranks every WebNN backend supports
@@ -305,19 +304,14 @@ class _WebNNLowering:
         self.prepared: dict[tuple, str] = {}
         self.pending: dict[tuple, str] = {}
 
-    def node(self, node: NodeProto) -> list[NodeProto] | None:
-        """The replacement of one main-graph GatherMultiaxis node, or None (reason in the report)."""
+    def node(self, node: NodeProto) -> tuple[list[NodeProto], str, str]:
+        """The replacement of one main-graph GatherMultiaxis node, its form and (for the flat form) why no
+        single gather computes it; raises _NotLowered."""
         self.pending = {}
-        try:
-            nodes, form, reason = self._lower(node)
-        except _NotLowered as reason:
-            self.report.outcomes.append(LoweredNode(node.name, "main graph", False,
-                                                         f"{reason}; lowered to standard ONNX ops instead"))
-            return None
-        self.report.outcomes.append(LoweredNode(node.name, "main graph", True, reason, form, "semantics"))
+        nodes, form, reason = self._lower(node)
         self.prepared.update(self.pending)  # (copies made for a node that was not lowered are gone)
         self.freed.update(node.input)  # the axes, and reshapes of data and indices a form read around
-        return nodes
+        return nodes, form, reason
 
     def _shape(self, name: str, what: str) -> tuple[int, ...]:
         shape = self._static(name)
@@ -908,38 +902,53 @@ class _Unfit(Exception):
     """A form does not fit the node; the message says why."""
 
 
+@dataclass
+class WebNNPass:
+    """The WebNN lowering as a visit over ``graphs.passes.run_pass``: the copy gets its input shapes fixed
+    and its static shape arithmetic folded before the walk (``prepare``); each main-graph GatherMultiaxis
+    is lowered by ``_WebNNLowering``, and the reshapes and Casts around it that the form absorbs go."""
+
+    input_shapes: dict[str, tuple[int, ...]] | None = None
+    report: LowerReport = field(default_factory=LowerReport)
+    lowering: "_WebNNLowering | None" = None
+
+    def targets(self, node: NodeProto) -> bool:
+        return is_gather_multiaxis(node)
+
+    def prepare(self, model: ModelProto) -> None:
+        fix_input_shapes(model, self.input_shapes)
+        for _ in range(FOLD_ROUNDS):  # a folded shape can make the next value's shape static: fold again
+            if not fold_shape_arithmetic(model):
+                break
+        self.lowering = _WebNNLowering(model, self.report)
+
+    def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str) -> LoweredNode:
+        if visit is None:
+            return LoweredNode(node.name, path, False, reason)
+        return LoweredNode(node.name, path, True, visit.detail["reason"], visit.detail["form"], "semantics")
+
+    def visit(self, node: NodeProto, scope: GraphScope) -> Visit:
+        if not scope.main:
+            raise NotChanged("inside an If/Loop/Scan body (WebNN graphs have no control flow); lowered to standard "
+                             "ONNX ops instead")
+        absorbed = set(self.lowering.absorbed)
+        try:
+            nodes, form, reason = self.lowering.node(node)
+        except _NotLowered as why:
+            raise NotChanged(f"{why}; lowered to standard ONNX ops instead") from None
+        # an absorbed reshape or Cast: the lowered node writes its output now
+        removes = [scope.producers[name] for name in self.lowering.absorbed - absorbed]
+        return Visit(nodes, removes=removes, freed=set(self.lowering.freed), detail={"form": form, "reason": reason})
+
+
 def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None
                     ) -> tuple[ModelProto, LowerReport]:
     """A copy of ``model`` (rewritten: holding GatherMultiaxis nodes) with its input shapes fixed and
     every GatherMultiaxis node of the main graph lowered for WebNN (see the module docstring), and the
     report. Raises NotStatic when an input shape is not fixed."""
-    report = LowerReport()
-    is_target = lambda node: node.op_type == OP_TYPE and node.domain == DOMAIN  # noqa: E731
-    result, failure = pass_copy(model, is_target)
-    fix_input_shapes(result, input_shapes)
-    for _ in range(FOLD_ROUNDS):  # a folded shape can make the next value's shape static: fold again
-        if not fold_shape_arithmetic(result):
-            break
-    lowering = _WebNNLowering(result, report)
-    replaced = []
-    for node in result.graph.node:
-        if is_target(node):
-            replaced.extend(lowering.node(node) or [node])
-        elif not (node.output and node.output[0] in lowering.absorbed):
-            replaced.append(node)  # (an absorbed reshape or Cast: the lowered node before it writes its output)
-    del result.graph.node[:]
-    result.graph.node.extend(replaced)
-    for holder in node_holders(result):
-        if holder is not result.graph:
-            for node in holder.node:
-                if is_target(node):
-                    report.outcomes.append(LoweredNode(
-                        node.name, "a subgraph", False, "inside an If/Loop/Scan body (WebNN graphs have no control "
-                        "flow); lowered to standard ONNX ops instead"))
-    if failure:
-        report.outcomes.append(LoweredNode("", "model-local functions", False, failure))
-    candidates = [node for node in result.graph.node if any(name in lowering.freed for name in node.output)]
-    drop_unused(result.graph, candidates, lowering.freed, cascade=True, all_initializers=False)
+    webnn = WebNNPass(input_shapes)
+    result = run_pass(model, webnn)
+    report = webnn.report
     # What WebNN cannot take still runs anywhere: the standard lowering (it stays outside WebNN's subset,
     # as the report says, and webnn_check lists it)
     result, standard = lower_model(result)
