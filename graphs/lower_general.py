@@ -68,6 +68,10 @@ class LoweringBuilder(NodeBuilder):
     def _values(self) -> dict[str, np.ndarray]:
         return self.__dict__.setdefault("_known", {})
 
+    def constant_value(self, name: str) -> np.ndarray | None:
+        """The value of ``name`` where it is a constant this builder emitted or folded."""
+        return self._values().get(name)
+
     def constant(self, values, role: str) -> str:
         array = np.asarray(values, dtype=np.int64)
         cache = self.__dict__.setdefault("_constants", {})
@@ -344,8 +348,13 @@ class _Lowering:
         b.rename_last_output(output)
 
     def _unless_empty(self, empty: str, out_shape: str, read) -> None:
-        """If(empty): an empty output of shape ``out_shape``, read from nothing; else what ``read`` emits."""
+        """If(empty): an empty output of shape ``out_shape``, read from nothing; else what ``read`` emits.
+        Where the sizes are static, ``empty`` is a folded constant and only its branch is emitted."""
         b = self.b
+        known = b.constant_value(empty)
+        if known is not None and not bool(known):
+            read()
+            return
         minus_one, outer = b.constant([-1], "minus_one"), b.nodes  # (constants made out here, visible in both)
         b.nodes = []
         flat = b.op("Reshape", [b.op("Flatten", [self.x], "input_flat_2d", axis=0), minus_one], "input_flat")
