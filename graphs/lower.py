@@ -32,7 +32,7 @@ from .lower_forms import FORM_NAMES, FormEmitter, Semantics, emit_form, plan_for
 from .lower_general import (MIN_OPSET, LoweringBuilder, NotLowered, lower_gather_multiaxis,
                             lower_gather_multiaxis_at_run_time, lowerable)
 from .passes import GraphScope, NotChanged, Visit, run_pass
-from .provenance import ReplacedGather, replaced_gather
+from .provenance import ReplacedGather, carry_metadata, replaced_gather
 from .report import PassReport
 from .rules import round_trip_cast
 from .walk import ONNX_DOMAINS, attribute
@@ -146,7 +146,8 @@ def _replaced_form(node: NodeProto, scope: GraphScope, mode: str | None) -> tupl
     if tail is None:
         return None
     gather = helper.make_node(record.op_type, [record.data, record.indices], [record.output],
-                              name=node.name or record.output, **record.attributes)
+                              name=record.name or None, domain=record.domain, **record.attributes)
+    carry_metadata(node, gather)
     return record, Visit([gather], removes=tail, freed={*node.input, *(i for n in tail for i in n.input)},
                          detail={"form": record.op_type, "source": "rewrite record"})
 

@@ -29,10 +29,15 @@ class ReplacedGather:
     indices: str
     output: str
     attributes: dict[str, int] = field(default_factory=dict)
+    name: str = ""              # the replaced node's own name ("" for none)
+    domain: str | None = None   # its domain field where it was set ("" or "ai.onnx"), else None
 
     def to_text(self) -> str:
-        return json.dumps({"op_type": self.op_type, "inputs": [self.data, self.indices], "output": self.output,
-                           "attributes": self.attributes}, sort_keys=True, separators=(",", ":"))
+        value = {"op_type": self.op_type, "inputs": [self.data, self.indices], "output": self.output,
+                 "attributes": self.attributes, "name": self.name}
+        if self.domain is not None:
+            value["domain"] = self.domain
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_text(cls, text: str) -> "ReplacedGather | None":
@@ -42,19 +47,33 @@ class ReplacedGather:
             data, indices = value["inputs"]
             attributes = {str(k): int(v) for k, v in value.get("attributes", {}).items()
                           if isinstance(v, int) and not isinstance(v, bool)}
-            record = cls(str(value["op_type"]), str(data), str(indices), str(value["output"]), attributes)
+            domain = value.get("domain")
+            record = cls(str(value["op_type"]), str(data), str(indices), str(value["output"]), attributes,
+                         str(value.get("name", "")), None if domain is None else str(domain))
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
         return record
 
 
 def record(node: NodeProto, replaced: NodeProto) -> None:
-    """Write onto GatherMultiaxis ``node`` that it replaces the gather ``replaced``."""
+    """Write onto GatherMultiaxis ``node`` that it replaces the gather ``replaced``; the replaced node's own
+    metadata (an exporter's source locations and scopes) and doc string travel with it."""
+    node.metadata_props.extend(replaced.metadata_props)
+    if replaced.doc_string:
+        node.doc_string = replaced.doc_string
     attributes = {a.name: a.i for a in replaced.attribute if a.HasField("i")}
     entry = node.metadata_props.add()
     entry.key = KEY
     entry.value = ReplacedGather(replaced.op_type, replaced.input[0], replaced.input[1], replaced.output[0],
-                                 attributes).to_text()
+                                 attributes, replaced.name,
+                                 replaced.domain if replaced.HasField("domain") else None).to_text()
+
+
+def carry_metadata(source: NodeProto, target: NodeProto) -> None:
+    """Give ``target`` (the gather given back) ``source``'s metadata but the record, and its doc string."""
+    target.metadata_props.extend(entry for entry in source.metadata_props if entry.key != KEY)
+    if source.doc_string:
+        target.doc_string = source.doc_string
 
 
 def replaced_gather(node: NodeProto) -> ReplacedGather | None:
@@ -65,4 +84,4 @@ def replaced_gather(node: NodeProto) -> ReplacedGather | None:
     return None
 
 
-__all__ = ["KEY", "ReplacedGather", "record", "replaced_gather"]
+__all__ = ["KEY", "ReplacedGather", "carry_metadata", "record", "replaced_gather"]

@@ -55,8 +55,11 @@ def gathers_model() -> onnx.ModelProto:
         helper.make_node("GatherElements", ["x", "positions"], ["taken"], axis=1, name="torch.gather"),
         helper.make_node("GatherND", ["batched", "tuples"], ["by_batch"], batch_dims=1, name="gather_nd_batch"),
         helper.make_node("GatherND", ["x", "coordinates"], ["points"], name="gather_nd_full"),
-        helper.make_node("Gather", ["table", "negative"], ["from_end"], axis=0, name="negative_indices"),
+        helper.make_node("Gather", ["table", "negative"], ["from_end"], axis=0, domain=""),  # unnamed, domain set
     ]
+    source = nodes[0].metadata_props.add()  # an exporter's metadata (torch's dynamo writes such entries)
+    source.key, source.value = "pkg.torch.onnx.name_scopes", "['', 'embedding']"
+    nodes[0].doc_string = "the token embedding"
     inputs = [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "length"]),
               helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5]),
               helper.make_tensor_value_info("column", TensorProto.INT64, []),
@@ -88,7 +91,8 @@ def test_rewrite_then_lower_gives_back_the_original_op_types_and_counts():
     assert report.left == 0 and {o.source for o in report.outcomes} == {"rewrite record"}
     assert op_counts(lowered) == op_counts(model)
     assert report.forms() == {"Gather": 3, "GatherElements": 1, "GatherND": 2}
-    assert not any(node.metadata_props for node in lowered.graph.node)  # the records go with the nodes
+    # the very nodes: names (or none), domains as set, attributes, the exporter's metadata, no record left
+    assert [n.SerializeToString() for n in lowered.graph.node] == [n.SerializeToString() for n in model.graph.node]
     for seed in range(4):
         feeds = gathers_feeds(seed, in_range=seed != 3)
         expected = runs(builtin_session(model), feeds)
