@@ -35,6 +35,7 @@ import itertools
 import os
 import stat
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import onnx
@@ -45,8 +46,9 @@ from ..ops.contract import DOMAIN, OP_TYPE
 from ..ops.run_ops import (FIXED_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, RUN_OP_TYPE, BoundTable, axes_attribute,
                            bound_op_type)
 from .modelfile import ExternalData, ExternalDataError, check_external_data
-from .passes import inline_functions_holding
-from .walk import all_names, attribute, drop_unused, names_read, nodes_with_graph, round_trip_cast, subgraphs
+from .passes import GraphScope, Visit, run_pass
+from .report import PassReport
+from .walk import ONNX_DOMAINS, attribute, drop_unused, names_read, node_holders, round_trip_cast, subgraphs
 
 RUN_TOKEN = "gathermultiaxis::run_token"
 _session_numbers = itertools.count(1)  # bound tables are keyed "session<n>/<node number>"
@@ -115,89 +117,8 @@ def _mapped(name: str, where: ExternalData, dtype: np.dtype, shape: tuple[int, .
         return np.memmap(file, dtype=dtype, mode="r", offset=where.offset, shape=shape)
 
 
-class _Graph:
-    """Producers, consumers and initializers of one graph, with names used by its subgraphs."""
-
-    def __init__(self, graph: onnx.GraphProto):
-        inputs = {value.name for value in graph.input}
-        self.initializers = {t.name: t for t in graph.initializer if t.name not in inputs}
-        self.producer = {name: node for node in graph.node for name in node.output}
-        self.bound_initializers: dict[str, tuple[np.ndarray, int]] = {}  # read by a bound operand
-        self.uses: dict[str, int] = {}
-        for node in graph.node:
-            for name in node.input:
-                self.uses[name] = self.uses.get(name, 0) + 1
-            for proto in node.attribute:
-                for sub in subgraphs(proto):
-                    for name in names_read(sub):
-                        self.uses[name] = self.uses.get(name, 0) + 1
-        for value in graph.output:
-            self.uses[value.name] = self.uses.get(value.name, 0) + 1
-
-    def constant_ints(self, name: str) -> list[int] | None:
-        resolved = self.resolve(name, base_dir=None)
-        return None if resolved is None else [int(v) for v in np.asarray(resolved[0]).reshape(-1)]
-
-    def unsqueeze_axes(self, node: onnx.NodeProto) -> list[int] | None:
-        """An Unsqueeze's axes when they are constant (its attribute before opset 13, its second input
-        from 13 on), else None."""
-        axes = attribute(node, "axes")
-        if axes is None and len(node.input) > 1:
-            axes = self.constant_ints(node.input[1])
-        return axes if isinstance(axes, list) else None  # not a list: an ill-typed attribute
-
-    def resolve(self, name: str, base_dir: str | None, chain: list | None = None):
-        """(array, widen) when ``name`` is a constant seen through Unsqueeze and a widening Cast, else None.
-        Appends the nodes passed through to ``chain``."""
-        if name in self.initializers:
-            found = _tensor_array(self.initializers[name], base_dir)
-            if found is not None and chain is not None:
-                self.bound_initializers[name] = (found[0], self.initializers[name].data_type)
-            return found
-        node = self.producer.get(name)
-        if node is None or node.domain not in ("", "ai.onnx"):
-            return None
-        if node.op_type == "Constant":
-            value = attribute(node, "value")
-            if not isinstance(value, TensorProto):
-                return None
-            found = _tensor_array(value, base_dir)
-        elif node.op_type == "Unsqueeze":
-            axes = self.unsqueeze_axes(node)
-            found = self.resolve(node.input[0], base_dir, chain) if axes is not None else None
-            if found is not None:
-                found = (np.expand_dims(found[0], tuple(axes)), found[1])
-        elif node.op_type == "Cast":
-            to = attribute(node, "to")
-            found = self.resolve(node.input[0], base_dir, chain) if to == TensorProto.FLOAT else None
-            if found is not None and found[1] is None:
-                found = None  # only the widening of a 16-bit float table is folded into the kernel
-        else:
-            return None
-        if found is not None and chain is not None:
-            chain.append(node)
-        return found
-
-
-def _gather_nodes(graph: onnx.GraphProto):
-    return ((holder, node) for holder, node in nodes_with_graph(graph) if node.op_type == OP_TYPE and node.domain == DOMAIN)
-
-
 def _is_gather(node: onnx.NodeProto) -> bool:
     return node.op_type == OP_TYPE and node.domain == DOMAIN
-
-
-def _inline_gather_functions(model: ModelProto) -> ModelProto:
-    """``model`` with the model-local functions that hold a GatherMultiaxis node inlined (as the rewriter
-    does), so that every such node is in a graph and takes the run token: a function body cannot see
-    the token, and a node without it would report its error to no run."""
-    ir_version = model.ir_version
-    inlined, failure = inline_functions_holding(model, _is_gather)
-    if failure:
-        holding = sorted(f.name for f in model.functions if any(_is_gather(n) for n in f.node))
-        raise ValueError(f"{OP_TYPE} inside model-local functions {holding}: {failure}")
-    inlined.ir_version = ir_version
-    return inlined
 
 
 # Node forms of the bind step that can be switched off, for `bench --runtime`'s breakdown of what each buys:
@@ -205,53 +126,64 @@ def _inline_gather_functions(model: ModelProto) -> ModelProto:
 BIND_FORMS = {"fixed_axes": True, "absorb_alignment": True, "float16_output": True}
 
 
-def _token_name(model: ModelProto) -> str:
-    """A name for the hidden run-token input that no value of ``model`` has."""
-    taken = all_names(model)
-    name, number = RUN_TOKEN, itertools.count(1)
-    while name in taken:
-        name = f"{RUN_TOKEN}_{next(number)}"
-    return name
+# ---------------------------------------------------------------- resolving through Unsqueeze and Cast
+# Within one scope only (its own initializers and nodes: a subgraph's axes held by an enclosing scope stay
+# an input), from the driver's producers and constant view of the scope.
+
+def _constant_ints(scope: GraphScope, name: str) -> list[int] | None:
+    resolved = _resolve(scope, name, base_dir=None)
+    return None if resolved is None else [int(v) for v in np.asarray(resolved[0]).reshape(-1)]
 
 
-def _unsqueezed(info: _Graph, name: str) -> tuple[str, tuple[int, ...]] | None:
-    """(input, axes) when ``name`` is the output of an Unsqueeze with constant axes that nothing else reads
-    (the rewriter's alignment of the indices), else None."""
-    node = info.producer.get(name)
-    if node is None or node.op_type != "Unsqueeze" or node.domain not in ("", "ai.onnx") or info.uses.get(name) != 1:
+def _unsqueeze_axes(scope: GraphScope, node: onnx.NodeProto) -> list[int] | None:
+    """An Unsqueeze's axes when they are constant (its attribute before opset 13, its second input from 13
+    on), else None."""
+    axes = attribute(node, "axes")
+    if axes is None and len(node.input) > 1:
+        axes = _constant_ints(scope, node.input[1])
+    return axes if isinstance(axes, list) else None  # not a list: an ill-typed attribute
+
+
+def _resolve(scope: GraphScope, name: str, base_dir: str | None, chain: list | None = None,
+             bound_initializers: dict | None = None):
+    """(array, widen) when ``name`` is a constant seen through Unsqueeze and a widening Cast, else None.
+    Appends the nodes passed through to ``chain``, and the initializer reached (array, ONNX type) to
+    ``bound_initializers``."""
+    initializer = scope.constants.initializer(name)
+    if initializer is not None:
+        found = _tensor_array(initializer, base_dir)
+        if found is not None and bound_initializers is not None:
+            bound_initializers[name] = (found[0], initializer.data_type)
+        return found
+    node = scope.producers.get(name)
+    if node is None or node.domain not in ONNX_DOMAINS:
         return None
-    axes = info.unsqueeze_axes(node)
-    return None if axes is None else (node.input[0], tuple(axes))
-
-
-def _float16_cast_after(info: _Graph, consumers: dict, name: str) -> onnx.NodeProto | None:
-    """The Cast to float16 that is the only reader of ``name`` (the rewriter's way back from float32)."""
-    readers = consumers.get(name, [])
-    if len(readers) != 1 or info.uses.get(name) != 1:
+    if node.op_type == "Constant":
+        value = attribute(node, "value")
+        if not isinstance(value, TensorProto):
+            return None
+        found = _tensor_array(value, base_dir)
+    elif node.op_type == "Unsqueeze":
+        axes = _unsqueeze_axes(scope, node)
+        found = _resolve(scope, node.input[0], base_dir, chain, bound_initializers) if axes is not None else None
+        if found is not None:
+            found = (np.expand_dims(found[0], tuple(axes)), found[1])
+    elif node.op_type == "Cast":
+        to = attribute(node, "to")
+        found = _resolve(scope, node.input[0], base_dir, chain, bound_initializers) if to == TensorProto.FLOAT else None
+        if found is not None and found[1] is None:
+            found = None  # only the widening of a 16-bit float table is folded into the kernel
+    else:
         return None
-    return readers[0] if round_trip_cast(readers[0], TensorProto.FLOAT16) else None
+    if found is not None and chain is not None:
+        chain.append(node)
+    return found
 
 
-def _elem_types(graph: onnx.GraphProto) -> dict[str, int]:
-    types = {value.name: value.type.tensor_type.elem_type for values in (graph.input, graph.value_info, graph.output)
-             for value in values if value.type.HasField("tensor_type")}
-    types.update((tensor.name, tensor.data_type) for tensor in graph.initializer)
-    return types
-
-
-def _widened_float16(info: _Graph, types: dict, name: str) -> bool:
-    """Whether ``name`` is a Cast to float of a float16 value (exact: every value it holds is a float16 one)."""
-    cast = info.producer.get(name)
-    return round_trip_cast(cast) and types.get(cast.input[0]) == TensorProto.FLOAT16
-
-
-def _fixed_axes(infos: dict, graph: onnx.GraphProto, name: str) -> tuple[int, ...] | None:
-    """The constant axes ``name`` holds in ``graph`` (seen by the graph itself), or None."""
-    info = infos.get(id(graph))
-    if info is None:
-        info = infos[id(graph)] = _Graph(graph)
+def _fixed_axes(scope: GraphScope, name: str) -> tuple[int, ...] | None:
+    """The constant axes ``name`` holds in the scope (seen by the graph itself), or None."""
     try:
-        resolved = info.resolve(name, base_dir=None)
+        resolved = _resolve(scope, name, base_dir=None)
     except Exception:  # noqa: BLE001 - an unreadable constant: leave the axes to the run, which reports it
         return None
     if resolved is None:
@@ -262,98 +194,212 @@ def _fixed_axes(infos: dict, graph: onnx.GraphProto, name: str) -> tuple[int, ..
     return tuple(int(v) for v in values)
 
 
+def _only_reader(scope: GraphScope, name: str) -> onnx.NodeProto | None:
+    """The node of the scope that reads ``name`` once, directly, when nothing else reads it (no other node,
+    no subgraph, no graph output), else None."""
+    if scope.readers.get(name) != 1:
+        return None
+    readers = scope.consumers.get(name, [])
+    if len(readers) != 1:  # read in a subgraph or as a graph output only
+        return None
+    reader = readers[0]
+    if list(reader.input).count(name) != 1 or any(
+            name in names_read(sub) for proto in reader.attribute for sub in subgraphs(proto)):
+        return None
+    return reader
+
+
+def _unsqueezed(scope: GraphScope, name: str) -> tuple[str, tuple[int, ...]] | None:
+    """(input, axes) when ``name`` is the output of an Unsqueeze with constant axes that nothing else reads
+    (the rewriter's alignment of the indices), else None."""
+    node = scope.producers.get(name)
+    if (node is None or node.op_type != "Unsqueeze" or node.domain not in ONNX_DOMAINS
+            or _only_reader(scope, name) is None):
+        return None
+    axes = _unsqueeze_axes(scope, node)
+    return None if axes is None else (node.input[0], tuple(axes))
+
+
+def _float16_cast_after(scope: GraphScope, name: str) -> onnx.NodeProto | None:
+    """The Cast to float16 that is the only reader of ``name`` (the rewriter's way back from float32)."""
+    reader = _only_reader(scope, name)
+    return reader if round_trip_cast(reader, TensorProto.FLOAT16) else None
+
+
+def _declared_types(scope: GraphScope) -> dict[str, int]:
+    """The element types the scope's graph declares (inputs, value_info, outputs, initializers), read on
+    first need: the bind step infers none (the session's start-up)."""
+    types = scope.cache.get("declared types")
+    if types is None:
+        graph = scope.graph
+        types = {value.name: value.type.tensor_type.elem_type for values in (graph.input, graph.value_info, graph.output)
+                 for value in values if value.type.HasField("tensor_type")}
+        types.update((tensor.name, tensor.data_type) for tensor in graph.initializer)
+        scope.cache["declared types"] = types
+    return types
+
+
+def _widened_float16(scope: GraphScope, name: str) -> bool:
+    """Whether ``name`` is a Cast to float of a float16 value (exact: every value it holds is a float16 one)."""
+    cast = scope.producers.get(name)
+    return round_trip_cast(cast) and _declared_types(scope).get(cast.input[0]) == TensorProto.FLOAT16
+
+
+# ---------------------------------------------------------------- the visit
+
+@dataclass
+class BoundNode:
+    node: str
+    graph: str
+    bound: bool        # its table is bound (GatherMultiaxisBound<Type>)
+    op_type: str = ""  # what it became
+    reason: str = ""
+
+
+@dataclass
+class BindReport(PassReport):
+    outcomes: list[BoundNode] = field(default_factory=list)
+    DONE: ClassVar[str] = "bound"
+
+
+@dataclass
+class BindPass:
+    """The bind step as a visit over ``graphs.passes.run_pass``: on the session's own copy (no copy here),
+    without inference. Every GatherMultiaxis node is changed (the run token); the report says which were
+    bound."""
+
+    base_dir: str | None
+    bind: bool
+    float16_outputs: bool
+    report: BindReport = field(default_factory=BindReport)
+    prepared: PreparedModel | None = None
+    chain: list = field(default_factory=list)          # the nodes passed through to bound operands
+    dropped_value_info: set = field(default_factory=set)
+    bound_initializers: dict = field(default_factory=dict)
+    crosses_bridge: bool = False
+    session_number: int = 0
+    visited: int = 0
+    copies: ClassVar[bool] = False
+    infers_types: ClassVar[bool] = False
+
+    @property
+    def narrow_float16(self) -> bool:
+        return self.float16_outputs and BIND_FORMS["float16_output"]
+
+    def targets(self, node: onnx.NodeProto) -> bool:
+        return _is_gather(node)
+
+    def begin(self, model: ModelProto, light: None) -> None:
+        if self.report.outcomes:  # the driver could not inline a function holding GatherMultiaxis
+            holding = sorted(f.name for f in model.functions if any(_is_gather(n) for n in f.node))
+            raise ValueError(f"{OP_TYPE} inside model-local functions {holding}: {self.report.outcomes[0].reason}")
+        self.prepared = PreparedModel(model)
+
+    def outcome(self, node: onnx.NodeProto, path: str, visit: Visit | None, reason: str) -> BoundNode:
+        if visit is None:
+            return BoundNode(node.name, path, False, reason=reason)
+        return BoundNode(node.name, path, visit.detail["bound"], visit.detail["op_type"])
+
+    def _token(self, scope: GraphScope) -> str:
+        """The hidden run-token input, added with the first node (a name no value of the model has)."""
+        prepared = self.prepared
+        if not prepared.tokened:
+            prepared.tokened = True
+            prepared.token = scope.names.fresh(RUN_TOKEN)
+            prepared.model.graph.input.append(helper.make_tensor_value_info(prepared.token, TensorProto.INT64, []))
+            self.session_number = next(_session_numbers)
+        return prepared.token
+
+    def visit(self, node: onnx.NodeProto, scope: GraphScope) -> Visit:
+        """The node changed in place (``Visit.in_place``): the scope's producers (and the main graph's
+        readers, the only ones read) are read first, so that they describe the graph before its first change."""
+        scope.producers  # noqa: B018 - computed (and cached) before any node of the scope changes
+        if scope.main:
+            scope.readers  # noqa: B018
+        token = self._token(scope)
+        number, self.visited = self.visited, self.visited + 1
+        mode = attribute(node, "mode")
+        axes = _fixed_axes(scope, node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        bound = None
+        if self.bind and scope.main and axes is not None and mode is not None:
+            passed: list = []
+            bound = _resolve(scope, node.input[0], self.base_dir, passed, self.bound_initializers)
+            if bound is not None:
+                self.chain.extend(passed)
+        if bound is None:
+            self.crosses_bridge = True
+            if axes is None or not BIND_FORMS["fixed_axes"]:
+                node.op_type = RUN_OP_TYPE
+                node.input.append(token)
+                return Visit(None, in_place=True, detail={"bound": False, "op_type": RUN_OP_TYPE})
+            # constant axes travel as an attribute: one input less to copy per call
+            op_type, outputs, removes = FIXED_RUN_OP_TYPE, list(node.output), []
+            cast = (_float16_cast_after(scope, outputs[0])
+                    if scope.main and self.narrow_float16 and _widened_float16(scope, node.input[0]) else None)
+            if cast is not None:  # float16 data, widened to cross the bridge: back to float16 in the op
+                op_type, outputs, removes = NARROWING_RUN_OP_TYPE, [cast.output[0]], [cast]
+                self.dropped_value_info.add(node.output[0])
+            replacement = helper.make_node(op_type, [node.input[0], node.input[1], token], outputs, name=node.name,
+                                           domain=DOMAIN, axes=axes_attribute(axes),
+                                           **({} if mode is None else {"mode": mode}))
+            node.CopyFrom(replacement)
+            return Visit(None, removes=removes, in_place=True, detail={"bound": False, "op_type": op_type})
+        array, widen = bound
+        indices, indices_axes = node.input[1], ()
+        unsqueezed = _unsqueezed(scope, indices) if BIND_FORMS["absorb_alignment"] else None
+        if unsqueezed is not None:  # the alignment Unsqueeze of the indices: a free view in the kernel
+            indices, indices_axes = unsqueezed
+            self.chain.append(scope.producers[node.input[1]])
+        outputs, removes = list(node.output), []
+        cast = _float16_cast_after(scope, outputs[0]) if widen == "float16" and self.narrow_float16 else None
+        if cast is not None:  # the gathered rows stay float16: no widening, no Cast back
+            widen = None
+            self.dropped_value_info.add(outputs[0])
+            outputs, removes = [cast.output[0]], [cast]
+        table = BoundTable(array, widen, axes, mode, indices_axes)
+        key = f"session{self.session_number}/{number}"
+        self.prepared.tables[key] = table
+        output_type = (TensorProto.STRING if array.dtype == object
+                       else helper.np_dtype_to_tensor_dtype(table.output_dtype()))
+        op_type = bound_op_type(output_type)
+        replacement = helper.make_node(op_type, [indices, token], outputs, name=node.name, domain=DOMAIN, table=key)
+        node.CopyFrom(replacement)
+        return Visit(None, removes=removes, in_place=True, detail={"bound": True, "op_type": op_type})
+
+
+def _holds_gather(model: ModelProto) -> bool:
+    return any(_is_gather(node) for holder in node_holders(model) for node in holder.node)
+
+
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True, *,
                   float16_outputs: bool) -> PreparedModel:
     """Turn ``model`` (changed in place: pass a copy) into what the session runs: see the module docstring.
     ``base_dir``: the folder external data is relative to (None: tables in external data are not bound).
     ``float16_outputs``: whether the op may return float16 (the installed PyOp bridge hands arrays back:
     ``ortop.bridge_info()["handback_supported"]``, which the session asks)."""
-    if model.functions:
-        model = _inline_gather_functions(model)
-    nodes = list(_gather_nodes(model.graph))
-    prepared = PreparedModel(model)
-    if not nodes:
+    if not _holds_gather(model):  # nothing to bind: no walk, no names (a plain model's start-up)
+        return PreparedModel(model)
+    binding = BindPass(base_dir, bind, float16_outputs)
+    model = run_pass(model, binding)
+    prepared = binding.prepared
+    if not prepared.tokened:  # GatherMultiaxis only in functions that nothing calls (inlined away)
         return prepared
-    prepared.tokened = True
-    token = prepared.token = _token_name(model)
-    model.graph.input.append(helper.make_tensor_value_info(token, TensorProto.INT64, []))
-    session_number = next(_session_numbers)
-    info = _Graph(model.graph)
-    infos = {id(model.graph): info}
-    consumers: dict[str, list] = {}
-    for graph_node in model.graph.node:
-        for name in graph_node.input:
-            consumers.setdefault(name, []).append(graph_node)
-    narrow_float16 = float16_outputs and BIND_FORMS["float16_output"]
-    types = _elem_types(model.graph) if narrow_float16 else {}
-    chain: list = []
-    dropped_value_info: set = set()
-    crosses_bridge = False
-    for number, (graph, node) in enumerate(nodes):
-        mode = attribute(node, "mode")
-        axes = _fixed_axes(infos, graph, node.input[2]) if len(node.input) > 2 and node.input[2] else None
-        bound = None
-        if bind and graph is model.graph and axes is not None and mode is not None:
-            passed: list = []
-            bound = info.resolve(node.input[0], base_dir, passed)
-            if bound is not None:
-                chain.extend(passed)
-        if bound is None:
-            crosses_bridge = True
-            if axes is None or not BIND_FORMS["fixed_axes"]:
-                node.op_type = RUN_OP_TYPE
-                node.input.append(token)
-            else:  # constant axes travel as an attribute: one input less to copy per call
-                op_type, outputs = FIXED_RUN_OP_TYPE, list(node.output)
-                cast = (_float16_cast_after(info, consumers, outputs[0])
-                        if graph is model.graph and _widened_float16(info, types, node.input[0]) else None)
-                if cast is not None:  # float16 data, widened to cross the bridge: back to float16 in the op
-                    op_type, outputs = NARROWING_RUN_OP_TYPE, [cast.output[0]]
-                    dropped_value_info.add(node.output[0])
-                    model.graph.node.remove(cast)
-                replacement = helper.make_node(op_type, [node.input[0], node.input[1], token],
-                                               outputs, name=node.name, domain=DOMAIN,
-                                               axes=axes_attribute(axes),
-                                               **({} if mode is None else {"mode": mode}))
-                node.CopyFrom(replacement)
-            continue
-        array, widen = bound
-        indices, indices_axes = node.input[1], ()
-        unsqueezed = _unsqueezed(info, indices) if BIND_FORMS["absorb_alignment"] else None
-        if unsqueezed is not None:  # the alignment Unsqueeze of the indices: a free view in the kernel
-            indices, indices_axes = unsqueezed
-            chain.append(info.producer[node.input[1]])
-        outputs = list(node.output)
-        cast = _float16_cast_after(info, consumers, outputs[0]) if widen == "float16" and narrow_float16 else None
-        if cast is not None:  # the gathered rows stay float16: no widening, no Cast back
-            widen = None
-            dropped_value_info.add(outputs[0])
-            outputs = [cast.output[0]]
-            model.graph.node.remove(cast)
-        table = BoundTable(array, widen, axes, mode, indices_axes)
-        key = f"session{session_number}/{number}"
-        prepared.tables[key] = table
-        output_type = (TensorProto.STRING if array.dtype == object
-                       else helper.np_dtype_to_tensor_dtype(table.output_dtype()))
-        replacement = helper.make_node(bound_op_type(output_type), [indices, token], outputs, name=node.name,
-                                       domain=DOMAIN, table=key)
-        node.CopyFrom(replacement)
-    if dropped_value_info:
-        kept_info = [value for value in model.graph.value_info if value.name not in dropped_value_info]
+    if binding.dropped_value_info:
+        kept_info = [value for value in model.graph.value_info if value.name not in binding.dropped_value_info]
         del model.graph.value_info[:]
         model.graph.value_info.extend(kept_info)
     if bind:  # the nodes that fed a bound operand, and the Constants and initializers nothing reads any more
+        # (not the driver's drop_freed: this also drops every unread Constant and initializer of the main
+        # graph, and only the nodes passed through, not whatever else fed them)
         constants = [node for node in model.graph.node if node.op_type == "Constant" and node.domain == ""]
-        drop_unused(model.graph, chain + constants)
+        drop_unused(model.graph, binding.chain + constants)
         kept = {tensor.name for tensor in model.graph.initializer}
-        prepared.shared = {name: value for name, value in info.bound_initializers.items()
+        prepared.shared = {name: value for name, value in binding.bound_initializers.items()
                            if name in kept and value[0].dtype != object}
-    if crosses_bridge:  # a string fed in may reach a GatherMultiaxisRun node, whose bridge cuts it at a NUL
+    if binding.crosses_bridge:  # a string fed in may reach a GatherMultiaxisRun node, whose bridge cuts it at a NUL
         prepared.string_inputs = [value.name for value in model.graph.input
                                   if value.type.tensor_type.elem_type == TensorProto.STRING]
     return prepared
 
 
-
-
-__all__ = ["BIND_FORMS", "RUN_TOKEN", "PreparedModel", "prepare_model"]
+__all__ = ["BIND_FORMS", "RUN_TOKEN", "BindPass", "BindReport", "BoundNode", "PreparedModel", "prepare_model"]

@@ -14,7 +14,9 @@ import when nothing uses it any more, and appends one outcome per target node to
 
 A pass may also say how a scope's types are gathered (``scope_infos``: the rewrite adds its further
 inference layers) and look at every node in order before its visit (``observe``: the rewrite's rank
-rules, which type what later nodes read)."""
+rules, which type what later nodes read). The session's bind step (``graphs.bind.BindPass``) runs on
+the session's own copy (``copies`` False), infers nothing (``infers_types`` False) and changes each node
+in place (``Visit.in_place``): the session's start-up pays for no copy, inference or splice."""
 
 from __future__ import annotations
 
@@ -107,9 +109,17 @@ class ConstantView(Mapping):
     def __init__(self, graph: GraphProto, outer: "ConstantView | None" = None):
         inputs = {value.name for value in graph.input}
         self._outer, self._hidden = outer, inputs
-        self._tensors: dict[str, TensorProto] = {t.name: t for t in graph.initializer if t.name not in inputs}
+        self._initializers: dict[str, TensorProto] = {t.name: t for t in graph.initializer if t.name not in inputs}
+        self._tensors: dict[str, TensorProto] = dict(self._initializers)
+        # The nodes are read on the first lookup past the initializers (``initializer`` alone reads none:
+        # the session's bind step), only those the graph has now (a pass appends its replacements after them).
+        self._graph, self._own, self._scanned = graph, len(graph.node), False
+
+    def _scan(self) -> None:
+        self._scanned = True
         self._arrays: dict[str, np.ndarray] = {}
-        for node in graph.node:
+        self._int64_casts: dict[str, str] = {}  # a Cast's output -> its float constant, converted on first read
+        for node in itertools.islice(self._graph.node, self._own):
             if node.op_type == "Constant" and node.domain in ONNX_DOMAINS:
                 for attribute in node.attribute:
                     if attribute.name == "value":
@@ -119,16 +129,28 @@ class ConstantView(Mapping):
             elif (node.op_type == "Cast" and node.domain in ONNX_DOMAINS and node.input[0] in self._tensors
                   and next((a.i for a in node.attribute if a.name == "to"), 0) == TensorProto.INT64
                   and self._tensors[node.input[0]].data_type in (TensorProto.DOUBLE, TensorProto.FLOAT)):
-                self._arrays[node.output[0]] = self[node.input[0]].astype(np.int64)
+                self._int64_casts[node.output[0]] = node.input[0]
 
     def tensor(self, name: str) -> TensorProto | None:
         """The TensorProto of ``name`` (an initializer or a Constant's value), or None."""
+        if not self._scanned:
+            self._scan()
         if name in self._tensors:
             return self._tensors[name]
         return None if self._outer is None or name in self._hidden else self._outer.tensor(name)
 
+    def initializer(self, name: str) -> TensorProto | None:
+        """The TensorProto of ``name`` when it is an initializer of this scope itself (not an enclosing
+        scope's, not a Constant's value; external data not read: its location is in the proto), or None."""
+        return self._initializers.get(name)
+
     def __getitem__(self, name: str) -> np.ndarray:
+        if not self._scanned:
+            self._scan()
         if name in self._arrays:
+            return self._arrays[name]
+        if name in self._int64_casts:
+            self._arrays[name] = self[self._int64_casts[name]].astype(np.int64)
             return self._arrays[name]
         if name in self._tensors:
             self._arrays[name] = numpy_helper.to_array(self._tensors[name])
@@ -138,12 +160,16 @@ class ConstantView(Mapping):
         return self._outer[name]
 
     def __contains__(self, name) -> bool:
-        return name in self._arrays or name in self._tensors or (
+        if not self._scanned:
+            self._scan()
+        return name in self._arrays or name in self._tensors or name in self._int64_casts or (
             self._outer is not None and name not in self._hidden and name in self._outer)
 
     def __iter__(self) -> Iterator[str]:
+        if not self._scanned:
+            self._scan()
         outer = (n for n in (self._outer or ()) if n not in self._hidden)
-        return iter(dict.fromkeys(itertools.chain(self._tensors, self._arrays, outer)))
+        return iter(dict.fromkeys(itertools.chain(self._tensors, self._arrays, self._int64_casts, outer)))
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -157,6 +183,11 @@ class InferredGraph:
 
     infos: dict[str, TensorInfo]
     holders: dict[int, NodeProto]
+    typed: bool = True  # False: no inference (a pass without ``infers_types``); subgraphs are walked as they are
+
+    @classmethod
+    def untyped(cls) -> "InferredGraph":
+        return cls({}, {}, False)
 
     @classmethod
     def of(cls, inferred_graph: GraphProto, main: bool) -> "InferredGraph":
@@ -169,6 +200,11 @@ class InferredGraph:
 
     def sub(self, position: int, node: NodeProto) -> Iterator[tuple[str, GraphProto, "InferredGraph"]]:
         """(attribute name, subgraph, its twin) for each subgraph of ``node``, the node at ``position``."""
+        if not self.typed:
+            for attribute in node.attribute:
+                for graph in subgraphs(attribute):
+                    yield attribute.name, graph, self
+            return
         twin = self.holders.get(position)
         for attribute, twin_attribute in zip(node.attribute, twin.attribute if twin is not None else ()):
             for graph, twin_graph in zip(subgraphs(attribute), subgraphs(twin_attribute)):
@@ -208,19 +244,34 @@ class GraphScope:
     @cached_property
     def consumers(self) -> dict[str, list[NodeProto]]:
         """The nodes that take a name as a direct input."""
+        return self._direct_reads[0]
+
+    @cached_property
+    def _direct_reads(self) -> tuple[dict[str, list[NodeProto]], list[NodeProto]]:
+        """``consumers``, and the nodes holding subgraphs (one walk for both: the session's start-up)."""
         consumers: dict[str, list[NodeProto]] = {}
+        holders = []
         for node in self.own_nodes():
-            for name in dict.fromkeys(node.input):
-                consumers.setdefault(name, []).append(node)
-        return consumers
+            inputs = node.input
+            for name in (dict.fromkeys(inputs) if len(inputs) > 1 else inputs):
+                if name in consumers:
+                    consumers[name].append(node)
+                else:
+                    consumers[name] = [node]
+            if node.attribute and holds_subgraph(node):
+                holders.append(node)
+        return consumers, holders
 
     @cached_property
     def readers(self) -> dict[str, int]:
-        readers: dict[str, int] = {}
-        for node in self.own_nodes():
-            for name in {*node.input, *(n for a in node.attribute for sub in subgraphs(a)
-                                        for inner in nodes_within(sub.node) for n in inner.input)}:
-                readers[name] = readers.get(name, 0) + 1
+        consumers, holders = self._direct_reads
+        readers = {name: len(nodes) for name, nodes in consumers.items()}
+        for node in holders:  # a name its subgraphs read and it does not read itself: one more reader
+            direct = set(node.input)
+            for name in {n for a in node.attribute for sub in subgraphs(a) for inner in nodes_within(sub.node)
+                         for n in inner.input}:
+                if name not in direct:
+                    readers[name] = readers.get(name, 0) + 1
         for value in self.graph.output:
             readers[value.name] = readers.get(value.name, 0) + 1
         return readers
@@ -231,12 +282,16 @@ class Visit:
     """A visit's change of one node: the nodes that replace it (in its place; None when the visit built
     them at the end of ``scope.graph.node`` itself), the other nodes of its graph that the replacement
     supersedes (removed), the names whose producers may be dead now (removed at the end when nothing
-    reads them, and what only they read), and what the report says of it."""
+    reads them, and what only they read), and what the report says of it. ``in_place``: the visit
+    changed the node itself, which stays where it is (``nodes`` is then ignored: the session's bind step,
+    whose replacements are one small node each, and which must not slow the session's start-up with a
+    splice; a visit that does this reads the scope's producers and readers before its first change)."""
 
     nodes: list[NodeProto] | None
     removes: list[NodeProto] = field(default_factory=list)
     freed: set[str] = field(default_factory=set)
     detail: dict = field(default_factory=dict)
+    in_place: bool = False
 
 
 class GraphPass(Protocol):
@@ -264,17 +319,18 @@ class _Driver:
         constants = ConstantView(graph, outer_constants)
         original = len(graph.node)
         scope = GraphScope(graph, path, self.opset, self.names, infos, constants, original, main, self.outcomes)
-        observe = getattr(self.graph_pass, "observe", None)
+        observe, targets = getattr(self.graph_pass, "observe", None), self.graph_pass.targets
         counts: dict[int, int] = {}  # position of a replaced node -> how many nodes replace it
         removed: set[int] = set()    # ids of superseded nodes
         for position in range(original):
             node = graph.node[position]
-            for attribute_name, sub, sub_twin in twin.sub(position, node):
-                self.graph(sub, sub_twin, infos, constants, f"{path}/{node.name or node.op_type}.{attribute_name}",
-                           False)
+            if position in twin.holders if twin.typed else (node.attribute and holds_subgraph(node)):
+                for attribute_name, sub, sub_twin in twin.sub(position, node):
+                    self.graph(sub, sub_twin, infos, constants,
+                               f"{path}/{node.name or node.op_type}.{attribute_name}", False)
             if observe is not None:
                 observe(node, scope)
-            if not self.graph_pass.targets(node) or id(node) in removed:
+            if not targets(node) or id(node) in removed:
                 continue
             start = len(graph.node)
             try:
@@ -283,9 +339,12 @@ class _Driver:
                 del graph.node[start:]  # what the visit built before it gave up
                 self.outcomes.append(self.graph_pass.outcome(node, path, None, str(reason)))
                 continue
-            if visit.nodes is not None:
-                graph.node.extend(visit.nodes)  # copied into the graph's own field (one protobuf arena)
-            counts[position] = len(graph.node) - start
+            if visit.in_place:
+                del graph.node[start:]  # (nothing to splice: the node itself is its replacement)
+            else:
+                if visit.nodes is not None:
+                    graph.node.extend(visit.nodes)  # copied into the graph's own field (one protobuf arena)
+                counts[position] = len(graph.node) - start
             removed.update(id(other) for other in visit.removes)
             self.freed |= visit.freed
             self.outcomes.append(self.graph_pass.outcome(node, path, visit, ""))
@@ -298,6 +357,10 @@ def splice(graph: GraphProto, original: int, counts: dict[int, int], removed: se
     ``position``; the nodes whose ids are in ``removed`` go. Nodes are moved by an in-place sort, not
     copied: a graph may hold Constant nodes of gigabytes."""
     if not counts and not removed:
+        return
+    if not counts:  # removals only (a few, where visits changed their nodes in place): no sort
+        for position in sorted((p for p in range(original) if id(graph.node[p]) in removed), reverse=True):
+            del graph.node[position]
         return
     # The sort hands its key function the same message objects this list holds (they stay alive, and
     # protobuf keeps one Python object per live message), so a node's identity finds its rank.
@@ -325,7 +388,7 @@ def drop_freed(model: ModelProto, names: set[str]) -> None:
     """Remove what produces ``names`` when nothing reads it any more, and then what only that read, graph
     by graph until nothing changes (a subgraph may hold the last reader of an outer name). Graph inputs
     and outputs stay; initializers go only where a removed node was their last reader."""
-    changed = True
+    changed = bool(names)  # nothing freed: no graph to scan (the session's bind step frees nothing here)
     while changed:
         changed = False
         # holders found afresh after each change: drop_unused rebuilds a node list, which detaches the
@@ -358,9 +421,19 @@ def run_pass(model: ModelProto, graph_pass: GraphPass, repeat: bool = False) -> 
     after it); ``prepare(model)``, called with the copy first (the WebNN target fixes its input shapes
     there); ``copy_targets`` (the nodes functions are inlined for, if not its targets);
     ``keeps_types`` (the report then keeps the main graph's layer-1 types); ``drops_domain`` (the
-    custom domain's import goes when nothing uses it any more)."""
+    custom domain's import goes when nothing uses it any more); ``copies`` False (the pass works on
+    ``model`` itself, its functions inlined, and the result may be ``model``: the session's bind step,
+    whose caller made the copy); ``infers_types`` False (no typing copy, no inference: every type is
+    unknown unless ``scope_infos`` says it, ``begin`` gets None for the typing copy; the bind step, which
+    must not slow the session's start-up)."""
     copy_targets = getattr(graph_pass, "copy_targets", graph_pass.targets)
-    result, failure = pass_copy(model, copy_targets)
+    if getattr(graph_pass, "copies", True):
+        result, failure = pass_copy(model, copy_targets)
+    else:
+        ir_version = model.ir_version
+        result, failure = inline_functions_holding(model, copy_targets)
+        result.ir_version = ir_version
+    infers_types = getattr(graph_pass, "infers_types", True)
     report = graph_pass.report
     prepare = getattr(graph_pass, "prepare", None)
     if prepare is not None:
@@ -372,8 +445,8 @@ def run_pass(model: ModelProto, graph_pass: GraphPass, repeat: bool = False) -> 
                     report.outcomes.append(graph_pass.outcome(node, f"function {function.name}", None, failure))
     names, freed = NameScope(all_names(result)), set()
     while True:
-        light = typing_copy(result)
-        main = InferredGraph.of(inferred(light).graph, True)  # the inferred model freed here
+        light = typing_copy(result) if infers_types else None
+        main = InferredGraph.of(inferred(light).graph, True) if infers_types else InferredGraph.untyped()
         begin = getattr(graph_pass, "begin", None)
         if begin is not None:
             begin(result, light)
