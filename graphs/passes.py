@@ -359,7 +359,8 @@ def splice(graph: GraphProto, original: int, counts: dict[int, int], removed: se
     if not counts and not removed:
         return
     if not counts:  # removals only (a few, where visits changed their nodes in place): no sort
-        for position in sorted((p for p in range(original) if id(graph.node[p]) in removed), reverse=True):
+        gone = [position for position, node in enumerate(itertools.islice(graph.node, original)) if id(node) in removed]
+        for position in reversed(gone):
             del graph.node[position]
         return
     # The sort hands its key function the same message objects this list holds (they stay alive, and
