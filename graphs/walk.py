@@ -65,15 +65,6 @@ def default_opset(model: ModelProto) -> int:
     return 1
 
 
-def nodes_with_graph(graph: GraphProto) -> Iterator[tuple[GraphProto, NodeProto]]:
-    """(graph, node) for each node of ``graph`` and, depth first where each node stands, of its subgraphs."""
-    for node in graph.node:
-        yield graph, node
-        for attribute in node.attribute:
-            for sub in subgraphs(attribute):
-                yield from nodes_with_graph(sub)
-
-
 def nodes_within(nodes) -> Iterator[NodeProto]:
     """Nodes and, recursively, the nodes of their subgraphs."""
     for node in nodes:
@@ -181,4 +172,4 @@ def drop_unused(graph: GraphProto, candidates: list[NodeProto], names: set[str] 
 
 
 __all__ = ["ONNX_DOMAINS", "all_names", "attribute", "constant_arrays", "constant_value", "default_opset", "drop_unused", "holds_subgraph", "names_read",
-           "node_holders", "nodes_with_graph", "nodes_within", "round_trip_cast", "subgraphs"]
+           "node_holders", "nodes_within", "round_trip_cast", "subgraphs"]
