@@ -34,8 +34,7 @@ from .lower_general import (MIN_OPSET, LoweringBuilder, NotLowered, lower_gather
 from .passes import GraphScope, NotChanged, Visit, run_pass
 from .provenance import ReplacedGather, carry_metadata, replaced_gather
 from .report import PassReport
-from .rules import round_trip_cast
-from .walk import ONNX_DOMAINS, attribute
+from .walk import ONNX_DOMAINS, attribute, round_trip_cast
 
 GENERAL = "general"  # the form name of the general decomposition
 

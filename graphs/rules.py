@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from onnx import NodeProto, TensorProto, helper
+from onnx import NodeProto, TensorProto
 
 from ..ops.contract import DATA_TYPES, Mode
 from ..ops.alignment import (Alignment, AlignmentError, gather_alignment, gather_elements_alignment,
@@ -22,7 +22,7 @@ from . import block_quantized, provenance, runtime_alignment
 from .builder import NodeBuilder
 from .inference import Dim, TensorInfo
 from .report import LeftUnchanged
-from .walk import attribute, round_trip_cast  # noqa: F401 - round_trip_cast: lower.py reads it here
+from .walk import attribute
 
 INT64_MAX = np.iinfo(np.int64).max  # "to the end" for Slice
 

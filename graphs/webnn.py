@@ -67,8 +67,8 @@ from .builder import NameScope, NodeBuilder
 from .inference import graph_infos, inferred, typing_copy
 from .lower import GENERAL, LoweredNode, LowerReport, is_gather_multiaxis, lower_model
 from .passes import GraphScope, NotChanged, Visit, run_pass
-from .rules import round_trip_cast
-from .walk import ONNX_DOMAINS, all_names, constant_arrays, default_opset, drop_unused, holds_subgraph, names_read
+from .walk import (ONNX_DOMAINS, all_names, constant_arrays, default_opset, drop_unused, holds_subgraph, names_read,
+                   round_trip_cast)
 
 MIN_OPSET = 11  # WebNN's gatherElements and gatherND map from ONNX opset 11; Where/Less on int64 from 9
 MAX_RANK = 5    # the ranks every WebNN backend supports
