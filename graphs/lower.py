@@ -32,7 +32,7 @@ from .lower_forms import FORM_NAMES, FormEmitter, Semantics, emit_form, plan_for
 from .lower_general import (MIN_OPSET, LoweringBuilder, NotLowered, lower_gather_multiaxis,
                             lower_gather_multiaxis_at_run_time, lowerable)
 from .passes import GraphScope, NotChanged, Visit, run_pass
-from .provenance import ReplacedGather, carry_metadata, replaced_gather
+from .provenance import carry_metadata, replaced_gather
 from .report import PassReport
 from .walk import ONNX_DOMAINS, attribute, round_trip_cast
 
@@ -123,8 +123,10 @@ def _tail(scope: GraphScope, node: NodeProto, output: str) -> list[NodeProto] | 
     return chain
 
 
-def _replaced_form(node: NodeProto, scope: GraphScope, mode: str | None) -> tuple[ReplacedGather, Visit] | None:
-    """Step 1: the replaced gather, or None where the record is absent or the graph no longer bears it out."""
+def _replaced_form(node: NodeProto, scope: GraphScope, mode: str | None) -> Visit | None:
+    """Step 1: the replaced gather, or None where the record is absent or the graph no longer bears it out.
+    What is checked is the graph's shape around the node (mode, upstream, tail), not the alignment nodes'
+    own attributes: an edit inside the rewrite's alignment is not seen."""
     record = replaced_gather(node)
     if record is None or _REWRITE_MODES.get(record.op_type) != mode or scope.opset < _OP_OPSET[record.op_type]:
         return None
@@ -147,7 +149,7 @@ def _replaced_form(node: NodeProto, scope: GraphScope, mode: str | None) -> tupl
     gather = helper.make_node(record.op_type, [record.data, record.indices], [record.output],
                               name=record.name or None, domain=record.domain, **record.attributes)
     carry_metadata(node, gather)
-    return record, Visit([gather], removes=tail, freed={*node.input, *(i for n in tail for i in n.input)},
+    return Visit([gather], removes=tail, freed={*node.input, *(i for n in tail for i in n.input)},
                          detail={"form": record.op_type, "source": "rewrite record"})
 
 
@@ -175,7 +177,7 @@ class LowerPass:
             raise NotChanged("a GatherMultiaxis node takes 3 inputs and gives 1 output")
         replaced = _replaced_form(node, scope, attribute(node, "mode", None))
         if replaced is not None:
-            return replaced[1]
+            return replaced
         data, indices = scope.info(node.input[0]), scope.info(node.input[1])
         axes = scope.constants.get(node.input[2])
         axes_type = scope.info(node.input[2]).elem_type
