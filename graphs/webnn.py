@@ -215,11 +215,13 @@ def fold_shape_arithmetic(model: ModelProto) -> int:
         folded[position] = helper.make_node("Constant", [], [node.output[0]], name=node.name,
                                             value=numpy_helper.from_array(value, name=""))
     if folded:
+        # what the folded nodes read: an initializer only they read goes (kept, it would be stored twice)
+        read = {name for position in folded for name in model.graph.node[position].input if name}
         nodes = [folded.get(position, node) for position, node in enumerate(model.graph.node)]
         del model.graph.node[:]
         model.graph.node.extend(nodes)
         constants = [node for node in model.graph.node if node.op_type == "Constant"]
-        drop_unused(model.graph, constants, all_initializers=False)
+        drop_unused(model.graph, constants, read, all_initializers=False)
     return len(folded)
 
 

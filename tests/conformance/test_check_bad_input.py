@@ -121,8 +121,11 @@ def test_huge_declared_input_is_not_compared(tmp_path, capsys):
 
 def test_ctrl_c_prints_the_summary_and_writes_the_partial_report(tmp_path):
     report = tmp_path / "partial.json"
+    # SIGINT back to its default in the child: a test run started in the background of a shell without job
+    # control inherits it ignored, and Python then installs no KeyboardInterrupt handler
     child = subprocess.Popen([sys.executable, "-m", "gathermultiaxis", "check", "--fuzz", "100000", "-v",
-                              "--json", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              "--json", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     for line in child.stdout:  # wait for a few results, then interrupt
         lines.append(line)

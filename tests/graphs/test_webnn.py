@@ -334,3 +334,24 @@ def test_the_general_form_says_why_no_single_gather_fits():
              "i": _indices(rng, (6, 1, 2), [5, 3], np.int64, in_range=True)}
     want = make_session(model, custom=True).run(None, feeds)[0]
     assert bit_identical(make_session(lowered, custom=False).run(None, feeds)[0], want)
+
+
+def test_a_folded_integer_table_is_stored_once():
+    """The rewrite's Unsqueeze of a quantized (uint8) table is folded to a constant: the initializer it read
+    goes with it (a newcomer saw the table stored twice, and ORT warning about the unused initializer)."""
+    table = numpy_helper.from_array(np.arange(40, dtype=np.uint8).reshape(10, 4), "table")
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["rows"], axis=0)], "quantized_embedding",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 3])],
+        [helper.make_tensor_value_info("rows", TensorProto.UINT8, [2, 3, 4])], [table]),
+        opset_imports=[helper.make_opsetid("", 18)])
+    lowered, report = lower_for_webnn(rewrite_model(model)[0])
+    assert report.left == 0
+    read = {name for node in lowered.graph.node for name in node.input}
+    assert [t.name for t in lowered.graph.initializer if t.name not in read] == []
+    stored = sum(t.raw_data.count(bytes(range(40))) for t in lowered.graph.initializer) + sum(
+        a.t.raw_data.count(bytes(range(40))) for node in lowered.graph.node for a in node.attribute if a.name == "value")
+    assert stored == 1
+    ids = np.array([[0, 9, -1], [3, 3, 5]])
+    assert bit_identical(make_session(lowered, custom=False).run(None, {"ids": ids})[0],
+                         make_session(model, custom=False).run(None, {"ids": ids})[0])
