@@ -275,24 +275,37 @@ class FormEmitter:
             value = self.constants[self.idx]
         return value if value is not None and value.dtype.kind == "i" else None
 
-    def _index_op(self, op_type: str, fold, inputs: list[str], role: str, **attributes) -> None:
-        """Apply ``op_type`` to the indices: folded into a constant when they are one."""
+    def _index(self, fold, emit, role: str) -> None:
+        """Transform the indices: ``fold`` (an array function, or None) where they are a constant, else the
+        nodes ``emit()`` makes (it returns their output; what it needs is made only then)."""
         value = self._constant_indices()
-        if value is not None:
+        if value is not None and fold is not None:
             folded = np.ascontiguousarray(fold(value))
+            if self.folded.pop(self.idx, None) is not None:  # a step before folded them: that constant goes
+                self.b.nodes[:] = [node for node in self.b.nodes if node.output[0] != self.idx]
             self.idx = self.b.tensor(folded, role)
             self.folded[self.idx] = folded
         else:
-            self.idx = self.b.op(op_type, [self.idx, *inputs], role, **attributes)
+            self.idx = emit()
 
     def squeeze_indices(self, dims: tuple[int, ...], role: str) -> None:
-        if not dims:
+        if dims:
+            self._index(lambda v: np.squeeze(v, axis=dims), lambda: self.b.squeeze(self.idx, list(dims), role), role)
+
+    def expand_indices(self, dims: tuple[int, ...]) -> None:
+        """Expand the indices to the input's size on ``dims`` (COPY dimensions): to a constant shape where
+        those sizes are known, else to the input's own sizes there (``Where`` on its ``Shape``)."""
+        b, rank = self.b, self.semantics.rank
+        sizes = [self.semantics.input_size(d) if d in dims else 1 for d in range(rank)]
+        if all(size is not None for size in sizes):
+            self._index(lambda v: np.broadcast_to(v, np.broadcast_shapes(v.shape, tuple(sizes))),
+                        lambda: b.op("Expand", [self.idx, b.constant(sizes, "expanded_shape")], "indices_expanded"),
+                        "indices_expanded")
             return
-        value = self._constant_indices()
-        if value is not None:
-            self._index_op("", lambda v: np.squeeze(v, axis=dims), [], role)
-        else:
-            self.idx = self.b.squeeze(self.idx, list(dims), role)
+        chosen = np.array([d in dims for d in range(rank)])
+        shape = b.op("Where", [b.tensor(chosen, "expanded_dims"), b.op("Shape", [self.x], "input_shape"),
+                               b.constant([1] * rank, "ones")], "expanded_shape")
+        self.idx = b.op("Expand", [self.idx, shape], "indices_expanded")
 
     def bounds(self, axes: tuple[int, ...], vector: bool) -> tuple[str, str]:
         """(low, high) = (-n, n - 1) of each axis' size n, in the indices' type: a scalar for one axis
@@ -344,52 +357,28 @@ class FormEmitter:
         b = self.b
         mask = self.prepare(self.semantics.axes, vector=False)
         if plan.expand:
-            rank = self.semantics.rank
-            sizes = [self.semantics.input_size(d) if d in plan.expand else 1 for d in range(rank)]
-            if all(size is not None for size in sizes):
-                shape = b.constant(sizes, "expanded_shape")
-            else:
-                chosen = np.array([d in plan.expand for d in range(rank)])
-                shape = b.op("Where", [b.tensor(chosen, "expanded_dims"), b.op("Shape", [self.x], "input_shape"),
-                                       b.constant([1] * rank, "ones")], "expanded_shape")
-            value = self._constant_indices()
-            if value is not None and all(size is not None for size in sizes):
-                self._index_op("", lambda v: np.broadcast_to(v, np.broadcast_shapes(v.shape, tuple(sizes))), [],
-                               "indices_expanded")
-            else:
-                self.idx = b.op("Expand", [self.idx, shape], "indices_expanded")
+            self.expand_indices(plan.expand)
         return self.zeroed(b.op("GatherElements", [self.x, self.idx], "gathered", axis=plan.axis), mask)
 
     def gather_nd(self, plan: NDPlan) -> str:
         b, semantics = self.b, self.semantics
         rank, k = semantics.rank, len(semantics.axes)
         if semantics.indices.elem_type != TensorProto.INT64:  # GatherND takes int64 tuples only
-            self._index_op("Cast", lambda v: v.astype(np.int64), [], "tuples_int64", to=TensorProto.INT64)
+            self._index(lambda v: v.astype(np.int64), lambda: b.cast(self.idx, TensorProto.INT64, "tuples_int64"),
+                        "tuples_int64")
             self.index_type = TensorProto.INT64
         if plan.expand:
-            sizes = [semantics.input_size(d) if d in plan.expand else 1 for d in range(rank)]
-            if any(size is None for size in sizes):  # a COPY dimension of unknown input size
-                chosen = np.array([d in plan.expand for d in range(rank)])
-                shape = b.op("Where", [b.tensor(chosen, "expanded_dims"), b.op("Shape", [self.x], "input_shape"),
-                                       b.constant([1] * rank, "ones")], "expanded_shape")
-                self.idx = b.op("Expand", [self.idx, shape], "indices_expanded")
-            else:
-                self._index_op("Expand", lambda v: np.broadcast_to(v, np.broadcast_shapes(v.shape, tuple(sizes))),
-                               [b.constant(sizes, "expanded_shape")], "indices_expanded")
+            self.expand_indices(plan.expand)
         self.squeeze_indices(plan.indices_squeeze, "tuples_aligned")
         if plan.unfold is not None:
             kept = rank - 1 - len(plan.indices_squeeze)
             if k == 1 or plan.unfold == 1:  # [.., l] -> [.., l, 1], or [.., k] -> [.., 1, k]
                 at = kept + 1 if k == 1 else kept
-                value = self._constant_indices()
-                if value is not None:
-                    self._index_op("", lambda v: np.expand_dims(v, at), [], "tuples")
-                else:
-                    self.idx = b.unsqueeze(self.idx, [at], "tuples")
+                self._index(lambda v: np.expand_dims(v, at), lambda: b.unsqueeze(self.idx, [at], "tuples"), "tuples")
             else:
-                shape = [0] * kept + [plan.unfold, k]
-                self._index_op("Reshape", lambda v: v.reshape(v.shape[:kept] + (plan.unfold, k)),
-                               [b.constant(shape, "tuples_shape")], "tuples")
+                self._index(lambda v: v.reshape(v.shape[:kept] + (plan.unfold, k)),
+                            lambda: b.op("Reshape", [self.idx, b.constant([0] * kept + [plan.unfold, k], "tuples_shape")],
+                                         "tuples"), "tuples")
         mask = self.prepare(semantics.axes, vector=True)  # components still in the node's axis order
         if mask is not None:
             any_out = b.cast(b.reduce("ReduceMax", b.cast(mask, TensorProto.INT32, "out_of_range_01"), [-1],
@@ -397,8 +386,9 @@ class FormEmitter:
             mask = b.unsqueeze(any_out, list(range(rank - plan.trailing, rank)), "tuple_mask") if plan.trailing \
                 else any_out
         if plan.permutation is not None:
-            self._index_op("Gather", lambda v: v[..., list(plan.permutation)],
-                           [b.constant(list(plan.permutation), "axis_order")], "tuples_ordered", axis=-1)
+            self._index(lambda v: v[..., list(plan.permutation)],
+                        lambda: b.op("Gather", [self.idx, b.constant(list(plan.permutation), "axis_order")],
+                                     "tuples_ordered", axis=-1), "tuples_ordered")
         x = b.squeeze(self.x, list(plan.data_squeeze), "input_aligned") if plan.data_squeeze else self.x
         attributes = {"batch_dims": plan.batch_dims} if plan.batch_dims else {}
         return self.zeroed(b.op("GatherND", [x, self.idx], "gathered", **attributes), mask)

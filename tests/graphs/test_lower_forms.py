@@ -271,3 +271,20 @@ def test_opset_11_takes_the_forms_its_ops_allow():
     error = hand_written_model((10, 4), (3, 1), [0], "error")
     error.opset_import[0].version = 11
     assert lower_model(error)[1].outcomes[0].form == "Gather"
+
+
+@pytest.mark.parametrize("shape, indices_shape, axes", [((4, 6, 2), (1, 3, 2), [1]), ((2, 8, 8, 3), (1, 5, 5, 2), [1, 2]),
+                                                       ((2, 8, 8, 3), (1, 5, 5, 2), [2, 1])])
+def test_constant_indices_are_prepared_into_one_constant(shape, indices_shape, axes):
+    """Constant int32 indices: cast, expanded, unfolded and permuted at lowering time into one constant,
+    with no constant of an intermediate step left unread."""
+    rng = np.random.default_rng(7)
+    indices = hand_written_indices(rng, shape, indices_shape, axes, out_of_range=False).astype(np.int32)
+    model = hand_written_model(shape, indices_shape, axes, "error")
+    model.graph.input.pop()  # the indices become an initializer
+    model.graph.initializer.append(numpy_helper.from_array(indices, "i"))
+    lowered, report = lower_model(model)
+    assert report.outcomes[0].form != "general"
+    assert [node.op_type for node in lowered.graph.node] == ["Constant", report.outcomes[0].form]
+    x = rng.standard_normal(shape).astype(np.float32)
+    assert_bit_identical(builtin_session(lowered).run(None, {"x": x})[0], custom_session(model).run(None, {"x": x})[0])
