@@ -1,4 +1,5 @@
-"""The README's Python examples run as written and do what they claim."""
+"""The README's Python examples (and the operator example of docs/operator.md) run as written and do what they
+claim. tests/project/test_docs.py runs every block of the README and docs/ too; this file checks what they print."""
 
 import re
 import shutil
@@ -12,11 +13,13 @@ from support import assert_bit_identical
 from gathermultiaxis.examples import EXAMPLE_PATH, example_inputs
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+OPERATOR_PAGE = Path(__file__).resolve().parents[2] / "docs" / "operator.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+OPERATOR_BLOCKS = re.findall(r"```python\n(.*?)```", OPERATOR_PAGE.read_text(), re.S)
 
 
-def block(containing: str) -> str:
-    (code,) = [code for code in BLOCKS if containing in code]
+def block(containing: str, blocks: list[str] = BLOCKS) -> str:
+    (code,) = [code for code in blocks if containing in code]
     return code
 
 
@@ -32,7 +35,7 @@ def test_every_python_block_is_tested():
 
 
 def test_operator_example(capsys, tmp_path, monkeypatch):
-    code = block('h.make_node("GatherMultiaxis"')
+    code = block('h.make_node("GatherMultiaxis"', OPERATOR_BLOCKS)
     assert len(code.strip().splitlines()) <= 12
     run(code, tmp_path, monkeypatch)
     image = np.arange(2 * 4 * 5, dtype=np.float32).reshape(2, 4, 5)
