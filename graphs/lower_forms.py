@@ -123,7 +123,7 @@ def _unknown(semantics: Semantics, roles: dict[int, Role]) -> None:
 
 
 def _string_block(semantics: Semantics, after: int) -> None:
-    """ORT's string Gather copies only the first string of each block (README, "Upstream problems")."""
+    """ORT's string Gather copies only the first string of each block (docs/upstream.md)."""
     if semantics.data.elem_type == TensorProto.STRING and any(
             semantics.input_size(d) != 1 for d in range(after + 1, semantics.rank)):
         raise NoForm("ORT's string Gather is wrong for blocks of more than one element")

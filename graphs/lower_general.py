@@ -11,7 +11,7 @@ of them), all sizes are read at run time (``Shape``), so symbolic dimensions nee
 2. Each component is checked and normalised by ``Gather(Range(0, dim), c)`` on a 1-D int64 range
    (before opset 11: ``NonZero`` of ``dim`` True values from opset 9, a ``Loop``'s iteration numbers before):
    ORT raises for any index out of ``[-dim, dim - 1]`` (for every value, whatever the output size) and
-   returns negatives counted from the end. The modes only change what is fed to it (table in README):
+   returns negatives counted from the end. The modes only change what is fed to it (table in docs/lowering.md):
    "error" the raw indices; "error_nonempty" zeros (and a range of 1) when the output is empty, the raw
    indices otherwise; "clamp" the clamped values; "zero" the values with out-of-range ones set to 0,
    the out-of-range mask kept. On an axis of size 0 the range is empty, so any coordinate raises,
