@@ -33,6 +33,11 @@ class ReplacedGather:
     domain: str | None = None   # its domain field where it was set ("" or "ai.onnx"), else None
 
     def to_text(self) -> str:
+        """The record as the ``metadata_props`` value holds it.
+
+        Returns:
+            Compact JSON with sorted keys (the same record always gives the same text).
+        """
         value = {"op_type": self.op_type, "inputs": [self.data, self.indices], "output": self.output,
                  "attributes": self.attributes, "name": self.name}
         if self.domain is not None:
@@ -41,7 +46,14 @@ class ReplacedGather:
 
     @classmethod
     def from_text(cls, text: str) -> "ReplacedGather | None":
-        """The record, or None for text that is not one (a hand-edited or foreign value is ignored)."""
+        """Read a record back.
+
+        Args:
+            text: a ``metadata_props`` value under ``KEY``.
+
+        Returns:
+            The record, or None for text that is not one (a hand-edited or foreign value is ignored).
+        """
         try:
             value = json.loads(text)
             data, indices = value["inputs"]
@@ -57,7 +69,13 @@ class ReplacedGather:
 
 def record(node: NodeProto, replaced: NodeProto) -> None:
     """Write onto GatherMultiaxis ``node`` that it replaces the gather ``replaced``; the replaced node's own
-    metadata (an exporter's source locations and scopes) and doc string travel with it."""
+    metadata (an exporter's source locations and scopes) and doc string travel with it.
+
+    Args:
+        node: the GatherMultiaxis node the rewrite made; changed in place.
+        replaced: the Gather, GatherElements or GatherND node it replaces (its first two inputs and first
+            output are recorded, with its integer attributes).
+    """
     node.metadata_props.extend(replaced.metadata_props)
     if replaced.doc_string:
         node.doc_string = replaced.doc_string
@@ -70,14 +88,26 @@ def record(node: NodeProto, replaced: NodeProto) -> None:
 
 
 def carry_metadata(source: NodeProto, target: NodeProto) -> None:
-    """Give ``target`` (the gather given back) ``source``'s metadata but the record, and its doc string."""
+    """Give ``target`` (the gather given back) ``source``'s metadata but the record, and its doc string.
+
+    Args:
+        source: the GatherMultiaxis node being lowered.
+        target: the standard gather that replaces it; changed in place.
+    """
     target.metadata_props.extend(entry for entry in source.metadata_props if entry.key != KEY)
     if source.doc_string:
         target.doc_string = source.doc_string
 
 
 def replaced_gather(node: NodeProto) -> ReplacedGather | None:
-    """What ``node`` records that it replaces, or None."""
+    """What ``node`` records that it replaces.
+
+    Args:
+        node: any node (one without ``metadata_props``, from an older onnx, holds no record).
+
+    Returns:
+        The record, or None when the node holds none or its text is not one.
+    """
     for entry in getattr(node, "metadata_props", ()):
         if entry.key == KEY:
             return ReplacedGather.from_text(entry.value)

@@ -17,6 +17,15 @@ class LeftUnchanged(Exception):
 
 @dataclass
 class PassReport:
+    """One outcome per node a pass was asked to change.
+
+    Attributes:
+        outcomes: the pass's outcome rows (``NodeOutcome``, ``LoweredNode``), each with a ``DONE``
+            attribute saying whether the node was changed.
+        main_graph_types: ONNX shape inference's types of the given model's main graph (the rewrite keeps
+            them), for the written model's load check.
+    """
+
     outcomes: list = field(default_factory=list)
     # ONNX shape inference's types of the main graph of the model the pass was given (its first layer),
     # for the command's load check of the written model (graphs.load_check) not to infer them again;
@@ -25,6 +34,11 @@ class PassReport:
     DONE: ClassVar[str] = "done"  # the outcome attribute that says the node was changed
 
     def done(self) -> int:
+        """How many nodes the pass changed.
+
+        Returns:
+            The number of outcomes whose ``DONE`` attribute is true.
+        """
         return sum(getattr(o, self.DONE) for o in self.outcomes)
 
     @property
@@ -33,9 +47,19 @@ class PassReport:
         return sum(not getattr(o, self.DONE) for o in self.outcomes)
 
     def left_outcomes(self) -> list:
+        """The nodes left as they were.
+
+        Returns:
+            Their outcomes, in order, each with its reason.
+        """
         return [o for o in self.outcomes if not getattr(o, self.DONE)]
 
     def as_dict(self) -> dict:
+        """The report as JSON-ready data (the commands' ``--json``).
+
+        Returns:
+            The changed count under ``DONE``'s name, ``left``, and ``nodes`` (one dict per outcome).
+        """
         return {self.DONE: self.done(), "left": self.left, "nodes": [vars(o) for o in self.outcomes]}
 
 

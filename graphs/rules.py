@@ -46,12 +46,37 @@ def _same_dim(a: Dim, b: Dim) -> bool:
 
 
 def rule_gather(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Replacement:
+    """Gather(axis): indices' dims in front of the data axis (``ops.alignment.gather_alignment``).
+
+    Args:
+        node: the Gather node.
+        data: what is known of its data input (element type, dims).
+        indices: what is known of its indices input.
+
+    Returns:
+        The alignment, mode "error".
+
+    Raises:
+        AlignmentError: ranks or attributes that describe no valid Gather.
+    """
     return Replacement(gather_alignment(data.rank, indices.rank, attribute(node, "axis", 0)))
 
 
 def rule_gather_elements(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Replacement:
     """Indices smaller than the data on other dimensions (which ORT accepts) need the data cut to the
-    indices' extents first, unless both sizes are known and equal."""
+    indices' extents first, unless both sizes are known and equal.
+
+    Args:
+        node: the GatherElements node.
+        data: what is known of its data input (element type, dims).
+        indices: what is known of its indices input.
+
+    Returns:
+        The alignment, and the axis to cut the data on except where every other size is known and equal.
+
+    Raises:
+        AlignmentError: ranks or attributes that describe no valid GatherElements.
+    """
     alignment = gather_elements_alignment(data.rank, indices.rank, attribute(node, "axis", 0))
     axis = alignment.axes[0]
     same = all(_same_dim(a, b) for d, (a, b) in enumerate(zip(data.shape, indices.shape)) if d != axis)
@@ -59,6 +84,21 @@ def rule_gather_elements(node: NodeProto, data: TensorInfo, indices: TensorInfo)
 
 
 def rule_gather_nd(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Replacement:
+    """GatherND(batch_dims) with k-tuples (``ops.alignment.gather_nd_alignment``), in mode "error_nonempty"
+    (ORT's GatherND checks nothing when its output is empty).
+
+    Args:
+        node: the GatherND node.
+        data: what is known of its data input (element type, dims).
+        indices: what is known of its indices input.
+
+    Returns:
+        The alignment, mode "error_nonempty".
+
+    Raises:
+        _NeedsRuntime: the coordinate size is not known statically (the caller aligns at run time).
+        AlignmentError: ranks or attributes that describe no valid GatherND.
+    """
     k = indices.shape[-1] if indices.rank else 0
     if indices.rank and not isinstance(k, int):
         raise _NeedsRuntime("the coordinate size (last indices dimension) is not known statically")
@@ -78,6 +118,19 @@ class OptInRule:
     emitter: Callable[..., TensorInfo]
 
     def emit(self, node: NodeProto, infos: dict[str, TensorInfo], builder: NodeBuilder) -> TensorInfo:
+        """Append the replacement of ``node`` to ``builder``.
+
+        Args:
+            node: the node of this rule's op.
+            infos: what is known of every value by name (the node's inputs among them).
+            builder: where the replacement nodes go.
+
+        Returns:
+            What is known of the node's output.
+
+        Raises:
+            LeftUnchanged: the node cannot be replaced; the message says why.
+        """
         return self.emitter(node, infos, builder, emit_replacement)
 
 
@@ -115,6 +168,20 @@ def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, bui
 
     Ranks known: the static alignment of ``RULES``. A rank (or GatherND's coordinate size) unknown: the
     run-time alignment of ``runtime_alignment``, unless ``allow_runtime`` is false.
+
+    Args:
+        node: a Gather, GatherElements or GatherND node.
+        data: what is known of its data input.
+        indices: what is known of its indices input.
+        builder: where the replacement nodes go; its last node's output is renamed to the node's output.
+        allow_runtime: whether a rank known only at run time may be aligned at run time.
+
+    Returns:
+        None for a static alignment, else what was not known statically (the report's reason).
+
+    Raises:
+        LeftUnchanged: the node cannot be replaced (a type the bridge cannot carry, an opset too old, a run-time
+            alignment not allowed); the message says why.
     """
     if node.op_type == "GatherElements":
         data, indices = _equal_ranks(data, indices)

@@ -50,7 +50,17 @@ class Mode(str, enum.Enum):
 
     @classmethod
     def from_any(cls, value: "Mode | str") -> "Mode":
-        """``value`` as a Mode: a Mode, or one of the mode strings (as jax.lax.GatherScatterMode.from_any)."""
+        """``value`` as a Mode (as jax.lax.GatherScatterMode.from_any).
+
+        Args:
+            value: a Mode, or one of the mode strings (``MODES``).
+
+        Returns:
+            The Mode.
+
+        Raises:
+            ValueError: ``value`` names no mode.
+        """
         if isinstance(value, cls):
             return value
         try:
@@ -74,11 +84,30 @@ class GatherIndexError(IndexError):
 
 
 def shape_text(shape: Sequence[int | None]) -> str:
+    """A shape as error messages write it.
+
+    Args:
+        shape: the dims; None is a size not known.
+
+    Returns:
+        ``"[2, ?, 4]"``.
+    """
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def normalize_axes(axes: Sequence[int], rank: int) -> tuple[int, ...]:
-    """Axes as non-negative ints; raises GatherShapeError for non-ints, out-of-range or repeated axes."""
+    """Axes as non-negative ints.
+
+    Args:
+        axes: dimensions of a tensor of rank ``rank``, each in ``[-rank, rank - 1]``, none twice.
+        rank: the tensor's rank.
+
+    Returns:
+        The axes with negatives counted from the end, in the given order.
+
+    Raises:
+        GatherShapeError: an axis that is not an integer, out of range, or named twice.
+    """
     if all(type(axis) is int and 0 <= axis < rank for axis in axes) and len(set(axes)) == len(axes):
         return tuple(axes)  # the common case, cheaply
     normalized = []
@@ -99,7 +128,18 @@ def normalize_axes(axes: Sequence[int], rank: int) -> tuple[int, ...]:
 
 def logical_indices_dims(indices_dims: Sequence[int | None], axes_count: int) -> list[int | None]:
     """The indices' dims with each coordinate tuple folded: with more than one axis, the last dimension
-    holds ``axes_count`` components per coordinate. A size not known stays None."""
+    holds ``axes_count`` components per coordinate.
+
+    Args:
+        indices_dims: the indices' dims; None is a size not known (and stays None).
+        axes_count: ``len(axes)``.
+
+    Returns:
+        The logical indices' dims: the last one divided by ``axes_count`` when there is more than one axis.
+
+    Raises:
+        GatherShapeError: the last dimension is known and not a multiple of ``axes_count``.
+    """
     logical = list(indices_dims)
     if axes_count > 1 and logical and logical[-1] is not None:
         if logical[-1] % axes_count:
@@ -114,8 +154,19 @@ def output_dims(input_dims: Sequence[int | None], indices_dims: Sequence[int | N
                 axes: Sequence[int]) -> list[int | None]:
     """The shape rule. Input and indices have one rank; on an axis the output takes the logical indices'
     size; elsewhere the two sizes broadcast (equal, or one of them 1). Dims may be None (not known):
-    the output size is then None unless the rule fixes it anyway. Raises GatherShapeError where the
-    known sizes break the rule."""
+    the output size is then None unless the rule fixes it anyway.
+
+    Args:
+        input_dims: the input's dims (None: not known).
+        indices_dims: the indices' dims, coordinate tuples unfolded (None: not known).
+        axes: the gathered dimensions of the input, in tuple order.
+
+    Returns:
+        The output's dims, of the input's rank (None where the known sizes do not decide it).
+
+    Raises:
+        GatherShapeError: the ranks differ, an axis is bad, or the known sizes break the rule.
+    """
     input_dims, indices_dims = list(input_dims), list(indices_dims)
     rank = len(input_dims)
     if len(indices_dims) != rank:

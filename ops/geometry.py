@@ -23,16 +23,30 @@ class GatherGeometry:
 
     @property
     def rank(self) -> int:
+        """The rank shared by the input, the indices and the output."""
         return len(self.input_shape)
 
     @property
     def output_size(self) -> int:
+        """The number of output elements."""
         return prod(self.output_shape)
 
     @classmethod
     def infer(cls, input_shape: Sequence[int], indices_shape: Sequence[int],
               axes: Sequence[int]) -> "GatherGeometry":
-        """Validate the shapes and axes and derive the logical indices shape and the output shape."""
+        """Validate the shapes and axes and derive the logical indices shape and the output shape.
+
+        Args:
+            input_shape: the input's shape.
+            indices_shape: the indices' shape (coordinate tuples unfolded in the last dimension).
+            axes: the gathered input dimensions, in tuple order; negatives count from the end.
+
+        Returns:
+            The call's geometry, axes normalised.
+
+        Raises:
+            GatherShapeError: the shapes or axes break the contract's shape rule.
+        """
         input_shape = tuple(int(d) for d in input_shape)
         indices_shape = tuple(int(d) for d in indices_shape)
         output = output_dims(input_shape, indices_shape, axes)  # raises GatherShapeError
@@ -41,7 +55,11 @@ class GatherGeometry:
         return cls(input_shape, indices_shape, axes, tuple(logical), tuple(output))
 
     def check_addressable(self) -> None:
-        """Raise when an axis of size 0 is to be indexed by a non-empty set of coordinates."""
+        """Raise when an axis of size 0 is to be indexed by a non-empty set of coordinates.
+
+        Raises:
+            GatherShapeError: an axis has size 0 and the logical indices hold coordinates.
+        """
         coordinates = prod(self.logical_indices_shape)
         for axis in self.axes:
             if self.input_shape[axis] == 0 and coordinates > 0:

@@ -30,6 +30,21 @@ def reference_gather_multiaxis(data, indices, axes: Sequence[int], mode: str = "
     and axes, GatherIndexError for an out-of-range index in "error" / "error_nonempty" mode, and an
     axis of size 0 indexed by a non-empty coordinate set is a GatherShapeError in every mode (in
     "error_nonempty" only when the output is not empty).
+
+    Args:
+        data: the input, any dtype.
+        indices: int32 or int64, the rank of ``data``; with more than one axis the last dimension holds
+            the coordinate tuples, in the order of ``axes``.
+        axes: the gathered dimensions of ``data``.
+        mode: one of ``MODES``: what an index out of range does.
+
+    Returns:
+        The output, of ``data``'s dtype and rank (``output_dims``).
+
+    Raises:
+        GatherShapeError: shapes or axes that break the contract.
+        GatherIndexError: an out-of-range index in mode "error" or "error_nonempty".
+        TypeError: indices that are not int32 or int64.
     """
     if mode not in MODES:
         Mode.from_any(mode)  # raises, naming the modes
