@@ -18,6 +18,12 @@ OPSET = 17
 
 
 def build_example_model() -> ModelProto:
+    """The bundled example (``EXAMPLE_PATH`` holds it as written by this function): every kind of gather.
+
+    Returns:
+        The model: embedding Gathers (float32 and float16 tables), torch.gather-style GatherElements,
+        GatherND with batch_dims, ``x[:, 1]``, shape arithmetic, and gathers inside an If branch.
+    """
     rng = np.random.default_rng(2025)
     table = numpy_helper.from_array(rng.standard_normal((50, 8)).astype(np.float32), "embedding_table")
     half_table = numpy_helper.from_array(rng.standard_normal((50, 8)).astype(np.float16), "half_table")
@@ -70,6 +76,16 @@ def build_example_model() -> ModelProto:
 
 
 def example_inputs(batch: int = 2, sequence: int = 5, seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs for the bundled example, with every index in range (token ids include negative ones).
+
+    Args:
+        batch: the batch size.
+        sequence: the sequence length.
+        seed: NumPy's random seed; it also picks the If branch (even: the table branch).
+
+    Returns:
+        The feeds by input name.
+    """
     rng = np.random.default_rng(seed)
     return {
         "token_ids": rng.integers(-50, 50, (batch, sequence)),

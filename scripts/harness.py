@@ -21,7 +21,22 @@ IR_VERSION = 8
 def single_gather_model(op_type: str, data_type: int, index_type: int, data_shape, indices_shape, *,
                         opset: int = 13, name: str | None = None, output_shape=None, **attributes) -> ModelProto:
     """``output = op_type(data, indices, **attributes)`` with graph inputs ``data`` and ``indices``.
-    Shapes are lists of ints, symbolic names or None (unknown dim), or None for an unknown rank."""
+    Shapes are lists of ints, symbolic names or None (unknown dim), or None for an unknown rank.
+
+    Args:
+        op_type: the gather's op type (Gather, GatherElements, GatherND, ...).
+        data_type: the data's ONNX element type.
+        index_type: the indices' ONNX element type.
+        data_shape: the declared shape of ``data``.
+        indices_shape: the declared shape of ``indices``.
+        opset: the default domain's opset.
+        name: the node's name (default: the op type in lower case).
+        output_shape: the declared shape of ``output`` (None: unknown rank).
+        **attributes: the node's attributes (``axis``, ``batch_dims``).
+
+    Returns:
+        The model.
+    """
     node = helper.make_node(op_type, ["data", "indices"], ["output"], name=name or op_type.lower(), **attributes)
     graph = helper.make_graph(
         [node], op_type.lower(),
@@ -32,13 +47,27 @@ def single_gather_model(op_type: str, data_type: int, index_type: int, data_shap
 
 
 def tensor_type_of(array: np.ndarray) -> int:
-    """The ONNX element type of a NumPy array (object arrays hold strings)."""
+    """The ONNX element type of a NumPy array (object arrays hold strings).
+
+    Args:
+        array: any array.
+
+    Returns:
+        Its ``TensorProto`` element type.
+    """
     return TensorProto.STRING if array.dtype == object else helper.np_dtype_to_tensor_dtype(array.dtype)
 
 
 def session_options(options):
     """``gathermultiaxis.session_options``, imported on the first call (the command line's ``--help`` needs
-    no onnxruntime): what the commands hand the passes for ORT to load models with."""
+    no onnxruntime): what the commands hand the passes for ORT to load models with.
+
+    Args:
+        options: ``onnxruntime.SessionOptions``, or None for new ones.
+
+    Returns:
+        The options, with the GatherMultiaxis op types registered.
+    """
     from .ops import session_options as register_gathermultiaxis
 
     return register_gathermultiaxis(options)
@@ -54,6 +83,16 @@ def make_session(model: ModelProto, custom: bool, optimized: bool = False, exter
     through a builtin Gather but not through a custom op, and the two foldings can round differently.
     Timings run with ORT's defaults (``optimized=True``); ``as_users_do``: with no options object at all,
     as a user's ``InferenceSession(model)`` call (the benchmarks of what users meet).
+
+    Args:
+        model: the model to run.
+        custom: run it in ``gathermultiaxis.InferenceSession`` (else ``onnxruntime.InferenceSession``).
+        optimized: ORT's default graph optimizations (else all off).
+        external_data_folder: the folder ``model``'s external data files are in (None: it has none).
+        as_users_do: no options object at all (``optimized`` and ``external_data_folder`` then unused).
+
+    Returns:
+        The session, on the CPU execution provider.
     """
     import onnxruntime as ort  # here, not on import: see the module docstring
 
@@ -83,7 +122,15 @@ def make_session(model: ModelProto, custom: bool, optimized: bool = False, exter
 
 def difference(actual, expected) -> str | None:
     """None when the two arrays are bit-identical (dtype, shape, bytes; for strings the values),
-    else what differs first."""
+    else what differs first.
+
+    Args:
+        actual: an array (or anything ``np.asarray`` takes).
+        expected: the array it should equal bit for bit.
+
+    Returns:
+        None, or a one-line description of the first difference (dtype, shape, or the first element).
+    """
     actual, expected = np.asarray(actual), np.asarray(expected)
     if actual.dtype != expected.dtype:
         return f"dtype {actual.dtype} vs {expected.dtype}"
@@ -104,12 +151,25 @@ def difference(actual, expected) -> str | None:
 
 
 def bit_identical(actual, expected) -> bool:
-    """Same dtype, shape and bytes (NaN payloads and -0.0 included); object arrays compare values."""
+    """Same dtype, shape and bytes (NaN payloads and -0.0 included); object arrays compare values.
+
+    Args:
+        actual: an array.
+        expected: the array it should equal.
+
+    Returns:
+        Whether ``difference`` finds none.
+    """
     return difference(actual, expected) is None
 
 
 def versions() -> dict[str, str]:
-    """Versions of what a result depends on, for reports."""
+    """Versions of what a result depends on, for reports.
+
+    Returns:
+        ``python``, ``platform`` and the versions of numpy, onnx, onnxruntime, onnxruntime-extensions and
+        gathermultiaxis ("not installed" for one that is not).
+    """
     found = {"python": platform.python_version(), "platform": f"{sys.platform}-{platform.machine()}"}
     for package in ("numpy", "onnx", "onnxruntime", "onnxruntime-extensions", "gathermultiaxis"):
         try:
