@@ -41,6 +41,11 @@ class Timing:
     max_ms: float
 
     def text(self) -> str:
+        """The timing as the report prints it.
+
+        Returns:
+            The median and the min-max spread in milliseconds.
+        """
         return f"{self.median_ms:9.3f} ms [{self.min_ms:.3f}-{self.max_ms:.3f}]"
 
 
@@ -108,6 +113,15 @@ def _aligned_call(model: ModelProto, data, indices):
 
 
 def workloads(quick: bool, seed: int = 0) -> list[Workload]:
+    """The kernel benchmark's workloads (see the module docstring).
+
+    Args:
+        quick: smaller arrays (for smoke tests), instead of the full 1-4 M output elements.
+        seed: NumPy's random seed for the data and indices.
+
+    Returns:
+        One workload per row of the report, each with its one-node model and the NumPy call it is compared with.
+    """
     rng = np.random.default_rng(seed)
     s = (lambda full, small: small if quick else full)
     items = []
@@ -204,7 +218,18 @@ def _ratio(a: Timing | None, b: Timing | None) -> float | None:
 
 def run_bench(quick: bool = False, repeats: int | None = None, reference_cap_s: float = 30.0,
               progress: Callable[[str], None] | None = None) -> list[Result]:
-    """Time every workload (see the module docstring); ``repeats`` defaults to 15 (quick: 5)."""
+    """Time every workload (see the module docstring).
+
+    Args:
+        quick: the small workloads.
+        repeats: interleaved samples per call; None: 15 (quick: 5).
+        reference_cap_s: the onnx reference evaluator is run once only (no repeats) where its first run takes
+            over a third of this many seconds.
+        progress: called with each workload's name before it runs.
+
+    Returns:
+        One result per workload: its timings, ratios, peak memory and notes.
+    """
     repeats = repeats or (5 if quick else 15)
     results = []
     for workload in workloads(quick):
@@ -269,6 +294,14 @@ def run_bench(quick: bool = False, repeats: int | None = None, reference_cap_s: 
 
 
 def format_report(results: list[Result]) -> str:
+    """The full report: every timing and ratio per workload, then ``summary_table``.
+
+    Args:
+        results: what ``run_bench`` returned.
+
+    Returns:
+        The report's text.
+    """
     lines = []
     for r in results:
         lines.append(f"{r.name}  ({r.output_elements} output elements)")
@@ -284,6 +317,15 @@ def format_report(results: list[Result]) -> str:
 
 
 def summary_table(results: list[Result]) -> str:
+    """The ratios as one Markdown table (the one docs/performance.md quotes).
+
+    Args:
+        results: what ``run_bench`` returned.
+
+    Returns:
+        The table's text.
+    """
+
     def f(value, digits=2):
         return "n/a" if value is None else f"{value:.{digits}f}"
 
@@ -303,7 +345,14 @@ def summary_table(results: list[Result]) -> str:
 
 def lowered_table(results: list[Result]) -> str:
     """The lowered rows: GatherMultiaxis lowered to standard ONNX ops (``graphs.lower_model``) on plain
-    ORT, no bridge, against ORT's builtin gathers and the rewritten model (the custom op)."""
+    ORT, no bridge, against ORT's builtin gathers and the rewritten model (the custom op).
+
+    Args:
+        results: what ``run_bench`` returned.
+
+    Returns:
+        A Markdown table.
+    """
     def f(value, digits=2):
         return "n/a" if value is None else f"{value:.{digits}f}"
 
@@ -319,7 +368,12 @@ def lowered_table(results: list[Result]) -> str:
 
 
 def plot(results: list[Result], path: str | Path) -> None:
-    """Draw the ratios as a bar chart (needs matplotlib, the ``bench`` extra)."""
+    """Draw the ratios as a bar chart (needs matplotlib, the ``bench`` extra).
+
+    Args:
+        results: what ``run_bench`` returned.
+        path: the PNG file to write.
+    """
     import matplotlib
 
     matplotlib.use("Agg")

@@ -83,7 +83,14 @@ def _int8_embedding(rng) -> RuntimeWorkload:
 
 
 def detection_workloads(rng) -> list[RuntimeWorkload]:
-    """YOLO-style post-processing of [1, 25200, 85] predictions."""
+    """YOLO-style post-processing of [1, 25200, 85] predictions.
+
+    Args:
+        rng: NumPy's random generator for the data.
+
+    Returns:
+        Two workloads: TopK 100 + GatherElements, and NonZero + GatherND.
+    """
     x = rng.random((1, 25200, 85), dtype=np.float32)
     value = helper.make_tensor_value_info
     ints = (lambda name, values: numpy_helper.from_array(np.array(values, np.int64), name))
@@ -117,6 +124,14 @@ def detection_workloads(rng) -> list[RuntimeWorkload]:
 
 
 def tiny_workload(rng) -> RuntimeWorkload:
+    """Shape then Gather of one element: the per-call overhead.
+
+    Args:
+        rng: NumPy's random generator for the data.
+
+    Returns:
+        The workload.
+    """
     x = rng.standard_normal((2, 3)).astype(np.float32)
     value = helper.make_tensor_value_info
     model = _model([helper.make_node("Shape", ["x"], ["shape"]),
@@ -129,6 +144,15 @@ def tiny_workload(rng) -> RuntimeWorkload:
 
 
 def runtime_workloads(seed: int = 0) -> list[RuntimeWorkload]:
+    """The models a user meets (``bench runtime``'s rows): GPT-2 embeddings in float32 and float16, an int8
+    embedding with DequantizeLinear, detection post-processing, and the tiny shape gather.
+
+    Args:
+        seed: NumPy's random seed.
+
+    Returns:
+        The workloads, in the report's order.
+    """
     rng = np.random.default_rng(seed)
     gpt2 = rng.standard_normal((50257, 768)).astype(np.float32)
     half = gpt2.astype(np.float16)
@@ -158,6 +182,19 @@ def _sessions(workload: RuntimeWorkload):
 
 
 def measure(workload: RuntimeWorkload, repeats: int) -> RuntimeResult:
+    """Time one workload: builtin ORT on the original, the rewrite in ``gathermultiaxis.InferenceSession``
+    and in ``onnxruntime.InferenceSession`` with ``session_options()``, and the copy floor, interleaved.
+
+    Args:
+        workload: the workload.
+        repeats: interleaved samples per call.
+
+    Returns:
+        Medians, 10th-90th percentile spreads, ratios to builtin, and each ratio on the odd and even samples.
+
+    Raises:
+        AssertionError: a rewritten run's output is not bit-identical to builtin's.
+    """
     builtin, package, plain = _sessions(workload)
     expected = builtin.run(None, workload.feeds)
     for sess in (package, plain):
@@ -182,6 +219,15 @@ def measure(workload: RuntimeWorkload, repeats: int) -> RuntimeResult:
 
 
 def run_runtime_bench(repeats: int = 41, progress=None) -> list[RuntimeResult]:
+    """Time every workload of ``runtime_workloads``.
+
+    Args:
+        repeats: interleaved samples per call.
+        progress: called with each workload's name before it runs, or None.
+
+    Returns:
+        One result per workload.
+    """
     results = []
     for workload in runtime_workloads():
         if progress:
@@ -191,6 +237,14 @@ def run_runtime_bench(repeats: int = 41, progress=None) -> list[RuntimeResult]:
 
 
 def format_runtime_report(results: list[RuntimeResult]) -> str:
+    """The report ``bench runtime`` prints.
+
+    Args:
+        results: what ``run_runtime_bench`` returned.
+
+    Returns:
+        The report's text.
+    """
     lines = []
     for r in results:
         lines.append(r.name + (f"  (target: InferenceSession {r.target})" if r.target else ""))
@@ -239,7 +293,15 @@ def _switch(step: str, on: bool) -> None:
 def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
     """Calling-thread CPU time (time.thread_time) per run of tiny models, builtin against
     gathermultiaxis.InferenceSession with every step of the call path, and with each step switched off
-    in turn (one session per variant, all interleaved). Rows: workload, variant, median us, p10, p90."""
+    in turn (one session per variant, all interleaved).
+
+    Args:
+        repeats: interleaved samples per variant.
+        calls: runs per sample.
+
+    Returns:
+        One row per workload and variant: ``workload``, ``variant``, ``median_us``, ``p10_us``, ``p90_us``.
+    """
     from ..ops import ortop
 
     rows = []
@@ -282,6 +344,14 @@ def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
 
 
 def format_call_path_breakdown(rows: list[dict]) -> str:
+    """The call-path breakdown as a Markdown table, each variant also minus builtin.
+
+    Args:
+        rows: what ``call_path_breakdown`` returned.
+
+    Returns:
+        The table's text.
+    """
     lines = ["| workload | variant | calling-thread CPU us per run | p10-p90 | minus builtin |", "|---|---|---|---|---|"]
     builtin = {row["workload"]: row["median_us"] for row in rows if row["variant"] == "builtin"}
     for row in rows:
@@ -291,7 +361,15 @@ def format_call_path_breakdown(rows: list[dict]) -> str:
 
 
 def per_call_breakdown(repeats: int = 21, calls: int = 300) -> dict[str, float]:
-    """Median calling-thread CPU us per run of the tiny shape gather, per variant (call_path_breakdown)."""
+    """Median calling-thread CPU us per run of the tiny shape gather, per variant (call_path_breakdown).
+
+    Args:
+        repeats: interleaved samples per variant.
+        calls: runs per sample.
+
+    Returns:
+        The median by variant name.
+    """
     return {row["variant"]: row["median_us"] for row in call_path_breakdown(repeats, calls)
             if row["workload"].startswith("tiny")}
 
@@ -328,7 +406,17 @@ def _rss_child(path: str, runs: int) -> dict:
 
 def rss_over_bound_table(table_mb: int = 150, runs: int = 1000, external: bool = False) -> dict:
     """Resident memory of an InferenceSession over a bound float32 embedding table of ``table_mb`` MB
-    (inline in the model file, or in external data), measured in a child process."""
+    (inline in the model file, or in external data), measured in a child process.
+
+    Args:
+        table_mb: the table's size in MB.
+        runs: how many [8, 512] runs the child makes after creating the session.
+        external: the table in external data (memory-mapped by ORT) instead of inline.
+
+    Returns:
+        RSS in bytes at each step (``baseline``, ``created``, ``after_10_runs``, ``after_RUNS_runs``), plus
+        ``table_bytes``, ``session_over_table`` and ``growth_10_to_end``.
+    """
     rows = table_mb * 10**6 // (768 * 4)
     table = np.random.default_rng(0).standard_normal((rows, 768)).astype(np.float32)
     model = _embedding("rss", table, np.zeros((8, 512), np.int64), "").model
@@ -349,6 +437,15 @@ def rss_over_bound_table(table_mb: int = 150, runs: int = 1000, external: bool =
 
 
 def format_rss(result: dict, external: bool) -> str:
+    """One line of the report for ``rss_over_bound_table``.
+
+    Args:
+        result: what ``rss_over_bound_table`` returned.
+        external: whether it was measured with external data.
+
+    Returns:
+        The line.
+    """
     mib = (lambda b: f"{b / 2**20:.1f} MiB")
     runs = next(k for k in result if k.startswith("after_") and k != "after_10_runs")
     return (f"RSS over a bound {mib(result['table_bytes'])} table ({'external data, memory-mapped' if external else 'inline'}):"
