@@ -35,7 +35,15 @@ _MARKED_ROWS = (0, 3, -1)
 
 
 def build_big_model(folder: Path, gigabytes: float) -> Path:
-    """``folder/big.onnx``: Gather(table, ids) @ projection + bias, the table external (sparse file)."""
+    """``folder/big.onnx``: Gather(table, ids) @ projection + bias, the table external (sparse file).
+
+    Args:
+        folder: where the model and its data file go.
+        gigabytes: the table's size.
+
+    Returns:
+        The model's path.
+    """
     rows = int(gigabytes * 1e9) // (WIDTH * 4)
     table = TensorProto(name="table", data_type=TensorProto.FLOAT, dims=[rows, WIDTH])
     table.data_location = TensorProto.EXTERNAL
@@ -79,6 +87,17 @@ def _run_measured(command: list[str]) -> tuple[int, float, str]:
 
 
 def measure(gigabytes: float = 2.2, folder: Path | None = None, ort_optimize: bool = False) -> BigModelRun:
+    """Build a big model and rewrite it with ``python -m gathermultiaxis rewrite`` in a child process, measuring
+    the child's peak RSS; then check that the original and the rewrite give the same rows.
+
+    Args:
+        gigabytes: the table's size.
+        folder: where the scratch folder goes (None: the system's temporary folder).
+        ort_optimize: rewrite with ``--ort-optimize``.
+
+    Returns:
+        The sizes, the exit status, the peak RSS, and whether the rows match.
+    """
     with tempfile.TemporaryDirectory(prefix="gathermultiaxis-big-", dir=folder) as scratch:
         scratch = Path(scratch)
         source = build_big_model(scratch, gigabytes)
@@ -110,7 +129,14 @@ def _rows_match(source: Path, target: Path) -> bool:
 
 def build_big_graph(gathers: int) -> ModelProto:
     """A chain of ``gathers`` x (Gather + Add): 2 x ``gathers`` nodes, every Gather rewritten. Each link
-    reverses the 8 columns of a [n, 8] float tensor and adds one, so the chain is a real computation."""
+    reverses the 8 columns of a [n, 8] float tensor and adds one, so the chain is a real computation.
+
+    Args:
+        gathers: the number of links.
+
+    Returns:
+        The model.
+    """
     nodes = []
     previous = "x"
     for i in range(gathers):
@@ -132,14 +158,17 @@ class Measured:
 
     @property
     def median_cpu_seconds(self) -> float:
+        """The median of the user + system CPU seconds."""
         return float(np.median(self.cpu_seconds))
 
     @property
     def median_seconds(self) -> float:
+        """The median wall-clock seconds."""
         return float(np.median(self.seconds))
 
     @property
     def median_peak_rss_mib(self) -> float:
+        """The median peak resident memory, MiB."""
         return float(np.median(self.peak_rss_mib))
 
 
@@ -177,7 +206,11 @@ _REWRITE = _REPORT_PEAK + ("import runpy; sys.argv = ['gathermultiaxis', *sys.ar
 def child_environment() -> dict[str, str]:
     """The environment without PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION: an onnxruntime-extensions import
     in this process may have set it to "python" (see ops/extensions.py), which would slow the children
-    by the pure-Python protobuf parser and measure that instead."""
+    by the pure-Python protobuf parser and measure that instead.
+
+    Returns:
+        A copy of ``os.environ`` for the children.
+    """
     return {k: v for k, v in os.environ.items() if k != "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"}
 
 
@@ -195,7 +228,16 @@ def _timed(command: list[str]) -> tuple[int, float, float, float, str]:
 
 def measure_big_graph(gathers: int = 50_000, repeats: int = 1, folder: Path | None = None) -> BigGraphRun:
     """Build ``build_big_graph(gathers)``, then time, in fresh processes and interleaved ``repeats``
-    times: ``gathermultiaxis rewrite`` of it, onnx.load + infer_shapes of it, and Python importing onnx."""
+    times: ``gathermultiaxis rewrite`` of it, onnx.load + infer_shapes of it, and Python importing onnx.
+
+    Args:
+        gathers: the number of Gather + Add links.
+        repeats: interleaved rounds of fresh processes.
+        folder: where the scratch folder goes (None: the system's temporary folder).
+
+    Returns:
+        Each command's wall and CPU seconds and peak RSS, and whether every Gather was rewritten.
+    """
     commands = {"rewrite": None, "load_and_infer": None, "ort_load": None,
                 "python_startup": [sys.executable, "-c", _REPORT_PEAK + "import onnx"]}
     results = {name: Measured([], []) for name in commands}
@@ -237,6 +279,15 @@ def _graph_output_loads(target: Path) -> bool:
 
 
 def format_big_graph(run: BigGraphRun) -> str:
+    """The report ``bench big-graph`` prints: a Markdown table and the ratios to onnx.load + infer_shapes.
+
+    Args:
+        run: what ``measure_big_graph`` returned.
+
+    Returns:
+        The report's text.
+    """
+
     def row(name: str, measured: Measured) -> str:
         return (f"| {name} | {measured.median_seconds:.2f} [{min(measured.seconds):.2f}-{max(measured.seconds):.2f}] | "
                 f"{measured.median_cpu_seconds:.2f} | "

@@ -90,7 +90,14 @@ class LoweringRow:
 
 def op_counts(model: ModelProto) -> dict[str, int]:
     """Nodes by op type (``domain::type`` outside the default domain) in the main graph, its subgraphs
-    and the model-local functions; Constant nodes are not counted."""
+    and the model-local functions; Constant nodes are not counted.
+
+    Args:
+        model: the model.
+
+    Returns:
+        The count by op type.
+    """
     from ..graphs.walk import node_holders
 
     counts = collections.Counter(node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
@@ -123,7 +130,14 @@ def _ints(name: str, values) -> onnx.TensorProto:
 
 def kernels(seed: int = 0) -> list[Subject]:
     """The kernels of issue 27, each a one-gather model (inputs include negative indices, which every
-    builtin accepts)."""
+    builtin accepts).
+
+    Args:
+        seed: NumPy's random seed.
+
+    Returns:
+        One subject per kernel.
+    """
     from ..ops.contract import DOMAIN, OP_TYPE
 
     rng = np.random.default_rng(seed)
@@ -182,7 +196,16 @@ def kernels(seed: int = 0) -> list[Subject]:
 
 
 def model_subjects(paths: list[Path], batch: int = 1, sequence: int = 16) -> list[Subject | LoweringRow]:
-    """A Subject per model file; a LoweringRow with the reason for a file that cannot be read or fed."""
+    """A Subject per model file; a LoweringRow with the reason for a file that cannot be read or fed.
+
+    Args:
+        paths: model files (inputs from ``NAME.inputs.npz`` beside each, else generated).
+        batch: the size of a symbolic batch dim in generated inputs.
+        sequence: the size of other symbolic dims in generated inputs.
+
+    Returns:
+        One item per path, in order.
+    """
     from .end_to_end import model_feeds
 
     subjects: list[Subject | LoweringRow] = []
@@ -202,7 +225,15 @@ def model_subjects(paths: list[Path], batch: int = 1, sequence: int = 16) -> lis
 def prepare(subject: Subject, stem: Path) -> LoweringRow:
     """Rewrite and lower ``subject``, count its nodes, compare its outputs; when both models ran, write
     them and the inputs for the timed children (``STEM.original.onnx``, ``STEM.lowered.onnx``,
-    ``STEM.inputs.npz``)."""
+    ``STEM.inputs.npz``).
+
+    Args:
+        subject: a model or kernel with its inputs.
+        stem: the path prefix of the written files.
+
+    Returns:
+        The row's untimed part: node and op counts, forms, bit-exactness (optimizations on and off).
+    """
     from ..graphs import lower_model, rewrite_model
     from ..graphs.lower import GENERAL
     from ..graphs.walk import node_holders
@@ -258,7 +289,16 @@ def prepare(subject: Subject, stem: Path) -> LoweringRow:
 
 def time_in_this_process(model_path: str, feeds_path: str, repeats: int) -> dict:
     """A fresh process's task: ``repeats`` runs of one model on plain ORT with default session options
-    (after a warm-up, ``timing.interleaved``); the samples in ms."""
+    (after a warm-up, ``timing.interleaved``).
+
+    Args:
+        model_path: the model file.
+        feeds_path: an ``.npz`` of the inputs by name.
+        repeats: timed runs.
+
+    Returns:
+        ``{"samples": [ms, ...]}``.
+    """
     from ..harness import make_session
     from .timing import interleaved
 
@@ -273,7 +313,20 @@ def run(items: list[str], with_kernels: bool = True, repeats: int = 41, processe
     """Every model of ``items`` (files, or folders standing for their ``*.onnx`` files) and, with
     ``with_kernels``, the kernels: each row's untimed part here, then ``processes`` rounds of fresh
     processes (round 1: model A original, lowered, model B original, lowered ...; round 2: model A lowered,
-    original ...)."""
+    original ...).
+
+    Args:
+        items: model files or folders.
+        with_kernels: also the kernels of ``kernels()``.
+        repeats: timed runs per process.
+        processes: rounds of fresh processes per model and column.
+        batch: the size of a symbolic batch dim in generated inputs.
+        sequence: the size of other symbolic dims in generated inputs.
+        progress: called with a line per step, or None.
+
+    Returns:
+        One row per model and kernel, with the median time ratio and its per-round spread.
+    """
     from .end_to_end import in_fresh_process, model_paths, round_ratios
 
     subjects = model_subjects(model_paths(items), batch, sequence) + (kernels() if with_kernels else [])
@@ -325,6 +378,14 @@ def run(items: list[str], with_kernels: bool = True, repeats: int = 41, processe
 # ---------------------------------------------------------------- report
 
 def geometric_mean(values: list[float]) -> float | None:
+    """The geometric mean.
+
+    Args:
+        values: positive numbers.
+
+    Returns:
+        Their geometric mean, or None for none.
+    """
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
@@ -334,7 +395,15 @@ def _goal(value: float | None, goal: float) -> str:
 
 def summary(rows: list[LoweringRow]) -> dict:
     """The figures of issue 27's goals: the models' time ratios (geometric mean, max), the models' node
-    ratios (max), each kernel's time ratio; each with its goal and whether it is met."""
+    ratios (max), each kernel's time ratio; each with its goal and whether it is met.
+
+    Args:
+        rows: what ``run`` returned.
+
+    Returns:
+        The figures by name, each with ``value``, ``goal`` and ``verdict`` ("met", "not met", "n/a"); the
+        kernels' under ``kernels``.
+    """
     models = [row for row in rows if row.kind == "model"]
     ratios = [row.ratio for row in models if row.ratio is not None]
     node_ratios = [row.node_ratio for row in models if row.node_ratio is not None]
@@ -362,6 +431,15 @@ def summary(rows: list[LoweringRow]) -> dict:
 
 
 def format_report(rows: list[LoweringRow]) -> str:
+    """The report ``bench lowering`` prints: Markdown tables of the rows and the summary.
+
+    Args:
+        rows: what ``run`` returned.
+
+    Returns:
+        The report's text.
+    """
+
     def number(value, digits=2):
         return "n/a" if value is None else f"{value:.{digits}f}"
 
@@ -418,6 +496,14 @@ def format_report(rows: list[LoweringRow]) -> str:
 
 
 def as_json(rows: list[LoweringRow]) -> dict:
+    """The ``--json`` report.
+
+    Args:
+        rows: what ``run`` returned.
+
+    Returns:
+        The machine and versions, the CPU count, every row and the summary.
+    """
     from .end_to_end import versions_line
 
     return {"machine": versions_line(), "cpu_count": os.cpu_count(), "rows": [asdict(row) for row in rows],
