@@ -79,14 +79,38 @@ class Semantics:
     indices_from_range: bool = False  # the indices are a Range's output (see GatherPlan)
 
     def input_size(self, d: int) -> int | None:
+        """The input's size on ``d``, where it is a known integer.
+
+        Args:
+            d: a dimension in ``[0, rank - 1]``.
+
+        Returns:
+            The size, or None (symbolic or unknown).
+        """
         size = self.data.shape[d] if self.data.shape is not None else None
         return size if isinstance(size, int) else None
 
     def indices_size(self, d: int) -> int | None:
+        """The indices' size on ``d`` (coordinate tuples unfolded), where it is a known integer.
+
+        Args:
+            d: a dimension in ``[0, rank - 1]``.
+
+        Returns:
+            The size, or None.
+        """
         size = self.indices.shape[d] if self.indices.shape is not None else None
         return size if isinstance(size, int) else None
 
     def logical_size(self, d: int) -> int | None:
+        """The logical indices' size on ``d``: the last dimension divided by the number of axes.
+
+        Args:
+            d: a dimension in ``[0, rank - 1]``.
+
+        Returns:
+            The size, or None.
+        """
         size = self.indices_size(d)
         k = len(self.axes)
         if size is not None and d == self.rank - 1 and k > 1:
@@ -94,6 +118,14 @@ class Semantics:
         return size
 
     def role(self, d: int) -> Role:
+        """The role of a dimension off the axes, from its known sizes.
+
+        Args:
+            d: a dimension in ``[0, rank - 1]``.
+
+        Returns:
+            ONE (both 1), COPY (indices 1), INDEX (input 1), BATCH (equal), else UNKNOWN.
+        """
         x, n = self.input_size(d), self.logical_size(d)
         if x == 1 and n == 1:
             return Role.ONE
@@ -106,11 +138,23 @@ class Semantics:
         return Role.UNKNOWN
 
     def roles(self) -> dict[int, Role]:
+        """The role of every dimension off the axes.
+
+        Returns:
+            The role by dimension.
+        """
         return {d: self.role(d) for d in range(self.rank) if d not in self.axes}
 
     def copy_sizes_nonzero(self, dims) -> bool:
         """Whether every one of ``dims`` has a known input size above 0 (an output emptied by a COPY
-        dimension of size 0 still has coordinates, which "error" checks and GatherND does not)."""
+        dimension of size 0 still has coordinates, which "error" checks and GatherND does not).
+
+        Args:
+            dims: dimensions.
+
+        Returns:
+            Whether every input size there is known and positive.
+        """
         return all((self.input_size(d) or 0) > 0 for d in dims)
 
 
@@ -139,6 +183,17 @@ class GatherPlan:
 
     @classmethod
     def of(cls, semantics: Semantics) -> "GatherPlan":
+        """The Gather form of a node.
+
+        Args:
+            semantics: the node's facts.
+
+        Returns:
+            The plan.
+
+        Raises:
+            NoForm: one Gather does not compute the node exactly; the message says why.
+        """
         if len(semantics.axes) != 1:
             raise NoForm("Gather reads one axis")
         axis, roles = semantics.axes[0], semantics.roles()
@@ -173,6 +228,18 @@ class ElementsPlan:
 
     @classmethod
     def of(cls, semantics: Semantics, opset: int) -> "ElementsPlan":
+        """The GatherElements form of a node.
+
+        Args:
+            semantics: the node's facts.
+            opset: the model's default-domain opset.
+
+        Returns:
+            The plan.
+
+        Raises:
+            NoForm: one GatherElements does not compute the node exactly; the message says why.
+        """
         if len(semantics.axes) != 1:
             raise NoForm("GatherElements reads one axis")
         if opset < GATHER_ELEMENTS_OPSET:
@@ -207,6 +274,18 @@ class NDPlan:
 
     @classmethod
     def of(cls, semantics: Semantics, opset: int) -> "NDPlan":
+        """The GatherND form of a node.
+
+        Args:
+            semantics: the node's facts.
+            opset: the model's default-domain opset.
+
+        Returns:
+            The plan.
+
+        Raises:
+            NoForm: one GatherND does not compute the node exactly; the message says why.
+        """
         if opset < GATHER_ELEMENTS_OPSET:
             raise NoForm(f"GatherND needs opset {GATHER_ELEMENTS_OPSET}")
         axes, rank, k = semantics.axes, semantics.rank, len(semantics.axes)
@@ -266,6 +345,7 @@ class FormEmitter:
 
     @property
     def index_dtype(self) -> np.dtype:
+        """The NumPy type of the indices as emitted so far (int32 or int64)."""
         index_type = self.index_type or self.semantics.indices.elem_type
         return np.dtype(np.int32 if index_type == TensorProto.INT32 else np.int64)
 
@@ -289,12 +369,22 @@ class FormEmitter:
             self.idx = emit()
 
     def squeeze_indices(self, dims: tuple[int, ...], role: str) -> None:
+        """Squeeze ``dims`` out of the indices (folded where they are a constant).
+
+        Args:
+            dims: size-1 dimensions of the indices; none: nothing.
+            role: what the result is, for its name.
+        """
         if dims:
             self._index(lambda v: np.squeeze(v, axis=dims), lambda: self.b.squeeze(self.idx, list(dims), role), role)
 
     def expand_indices(self, dims: tuple[int, ...]) -> None:
         """Expand the indices to the input's size on ``dims`` (COPY dimensions): to a constant shape where
-        those sizes are known, else to the input's own sizes there (``Where`` on its ``Shape``)."""
+        those sizes are known, else to the input's own sizes there (``Where`` on its ``Shape``).
+
+        Args:
+            dims: the COPY dimensions.
+        """
         b, rank = self.b, self.semantics.rank
         sizes = [self.semantics.input_size(d) if d in dims else 1 for d in range(rank)]
         if all(size is not None for size in sizes):
@@ -309,7 +399,15 @@ class FormEmitter:
 
     def bounds(self, axes: tuple[int, ...], vector: bool) -> tuple[str, str]:
         """(low, high) = (-n, n - 1) of each axis' size n, in the indices' type: a scalar for one axis
-        (``vector`` False) or a vector over the tuples' last dimension."""
+        (``vector`` False) or a vector over the tuples' last dimension.
+
+        Args:
+            axes: the node's axes.
+            vector: one bound per axis (a vector) instead of a scalar for one axis.
+
+        Returns:
+            The names of the low and high bounds.
+        """
         sizes = [self.semantics.input_size(a) for a in axes]
         shape = [len(axes)] if vector else []
         if all(size is not None for size in sizes):
@@ -325,7 +423,15 @@ class FormEmitter:
         return self.b.op("Neg", [dims], "low_bound"), self.b.op("Sub", [dims, one], "high_bound")
 
     def prepare(self, axes: tuple[int, ...], vector: bool) -> str | None:
-        """The mode's treatment of the indices (clamp, or zero's masking); returns zero's mask."""
+        """The mode's treatment of the indices: clamp, or zero's masking (out-of-range indices set to 0).
+
+        Args:
+            axes: the node's axes.
+            vector: bounds per tuple component (GatherND) instead of one scalar.
+
+        Returns:
+            The name of zero's out-of-range mask, or None for the other modes.
+        """
         mode = self.semantics.mode
         if mode not in (Mode.CLAMP, Mode.ZERO):
             return None
@@ -340,6 +446,15 @@ class FormEmitter:
         return mask
 
     def zeroed(self, values: str, mask: str | None) -> str:
+        """Mode zero's result: 0 (False for bool) where ``mask`` is set.
+
+        Args:
+            values: the gathered values' name.
+            mask: ``prepare``'s mask, or None (then ``values`` as they are).
+
+        Returns:
+            The name of the result.
+        """
         if mask is None:
             return values
         if self.elem_type == TensorProto.BOOL:
@@ -347,6 +462,14 @@ class FormEmitter:
         return self.b.op("Where", [mask, self.b.typed_zero(self.elem_type, "zero_element"), values], "zeroed")
 
     def gather(self, plan: GatherPlan) -> str:
+        """Emit the Gather form.
+
+        Args:
+            plan: from ``GatherPlan.of``.
+
+        Returns:
+            The name of the output.
+        """
         b = self.b
         mask = self.prepare(self.semantics.axes, vector=False)  # on I itself: it broadcasts to the output
         x = b.squeeze(self.x, list(plan.data_squeeze), "input_aligned") if plan.data_squeeze else self.x
@@ -354,6 +477,14 @@ class FormEmitter:
         return self.zeroed(b.op("Gather", [x, self.idx], "gathered", axis=plan.axis), mask)
 
     def gather_elements(self, plan: ElementsPlan) -> str:
+        """Emit the GatherElements form.
+
+        Args:
+            plan: from ``ElementsPlan.of``.
+
+        Returns:
+            The name of the output.
+        """
         b = self.b
         mask = self.prepare(self.semantics.axes, vector=False)
         if plan.expand:
@@ -361,6 +492,14 @@ class FormEmitter:
         return self.zeroed(b.op("GatherElements", [self.x, self.idx], "gathered", axis=plan.axis), mask)
 
     def gather_nd(self, plan: NDPlan) -> str:
+        """Emit the GatherND form.
+
+        Args:
+            plan: from ``NDPlan.of``.
+
+        Returns:
+            The name of the output.
+        """
         b, semantics = self.b, self.semantics
         rank, k = semantics.rank, len(semantics.axes)
         if semantics.indices.elem_type != TensorProto.INT64:  # GatherND takes int64 tuples only
@@ -396,7 +535,15 @@ class FormEmitter:
 
 def plan_form(semantics: Semantics, opset: int) -> tuple[GatherPlan | ElementsPlan | NDPlan | None, list[str]]:
     """The first form that computes the node exactly (Gather, GatherElements, GatherND), and why each
-    form before it does not (all of them when none does)."""
+    form before it does not (all of them when none does).
+
+    Args:
+        semantics: the node's facts.
+        opset: the model's default-domain opset.
+
+    Returns:
+        The plan (None when no form fits) and the reasons of the forms that did not.
+    """
     if not semantics.axes:
         return None, ["no axes: the node broadcasts the input to the indices' shape, it gathers nothing"]
     if semantics.mode == Mode.ZERO and semantics.data.elem_type not in (*WHERE_TYPES, TensorProto.BOOL):
@@ -415,6 +562,15 @@ def plan_form(semantics: Semantics, opset: int) -> tuple[GatherPlan | ElementsPl
 
 
 def emit_form(plan: GatherPlan | ElementsPlan | NDPlan, emitter: FormEmitter) -> str:
+    """Emit the nodes of a plan.
+
+    Args:
+        plan: from ``plan_form``.
+        emitter: the node's emitter.
+
+    Returns:
+        The name of the output.
+    """
     if isinstance(plan, GatherPlan):
         return emitter.gather(plan)
     if isinstance(plan, ElementsPlan):
