@@ -69,10 +69,26 @@ class LoweringBuilder(NodeBuilder):
         return self.__dict__.setdefault("_known", {})
 
     def constant_value(self, name: str) -> np.ndarray | None:
-        """The value of ``name`` where it is a constant this builder emitted or folded."""
+        """The value of ``name`` where it is a constant this builder emitted or folded.
+
+        Args:
+            name: a tensor's name.
+
+        Returns:
+            Its value, or None when it is not such a constant.
+        """
         return self._values().get(name)
 
     def constant(self, values, role: str) -> str:
+        """An int64 constant, emitted once per value (the same values give the same name).
+
+        Args:
+            values: the values (anything ``np.asarray`` takes).
+            role: what the value is, for its name.
+
+        Returns:
+            The constant's name.
+        """
         array = np.asarray(values, dtype=np.int64)
         cache = self.__dict__.setdefault("_constants", {})
         key = (array.shape, array.tobytes())
@@ -83,7 +99,11 @@ class LoweringBuilder(NodeBuilder):
 
     def drop_unread_constants(self, output: str) -> None:
         """Remove the Constant nodes that folding left unread (nothing here, in a subgraph included, reads
-        them, and they are not ``output``)."""
+        them, and they are not ``output``).
+
+        Args:
+            output: the replacement's output, kept even when it is such a constant.
+        """
         while True:
             read = {name for node in nodes_within(self.nodes) for name in node.input} | {output}
             unread = [node for node in self.nodes if node.op_type == "Constant" and node.output[0] not in read]
@@ -103,6 +123,18 @@ class LoweringBuilder(NodeBuilder):
         return super()._emit(op_type, inputs, role, **attributes)
 
     def op(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
+        """Any standard op with one output; folded into a constant (onnx's reference evaluator) where every
+        input is a constant of this builder and the op is one of ``FOLDED_OPS`` (opset 9 on).
+
+        Args:
+            op_type: the op type (default domain).
+            inputs: input names.
+            role: what the value is, for its name.
+            **attributes: the node's attributes.
+
+        Returns:
+            The name of the output (a constant's where it was folded).
+        """
         return self._emit(op_type, inputs, role, **attributes)
 
     def _fold(self, op_type: str, inputs: list[str], attributes: dict) -> np.ndarray | None:
@@ -122,7 +154,15 @@ class LoweringBuilder(NodeBuilder):
         return result if result.size <= FOLD_MAX_ELEMENTS and result.dtype != object else None
 
     def typed_zero(self, elem_type: int, role: str) -> str:
-        """A 1-element tensor holding 0 / False / "" of ``elem_type``."""
+        """A 1-element tensor holding 0 / False / "" of ``elem_type``.
+
+        Args:
+            elem_type: the ONNX element type.
+            role: what the value is, for its name.
+
+        Returns:
+            The constant's name.
+        """
         if elem_type == TensorProto.STRING:
             tensor = helper.make_tensor("", TensorProto.STRING, [1], [b""])
         elif elem_type == TensorProto.BFLOAT16:
@@ -133,7 +173,15 @@ class LoweringBuilder(NodeBuilder):
 
     def arange(self, n: str, role: str) -> str:
         """[0, 1, ..., n - 1] (int64) for a scalar ``n``: Range from opset 11, NonZero of n True values
-        from 9, the iteration numbers of a Loop before."""
+        from 9, the iteration numbers of a Loop before.
+
+        Args:
+            n: the name of an int64 scalar.
+            role: what the value is, for its name.
+
+        Returns:
+            The name of the 1-D int64 range.
+        """
         if self.opset >= 11:
             return self.op("Range", [self.constant(0, "zero_scalar"), n, self.constant(1, "one_scalar")], role)
         if self.opset >= 9:
@@ -159,12 +207,30 @@ class LoweringBuilder(NodeBuilder):
         return output
 
     def tensor(self, array: np.ndarray, role: str) -> str:
-        """A Constant of ``array``'s own element type (opset 9 on)."""
+        """A Constant of ``array``'s own element type (opset 9 on).
+
+        Args:
+            array: the value.
+            role: what the value is, for its name.
+
+        Returns:
+            The constant's name.
+        """
         return self._emit("Constant", [], role, value=numpy_helper.from_array(np.asarray(array), name=""))
 
     def reduce(self, op_type: str, x: str, axes: list[int] | None, role: str) -> str:
         """``op_type`` over ``axes`` (None: all of them), keepdims 0; axes are an input of ReduceSum from
-        opset 13 and of the other reductions from 18."""
+        opset 13 and of the other reductions from 18.
+
+        Args:
+            op_type: ReduceSum, ReduceProd, ReduceMin, ...
+            x: the tensor's name.
+            axes: the reduced axes, or None for all.
+            role: what the value is, for its name.
+
+        Returns:
+            The name of the output.
+        """
         if axes is None:
             return self.op(op_type, [x], role, keepdims=0)
         if self.opset >= (13 if op_type == "ReduceSum" else 18):
@@ -172,6 +238,15 @@ class LoweringBuilder(NodeBuilder):
         return self.op(op_type, [x], role, axes=axes, keepdims=0)
 
     def scalar(self, x: str, role: str) -> str:
+        """``x`` (one element) reshaped to a scalar.
+
+        Args:
+            x: the tensor's name.
+            role: what the value is, for its name.
+
+        Returns:
+            The name of the scalar.
+        """
         return self.op("Reshape", [x, self.constant(np.zeros(0, np.int64), role + "_shape")], role)
 
 
@@ -179,7 +254,23 @@ class LoweringBuilder(NodeBuilder):
 def lowerable(node: NodeProto, data: TensorInfo, indices: TensorInfo, axes: list[int],
               opset: int) -> tuple[Mode, int, list[int]]:
     """The node's mode, rank and non-negative axes, when some standard form of it exists at ``opset``;
-    raises NotLowered with the reason otherwise."""
+    raises NotLowered with the reason otherwise.
+
+    Args:
+        node: a GatherMultiaxis node.
+        data: what is known of its input.
+        indices: what is known of its indices.
+        axes: its axes, as the axes constant holds them.
+        opset: the model's default-domain opset.
+
+    Returns:
+        The mode, the rank, and the axes counted from the front.
+
+    Raises:
+        NotLowered: no mode, an unknown mode, an opset too old for the mode, unknown or differing ranks,
+            indices neither int32 nor int64, axes that are not unique axes of the rank, or mode zero with the
+            input's element type unknown.
+    """
     mode = attribute(node, "mode", None)
     if mode is None:  # the schema and the custom op require it
         raise NotLowered(f"no 'mode' attribute (required: one of {', '.join(MODES)})")
@@ -207,7 +298,19 @@ def lower_gather_multiaxis(node: NodeProto, data: TensorInfo, indices: TensorInf
     """Append the general standard-ONNX replacement of one GatherMultiaxis node to ``b``; raises
     NotLowered. ``narrow``: a tensor of the input's shape and a narrower float type (float16 /
     bfloat16) that the input is an exact Cast of; it is gathered instead and the (few) gathered values
-    are widened."""
+    are widened.
+
+    Args:
+        node: the GatherMultiaxis node.
+        data: what is known of its input.
+        indices: what is known of its indices.
+        axes: its axes (a constant).
+        b: where the nodes go; the last writes the node's output.
+        narrow: (tensor name, element type) of the narrow input, or None.
+
+    Raises:
+        NotLowered: see ``lowerable``.
+    """
     mode, rank, axes = lowerable(node, data, indices, axes, b.opset)
     x, idx, output = node.input[0], node.input[1], node.output[0]
     if rank == 0:
@@ -448,7 +551,16 @@ def lower_gather_multiaxis_at_run_time(node: NodeProto, elem_type: int, b: Lower
     gathered coordinates on the axes and the output coordinates elsewhere (0 where the input has size 1),
     each times the input's stride. Every coordinate is checked as in ``_Lowering._checked`` (all of
     them in "error" mode, none when the output is empty in "error_nonempty"), and so are the sizes of
-    the non-axis dimensions (they broadcast)."""
+    the non-axis dimensions (they broadcast).
+
+    Args:
+        node: the GatherMultiaxis node (its axes are an input computed at run time).
+        elem_type: the input's element type.
+        b: where the nodes go; the last writes the node's output.
+
+    Raises:
+        NotLowered: no mode, a mode other than ``RUN_TIME_MODES``, or an opset below ``RUN_TIME_MIN_OPSET``.
+    """
     mode = attribute(node, "mode", None)
     if mode is None:
         raise NotLowered(f"no 'mode' attribute (required: one of {', '.join(MODES)})")
