@@ -77,3 +77,10 @@ def test_every_public_name_has_an_api_entry(package: str):
     missing = [name for name in module.__all__ if name not in documented_names
                and getattr(getattr(module, name), "__module__", None) not in targets]
     assert not missing, f"{package}: no API entry for {missing} (docs/api/*.md)"
+
+
+def test_every_page_is_in_the_site_navigation():
+    """mkdocs only logs a page left out of ``nav`` (it builds it, unlinked); a page nobody can reach fails here."""
+    nav = set(re.findall(r"^\s*- (?:[^:\n]+: )?(\S+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M))
+    pages = {str(page.relative_to(DOCS)) for page in DOCS.rglob("*.md")}
+    assert pages == nav, f"pages not in nav: {sorted(pages - nav)}; nav entries with no page: {sorted(nav - pages)}"
