@@ -1,5 +1,7 @@
-"""The documentation's own claims: every fenced Python block of README.md and docs/*.md runs, and every public
-name has an entry in the API reference.
+"""The documentation's own claims: every fenced Python block of README.md and docs/*.md runs, so does every
+fenced ``sh`` block of ``gathermultiaxis`` commands (the cheap ones are fenced; the long runs the pages quote,
+``check --fuzz 2000`` and the benchmarks, are indented text), and every public name has an entry in the API
+reference.
 
 Each block runs as written in a fresh interpreter (``sys.executable``), in an empty temporary folder that holds
 only ``model.onnx`` (a copy of the bundled example, the model the check example names), so blocks neither
@@ -13,6 +15,7 @@ point here, and extracting fenced blocks is one regular expression.
 
 import importlib
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,15 +29,16 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 FENCE = re.compile(r"^(?P<marker><!-- not run: [^>]+ -->\n)?```python\n(?P<code>.*?)^```", re.M | re.S)
+SHELL_FENCE = re.compile(r"^(?P<marker><!-- not run: [^>]+ -->\n)?```sh\n(?P<code>.*?)^```", re.M | re.S)
 BLOCK_TIMEOUT_S = 600
 PUBLIC_PACKAGES = ["gathermultiaxis", "gathermultiaxis.ops", "gathermultiaxis.graphs"]
 
 
-def python_blocks() -> list:
+def fenced_blocks(fence: re.Pattern) -> list:
     blocks = []
     for page in PAGES:
         text = page.read_text()
-        for match in FENCE.finditer(text):
+        for match in fence.finditer(text):
             line = text.count("\n", 0, match.start("code")) + 1
             name = f"{page.relative_to(ROOT)}:{line}"
             marks = [pytest.mark.skip(reason=match["marker"].strip())] if match["marker"] else []
@@ -42,7 +46,8 @@ def python_blocks() -> list:
     return blocks
 
 
-BLOCKS = python_blocks()
+BLOCKS = fenced_blocks(FENCE)
+SHELL_BLOCKS = fenced_blocks(SHELL_FENCE)
 
 
 def test_the_pages_hold_python_blocks():
@@ -58,6 +63,18 @@ def test_python_block_runs(code: str, tmp_path: Path):
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                           timeout=BLOCK_TIMEOUT_S)
     assert done.returncode == 0, f"exit {done.returncode}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("commands", SHELL_BLOCKS)
+def test_command_block_runs(commands: str, tmp_path: Path):
+    """Each line a ``gathermultiaxis`` command, run in turn in one empty folder (``python -m gathermultiaxis``
+    with this interpreter, so the installed script's PATH does not matter)."""
+    lines = [line for line in commands.splitlines() if line.strip()]
+    assert lines and all(line.startswith("gathermultiaxis ") for line in lines), lines
+    for line in lines:
+        done = subprocess.run([sys.executable, "-m", "gathermultiaxis", *shlex.split(line)[1:]], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S)
+        assert done.returncode == 0, f"{line}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
 
 
 def api_targets() -> set[str]:
