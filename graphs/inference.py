@@ -16,6 +16,7 @@ import onnx
 import onnx.shape_inference
 from onnx import AttributeProto, GraphProto, ModelProto, TypeProto, helper
 
+from ..ops.ort_internals import PrivateAPIError, partial_symbolic_inference
 from . import ort_optimizer
 from .builder import NameScope
 from .walk import ONNX_DOMAINS, all_names, constant_value, node_holders
@@ -204,19 +205,14 @@ def symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
     Names from every graph; a name defined in two sibling subgraphs is ambiguous and dropped."""
     register_schema()  # ORT's inference falls back to onnx's per node, GatherMultiaxis ones included
     try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference, get_opset
+        from onnxruntime.tools.symbolic_shape_infer import get_opset
 
         if (get_opset(light) or 0) < 7:
             return {}
-        # SymbolicShapeInference.infer_shapes' own steps: it raises when inference is incomplete, after
-        # saving "sym_shape_infer_temp.onnx" into the working folder; the partial result is what we want.
-        inference = SymbolicShapeInference(2**31 - 1, True, False, 0)
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            inference._preprocess(light)
-            while inference.run_:
-                inference._infer_impl()
-            inference._update_output_from_vi()
-        inferred = inference.out_mp_
+            inferred = partial_symbolic_inference(light)  # the partial result, also where inference stops
+    except PrivateAPIError:
+        raise  # an onnxruntime whose private steps changed: say so, rather than rewrite with fewer ranks
     except Exception:  # noqa: BLE001 - it gives up on some graphs as a whole: the next layers take over
         return {}
     infos: dict[str, TensorInfo] = {}

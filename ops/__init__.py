@@ -11,6 +11,7 @@ from . import variants
 from .contract import MODES, GatherIndexError, GatherShapeError, Mode, normalize_axes
 from .geometry import GatherGeometry
 from .kernel import gather_multiaxis
+from .ort_internals import PrivateAPIError
 from .variants import (gather_xy_nchw, numpy_take, numpy_take_along_axis, onnx_gather, onnx_gather_elements,
                        onnx_gather_nd, openvino_gather, openvino_gather_nd, tf_gather, tf_gather_nd, torch_gather,
                        torch_index_select, torch_take, torch_take_along_dim, tosa_gather, coreml_gather,
@@ -30,7 +31,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "DATA_TYPES", "DOMAIN", "INDEX_TYPES", "MODES", "OP_TYPE", "GatherGeometry", "GatherIndexError",
-    "GatherShapeError", "Mode", "InferenceSession", "bridge_info", "gather_multiaxis", "normalize_axes", "register",
+    "GatherShapeError", "Mode", "PrivateAPIError", "InferenceSession", "bridge_info", "gather_multiaxis", "normalize_axes", "register",
     "session_options",
     "variants", "gather_xy_nchw", "numpy_take", "numpy_take_along_axis", "onnx_gather", "onnx_gather_elements",
     "onnx_gather_nd", "openvino_gather", "openvino_gather_nd", "tf_gather", "tf_gather_nd", "torch_gather",

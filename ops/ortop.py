@@ -53,8 +53,8 @@ import onnxruntime as ort
 from onnx import TensorProto
 from . import extensions  # noqa: F401, I001 - first: onnxruntime_extensions without transformers/torch
 from onnxruntime_extensions import PyCustomOpDef, get_library_path, onnx_op
-from onnxruntime_extensions import _ocos
 
+from .ort_internals import pyop_id, pyop_internals
 from .contract import DATA_TYPES, INDEX_TYPES, OP_TYPE, GatherIndexError, normalize_axes
 from .geometry import GatherGeometry
 from .kernel import gather_multiaxis
@@ -340,7 +340,7 @@ def _hook_bound(k_id, feed, attributes):
 
 
 _HOOKS: dict[int, object] = {}  # opdef id -> the hook function answering it
-_generic_invoker = _ocos._on_pyop_invocation
+_generic_invoker = pyop_internals().generic_invoker
 
 
 def _invoke(k_id, feed, attributes):
@@ -365,7 +365,7 @@ def _define(op_type, inputs, output, attrs, body, hook):
     if all(kind == PyCustomOpDef.dt_string for kind in attrs.values()):
         opdef.cast_attributes = _string_attributes
     _state["opdefs"].append(opdef)
-    _HOOKS[opdef._id] = hook
+    _HOOKS[pyop_id(opdef)] = hook
     return opdef
 
 
@@ -375,7 +375,7 @@ def _handback_works(opdef) -> bool:
     feed = [probe_input, np.array([[2, 0]], dtype=np.int64), np.array([1], dtype=np.int64)]
     _state["handback"] = True
     try:
-        result = _generic_invoker(opdef._id, feed, {"mode": "error"})
+        result = _generic_invoker(pyop_id(opdef), feed, {"mode": "error"})
         payload = result[2]
         return (isinstance(payload, np.ndarray) and tuple(result[1]) == (2, 2)
                 and np.array_equal(payload, np.array([[2, 0], [5, 3]], dtype=np.float32)))
@@ -418,7 +418,7 @@ def register(handback: bool | None = None, hook: bool | None = None) -> None:
             handback and _state["handback_supported"])
         use_hook = hook is None or hook
         if use_hook != _state["hook"]:
-            PyCustomOpDef.install_hooker(_invoke if use_hook else _generic_invoker)
+            pyop_internals().install_hook(_invoke if use_hook else _generic_invoker)
             _state["hook"] = use_hook
 
 

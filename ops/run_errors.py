@@ -18,9 +18,9 @@ import threading
 import weakref
 
 import onnxruntime as ort
-from onnxruntime.capi import onnxruntime_inference_collection as _ort_collection
 
 from .contract import OP_TYPE
+from .ort_internals import session_internals
 
 _lock = threading.Lock()
 
@@ -169,9 +169,10 @@ def guard_onnxruntime_sessions() -> None:
     sessions are not slowed: they pay one set lookup at creation and nothing per run. Idempotent; never
     called by import."""
     with _lock:
-        init = _ort_collection.InferenceSession.__init__
+        inference_session_class = session_internals().inference_session_class
+        init = inference_session_class.__init__
         if not getattr(init, "_gathermultiaxis_guard", False):
-            _ort_collection.InferenceSession.__init__ = _guard_if_ours(init)
+            inference_session_class.__init__ = _guard_if_ours(init)
 
 
 def guard_sessions_made_with(options: ort.SessionOptions) -> None:

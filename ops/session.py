@@ -17,13 +17,13 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import ModelProto
-from onnxruntime.capi import onnxruntime_inference_collection as _ort_collection
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 
 from ..graphs import bind as bind_step
 from ..graphs.bind import BIND_FORMS, RUN_TOKEN, PreparedModel  # noqa: F401 - public here too
 from ..graphs.modelfile import ExternalDataError, external_tensors
 from . import ortop
+from .ort_internals import c_ort_value, session_internals, session_state, set_inputs_meta
 from .run_errors import RUN_ERRORS
 
 # ORT's session config entry naming the folder external data is relative to (for a model given as bytes;
@@ -165,7 +165,7 @@ def _refuse_model_writing(options: ort.SessionOptions) -> None:
 
 
 _own_copies: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()
-_SESSION = _ort_collection.Session  # onnxruntime's run methods, called with the token added
+_SESSION = session_internals().session_class  # onnxruntime's run methods, called with the token added
 
 
 def _result_or_run_error(token: int, call):
@@ -235,14 +235,17 @@ class InferenceSession(ort.InferenceSession):
         """ORT's own bookkeeping, without the hidden token input (get_inputs, ORT's missing-input message),
         and what ``run`` needs to check per call, read once (each read of a NodeArg property is a C call)."""
         token = self._gathermultiaxis_token_name
+        _, inputs_meta, outputs_meta, providers = session_state(self)  # checked once: ORT's private state
         if token is not None:
-            self._inputs_meta = [value for value in self._inputs_meta if value.name != token]
-        self._gathermultiaxis_required = frozenset(value.name for value in self._inputs_meta
+            inputs_meta = [value for value in inputs_meta if value.name != token]
+            set_inputs_meta(self, inputs_meta)
+        self._gathermultiaxis_inputs = inputs_meta
+        self._gathermultiaxis_required = frozenset(value.name for value in inputs_meta
                                                    if not value.type.startswith("optional"))
-        self._gathermultiaxis_outputs = [value.name for value in self._outputs_meta]
+        self._gathermultiaxis_outputs = [value.name for value in outputs_meta]
         # run's direct path: CPU only (no EP fallback to retry) and no WebGPU graph capture to check
         graph_capture = getattr(sess, "is_webgpu_graph_capture_enabled", None)  # not before ORT 1.2x
-        self._gathermultiaxis_direct = (token is not None and list(self._providers) == ["CPUExecutionProvider"]
+        self._gathermultiaxis_direct = (token is not None and list(providers) == ["CPUExecutionProvider"]
                                         and not (graph_capture is not None and graph_capture()))
 
     def _validate_input(self, feed_input_names):
@@ -250,7 +253,7 @@ class InferenceSession(ort.InferenceSession):
         token = self._gathermultiaxis_token_name
         if token is None:
             return super()._validate_input(feed_input_names)
-        for value in self._inputs_meta:  # the common case: nothing missing, nothing to report
+        for value in self._gathermultiaxis_inputs:  # the common case: nothing missing, nothing to report
             if value.name not in feed_input_names and not value.type.startswith("optional"):
                 return super()._validate_input([name for name in feed_input_names if name != token])
         return None
@@ -320,9 +323,7 @@ class InferenceSession(ort.InferenceSession):
         if name is None:
             return _SESSION.run_with_ortvaluevector(self, run_options, feed_names, feeds, fetch_names, fetches,
                                                     fetch_devices)
-        from onnxruntime.capi import _pybind_state
-
-        names, values, token_value = list(feed_names), _pybind_state.OrtValueVector(), []
+        names, values, token_value = list(feed_names), session_internals().ort_value_vector(), []
         if len(names) != len(feeds):
             raise ValueError(f"run_with_ortvaluevector: {len(names)} feed names for {len(feeds)} feeds")
         for value in feeds:
@@ -331,7 +332,7 @@ class InferenceSession(ort.InferenceSession):
         def add_token(token):
             token_value.append(ort.OrtValue.ortvalue_from_numpy(np.array(token, dtype=np.int64)))
             names.append(name)
-            values.push_back(token_value[0]._ortvalue)
+            values.push_back(c_ort_value(token_value[0]))
 
         return self._tokened_call(lambda: _SESSION.run_with_ortvaluevector(
             self, run_options, names, values, fetch_names, fetches, fetch_devices), add_token)
