@@ -23,7 +23,14 @@ self-contained):
   graph input crossing the bridge (widened by ORT's exact Cast) comes back as float16 from
   ``GatherMultiaxisRunFixedAxesToFloat16``. External-data tables are memory-mapped, after
   ``graphs.modelfile.check_external_data`` has checked their entry as ORT would (ORT never sees a bound
-  table). Nodes and initializers that only fed a bound operand are dropped from the in-memory model.
+  table). A table computed from constants only is bound too: ``VIEW_OPS`` as NumPy views (a mapped table
+  stays mapped), a chain holding ``COMPUTED_OPS`` (DequantizeLinear, Cast, Concat) computed once by the
+  session's evaluator (ORT itself: bit for bit the run's values). Nodes and initializers that only fed a
+  bound operand are dropped from the in-memory model.
+* Bound nodes of the main graph that read the same indices (after the absorbed Unsqueeze) become
+  ``GatherMultiaxisBoundGroup<Types>`` nodes, one call for up to ``GROUP_MAX`` float32/int64 tables.
+* Constant nodes nothing reads and axes initializers no node reads any more are dropped in every graph
+  (ORT warns about each unread initializer, and makes one of every Constant).
 * Other external data is not read: the model ORT gets keeps its references, and ORT maps them itself
   from the model's folder (``EXTERNAL_DATA_FOLDER``), with its own checks.
 * Model-local functions holding GatherMultiaxis are inlined first, so that every node takes the token.
@@ -124,8 +131,9 @@ def _is_gather(node: onnx.NodeProto) -> bool:
 
 
 # Node forms of the bind step that can be switched off, for `bench --runtime`'s breakdown of what each buys:
-# constant axes as an attribute, the indices' alignment Unsqueeze absorbed into bound nodes, float16 outputs.
-BIND_FORMS = {"fixed_axes": True, "absorb_alignment": True, "float16_output": True}
+# constant axes as an attribute, the indices' alignment Unsqueeze absorbed into bound nodes, float16 outputs,
+# bound gathers sharing their indices in one call.
+BIND_FORMS = {"fixed_axes": True, "absorb_alignment": True, "float16_output": True, "group_shared_indices": True}
 
 
 # ---------------------------------------------------------------- resolving through Unsqueeze and Cast
@@ -559,7 +567,8 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
         # graph, and only the nodes passed through, not whatever else fed them)
         constants = [node for node in model.graph.node if node.op_type == "Constant" and node.domain == ""]
         drop_unused(model.graph, binding.chain + constants)
-        _group_shared_indices(model.graph)
+        if BIND_FORMS["group_shared_indices"]:
+            _group_shared_indices(model.graph)
     _drop_unread_constants(model, binding.freed_axes)
     if bind:
         kept = {tensor.name for tensor in model.graph.initializer}
