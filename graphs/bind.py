@@ -184,10 +184,15 @@ def _resolve(scope: GraphScope, name: str, base_dir: str | None, chain: list | N
             return None
         found = _tensor_array(value, base_dir)
     elif node.op_type in VIEW_OPS:
-        found = _resolve(scope, node.input[0], base_dir, chain, bound_initializers, evaluate)
-        if found is not None:
-            view = _view(scope, node, found[0])
-            found = None if view is None else (view, found[1])
+        passed, reached = [], {}
+        inner = _resolve(scope, node.input[0], base_dir, passed, reached, evaluate)
+        view = None if inner is None else _view(scope, node, inner[0])
+        if view is not None:
+            found = (view, inner[1])
+            if chain is not None:
+                chain.extend(passed)
+            if bound_initializers is not None:
+                bound_initializers.update(reached)
     elif node.op_type == "Cast" and attribute(node, "to") == TensorProto.FLOAT:
         passed, reached = [], {}
         inner = _resolve(scope, node.input[0], base_dir, passed, reached, evaluate)
@@ -198,8 +203,8 @@ def _resolve(scope: GraphScope, name: str, base_dir: str | None, chain: list | N
                 chain.extend(passed)
             if bound_initializers is not None:
                 bound_initializers.update(reached)
-    if found is None:
-        if node.op_type not in COMPUTED_OPS or evaluate is None:
+    if found is None:  # computed, or a view whose operands are (a Reshape to a shape a Concat makes, say)
+        if node.op_type not in COMPUTED_OPS + VIEW_OPS or evaluate is None:
             return None
         found = _computed(scope, node, base_dir, chain, evaluate)
         return found  # its nodes are in ``chain`` already

@@ -169,6 +169,20 @@ def test_chains_of_views_casts_and_concats_are_bound():
     assert [tensor.name for tensor in prepared.model.graph.initializer] == ["t"]
 
 
+def test_a_view_whose_shape_is_computed_is_computed():
+    """A Reshape to a shape that a Concat of Constants makes (as exporters write it): computed by ORT."""
+    value = helper.make_tensor_value_info
+    table = np.arange(24, dtype=np.float32).reshape(4, 6)
+    constant = [helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array([size], np.int64)))
+                for name, size in (("rows", 8), ("columns", -1))]
+    original = make_model([*constant, helper.make_node("Concat", ["rows", "columns"], ["shape"], axis=0),
+                            helper.make_node("Reshape", ["t", "shape"], ["reshaped"]), *gathers_of(["reshaped"])],
+                           [value("ids", TensorProto.INT64, [None])], [value("out0", 1, None)],
+                           [numpy_helper.from_array(table, "t")])
+    sess = three_ways(original, [{"ids": np.array([0, 7, -8, 3])}])
+    assert sess.bound_tables == 1 and sess.bridge_crossings == 1
+
+
 def test_a_chain_ort_refuses_is_left_to_the_run():
     """A Reshape to a wrong size is not bound: the run fails as ORT fails (the unbound path), not the bind."""
     value = helper.make_tensor_value_info
