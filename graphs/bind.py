@@ -263,6 +263,10 @@ def _constant_subgraph(scope: GraphScope, node: onnx.NodeProto) -> tuple[list, l
     return (nodes, leaves) if collect(node.output[0]) else None
 
 
+class Deferred(Exception):
+    """Raised by ``BindPass.prefetch``'s evaluator once it has noted what a gather's table is computed from."""
+
+
 def _computed(scope: GraphScope, node: onnx.NodeProto, base_dir: str | None, chain: list | None, evaluate):
     """(array, None) computed once by ``evaluate`` from the constants ``node`` is computed from, or None.
     Several gathers of one computed table share one array."""
@@ -277,6 +281,9 @@ def _computed(scope: GraphScope, node: onnx.NodeProto, base_dir: str | None, cha
             if base_dir is not None or not any(uses_external_data(tensor) for tensor in tensors):
                 try:
                     results[name] = (evaluate(nodes, tensors, name), nodes)
+                except Deferred:  # BindPass.prefetch collects it, to compute every table in one ORT session
+                    del results[name]
+                    raise
                 except Exception:  # noqa: BLE001 - ORT refuses the chain: the run reports it, as it would unbound
                     results[name] = None
     if results[name] is None:
@@ -385,6 +392,7 @@ class BindPass:
     bound_initializers: dict = field(default_factory=dict)
     freed_axes: set = field(default_factory=set)       # axes operands no node reads any more
     evaluate: object = None                             # see prepare_model
+    prefetched: bool = False
     crosses_bridge: bool = False
     session_number: int = 0
     visited: int = 0
@@ -409,15 +417,50 @@ class BindPass:
             return BoundNode(node.name, path, False, reason=reason)
         return BoundNode(node.name, path, visit.detail["bound"], visit.detail["op_type"])
 
-    def evaluate_subgraph(self, nodes: list, initializers: list, output: str) -> np.ndarray | None:
-        """``output`` computed by ``self.evaluate`` from ``nodes`` (standard ONNX, inputs first) and the
+    def evaluate_subgraph(self, nodes: list, initializers: list, outputs: list[str]) -> list[np.ndarray]:
+        """``outputs`` computed by ``self.evaluate`` from ``nodes`` (standard ONNX, inputs first) and the
         ``initializers`` they read, as a model of the prepared model's opsets."""
         model = self.prepared.model
-        graph = helper.make_graph(nodes, "bind_constants", [], [helper.make_empty_tensor_value_info(output)],
-                                  initializers)
+        graph = helper.make_graph(nodes, "bind_constants", [],
+                                  [helper.make_empty_tensor_value_info(name) for name in outputs], initializers)
         folded = helper.make_model(graph, opset_imports=[o for o in model.opset_import if o.domain in ONNX_DOMAINS])
         folded.ir_version = model.ir_version
         return self.evaluate(folded, self.base_dir)
+
+    def evaluate_table(self, nodes: list, initializers: list, output: str) -> np.ndarray:
+        return self.evaluate_subgraph(nodes, initializers, [output])[0]
+
+    def prefetch(self, scope: GraphScope) -> None:
+        """Compute the tables of every gather of the main graph that the evaluator computes in one ORT session
+        (a session's creation costs ~10 ms), into the cache ``_computed`` reads; a batch ORT refuses is left
+        to the visits, which compute each table alone (and leave one ORT refuses to the run)."""
+        requests = {}
+
+        def note(nodes, initializers, output):
+            requests[output] = (nodes, initializers)
+            raise Deferred
+
+        for node in scope.own_nodes():
+            if not (_is_gather(node) and attribute(node, "mode") is not None and len(node.input) > 2
+                    and _fixed_axes(scope, node.input[2]) is not None):
+                continue
+            try:
+                _resolve(scope, node.input[0], self.base_dir, evaluate=note)
+            except (Deferred, ValueError):
+                pass
+        if len(requests) < 2:
+            return
+        nodes = list({id(node): node for wanted, _ in requests.values() for node in wanted}.values())
+        position = {id(node): number for number, node in enumerate(scope.own_nodes())}
+        nodes.sort(key=lambda node: position[id(node)])  # the graph's order: inputs first
+        initializers = list({tensor.name: tensor for _, tensors in requests.values() for tensor in tensors}.values())
+        try:
+            arrays = self.evaluate_subgraph(nodes, initializers, list(requests))
+        except Exception:  # noqa: BLE001 - one chain ORT refuses: each on its own in the visits
+            return
+        results = scope.cache.setdefault("computed constants", {})
+        for (output, (wanted, _)), array in zip(requests.items(), arrays):
+            results[output] = (array, wanted)
 
     def _token(self, scope: GraphScope) -> str:
         """The hidden run-token input, added with the first node (a name no value of the model has)."""
@@ -444,8 +487,11 @@ class BindPass:
             passed: list = []
             reached: dict = {}
             try:
+                if self.evaluate is not None and not self.prefetched:
+                    self.prefetched = True
+                    self.prefetch(scope)
                 bound = _resolve(scope, node.input[0], self.base_dir, passed, reached,
-                                 self.evaluate_subgraph if self.evaluate is not None else None)
+                                 self.evaluate_table if self.evaluate is not None else None)
             except ValueError:  # a view NumPy refuses (a Reshape to a wrong size): left to the run, which reports it
                 bound = None
             if bound is not None:

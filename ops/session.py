@@ -40,7 +40,7 @@ def evaluate_constants(model: ModelProto, base_dir: str | None) -> list[np.ndarr
     if base_dir is not None and external_tensors(model):
         options.add_session_config_entry(EXTERNAL_DATA_FOLDER, base_dir)
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return session.run(None, {})[0]
+    return session.run(None, {})
 
 
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True) -> PreparedModel:

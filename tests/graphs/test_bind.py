@@ -183,6 +183,43 @@ def test_a_view_whose_shape_is_computed_is_computed():
     assert sess.bound_tables == 1 and sess.bridge_crossings == 1
 
 
+def test_tables_are_computed_in_one_batch_unless_ort_refuses_one(monkeypatch):
+    """Two computed tables: one ORT session computes both. With a third that ORT refuses (a Reshape to the
+    wrong size, its shape made by a Concat), each is computed alone: the good ones are bound, the bad one is
+    left to the run, which fails as the unbound run fails."""
+    from gathermultiaxis.ops import session as session_module
+
+    value = helper.make_tensor_value_info
+    rng = np.random.default_rng(9)
+    constants = [quantized("qa", [20, 4], rng), quantized("qb", [30, 4], rng),
+                 numpy_helper.from_array(np.float32(0.05), "s"), numpy_helper.from_array(np.zeros((4, 3), np.float32), "t")]
+    shape = [helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array([size], np.int64)))
+             for name, size in (("five", 5), ("two", 2))]
+    nodes = [helper.make_node("DequantizeLinear", ["qa", "s"], ["a"]), helper.make_node("DequantizeLinear", ["qb", "s"], ["b"]),
+             *shape, helper.make_node("Concat", ["five", "two"], ["bad_shape"], axis=0),
+             helper.make_node("Reshape", ["t", "bad_shape"], ["bad"]),
+             helper.make_node("Gather", ["a", "ids"], ["out0"], axis=0),
+             helper.make_node("Gather", ["b", "ids"], ["out1"], axis=0)]
+    outputs = [value("out0", 1, None), value("out1", 1, None)]
+    good = make_model(nodes[:2] + nodes[-2:], [value("ids", TensorProto.INT64, [None])], outputs, constants)
+    bad = make_model([*nodes, helper.make_node("Gather", ["bad", "ids"], ["out2"], axis=0)],
+                     [value("ids", TensorProto.INT64, [None])], [*outputs, value("out2", 1, None)], constants)
+    sessions = []
+    evaluate = session_module.evaluate_constants
+    monkeypatch.setattr(session_module, "evaluate_constants",
+                        lambda model, base_dir: sessions.append(len(model.graph.output)) or evaluate(model, base_dir))
+    sess = three_ways(good, [{"ids": np.array([0, 19, -20])}])
+    assert sess.bound_tables == 2 and sessions == [2], (sess.bound_tables, sessions)
+    del sessions[:]
+    rewritten = rewrite_model(bad)[0]
+    sess = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"])
+    assert sess.bound_tables == 2 and sessions == [3, 1, 1, 1], (sess.bound_tables, sessions)
+    unbound = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"], bind_constants=False)
+    for run in (sess.run, unbound.run):
+        with pytest.raises(Exception, match="(?i)reshape"):
+            run(None, {"ids": np.array([0])})
+
+
 def test_a_chain_ort_refuses_is_left_to_the_run():
     """A Reshape to a wrong size is not bound: the run fails as ORT fails (the unbound path), not the bind."""
     value = helper.make_tensor_value_info
