@@ -23,7 +23,14 @@ self-contained):
   graph input crossing the bridge (widened by ORT's exact Cast) comes back as float16 from
   ``GatherMultiaxisRunFixedAxesToFloat16``. External-data tables are memory-mapped, after
   ``graphs.modelfile.check_external_data`` has checked their entry as ORT would (ORT never sees a bound
-  table). Nodes and initializers that only fed a bound operand are dropped from the in-memory model.
+  table). A table computed from constants only is bound too: ``VIEW_OPS`` as NumPy views (a mapped table
+  stays mapped), a chain holding ``COMPUTED_OPS`` (DequantizeLinear, Cast, Concat) computed once by the
+  session's evaluator (ORT itself: bit for bit the run's values). Nodes and initializers that only fed a
+  bound operand are dropped from the in-memory model.
+* Bound nodes of the main graph that read the same indices (after the absorbed Unsqueeze) become
+  ``GatherMultiaxisBoundGroup<Types>`` nodes, one call for up to ``GROUP_MAX`` float32/int64 tables.
+* Constant nodes nothing reads and axes initializers no node reads any more are dropped in every graph
+  (ORT warns about each unread initializer, and makes one of every Constant).
 * Other external data is not read: the model ORT gets keeps its references, and ORT maps them itself
   from the model's folder (``EXTERNAL_DATA_FOLDER``), with its own checks.
 * Model-local functions holding GatherMultiaxis are inlined first, so that every node takes the token.
@@ -43,8 +50,8 @@ from onnx import ModelProto, TensorProto, helper, numpy_helper
 from onnx.external_data_helper import uses_external_data
 
 from ..ops.contract import DOMAIN, OP_TYPE
-from ..ops.run_ops import (FIXED_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, RUN_OP_TYPE, BoundTable, axes_attribute,
-                           bound_op_type)
+from ..ops.run_ops import (FIXED_RUN_OP_TYPE, GROUP_MAX, GROUP_TYPES, NARROWING_RUN_OP_TYPE,
+                           RUN_OP_TYPE, BoundTable, axes_attribute, bound_op_type, group_attributes, group_op_type)
 from .modelfile import ExternalData, ExternalDataError, check_external_data
 from .passes import GraphScope, Visit, run_pass
 from .report import PassReport
@@ -66,6 +73,8 @@ class PreparedModel:
     string_inputs: list[str] = field(default_factory=list)  # checked for NUL when data crosses the bridge
     shared: dict[str, tuple[np.ndarray, int]] = field(default_factory=dict)  # bound initializers ORT still
     # reads elsewhere: (array, ONNX type), handed to ORT with SessionOptions.add_initializer (one buffer)
+    crossings: int = 0  # GatherMultiaxis nodes of the model, each a bridge crossing per call (counted in the
+    # graph: a node in a Loop body counts once, both branches of an If count)
 
 
 # ---------------------------------------------------------------- constant operands
@@ -122,8 +131,9 @@ def _is_gather(node: onnx.NodeProto) -> bool:
 
 
 # Node forms of the bind step that can be switched off, for `bench --runtime`'s breakdown of what each buys:
-# constant axes as an attribute, the indices' alignment Unsqueeze absorbed into bound nodes, float16 outputs.
-BIND_FORMS = {"fixed_axes": True, "absorb_alignment": True, "float16_output": True}
+# constant axes as an attribute, the indices' alignment Unsqueeze absorbed into bound nodes, float16 outputs,
+# bound gathers sharing their indices in one call.
+BIND_FORMS = {"fixed_axes": True, "absorb_alignment": True, "float16_output": True, "group_shared_indices": True}
 
 
 # ---------------------------------------------------------------- resolving through Unsqueeze and Cast
@@ -144,11 +154,20 @@ def _unsqueeze_axes(scope: GraphScope, node: onnx.NodeProto) -> list[int] | None
     return axes if isinstance(axes, list) else None  # not a list: an ill-typed attribute
 
 
+# Nodes a constant data operand is seen through as a view of its table (NumPy, exact, no copy: a memory-mapped
+# table stays mapped), and nodes whose result is computed once at bind time by ONNX Runtime itself (bit for bit
+# what the unbound model computes at run time, DequantizeLinear's float rounding included).
+VIEW_OPS = ("Identity", "Reshape", "Squeeze", "Transpose", "Unsqueeze")
+COMPUTED_OPS = ("Cast", "Concat", "DequantizeLinear")
+
+
 def _resolve(scope: GraphScope, name: str, base_dir: str | None, chain: list | None = None,
-             bound_initializers: dict | None = None):
-    """(array, widen) when ``name`` is a constant seen through Unsqueeze and a widening Cast, else None.
-    Appends the nodes passed through to ``chain``, and the initializer reached (array, ONNX type) to
-    ``bound_initializers``."""
+             bound_initializers: dict | None = None, evaluate=None):
+    """(array, widen) when ``name`` is a constant seen through ``VIEW_OPS`` and a widening Cast, or (with
+    ``evaluate``, ``BindPass.evaluate``) computed from constants by ``COMPUTED_OPS`` and ``VIEW_OPS``, else
+    None. Appends the nodes passed through to ``chain``, and the initializer reached as a view (array, ONNX
+    type) to ``bound_initializers``. A view that cannot be taken (a Reshape to a wrong size, say) raises:
+    the caller leaves the node to the run, which reports it as ORT does."""
     initializer = scope.constants.initializer(name)
     if initializer is not None:
         found = _tensor_array(initializer, base_dir)
@@ -158,26 +177,121 @@ def _resolve(scope: GraphScope, name: str, base_dir: str | None, chain: list | N
     node = scope.producers.get(name)
     if node is None or node.domain not in ONNX_DOMAINS:
         return None
+    found = None
     if node.op_type == "Constant":
         value = attribute(node, "value")
         if not isinstance(value, TensorProto):
             return None
         found = _tensor_array(value, base_dir)
-    elif node.op_type == "Unsqueeze":
-        axes = _unsqueeze_axes(scope, node)
-        found = _resolve(scope, node.input[0], base_dir, chain, bound_initializers) if axes is not None else None
-        if found is not None:
-            found = (np.expand_dims(found[0], tuple(axes)), found[1])
-    elif node.op_type == "Cast":
-        to = attribute(node, "to")
-        found = _resolve(scope, node.input[0], base_dir, chain, bound_initializers) if to == TensorProto.FLOAT else None
-        if found is not None and found[1] is None:
-            found = None  # only the widening of a 16-bit float table is folded into the kernel
-    else:
-        return None
-    if found is not None and chain is not None:
+    elif node.op_type in VIEW_OPS:
+        passed, reached = [], {}
+        inner = _resolve(scope, node.input[0], base_dir, passed, reached, evaluate)
+        view = None if inner is None else _view(scope, node, inner[0])
+        if view is not None:
+            found = (view, inner[1])
+            if chain is not None:
+                chain.extend(passed)
+            if bound_initializers is not None:
+                bound_initializers.update(reached)
+    elif node.op_type == "Cast" and attribute(node, "to") == TensorProto.FLOAT:
+        passed, reached = [], {}
+        inner = _resolve(scope, node.input[0], base_dir, passed, reached, evaluate)
+        if inner is not None and (inner[1] is not None or inner[0].dtype == np.float16):
+            # the widening of a 16-bit float table is folded into the kernel (raw values, widened exactly)
+            found = (inner[0], inner[1] or "float16")
+            if chain is not None:
+                chain.extend(passed)
+            if bound_initializers is not None:
+                bound_initializers.update(reached)
+    if found is None:  # computed, or a view whose operands are (a Reshape to a shape a Concat makes, say)
+        if node.op_type not in COMPUTED_OPS + VIEW_OPS or evaluate is None:
+            return None
+        found = _computed(scope, node, base_dir, chain, evaluate)
+        return found  # its nodes are in ``chain`` already
+    if chain is not None:
         chain.append(node)
     return found
+
+
+def _view(scope: GraphScope, node: onnx.NodeProto, array: np.ndarray) -> np.ndarray | None:
+    """``node`` (one of ``VIEW_OPS``) applied to ``array`` as a NumPy view, or None when its operands are not
+    constant."""
+    op_type = node.op_type
+    if op_type == "Identity":
+        return array
+    if op_type == "Unsqueeze":
+        axes = _unsqueeze_axes(scope, node)
+        return None if axes is None else np.expand_dims(array, tuple(axes))
+    if op_type == "Squeeze":
+        axes = attribute(node, "axes")
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            axes = _constant_ints(scope, node.input[1])
+            if axes is None:
+                return None
+        return np.squeeze(array, axis=None if axes is None else tuple(axes))
+    if op_type == "Transpose":
+        return np.transpose(array, attribute(node, "perm"))
+    shape = _constant_ints(scope, node.input[1]) if len(node.input) > 1 else attribute(node, "shape")  # Reshape
+    if shape is None:
+        return None
+    if not attribute(node, "allowzero", 0):  # 0 copies the input's dimension
+        shape = [array.shape[axis] if size == 0 else size for axis, size in enumerate(shape)]
+    return array.reshape(shape)
+
+
+def _constant_subgraph(scope: GraphScope, node: onnx.NodeProto) -> tuple[list, list[str]] | None:
+    """The nodes computing ``node``'s output from constants only (``COMPUTED_OPS``, ``VIEW_OPS``, Constant
+    nodes), inputs first, and the initializers they read; None when anything else feeds it."""
+    nodes, leaves, seen = [], [], set()
+
+    def collect(name: str) -> bool:
+        if not name or name in seen:
+            return True
+        seen.add(name)
+        if scope.constants.initializer(name) is not None:
+            leaves.append(name)
+            return True
+        producer = scope.producers.get(name)
+        if producer is None or producer.domain not in ONNX_DOMAINS or (
+                producer.op_type not in (*COMPUTED_OPS, *VIEW_OPS, "Constant")):
+            return False
+        if not all(collect(value) for value in producer.input):
+            return False
+        nodes.append(producer)
+        return True
+
+    return (nodes, leaves) if collect(node.output[0]) else None
+
+
+class Deferred(Exception):
+    """Raised by ``BindPass.prefetch``'s evaluator once it has noted what a gather's table is computed from."""
+
+
+def _computed(scope: GraphScope, node: onnx.NodeProto, base_dir: str | None, chain: list | None, evaluate):
+    """(array, None) computed once by ``evaluate`` from the constants ``node`` is computed from, or None.
+    Several gathers of one computed table share one array."""
+    results = scope.cache.setdefault("computed constants", {})
+    name = node.output[0]
+    if name not in results:
+        results[name] = None
+        collected = _constant_subgraph(scope, node)
+        if collected is not None:
+            nodes, leaves = collected
+            tensors = [scope.constants.initializer(leaf) for leaf in leaves]
+            if base_dir is not None or not any(uses_external_data(tensor) for tensor in tensors):
+                try:
+                    results[name] = (evaluate(nodes, tensors, name), nodes)
+                except Deferred:  # BindPass.prefetch collects it, to compute every table in one ORT session
+                    del results[name]
+                    raise
+                except Exception:  # noqa: BLE001 - ORT refuses the chain: the run reports it, as it would unbound
+                    results[name] = None
+    if results[name] is None:
+        return None
+    array, nodes = results[name]
+    if chain is not None:
+        chain.extend(nodes)
+    return array, None
 
 
 def _fixed_axes(scope: GraphScope, name: str) -> tuple[int, ...] | None:
@@ -276,6 +390,9 @@ class BindPass:
     chain: list = field(default_factory=list)          # the nodes passed through to bound operands
     dropped_value_info: set = field(default_factory=set)
     bound_initializers: dict = field(default_factory=dict)
+    freed_axes: set = field(default_factory=set)       # axes operands no node reads any more
+    evaluate: object = None                             # see prepare_model
+    prefetched: bool = False
     crosses_bridge: bool = False
     session_number: int = 0
     visited: int = 0
@@ -300,6 +417,51 @@ class BindPass:
             return BoundNode(node.name, path, False, reason=reason)
         return BoundNode(node.name, path, visit.detail["bound"], visit.detail["op_type"])
 
+    def evaluate_subgraph(self, nodes: list, initializers: list, outputs: list[str]) -> list[np.ndarray]:
+        """``outputs`` computed by ``self.evaluate`` from ``nodes`` (standard ONNX, inputs first) and the
+        ``initializers`` they read, as a model of the prepared model's opsets."""
+        model = self.prepared.model
+        graph = helper.make_graph(nodes, "bind_constants", [],
+                                  [helper.make_empty_tensor_value_info(name) for name in outputs], initializers)
+        folded = helper.make_model(graph, opset_imports=[o for o in model.opset_import if o.domain in ONNX_DOMAINS])
+        folded.ir_version = model.ir_version
+        return self.evaluate(folded, self.base_dir)
+
+    def evaluate_table(self, nodes: list, initializers: list, output: str) -> np.ndarray:
+        return self.evaluate_subgraph(nodes, initializers, [output])[0]
+
+    def prefetch(self, scope: GraphScope) -> None:
+        """Compute the tables of every gather of the main graph that the evaluator computes in one ORT session
+        (a session's creation costs ~10 ms), into the cache ``_computed`` reads; a batch ORT refuses is left
+        to the visits, which compute each table alone (and leave one ORT refuses to the run)."""
+        requests = {}
+
+        def note(nodes, initializers, output):
+            requests[output] = (nodes, initializers)
+            raise Deferred
+
+        for node in scope.own_nodes():
+            if not (_is_gather(node) and attribute(node, "mode") is not None and len(node.input) > 2
+                    and _fixed_axes(scope, node.input[2]) is not None):
+                continue
+            try:
+                _resolve(scope, node.input[0], self.base_dir, evaluate=note)
+            except (Deferred, ValueError):
+                pass
+        if len(requests) < 2:
+            return
+        nodes = list({id(node): node for wanted, _ in requests.values() for node in wanted}.values())
+        position = {id(node): number for number, node in enumerate(scope.own_nodes())}
+        nodes.sort(key=lambda node: position[id(node)])  # the graph's order: inputs first
+        initializers = list({tensor.name: tensor for _, tensors in requests.values() for tensor in tensors}.values())
+        try:
+            arrays = self.evaluate_subgraph(nodes, initializers, list(requests))
+        except Exception:  # noqa: BLE001 - one chain ORT refuses: each on its own in the visits
+            return
+        results = scope.cache.setdefault("computed constants", {})
+        for (output, (wanted, _)), array in zip(requests.items(), arrays):
+            results[output] = (array, wanted)
+
     def _token(self, scope: GraphScope) -> str:
         """The hidden run-token input, added with the first node (a name no value of the model has)."""
         prepared = self.prepared
@@ -323,9 +485,20 @@ class BindPass:
         bound = None
         if self.bind and scope.main and axes is not None and mode is not None:
             passed: list = []
-            bound = _resolve(scope, node.input[0], self.base_dir, passed, self.bound_initializers)
+            reached: dict = {}
+            try:
+                if self.evaluate is not None and not self.prefetched:
+                    self.prefetched = True
+                    self.prefetch(scope)
+                bound = _resolve(scope, node.input[0], self.base_dir, passed, reached,
+                                 self.evaluate_table if self.evaluate is not None else None)
+            except ValueError:  # a view NumPy refuses (a Reshape to a wrong size): left to the run, which reports it
+                bound = None
             if bound is not None:
                 self.chain.extend(passed)
+                self.bound_initializers.update(reached)
+        if axes is not None:  # the axes operand is read by no node now (an attribute, or in the bound table)
+            self.freed_axes.add(node.input[2])
         if bound is None:
             self.crosses_bridge = True
             if axes is None or not BIND_FORMS["fixed_axes"]:
@@ -371,15 +544,67 @@ def _holds_gather(model: ModelProto) -> bool:
     return any(_is_gather(node) for holder in node_holders(model) for node in holder.node)
 
 
+_GROUPED_TYPES = {bound_op_type(elem_type): elem_type for elem_type in GROUP_TYPES}
+
+
+def _group_shared_indices(graph: onnx.GraphProto) -> None:
+    """Bound nodes of ``graph`` that read the same indices become GatherMultiaxisBoundGroup<Types> nodes of up
+    to GROUP_MAX outputs, each where the first of its nodes was (the indices and the token are there already,
+    and every reader of an output comes after that output's own node)."""
+    sharing: dict[tuple[str, ...], list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        if node.domain == DOMAIN and node.op_type in _GROUPED_TYPES:
+            sharing.setdefault(tuple(node.input), []).append(node)
+    removed = set()
+    for members in sharing.values():
+        for start in range(0, len(members) - 1, GROUP_MAX):
+            chunk = members[start:start + GROUP_MAX]
+            if len(chunk) < 2:
+                continue
+            types = [_GROUPED_TYPES[node.op_type] for node in chunk]
+            order = sorted(range(len(chunk)), key=lambda i: GROUP_TYPES.index(types[i]))  # output slot -> member
+            slots = [order.index(i) for i in range(len(chunk))]
+            tables = [attribute(node, "table") for node in chunk]
+            first = chunk[0]
+            group = helper.make_node(group_op_type([types[i] for i in order]), list(first.input),
+                                     [chunk[i].output[0] for i in order], name=first.name, domain=DOMAIN,
+                                     **group_attributes(tables, slots))
+            removed.update(id(node) for node in chunk[1:])
+            first.CopyFrom(group)
+    if removed:
+        kept = [node for node in graph.node if id(node) not in removed]
+        del graph.node[:]
+        graph.node.extend(kept)
+
+
+def _drop_unread_constants(model: ModelProto, freed: set[str]) -> None:
+    """In every graph: the Constant nodes nothing reads, and the initializers in ``freed`` (axes operands that
+    became attributes) nothing reads any more. ORT would warn about each ("Removing initializer"); it
+    turns Constant nodes into initializers. Holders are read as the walk goes: dropping rebuilds a node list."""
+    for holder in node_holders(model):
+        if isinstance(holder, onnx.GraphProto):
+            constants = [node for node in holder.node if node.op_type == "Constant" and node.domain in ONNX_DOMAINS]
+            drop_unused(holder, constants, freed, all_initializers=False)
+
+
+def bridge_crossings(model: ModelProto) -> int:
+    """The GatherMultiaxis nodes of ``model`` (every op type of the domain): each crosses the PyOp bridge
+    once per call (counted in the graph: a node in a Loop body counts once, both branches of an If count)."""
+    return sum(node.domain == DOMAIN and node.op_type.startswith(OP_TYPE)
+               for holder in node_holders(model) for node in holder.node)
+
+
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True, *,
-                  float16_outputs: bool) -> PreparedModel:
+                  float16_outputs: bool, evaluate=None) -> PreparedModel:
     """Turn ``model`` (changed in place: pass a copy) into what the session runs: see the module docstring.
     ``base_dir``: the folder external data is relative to (None: tables in external data are not bound).
     ``float16_outputs``: whether the op may return float16 (the installed PyOp bridge hands arrays back:
-    ``ortop.bridge_info()["handback_supported"]``, which the session asks)."""
+    ``ortop.bridge_info()["handback_supported"]``, which the session asks). ``evaluate(model, base_dir)``:
+    the outputs of a small model of standard ONNX as arrays, computed as ONNX Runtime computes them (the
+    session's ``evaluate_constants``); None: tables computed from constants are not bound."""
     if not _holds_gather(model):  # nothing to bind: no walk, no names (a plain model's start-up)
         return PreparedModel(model)
-    binding = BindPass(base_dir, bind, float16_outputs)
+    binding = BindPass(base_dir, bind, float16_outputs, evaluate=evaluate)
     model = run_pass(model, binding)
     prepared = binding.prepared
     if not prepared.tokened:  # GatherMultiaxis only in functions that nothing calls (inlined away)
@@ -393,13 +618,19 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
         # graph, and only the nodes passed through, not whatever else fed them)
         constants = [node for node in model.graph.node if node.op_type == "Constant" and node.domain == ""]
         drop_unused(model.graph, binding.chain + constants)
+        if BIND_FORMS["group_shared_indices"]:
+            _group_shared_indices(model.graph)
+    _drop_unread_constants(model, binding.freed_axes)
+    if bind:
         kept = {tensor.name for tensor in model.graph.initializer}
         prepared.shared = {name: value for name, value in binding.bound_initializers.items()
                            if name in kept and value[0].dtype != object}
+    prepared.crossings = bridge_crossings(model)
     if binding.crosses_bridge:  # a string fed in may reach a GatherMultiaxisRun node, whose bridge cuts it at a NUL
         prepared.string_inputs = [value.name for value in model.graph.input
                                   if value.type.tensor_type.elem_type == TensorProto.STRING]
     return prepared
 
 
-__all__ = ["BIND_FORMS", "RUN_TOKEN", "BindPass", "BindReport", "BoundNode", "PreparedModel", "prepare_model"]
+__all__ = ["BIND_FORMS", "COMPUTED_OPS", "RUN_TOKEN", "VIEW_OPS", "BindPass", "BindReport", "BoundNode", "PreparedModel",
+           "bridge_crossings", "prepare_model"]

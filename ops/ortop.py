@@ -8,6 +8,7 @@ errors, shape rule). More op types exist only inside the in-memory model of a ``
     output = GatherMultiaxisRunFixedAxes(input, indices, run_token, mode, axes)  # the same, constant axes
     output = GatherMultiaxisRunFixedAxesToFloat16(input, indices, run_token, mode, axes)  # float -> float16
     output = GatherMultiaxisBound<Type>(indices, run_token, table)             # data bound once (the session's)
+    outputs... = GatherMultiaxisBoundGroup<Types>(indices, run_token, tables, slots)  # bound tables, shared indices
 
 ``run_token`` is an int64 scalar the session feeds on every run: an error is recorded under it and the
 session's run wrapper raises it, so each error belongs to the run that caused it in every run API and
@@ -59,7 +60,7 @@ from .contract import DATA_TYPES, INDEX_TYPES, OP_TYPE, GatherIndexError, normal
 from .geometry import GatherGeometry
 from .kernel import gather_multiaxis
 from .run_ops import (BOUND_OUTPUT_TYPES, FIXED_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, RUN_OP_TYPE, BoundTable,
-                      bound_op_type, parse_axes)
+                      bound_op_type, group_op_type, group_signatures, parse_axes, parse_group)
 from .run_errors import ERRORS, RUN_ERRORS, guard_onnxruntime_sessions, guard_sessions_made_with  # noqa: F401 - guard_onnxruntime_sessions: public here too (README)
 
 # ONNX element type -> PyOp bridge type (the signature and its types: ops/contract.py).
@@ -339,6 +340,27 @@ def _hook_bound(k_id, feed, attributes):
     return _answer(k_id, _bound_output(indices, token, attributes["table"]))
 
 
+def _group_outputs(indices, token, tables: str, slots: str) -> list[np.ndarray]:
+    """GatherMultiaxisBoundGroup<Types>: each bound table gathered with the same indices, in graph order."""
+    order = parse_group(tables, slots)
+    outputs = [None] * len(order)
+    for key, slot in order:
+        outputs[slot] = _bound_output(indices, token, key)
+    return outputs
+
+
+def _compute_bound_group(indices, run_token, tables, slots):
+    return tuple(_handed_back(output) for output in _group_outputs(indices, run_token, tables, slots))
+
+
+def _hook_bound_group(k_id, feed, attributes):
+    indices, token = feed
+    answer = [k_id]
+    for output in _group_outputs(indices, token, attributes["tables"], attributes["slots"]):
+        answer += (output.shape, _payload(output))
+    return tuple(answer)
+
+
 _HOOKS: dict[int, object] = {}  # opdef id -> the hook function answering it
 _generic_invoker = pyop_internals().generic_invoker
 
@@ -361,7 +383,8 @@ def _string_attributes(attributes):
 
 
 def _define(op_type, inputs, output, attrs, body, hook):
-    opdef = onnx_op(op_type=op_type, inputs=inputs, outputs=[output], attrs=attrs)(body)
+    outputs = output if isinstance(output, list) else [output]  # a list: a group's several outputs
+    opdef = onnx_op(op_type=op_type, inputs=inputs, outputs=outputs, attrs=attrs)(body)
     if all(kind == PyCustomOpDef.dt_string for kind in attrs.values()):
         opdef.cast_attributes = _string_attributes
     _state["opdefs"].append(opdef)
@@ -386,8 +409,8 @@ def _handback_works(opdef) -> bool:
 
 
 def register(handback: bool | None = None, hook: bool | None = None) -> None:
-    """Define every GatherMultiaxis op type with the PyOp bridge: plain, Run, RunFixedAxes and Bound, for
-    every (data type, index type) pair, and install the package's invocation hook.
+    """Define every GatherMultiaxis op type with the PyOp bridge: plain, Run, RunFixedAxes, Bound and
+    BoundGroup, for every (data type, index type) pair, and install the package's invocation hook.
 
     Idempotent. ``handback=False`` forces the bridge's default (list) output path; ``None`` uses the
     array handback when the installed bridge passes the self-test. ``hook=False`` puts
@@ -412,6 +435,10 @@ def register(handback: bool | None = None, hook: bool | None = None) -> None:
                 for index_type in (_BRIDGE_TYPES[t] for t in INDEX_TYPES):
                     _define(bound_op_type(elem_type), [index_type, int64], _BRIDGE_OUTPUT_TYPES[elem_type],
                             {"table": string}, _compute_bound, _hook_bound)
+            for elem_types in group_signatures():
+                for index_type in (_BRIDGE_TYPES[t] for t in INDEX_TYPES):
+                    _define(group_op_type(elem_types), [index_type, int64], [_BRIDGE_TYPES[t] for t in elem_types],
+                            {"tables": string, "slots": string}, _compute_bound_group, _hook_bound_group)
             _state["registered"] = True
             _state["handback_supported"] = _handback_works(_state["opdefs"][0])
         _state["handback"] = _state["handback_supported"] if handback is None else (

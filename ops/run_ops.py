@@ -9,6 +9,7 @@ contract, so that the bind step needs the op's definition and not its ORT runtim
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,11 +25,45 @@ BOUND_OP_PREFIX = "GatherMultiaxisBound"
 # Output types a bound node may have beyond DATA_TYPES: float16 comes back through the bridge as it is.
 BOUND_OUTPUT_TYPES = (*DATA_TYPES, TensorProto.FLOAT16)
 
+# Bound gathers that share their indices, gathered in one call (one bridge crossing): GatherMultiaxisBoundGroup<Types>,
+# one output per table, outputs sorted by type in GROUP_TYPES order. Each op type is registered with the bridge
+# up front (a PyOp defined after the library was registered on some options crashes sessions made with them),
+# and every registration slows each session's creation (~0.3 ms), so only the types of tree ensembles (float
+# thresholds and values, int64 features and children) and at most GROUP_MAX tables a call: 12 signatures.
+GROUP_OP_PREFIX = "GatherMultiaxisBoundGroup"
+GROUP_TYPES = (TensorProto.FLOAT, TensorProto.INT64)
+GROUP_MAX = 4
+
 
 def bound_op_type(elem_type: int) -> str:
     """The op type of a bound gather whose output has ONNX type ``elem_type``, e.g. GatherMultiaxisBoundFloat.
     (One op type per output type: a bound node has no data input from which ORT could pick the type.)"""
     return BOUND_OP_PREFIX + TensorProto.DataType.Name(elem_type).capitalize()
+
+
+def group_op_type(elem_types) -> str:
+    """The op type of a group whose outputs have ONNX types ``elem_types`` (sorted as GROUP_TYPES),
+    e.g. GatherMultiaxisBoundGroupFloatInt64Int64Int64."""
+    return GROUP_OP_PREFIX + "".join(TensorProto.DataType.Name(t).capitalize() for t in elem_types)
+
+
+def group_signatures() -> list[tuple[int, ...]]:
+    """The output types of every group op type: each sorted choice of 2 to GROUP_MAX of GROUP_TYPES."""
+    return [types for size in range(2, GROUP_MAX + 1)
+            for types in itertools.combinations_with_replacement(GROUP_TYPES, size)]
+
+
+def group_attributes(tables: list[str], slots: list[int]) -> dict[str, str]:
+    """The attributes of a group node gathering bound ``tables`` in that order (the graph order of the
+    nodes it replaces, so that the first error is the one the ungrouped run would raise first), table i
+    into output ``slots[i]``."""
+    return {"tables": ",".join(tables), "slots": ",".join(str(slot) for slot in slots)}
+
+
+@functools.lru_cache(maxsize=256)
+def parse_group(tables: str, slots: str) -> tuple[tuple[str, int], ...]:
+    """The (table key, output slot) pairs of a group node's attributes, in the order they are gathered."""
+    return tuple(zip(tables.split(","), (int(slot) for slot in slots.split(","))))
 
 
 @functools.lru_cache(maxsize=256)
@@ -77,5 +112,6 @@ class BoundTable:
         return np.expand_dims(indices, self.indices_axes) if self.indices_axes else indices
 
 
-__all__ = ["BOUND_OP_PREFIX", "BOUND_OUTPUT_TYPES", "FIXED_RUN_OP_TYPE", "NARROWING_RUN_OP_TYPE", "RUN_OP_TYPE",
-           "BoundTable", "axes_attribute", "bound_op_type", "parse_axes"]
+__all__ = ["BOUND_OP_PREFIX", "BOUND_OUTPUT_TYPES", "FIXED_RUN_OP_TYPE", "GROUP_MAX", "GROUP_OP_PREFIX", "GROUP_TYPES",
+           "NARROWING_RUN_OP_TYPE", "RUN_OP_TYPE", "BoundTable", "axes_attribute", "bound_op_type", "group_attributes",
+           "group_op_type", "group_signatures", "parse_axes", "parse_group"]

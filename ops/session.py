@@ -31,10 +31,23 @@ from .run_errors import RUN_ERRORS
 EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
 
 
+def evaluate_constants(model: ModelProto, base_dir: str | None) -> list[np.ndarray]:
+    """The outputs of ``model`` (standard ONNX computing a table from constants, made by the bind step) as
+    ONNX Runtime's CPU kernels compute them: the values the unbound model would compute on every run."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = 1  # elementwise and copies: the same bits on any number of threads
+    if base_dir is not None and external_tensors(model):
+        options.add_session_config_entry(EXTERNAL_DATA_FOLDER, base_dir)
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(None, {})
+
+
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True) -> PreparedModel:
     """The bind step (``graphs.bind.prepare_model``) for the installed PyOp bridge: float16 outputs where it
-    hands arrays back."""
-    return bind_step.prepare_model(model, base_dir, bind, float16_outputs=ortop.bridge_info()["handback_supported"])
+    hands arrays back, tables computed from constants computed by ORT (``evaluate_constants``)."""
+    return bind_step.prepare_model(model, base_dir, bind, float16_outputs=ortop.bridge_info()["handback_supported"],
+                                   evaluate=evaluate_constants)
 
 
 def _load(path_or_bytes) -> tuple[ModelProto, str | None]:
@@ -210,6 +223,7 @@ class InferenceSession(ort.InferenceSession):
         self._gathermultiaxis_token_name = prepared.token if prepared.tokened else None
         self._gathermultiaxis_string_inputs = prepared.string_inputs
         self._gathermultiaxis_tables = prepared.tables  # the session's own: the op finds them while it holds them
+        self._gathermultiaxis_crossings = prepared.crossings
         ortop.publish_bound_tables(prepared.tables)
         options = own_options(sess_options)
         self._gathermultiaxis_shared = []  # OrtValues over bound arrays that ORT reads too: alive with the session
@@ -262,6 +276,13 @@ class InferenceSession(ort.InferenceSession):
     def bound_tables(self) -> int:
         """How many constant data operands this session handed to the kernel."""
         return len(self._gathermultiaxis_tables)
+
+    @property
+    def bridge_crossings(self) -> int:
+        """How many custom-op calls (PyOp bridge crossings) one run makes, after grouping: the GatherMultiaxis
+        nodes of the in-memory model, counted in the graph (a node in a Loop body counts once, both branches
+        of an If count)."""
+        return self._gathermultiaxis_crossings
 
     # ------------------------------------------------------------ run APIs
     def _check_strings(self, input_feed) -> None:

@@ -342,6 +342,48 @@ def case_binding(entry):
             assert open(path, "rb").read() == before
             del sess
             assert not bound_table_keys(), "bound tables outlive their session"
+    # tables computed from constants (issue 29 item 1): a view of a mapped table (Reshape, Unsqueeze, Squeeze)
+    # stays mapped; a DequantizeLinear of a mapped int8 table is computed once (a new array); both bit-exact
+    with tempfile.TemporaryDirectory() as folder:
+        from gathermultiaxis.ops.ortop import bound_table, bound_table_keys
+
+        value = helper.make_tensor_value_info
+        constants = [table_tensor(TensorProto.FLOAT, [300, 8], rng),
+                     numpy_helper.from_array(rng.integers(-128, 128, (300, 8)).astype(np.int8), "quantized"),
+                     numpy_helper.from_array(np.float32(0.0123456789), "scale"),
+                     numpy_helper.from_array(np.array([600, 4], np.int64), "shape"),
+                     numpy_helper.from_array(np.array([0], np.int64), "axis0")]
+        nodes = [helper.make_node("Reshape", ["table", "shape"], ["reshaped"]),
+                 helper.make_node("Unsqueeze", ["reshaped", "axis0"], ["unsqueezed"]),
+                 helper.make_node("Squeeze", ["unsqueezed", "axis0"], ["viewed"]),
+                 helper.make_node("Gather", ["viewed", "ids"], ["out"], axis=0),
+                 helper.make_node("DequantizeLinear", ["quantized", "scale"], ["dequantized"]),
+                 helper.make_node("Gather", ["dequantized", "rows"], ["out_q"], axis=0)]
+        original = make_model(nodes, [value("ids", TensorProto.INT64, [None]), value("rows", TensorProto.INT64, [None])],
+                              [value("out", TensorProto.FLOAT, None), value("out_q", TensorProto.FLOAT, None)], constants)
+        rewritten, _ = rewrite_model(original)
+        path = os.path.join(folder, "chains.onnx")
+        onnx.save(rewritten, path, save_as_external_data=True, all_tensors_to_one_file=True, location="chains.bin",
+                  size_threshold=1024)  # the two tables
+        before = open(path, "rb").read()
+        sess = InferenceSession(path)
+        assert sess.bound_tables == 2, sess.bound_tables
+        tables = {bound_table(key).array.shape: bound_table(key).array for key in bound_table_keys()}
+
+        def mapped(array):
+            while isinstance(array, np.ndarray) and not isinstance(array, np.memmap):
+                array = array.base  # ends at the mapping, or at what owns the bytes (ORT's output: a capsule)
+            return isinstance(array, np.memmap)
+
+        assert mapped(tables[(600, 4)]) and not mapped(tables[(300, 8)]), {k: type(v) for k, v in tables.items()}
+        del tables
+        builtin = ort.InferenceSession(original.SerializeToString(), providers=["CPUExecutionProvider"])
+        feeds = {"ids": rng.integers(-600, 600, 9), "rows": rng.integers(-300, 300, 7)}
+        for got, want in zip(sess.run(None, feeds), builtin.run(None, feeds)):
+            assert_bit_identical(got, want)
+        assert open(path, "rb").read() == before
+        del sess
+        assert not bound_table_keys(), "bound tables outlive their session"
 
 
 def constant_axes_model(elem_type=TensorProto.FLOAT):
@@ -423,14 +465,30 @@ def case_own_hook(entry):
     users = make_model([helper.make_node("UsersDouble", ["x"], ["y"], domain="ai.onnx.contrib")],
                        [value("x", TensorProto.FLOAT, [2])], [value("y", TensorProto.FLOAT, [2])], extra_opsets=CONTRIB)
     users_sess = make_session(entry, users)
-    for hook in (True, False, True):
-        register(hook=hook)
+    # bound tables sharing their indices (one GatherMultiaxisBoundGroup node in InferenceSession's model)
+    from gathermultiaxis.graphs import rewrite_model
+
+    thresholds, children = np.array([0.5, -0.0, np.nan], np.float32), np.array([2, -5, 7], np.int64)
+    shared = make_model([helper.make_node("Gather", ["thresholds", "ids"], ["t"], axis=0),
+                         helper.make_node("Gather", ["children", "ids"], ["c"], axis=0)],
+                        [value("ids", TensorProto.INT64, [None])],
+                        [value("t", TensorProto.FLOAT, None), value("c", TensorProto.INT64, None)],
+                        [numpy_helper.from_array(thresholds, "thresholds"), numpy_helper.from_array(children, "children")])
+    grouped = make_session(entry, rewrite_model(shared)[0])
+    if entry == "session":
+        assert grouped.bridge_crossings == 1, grouped.bridge_crossings
+    for hook, handback in ((True, None), (False, None), (False, False), (True, False), (True, None)):
+        register(handback=handback, hook=hook)
         assert bridge_info()["own_hook"] is hook
         np.testing.assert_array_equal(fixed.run(None, {k: GOOD[k] for k in ("input", "indices")})[0], [[2, 0], [5, 3]])
         np.testing.assert_array_equal(fed.run(None, GOOD)[0], [[2, 0], [5, 3]])
         expect_error(lambda: fixed.run(None, {"input": GOOD["input"], "indices": np.array([[0, -9]])}),
                      GatherIndexError, "index -9 at")
         np.testing.assert_array_equal(users_sess.run(None, {"x": np.array([1.5, -2], np.float32)})[0], [3, -4])
+        got_thresholds, got_children = grouped.run(None, {"ids": np.array([2, 0, -2])})
+        assert_bit_identical(got_thresholds, thresholds[[2, 0, -2]])
+        assert_bit_identical(got_children, children[[2, 0, -2]])
+        expect_error(lambda: grouped.run(None, {"ids": np.array([1, 3])}), GatherIndexError, "index 3 at")
 
 
 CASES = {name[len("case_"):]: function for name, function in globals().items() if name.startswith("case_")}
