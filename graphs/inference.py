@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from . import ort_optimizer
 from .builder import NameScope
 from .walk import ONNX_DOMAINS, all_names, constant_value, node_holders
 from .schema import register_schema
+
+_log = logging.getLogger(__name__)
 
 Dim = int | str | None  # a concrete size, a symbolic name, or unknown
 
@@ -213,7 +216,8 @@ def symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
             inferred = partial_symbolic_inference(light)  # the partial result, also where inference stops
     except PrivateAPIError:
         raise  # an onnxruntime whose private steps changed: say so, rather than rewrite with fewer ranks
-    except Exception:  # noqa: BLE001 - it gives up on some graphs as a whole: the next layers take over
+    except Exception as error:  # noqa: BLE001 - it gives up on some graphs as a whole: the next layers take over
+        _log.debug("ORT's symbolic shape inference gave up on the model (%s: %s)", type(error).__name__, error)
         return {}
     infos: dict[str, TensorInfo] = {}
     seen: Counter = Counter()

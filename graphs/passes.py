@@ -21,6 +21,7 @@ in place (``Visit.in_place``): the session's start-up pays for no copy, inferenc
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -37,6 +38,8 @@ from .inference import TensorInfo, graph_infos, inferred, typing_copy
 from .report import PassReport
 from .walk import (ONNX_DOMAINS, all_names, default_opset, drop_unused, holds_subgraph, node_holders, nodes_within,
                    subgraphs)
+
+_log = logging.getLogger(__name__)  # silent unless the application configures logging (see the package root)
 
 
 def pass_copy(model: ModelProto, is_target: Callable[[NodeProto], bool]) -> tuple[ModelProto, str]:
@@ -428,6 +431,7 @@ def run_pass(model: ModelProto, graph_pass: GraphPass, repeat: bool = False) -> 
     unknown unless ``scope_infos`` says it, ``begin`` gets None for the typing copy; the bind step, which
     must not slow the session's start-up)."""
     copy_targets = getattr(graph_pass, "copy_targets", graph_pass.targets)
+    first_outcome = len(graph_pass.report.outcomes)
     if getattr(graph_pass, "copies", True):
         result, failure = pass_copy(model, copy_targets)
     else:
@@ -468,7 +472,19 @@ def run_pass(model: ModelProto, graph_pass: GraphPass, repeat: bool = False) -> 
     drop_freed(result, freed)
     if getattr(graph_pass, "drops_domain", False):
         drop_unused_domain(result)
+    _log_outcomes(type(graph_pass).__name__, report, report.outcomes[first_outcome:])
     return result
+
+
+def _log_outcomes(pass_name: str, report: PassReport, outcomes: list) -> None:
+    """What a pass did, for ``logging``: the counts at INFO, one line per node at DEBUG (``-v``, ``-vv``)."""
+    if not _log.isEnabledFor(logging.INFO):
+        return
+    done = sum(bool(getattr(o, report.DONE)) for o in outcomes)
+    _log.info("%s: %d %s, %d left as they were", pass_name, done, report.DONE, len(outcomes) - done)
+    for outcome in outcomes:
+        _log.debug("%s: %s", pass_name, ", ".join(f"{key}={value!r}" for key, value in vars(outcome).items()
+                                                  if value not in ("", None)))
 
 
 __all__ = ["ConstantView", "GraphPass", "GraphScope", "InferredGraph", "NotChanged", "Visit", "drop_freed",

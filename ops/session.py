@@ -10,6 +10,7 @@ run token and raising the error the op recorded under it (``ops.run_errors``).
 
 from __future__ import annotations
 
+import logging
 import os
 import weakref
 
@@ -25,6 +26,8 @@ from ..graphs.modelfile import ExternalDataError, external_tensors
 from . import ortop
 from .ort_internals import c_ort_value, session_internals, session_state, set_inputs_meta
 from .run_errors import RUN_ERRORS
+
+_log = logging.getLogger(__name__)
 
 # ORT's session config entry naming the folder external data is relative to (for a model given as bytes;
 # it overrides the model file's own folder too).
@@ -224,6 +227,8 @@ class InferenceSession(ort.InferenceSession):
         self._gathermultiaxis_string_inputs = prepared.string_inputs
         self._gathermultiaxis_tables = prepared.tables  # the session's own: the op finds them while it holds them
         self._gathermultiaxis_crossings = prepared.crossings
+        _log.debug("session: %d constant tables bound, %d bridge crossings a run", len(prepared.tables),
+                   prepared.crossings)
         ortop.publish_bound_tables(prepared.tables)
         options = own_options(sess_options)
         self._gathermultiaxis_shared = []  # OrtValues over bound arrays that ORT reads too: alive with the session

@@ -6,12 +6,17 @@ session options with the GatherMultiaxis custom op registered (both import onnxr
 onnxruntime-extensions on first use); ``gathermultiaxis.graphs`` rewrites ONNX models to use it.
 """
 
+import logging
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version as _version
 
 from .ops.contract import GatherIndexError, GatherShapeError, Mode
 from .ops.geometry import GatherGeometry
 from .ops.kernel import gather_multiaxis
+
+# The library logs through logging.getLogger(__name__) in each module and prints nothing; an application
+# decides what is shown (the command line: -q, -v, -vv). Until then nothing reaches stderr.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 try:
     __version__ = _version("gathermultiaxis")

@@ -24,6 +24,7 @@ import contextlib
 import functools
 import itertools
 import json
+import logging
 import sys
 import time
 from dataclasses import asdict
@@ -720,6 +721,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_LOG_LEVELS = {-1: logging.ERROR, 0: logging.WARNING, 1: logging.INFO}  # -q, default, -v; -vv and more: DEBUG
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A handler writing to ``sys.stderr`` as it is at each record (tests and callers may replace it)."""
+
+    @property  # type: ignore[override]  # StreamHandler keeps a fixed stream; this one follows sys.stderr
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+_LOG_HANDLER = _StderrHandler()  # added to the package's logger by the command line only
+_LOG_HANDLER.setFormatter(logging.Formatter("gathermultiaxis: %(name)s: %(message)s"))
+
+
+def show_library_log(verbose: int) -> None:
+    """Show the library's log records on stderr at the level ``-q``/``-v`` choose.
+
+    Args:
+        verbose: -1 for ``-q``, 0 by default, the count of ``-v`` otherwise.
+    """
+    package_log = logging.getLogger("gathermultiaxis")
+    package_log.setLevel(_LOG_LEVELS.get(verbose, logging.DEBUG))
+    if _LOG_HANDLER not in package_log.handlers:
+        package_log.addHandler(_LOG_HANDLER)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -728,6 +760,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv is not None and "argv" in args:
         args.argv = ["gathermultiaxis", *argv]
+    show_library_log(getattr(args, "verbose", 0))
     try:
         return args.run(args)
     except CommandError as error:
