@@ -376,6 +376,11 @@ def run_check(args) -> int:
         print(report.summary_line(), flush=True)
         if args.json:
             _write_json(args.json, report.as_dict(), force=args.force)
+    if not args.paths and not args.fuzz and all(r.folded_by_ort for r in report.results if r.verdict == "no gather"):
+        # The built-in suite under --ort-optimize: node tests whose gathers ORT's optimizer folds away (static
+        # shapes, constant indices) leave nothing of ours to compare, which is not a failure; any other
+        # "no gather" still is.
+        allowed = allowed | {"no gather"}
     return 143 if sigterm.received and not report.interrupted else report.exit_status(allowed)
 
 
