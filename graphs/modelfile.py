@@ -162,7 +162,10 @@ def read_model(path: str | os.PathLike, inline_small: bool = True) -> tuple[Mode
 
 def external_data_files(path: str | os.PathLike) -> set[Path]:
     """The files (resolved) that hold external data of the model at ``path``: those it must not be
-    written over. Empty when it has none, or cannot be read (whatever reads it then says why)."""
+    written over. Empty when it has none, or cannot be read (whatever reads it then says why); a path
+    that is not a regular file is never opened (a FIFO would block)."""
+    if path_kind(Path(path)) != "file":
+        return set()
     try:
         model = onnx.load_model(str(path), load_external_data=False)
     except Exception:  # noqa: BLE001 - protobuf raises several types for garbage

@@ -125,6 +125,19 @@ def test_json_never_replaces_the_input_or_its_data(tmp_path, capsys, command, re
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.parametrize("command", ["rewrite", "policies", "webnn-check"])
+def test_fifo_input_is_not_opened_for_its_data_files(tmp_path, capsys, command):
+    """The data files of the input are read only when a name the command writes exists; a FIFO given as
+    the input is never opened for them (it would block): the usual one-line refusal."""
+    fifo = tmp_path / "in.onnx"
+    os.mkfifo(fifo)
+    (tmp_path / "out.onnx").write_bytes(b"old")
+    (tmp_path / "report.json").write_bytes(b"old")
+    argv = {"rewrite": ["rewrite", str(fifo), "-o", str(tmp_path / "out.onnx")]}.get(command, [command, str(fifo)])
+    assert main([*argv, "--json", str(tmp_path / "report.json"), "--force"]) == 2
+    one_line_error(capsys, "a FIFO")
+
+
 def test_json_never_replaces_load_inputs_or_test_data(tmp_path, capsys):
     inputs = tmp_path / "in.npz"
     np.savez(inputs, ids=np.array([1, 2]))
