@@ -189,7 +189,7 @@ def _transform_file(args, transform):
     the new data); an existing output or data file without --force, where --in-place may replace only
     the input and the data files it refers to (not another model's ``IN.onnx.data``)."""
     source, target = _source_and_target(args)
-    target_data = target.with_name(target.name + ".data")
+    target_data = target.parent / (target.name + ".data")
     # the input's data files, read only when one of the names it could take is already there
     source_files = _model_files(source, "the input model",
                                 with_data=any(map(_exists, (target, target_data, args.json))))
@@ -211,6 +211,8 @@ def _transform_file(args, transform):
         # ORT loads it (or the command stops here)
         loaded, data_folder = load_model(source, session_options=session_options)
         external = data_folder is not None
+        for path in [target] + ([target_data] if external else []):  # before the work (and again when saved)
+            check_target(path, overwrite=args.force or any(same_file(path, other) for other in replaceable))
         with (ort_optimized(loaded, data_folder, target, session_options=session_options)
               if getattr(args, "ort_optimize", False)
               else contextlib.nullcontext((loaded, data_folder))) as (model, data_folder):
