@@ -275,3 +275,17 @@ def test_input_shapes_grammar():
     assert parse_input_shapes([f"big:[{(1 << 63) - 1}]"]) == {"big": ((1 << 63) - 1,)}
     with pytest.raises(BadInput, match="is over"):
         parse_input_shapes([f"big:[{1 << 63}]"])
+
+
+@pytest.mark.parametrize("existing", ["out.onnx", "out.onnx.data"])
+def test_existing_output_is_refused_before_the_work(tmp_path, monkeypatch, capsys, existing):
+    from gathermultiaxis import cli
+
+    rewrites = []
+    monkeypatch.setattr(cli, "rewrite_model", lambda *args, **kwargs: rewrites.append(args))
+    (tmp_path / "in").mkdir()
+    source = external_data_model(tmp_path / "in")
+    (tmp_path / existing).write_bytes(b"old")
+    assert main(["rewrite", str(source), "-o", str(tmp_path / "out.onnx")]) == 2
+    one_line_error(capsys, f"{existing}: already exists (pass --force")
+    assert rewrites == [] and (tmp_path / existing).read_bytes() == b"old"
