@@ -16,7 +16,7 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Collection, Iterator
 
 import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, numpy_helper
@@ -158,6 +158,20 @@ def read_model(path: str | os.PathLike, inline_small: bool = True) -> tuple[Mode
     if external and inline_small:
         _inline_small_external(model, folder)
     return model, folder if external else None
+
+
+def external_data_files(path: str | os.PathLike) -> set[Path]:
+    """The files (resolved) that hold external data of the model at ``path``: those it must not be
+    written over. Empty when it has none, or cannot be read (whatever reads it then says why); a path
+    that is not a regular file is never opened (a FIFO would block)."""
+    if path_kind(Path(path)) != "file":
+        return set()
+    try:
+        model = onnx.load_model(str(path), load_external_data=False)
+    except Exception:  # noqa: BLE001 - protobuf raises several types for garbage
+        return set()
+    folder = Path(path).parent
+    return {Path(os.path.realpath(folder / external_entry(tensor)[0])) for tensor in external_tensors(model)}
 
 
 def _inline_small_external(model: ModelProto, folder: Path) -> None:
@@ -348,13 +362,32 @@ def one_line(error: BaseException, limit: int = 500) -> str:
 
 # -- saving --------------------------------------------------------------------------------------
 
-def _output_folder(path: Path, targets: list[Path], overwrite: bool) -> Path:
-    """The folder ``path`` goes into; refuses a missing folder, or existing targets unless ``overwrite``."""
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether two paths name one file: the same file when both exist (links and hard links followed),
+    else the same resolved path."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _replaceable(target: Path, overwrite: bool, replaceable: Collection[Path]) -> bool:
+    return overwrite or any(same_file(target, path) for path in replaceable)
+
+
+def _output_folder(path: Path, targets: list[Path], overwrite: bool, replaceable: Collection[Path] = ()) -> Path:
+    """The folder ``path`` goes into; refuses a missing folder, a target that is not a regular file (a
+    folder, a device: even with ``overwrite``), or existing targets unless ``overwrite`` or listed in
+    ``replaceable``."""
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise ModelFileError(f"{path}: the output folder {str(folder)!r} does not exist")
     for target in targets:
-        if target.exists() and not overwrite:
+        kind = path_kind(target)
+        if kind not in ("file", "missing", "a dangling link"):
+            raise ModelFileError(f"{target}: is {'a folder' if kind == 'folder' else kind}, not a file; "
+                                 f"choose another output name")
+        if kind == "file" and not _replaceable(target, overwrite, replaceable):
             raise ModelFileError(f"{target}: already exists (pass --force to overwrite it)")
     return folder
 
@@ -462,6 +495,7 @@ def _with_data_file(model: ModelProto, data_path: Path, source_folder: Path | No
 
 def save_model(model: ModelProto, path: str | os.PathLike, *, external_data: bool = False,
                external_data_folder: Path | None = None, overwrite: bool = False,
+               replaceable: Collection[Path] = (),
                validate: Callable[[Path], None] | None = None) -> list[Path]:
     """Write ``model`` to ``path`` atomically; returns the files written.
 
@@ -469,6 +503,11 @@ def save_model(model: ModelProto, path: str | os.PathLike, *, external_data: boo
     the working folder) are streamed into ``<name>.data`` beside the model; with ``external_data``, or
     when the model is too large for one protobuf, its large inline tensors go there too. ``validate``
     gets the written model's path before anything is moved into place and may raise ModelFileError.
+
+    Existing files are replaced only with ``overwrite``, or when listed in ``replaceable`` (``--in-place``:
+    the input model and the data files it refers to, not a data file of another model that happens to
+    bear the name). Both files are complete before either is moved into place, and if moving fails
+    (whatever the exception), the files that were there before are put back.
     """
     path = Path(path)
     data_name = path.name + ".data"
@@ -478,7 +517,7 @@ def save_model(model: ModelProto, path: str | os.PathLike, *, external_data: boo
         raise ModelFileError(f"{path}: the output's name is not valid UTF-8, and the model cannot name its "
                              f"external data file {data_name!r} (ONNX stores locations as UTF-8): choose a UTF-8 name")
     targets = [path] + ([path.parent / data_name] if split else [])
-    folder = _output_folder(path, targets, overwrite)
+    folder = _output_folder(path, targets, overwrite, replaceable)
     with staging_folder(path, folder) as staging:
         staged = staging / path.name
         if split:
@@ -489,16 +528,38 @@ def save_model(model: ModelProto, path: str | os.PathLike, *, external_data: boo
         if validate is not None:
             validate(staged)
         moves = ([(staging / data_name, folder / data_name)] if split else []) + [(staged, path)]
-        placed: list[Path] = []
-        try:
-            for source, target in moves:
-                _move_into_place(source, target, overwrite)
-                placed.append(target)
-        except ModelFileError:
-            for target in placed:  # the model's data file without the model: take it back
-                target.unlink()
-            raise
+        _move_all_into_place([(source, target, _replaceable(target, overwrite, replaceable))
+                              for source, target in moves], staging)
     return targets
+
+
+def _move_all_into_place(moves: list[tuple[Path, Path, bool]], staging: Path) -> None:
+    """Move each staged file onto its target (``(staged, target, overwrite)``), all or nothing: an
+    existing target is first hard-linked into ``staging`` (it stays in place meanwhile), and on any
+    exception every target already replaced gets its old file back and every new one is removed. The
+    data file goes first, so a model is never in place without its data."""
+    undo: list[tuple[Path, Path | None]] = []  # (target, its old file in staging, or None: it was new)
+    try:
+        for number, (staged, target, overwrite) in enumerate(moves):
+            old = None
+            if overwrite and os.path.lexists(target):
+                old = staging / f".old-{number}"
+                try:
+                    os.link(target, old, follow_symlinks=False)
+                except OSError:  # a file system without hard links: move it aside (then restored on failure)
+                    os.replace(target, old)
+                undo.append((target, old))
+            _move_into_place(staged, target, overwrite)
+            if old is None:
+                undo.append((target, None))
+    except BaseException:
+        for target, old in reversed(undo):
+            with contextlib.suppress(OSError):  # put back what can be put back, then report the first failure
+                if old is not None:
+                    os.replace(old, target)
+                else:
+                    target.unlink()
+        raise
 
 
 def _move_into_place(staged: Path, target: Path, overwrite: bool) -> None:

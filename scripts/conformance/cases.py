@@ -10,7 +10,6 @@ costs one verdict and not the run.
 
 from __future__ import annotations
 
-import ast
 import re
 import warnings
 import zipfile
@@ -210,17 +209,35 @@ def load_case(source: FileSource) -> CheckCase:
 
 # -- options for inputs --------------------------------------------------------------------------
 
-_SHAPE = re.compile(r"^(?P<name>.+):(?P<dims>\[[0-9,\s]*\])$")
+_SHAPE = re.compile(r"^(?P<name>.+):\[(?P<dims>.*)\]$", re.DOTALL)
+_SIZE = re.compile(r"[0-9]+")
+_INT64_MAX = (1 << 63) - 1  # ONNX dims are int64
 
 
 def parse_input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
-    """``name:[d0,d1,...]`` (polygraphy's form) for each spec."""
+    """``NAME:[d0,d1,...]`` (polygraphy's form) for each spec: sizes are whole numbers from 0 to
+    2**63-1 separated by commas (a trailing comma allowed, ``NAME:[]`` a scalar), each name given once.
+    The one parser of ``--input-shapes`` for every command; raises BadInput naming the spec and what is
+    wrong."""
     shapes = {}
     for spec in specs:
         match = _SHAPE.match(spec.strip())
         if not match:
             raise BadInput(f"--input-shapes {spec!r}: expected NAME:[d0,d1,...], e.g. input_ids:[1,128]")
-        shapes[match["name"]] = tuple(int(d) for d in ast.literal_eval(match["dims"]))
+        name, text = match["name"], match["dims"]
+        items = [item.strip() for item in text.split(",")] if text.strip() else []
+        if len(items) > 1 and not items[-1]:
+            items.pop()  # one trailing comma, as in Python's [1, 128,]
+        for item in items:
+            if not _SIZE.fullmatch(item):
+                problem = "an empty dim" if not item else f"dim {item!r} is not a size"
+                raise BadInput(f"--input-shapes {spec!r}: {problem} (sizes are whole numbers from 0, separated "
+                               f"by commas, e.g. input_ids:[1,128])")
+            if int(item) > _INT64_MAX:
+                raise BadInput(f"--input-shapes {spec!r}: dim {item} is over 2**63-1, the largest ONNX dim")
+        if name in shapes:
+            raise BadInput(f"--input-shapes {spec!r}: input {name!r} is given twice")
+        shapes[name] = tuple(int(item) for item in items)
     return shapes
 
 

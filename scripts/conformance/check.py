@@ -16,7 +16,8 @@ Verdicts (``VERDICTS``):
 * ``builtin wrong``: builtin and rewrite differ, and ONNX's reference evaluator agrees with the
   rewrite bit for bit (ORT's own kernel is wrong, e.g. its string Gather);
 * ``no gather``: nothing was rewritten, so there is nothing to compare: the model holds no gather, or
-  only gathers the rewriter leaves (e.g. inside com.microsoft ops; the detail lists them).
+  only gathers the rewriter leaves (e.g. inside com.microsoft ops; the detail lists them), or (with
+  ``--ort-optimize``) ORT's optimizer folded all of them away (``folded_by_ort``).
 
 A ``passed`` case that also has gathers left (inside contrib ops, unsupported types) names them in
 its detail.
@@ -39,7 +40,7 @@ from typing import Callable, Iterable, Iterator, Union
 import numpy as np
 from onnx import ModelProto
 
-from ..graphs import lower_model, rewrite_model
+from ..graphs import holds_gather, lower_model, rewrite_model
 from ..graphs.modelfile import one_line
 from ..graphs.ort_optimizer import OrtOptimizeError, ort_optimize
 from ..harness import bit_identical, difference, make_session, session_options, versions
@@ -114,6 +115,7 @@ class CheckResult:
     rewritten_ms: float = 0.0
     left_reasons: list[str] = field(default_factory=list)
     source: str = ""
+    folded_by_ort: bool = False  # "no gather" because ORT's optimizer (--ort-optimize) removed every gather
 
 
 @dataclass(frozen=True)
@@ -267,8 +269,11 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     result.left_reasons = [f"{o.op_type} {o.node!r}: {o.reason}" for o in report.outcomes if not o.rewritten]
     if not report.rewritten:
         result.verdict = "no gather"
-        result.detail = ("nothing to compare: " + (f"{report.left} gather(s) left: {'; '.join(result.left_reasons)}"
-                                                   if report.left else "the model holds no gather"))
+        result.folded_by_ort = mode.optimized and not report.left and holds_gather(case.model)
+        result.detail = ("nothing to compare: " + (
+            f"{report.left} gather(s) left: {'; '.join(result.left_reasons)}" if report.left else
+            "ONNX Runtime's optimizer folded every gather of the model away" if result.folded_by_ort else
+            "the model holds no gather"))
         return result
     report_phase("loading the original model on ORT")
     try:

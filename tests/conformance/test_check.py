@@ -69,6 +69,42 @@ def test_default_suite_passes_everything_ort_can_run(tmp_path, capsys, report_li
     assert report["command"][:2] == ["gathermultiaxis", "check"] and report["interrupted"] is False
 
 
+def test_default_suite_under_ort_optimize_exits_0(tmp_path, capsys, report_line):
+    """ORT's optimizer folds away the gathers of the function-expanded node tests (static shapes, constant
+    indices): nothing of ours to compare, which the built-in suite does not count as a failure (exit 0,
+    the README's line); every other case is compared as in the plain run."""
+    status, report, out = run_check(["-q", "--ort-optimize"], tmp_path, capsys)
+    report_line(f"gathermultiaxis check --ort-optimize (default suite): {report['summary']}")
+    assert status == 0, out
+    counts = report["counts"]
+    assert counts["failed"] == counts["not compared"] == 0
+    assert counts["passed"] + counts["no gather"] + counts["not runnable"] == len(report["results"])
+    folded = [r for r in report["results"] if r["verdict"] == "no gather"]
+    assert all(r["folded_by_ort"] and "optimizer folded every gather" in r["detail"] and not r["left"]
+               for r in folded), folded
+    if ONNX_1_23:
+        assert len(folded) >= 30 and counts["passed"] >= 40
+    assert not any(r["folded_by_ort"] for r in report["results"] if r["verdict"] != "no gather")
+
+
+def test_folded_gathers_of_a_named_model_still_exit_4(tmp_path, capsys):
+    """Outside the built-in suite, a model whose gathers ORT's optimizer folds away still has nothing
+    compared: "no gather" (exit 4), its detail saying why."""
+    data = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(3, 2), "data")
+    ids = numpy_helper.from_array(np.array([2, 0], np.int64), "ids")
+    gather = helper.make_node("Gather", ["data", "ids"], ["picked"], axis=0)
+    add = helper.make_node("Add", ["x", "picked"], ["y"])
+    model = make_model([gather, add], [helper.make_tensor_value_info("x", T.FLOAT, [2, 2])],
+                       [helper.make_tensor_value_info("y", T.FLOAT, [2, 2])], [data, ids])
+    path = save(model, tmp_path / "constant_gather.onnx")
+    status, report, _ = run_check([str(path), "--ort-optimize"], tmp_path, capsys)
+    (result,) = report["results"]
+    assert status == 4 and result["verdict"] == "no gather" and result["folded_by_ort"], result
+    assert "optimizer folded every gather" in result["detail"]
+    status, report, _ = run_check([str(path)], tmp_path, capsys)
+    assert status == 0 and report["results"][0]["folded_by_ort"] is False
+
+
 def test_fuzz_cases(tmp_path, capsys, report_line):
     status, report, out = run_check(["--fuzz", "300", "--seed", "1000", "-q"], tmp_path, capsys)
     report_line(f"gathermultiaxis check --fuzz 300 --seed 1000: {report['summary']}")
