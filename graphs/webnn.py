@@ -110,10 +110,12 @@ NO_WEBNN_TYPES = {TensorProto.STRING: "string", TensorProto.DOUBLE: "double", Te
                   TensorProto.COMPLEX128: "complex128", TensorProto.BFLOAT16: "bfloat16"}
 _NO_SUCH_TENSORS = "WebNN has no such tensors"  # the finding on a value of one of NO_WEBNN_TYPES
 INT32_LIMIT = 2 ** 31
+INT64_MAX = 2 ** 63 - 1
 
 
 class NotStatic(ValueError):
-    """The model's input shapes are not all fixed: WebNN graphs have static shapes."""
+    """The model's input shapes are not all fixed (WebNN graphs have static shapes), or one given is
+    impossible (a negative size, or more elements than int64 counts)."""
 
 
 @dataclass
@@ -134,6 +136,10 @@ def fix_input_shapes(model: ModelProto, input_shapes: dict[str, tuple[int, ...]]
             continue
         tensor_type = value.type.tensor_type
         if value.name in input_shapes:
+            sizes = [int(size) for size in input_shapes[value.name]]
+            if min(sizes, default=0) < 0 or prod(sizes) > INT64_MAX:
+                raise NotStatic(f"--input-shapes {value.name}:{sizes} is impossible: "
+                                f"{'a negative size' if min(sizes) < 0 else f'{prod(sizes)} elements, more than int64 counts'}")
             tensor_type.ClearField("shape")
             for size in input_shapes[value.name]:
                 tensor_type.shape.dim.add().dim_value = int(size)

@@ -160,10 +160,42 @@ def test_webnn_lowering_memory_is_near_the_default_targets():
         lowered, report = lower_for_webnn(model)
         assert report.as_dict()["forms"] == {"general": 1}, report.table()
         peaks.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+        again, report = lower_model(lowered)  # its inference of the flat form's Reshape to 1-D and Gather
+        assert report.outcomes == [] and len(again.graph.node) == len(lowered.graph.node)
+        peaks.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
         print(*peaks)
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
-    before, after_default, after_webnn = map(int, result.stdout.split()[-3:])
-    print(f"peak RSS {before} MiB before, {after_default} MiB after lower, {after_webnn} MiB after the WebNN target")
-    assert after_default - before < 96 and after_webnn - before < 96
+    before, after_default, after_webnn, after_again = map(int, result.stdout.split()[-4:])
+    print(f"peak RSS {before} MiB before, {after_default} MiB after lower, {after_webnn} MiB after the WebNN target, "
+          f"{after_again} MiB after lower of its result")
+    assert after_default - before < 96 and after_webnn - before < 96 and after_again - before < 96
+
+
+def test_an_impossible_input_shape_is_bad_input(tmp_path, capsys):
+    """More elements than int64 counts: exit 2 with one line (an OverflowError's traceback before)."""
+    model = lookup_model(np.ones((100, 256), np.float32))
+    model.graph.input[0].CopyFrom(helper.make_tensor_value_info("ids", TensorProto.INT64, ["n", "m"]))
+    model.graph.node[1].attribute[0].ints[:] = [2]
+    rewritten, _ = rewrite_model(model)
+    onnx.save_model(rewritten, str(tmp_path / "rewritten.onnx"))
+    assert main(["lower", "--target", "webnn", str(tmp_path / "rewritten.onnx"), "-o", str(tmp_path / "out.onnx"),
+                 "--input-shapes", "ids:[10000000000,10000000000]"]) == 2
+    assert "impossible: 100000000000000000000 elements, more than int64 counts" in capsys.readouterr().err
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_shape_inference_never_swallows_a_memory_error(monkeypatch):
+    """A MemoryError in ONNX's inference is not "no inference" (the pass would go on with fewer types and
+    give another result, silently): it propagates."""
+    import onnx.shape_inference
+
+    from gathermultiaxis.graphs.inference import inferred, typing_copy
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError("std::bad_alloc")
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", out_of_memory)
+    with pytest.raises(MemoryError):
+        inferred(typing_copy(lookup_model(np.ones((4, 3), np.float32))))
