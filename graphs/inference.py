@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import onnx
 import onnx.shape_inference
-from onnx import AttributeProto, GraphProto, ModelProto, TypeProto, helper
+from onnx import AttributeProto, GraphProto, ModelProto, TypeProto, helper, numpy_helper
 
 from ..ops.ort_internals import PrivateAPIError, partial_symbolic_inference
 from . import ort_optimizer
@@ -41,6 +41,10 @@ class TensorInfo:
 
 
 STRIP_ABOVE_BYTES = 1 << 16  # constants larger than this become bare inputs of the typing copy
+# A Reshape to one dim of more than this many elements gets a shape of unknown value in the typing copy:
+# ONNX's data propagation makes a shape of one dimension per element of a 1-D value of static length
+# (about 70 bytes each: 2.7 GiB for the WebNN flat form's Reshape of a 50257x768 table, before a Gather)
+FLAT_LENGTH_LIMIT = 1 << 22
 
 
 def tensor_info(type_proto: TypeProto) -> TensorInfo | None:
@@ -140,8 +144,18 @@ class TypingCopier:
             else:
                 light.initializer.append(init)
         light.sparse_initializer.extend(graph.sparse_initializer)
+        long_shapes = self._long_flat_shapes(graph)
         for node in graph.node:
             value = constant_value(node)
+            if node.op_type == "Reshape" and node.domain in ONNX_DOMAINS and node.input[1:2] and (
+                    node.input[1] in long_shapes):
+                # (its result keeps rank 1, of unknown length: see FLAT_LENGTH_LIMIT)
+                stand_in = self.names.fresh(node.input[1] + "/unknown_length")
+                self.hoisted.append(helper.make_tensor_value_info(stand_in, onnx.TensorProto.INT64, [1]))
+                light.node.append(helper.make_node("Reshape", [node.input[0], stand_in], list(node.output),
+                                                   name=node.name))
+                light.node[-1].attribute.extend(node.attribute)
+                continue
             if value is not None and is_large(value):
                 stand_in = self.names.fresh(node.output[0] + "/stripped")
                 self.hoisted.append(bare_input(stand_in, value))
@@ -166,6 +180,20 @@ class TypingCopier:
                 else:
                     copy.attribute.append(attribute)
         return light
+
+
+    @staticmethod
+    def _long_flat_shapes(graph: GraphProto) -> set[str]:
+        """The constants of ``graph`` that are a Reshape's shape of one dim of over FLAT_LENGTH_LIMIT."""
+        candidates = {init.name: init for init in graph.initializer}
+        candidates.update((node.output[0], value) for node in graph.node if (value := constant_value(node)) is not None)
+        long = set()
+        for name, tensor in candidates.items():
+            if (list(tensor.dims) == [1] and tensor.data_type == onnx.TensorProto.INT64
+                    and tensor.data_location != onnx.TensorProto.EXTERNAL
+                    and int(numpy_helper.to_array(tensor)[0]) > FLAT_LENGTH_LIMIT):
+                long.add(name)
+        return long
 
 
 def type_loop_counters(body: GraphProto) -> None:
@@ -198,6 +226,8 @@ def inferred(light: ModelProto) -> ModelProto:
     register_schema()  # it infers through GatherMultiaxis nodes (a model rewritten before, a lowering's input)
     try:
         return onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
+    except MemoryError:
+        raise  # (not "no inference": a pass would go on with less and give another result, silently)
     except Exception:  # noqa: BLE001 - no inference: the other layers find the ranks
         return light
 
@@ -214,8 +244,10 @@ def symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
             return {}
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             inferred = partial_symbolic_inference(light)  # the partial result, also where inference stops
-    except PrivateAPIError:
-        raise  # an onnxruntime whose private steps changed: say so, rather than rewrite with fewer ranks
+    except (PrivateAPIError, MemoryError):
+        # an onnxruntime whose private steps changed: say so, rather than rewrite with fewer ranks; out of
+        # memory: not "no inference" (see ``inferred``)
+        raise
     except Exception as error:  # noqa: BLE001 - it gives up on some graphs as a whole: the next layers take over
         _log.debug("ORT's symbolic shape inference gave up on the model (%s: %s)", type(error).__name__, error)
         return {}
@@ -241,5 +273,5 @@ def with_elem_type(info: TensorInfo, known: TensorInfo | None) -> TensorInfo:
     return TensorInfo(known.elem_type, info.shape)
 
 
-__all__ = ["STRIP_ABOVE_BYTES", "Dim", "TensorInfo", "TypingCopier", "declared_ranks", "graph_infos", "inferred", "is_large", "known_rank",
+__all__ = ["FLAT_LENGTH_LIMIT", "STRIP_ABOVE_BYTES", "Dim", "TensorInfo", "TypingCopier", "declared_ranks", "graph_infos", "inferred", "is_large", "known_rank",
            "learn", "symbolic_infos", "tensor_info", "typing_copy", "with_elem_type"]

@@ -20,6 +20,7 @@ value_info; functions holding a GatherMultiaxis are inlined first.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -161,6 +162,7 @@ class LowerPass:
     """The lowering as a visit over ``graphs.passes.run_pass``."""
 
     report: LowerReport = field(default_factory=LowerReport)
+    external_data_folder: str | os.PathLike | None = None  # where the scope's constants read external data
     drops_domain: ClassVar[bool] = True
 
     def targets(self, node: NodeProto) -> bool:
@@ -247,11 +249,12 @@ def _narrow_source(x: str, data: TensorInfo, scope: GraphScope, builder: Lowerin
     return name, source.elem_type
 
 
-def lower_model(model) -> tuple:
+def lower_model(model, external_data_folder: str | os.PathLike | None = None) -> tuple:
     """Return a copy of ``model`` with every GatherMultiaxis node replaced by standard ONNX ops, and the
     report of what happened to each (its form; a node is only ever replaced by an equivalent subgraph
-    or left as it is, with the reason). See the module docstring for the steps."""
-    lowering = LowerPass()
+    or left as it is, with the reason). See the module docstring for the steps. Constant indices kept in
+    an external file are read from ``external_data_folder``, the model's folder (and only there)."""
+    lowering = LowerPass(external_data_folder=external_data_folder)
     # Under onnx < 1.19 shape inference stops at a GatherMultiaxis (its schema has no inference there), so
     # ranks behind one are known only once it is lowered: the driver repeats while it lowers and leaves.
     result = run_pass(model, lowering, repeat=True)

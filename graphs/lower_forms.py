@@ -331,7 +331,7 @@ class NDPlan:
 @dataclass
 class FormEmitter:
     """Emits one planned form into ``b``: ``x`` the input (or its narrow source), ``idx`` the indices,
-    ``constants`` the scope's constant view (``graphs.passes.ConstantView``: constant indices are prepared
+    ``constants`` the scope's constant view (``graphs.walk.ConstantView``: constant indices are prepared
     here, not in the graph)."""
 
     b: LoweringBuilder

@@ -64,7 +64,10 @@ def ort_optimize(model: ModelProto, external_data_folder: str | Path | None = No
             options.add_session_config_entry("session.model_external_initializers_file_folder_path",
                                              str(Path(external_data_folder or Path.cwd()).resolve()))
         keep_external = external and workdir is not None
-        if keep_external:  # ORT writes the weights beside the optimized model, not into memory here
+        if external:
+            # ORT writes the weights beside the optimized model. (Without a file of its own, ORT keeps each
+            # external initializer it left unchanged pointing at the original's location, relative to a
+            # folder that no longer holds it: the optimized model's data was then looked for in ``folder``.)
             options.add_session_config_entry("session.optimized_model_external_initializers_file_name",
                                              _OPTIMIZED_NAME + ".data")
             options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",

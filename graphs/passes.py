@@ -22,22 +22,20 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable, Iterator, Protocol
 
-import numpy as np
 import onnx
 import onnx.inliner
-from onnx import GraphProto, ModelProto, NodeProto, TensorProto, numpy_helper
+from onnx import GraphProto, ModelProto, NodeProto
 
 from ..ops.contract import DOMAIN
 from .builder import NameScope
 from .inference import TensorInfo, graph_infos, inferred, typing_copy
 from .report import PassReport
-from .walk import (ONNX_DOMAINS, all_names, default_opset, drop_unused, holds_subgraph, node_holders, nodes_within,
-                   subgraphs)
+from .walk import (ConstantView, all_names, default_opset, drop_unused, holds_subgraph, node_holders,
+                   nodes_within, subgraphs)
 
 _log = logging.getLogger(__name__)  # silent unless the application configures logging (see the package root)
 
@@ -100,82 +98,6 @@ def inline_functions_holding(model: ModelProto, is_target: Callable[[NodeProto],
 
 class NotChanged(Exception):
     """The visited node is kept as it is; the message says why."""
-
-
-class ConstantView(Mapping):
-    """The values of a scope that cannot change at run time: its initializers (not one that is also a
-    graph input: that is only a default a caller may override), its Constant nodes' values (``value``,
-    ``value_ints``), the int64 constants of opsets 7 and 8 (``builder.NodeBuilder.constant``: a double
-    Constant, then Cast), and the enclosing scopes' (a graph input hides an outer name). As a mapping it
-    gives arrays, each converted on first read; ``tensor`` gives the TensorProto itself."""
-
-    def __init__(self, graph: GraphProto, outer: "ConstantView | None" = None):
-        inputs = {value.name for value in graph.input}
-        self._outer, self._hidden = outer, inputs
-        self._initializers: dict[str, TensorProto] = {t.name: t for t in graph.initializer if t.name not in inputs}
-        self._tensors: dict[str, TensorProto] = dict(self._initializers)
-        # The nodes are read on the first lookup past the initializers (``initializer`` alone reads none:
-        # the session's bind step), only those the graph has now (a pass appends its replacements after them).
-        self._graph, self._own, self._scanned = graph, len(graph.node), False
-
-    def _scan(self) -> None:
-        self._scanned = True
-        self._arrays: dict[str, np.ndarray] = {}
-        self._int64_casts: dict[str, str] = {}  # a Cast's output -> its float constant, converted on first read
-        for node in itertools.islice(self._graph.node, self._own):
-            if node.op_type == "Constant" and node.domain in ONNX_DOMAINS:
-                for attribute in node.attribute:
-                    if attribute.name == "value":
-                        self._tensors[node.output[0]] = attribute.t
-                    elif attribute.name == "value_ints":
-                        self._arrays[node.output[0]] = np.array(attribute.ints, dtype=np.int64)
-            elif (node.op_type == "Cast" and node.domain in ONNX_DOMAINS and node.input[0] in self._tensors
-                  and next((a.i for a in node.attribute if a.name == "to"), 0) == TensorProto.INT64
-                  and self._tensors[node.input[0]].data_type in (TensorProto.DOUBLE, TensorProto.FLOAT)):
-                self._int64_casts[node.output[0]] = node.input[0]
-
-    def tensor(self, name: str) -> TensorProto | None:
-        """The TensorProto of ``name`` (an initializer or a Constant's value), or None."""
-        if not self._scanned:
-            self._scan()
-        if name in self._tensors:
-            return self._tensors[name]
-        return None if self._outer is None or name in self._hidden else self._outer.tensor(name)
-
-    def initializer(self, name: str) -> TensorProto | None:
-        """The TensorProto of ``name`` when it is an initializer of this scope itself (not an enclosing
-        scope's, not a Constant's value; external data not read: its location is in the proto), or None."""
-        return self._initializers.get(name)
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        if not self._scanned:
-            self._scan()
-        if name in self._arrays:
-            return self._arrays[name]
-        if name in self._int64_casts:
-            self._arrays[name] = self[self._int64_casts[name]].astype(np.int64)
-            return self._arrays[name]
-        if name in self._tensors:
-            self._arrays[name] = numpy_helper.to_array(self._tensors[name])
-            return self._arrays[name]
-        if self._outer is None or name in self._hidden:
-            raise KeyError(name)
-        return self._outer[name]
-
-    def __contains__(self, name) -> bool:
-        if not self._scanned:
-            self._scan()
-        return name in self._arrays or name in self._tensors or name in self._int64_casts or (
-            self._outer is not None and name not in self._hidden and name in self._outer)
-
-    def __iter__(self) -> Iterator[str]:
-        if not self._scanned:
-            self._scan()
-        outer = (n for n in (self._outer or ()) if n not in self._hidden)
-        return iter(dict.fromkeys(itertools.chain(self._tensors, self._arrays, self._int64_casts, outer)))
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
 
 
 @dataclass
@@ -319,7 +241,7 @@ class _Driver:
               path: str, main: bool) -> None:
         scope_infos = getattr(self.graph_pass, "scope_infos", None)
         infos = scope_infos(graph, twin, outer_infos, main) if scope_infos else {**outer_infos, **twin.infos}
-        constants = ConstantView(graph, outer_constants)
+        constants = ConstantView(graph, outer_constants, getattr(self.graph_pass, "external_data_folder", None))
         original = len(graph.node)
         scope = GraphScope(graph, path, self.opset, self.names, infos, constants, original, main, self.outcomes)
         observe, targets = getattr(self.graph_pass, "observe", None), self.graph_pass.targets

@@ -55,7 +55,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from dataclasses import dataclass, field
+from typing import ClassVar
 from math import prod
 
 import numpy as np
@@ -67,8 +69,8 @@ from .builder import NameScope, NodeBuilder
 from .inference import graph_infos, inferred, typing_copy
 from .lower import GENERAL, LoweredNode, LowerReport, is_gather_multiaxis, lower_model
 from .passes import GraphScope, NotChanged, Visit, run_pass
-from .walk import (ONNX_DOMAINS, all_names, constant_arrays, default_opset, drop_unused, holds_subgraph, names_read,
-                   round_trip_cast)
+from .walk import (ONNX_DOMAINS, ConstantView, all_names, default_opset, drop_unused, holds_subgraph, names_read,
+                   node_holders, round_trip_cast)
 
 MIN_OPSET = 11  # WebNN's gatherElements and gatherND map from ONNX opset 11; Where/Less on int64 from 9
 MAX_RANK = 5    # the ranks every WebNN backend supports
@@ -108,10 +110,12 @@ NO_WEBNN_TYPES = {TensorProto.STRING: "string", TensorProto.DOUBLE: "double", Te
                   TensorProto.COMPLEX128: "complex128", TensorProto.BFLOAT16: "bfloat16"}
 _NO_SUCH_TENSORS = "WebNN has no such tensors"  # the finding on a value of one of NO_WEBNN_TYPES
 INT32_LIMIT = 2 ** 31
+INT64_MAX = 2 ** 63 - 1
 
 
 class NotStatic(ValueError):
-    """The model's input shapes are not all fixed: WebNN graphs have static shapes."""
+    """The model's input shapes are not all fixed (WebNN graphs have static shapes), or one given is
+    impossible (a negative size, or more elements than int64 counts)."""
 
 
 @dataclass
@@ -132,6 +136,10 @@ def fix_input_shapes(model: ModelProto, input_shapes: dict[str, tuple[int, ...]]
             continue
         tensor_type = value.type.tensor_type
         if value.name in input_shapes:
+            sizes = [int(size) for size in input_shapes[value.name]]
+            if min(sizes, default=0) < 0 or prod(sizes) > INT64_MAX:
+                raise NotStatic(f"--input-shapes {value.name}:{sizes} is impossible: "
+                                f"{'a negative size' if min(sizes) < 0 else f'{prod(sizes)} elements, more than int64 counts'}")
             tensor_type.ClearField("shape")
             for size in input_shapes[value.name]:
                 tensor_type.shape.dim.add().dim_value = int(size)
@@ -157,7 +165,7 @@ FOLDABLE = {"Shape", "Size", "Gather", "Where", "Equal", "Less", "LessOrEqual", 
             "Concat", "Unsqueeze", "Squeeze", "Slice", "Add", "Sub", "Mul", "Div", "Mod", "Cast", "Reshape", "Expand",
             "ConstantOfShape", "Not", "And", "Or", "Max", "Min", "Abs", "Neg", "Identity", "ReduceProd", "ReduceSum",
             "ReduceMax", "ReduceMin", "CumSum", "Transpose", "Tile", "Flatten", "Sign"}
-FOLD_LIMIT = 1 << 16  # elements: shape arithmetic, not data
+FOLD_LIMIT = 1 << 16  # elements of a folded value and of each input: shape arithmetic, not data
 FOLD_ROUNDS = 4
 
 
@@ -165,21 +173,30 @@ def _exact_kind(array: np.ndarray) -> bool:
     return array.dtype.kind in "iub"
 
 
-def fold_shape_arithmetic(model: ModelProto) -> int:
+def _foldable_input(known: ConstantView, name: str) -> bool:
+    """Whether ``name`` is a constant shape arithmetic reads: integer or bool, and small (told by its proto,
+    no payload read: a table a gather reads from is data, never loaded to fold it)."""
+    dtype, size = known.dtype(name), known.size(name)
+    return dtype is not None and dtype.kind in "iub" and size is not None and size <= FOLD_LIMIT
+
+
+def fold_shape_arithmetic(model: ModelProto, external_data_folder: str | os.PathLike | None = None) -> int:
     """Replace, in the main graph of ``model`` (changed in place, input shapes fixed), every node whose
     value its static shapes and constants decide (Shape of a static value, and integer arithmetic on
     such values and constants) by a Constant: WebNN needs Reshape/Expand/Slice shapes constant, and the
-    lowering needs static shapes. Integer and bool values only, so folding is exact. Returns how many."""
+    lowering needs static shapes. Integer and bool values only, so folding is exact; inputs of at most
+    ``FOLD_LIMIT`` elements (read from ``external_data_folder``, the model's folder, if kept there).
+    Returns how many."""
     from onnx.reference import ReferenceEvaluator
 
     infos = _static_infos(model)
-    known = constant_arrays(model.graph)
+    known = ConstantView(model.graph, external_data_folder=external_data_folder)
     opset = default_opset(model)
     folded = {}
     for position, node in enumerate(model.graph.node):
         value = None
         if node.op_type == OP_TYPE and node.domain == DOMAIN:  # the shape gathers the rewrite made
-            if all(name in known and _exact_kind(known[name]) for name in node.input):
+            if all(_foldable_input(known, name) for name in node.input):
                 mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), None)
                 try:
                     value = gather_multiaxis(known[node.input[0]], known[node.input[1]],
@@ -198,7 +215,7 @@ def fold_shape_arithmetic(model: ModelProto) -> int:
             else:
                 attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
                 value = np.array(info.shape, np.int64)[attributes.get("start", 0):attributes.get("end", None)]
-        elif all(name in known and _exact_kind(known[name]) for name in node.input if name):
+        elif all(_foldable_input(known, name) for name in node.input if name):
             inputs = [name for name in node.input if name]
             single = helper.make_model(
                 helper.make_graph([node], "fold", [helper.make_tensor_value_info(
@@ -211,7 +228,7 @@ def fold_shape_arithmetic(model: ModelProto) -> int:
                 continue
         if value is None or not _exact_kind(value) or value.size > FOLD_LIMIT:
             continue
-        known[node.output[0]] = value
+        known.learn(node.output[0], value)
         folded[position] = helper.make_node("Constant", [], [node.output[0]], name=node.name,
                                             value=numpy_helper.from_array(value, name=""))
     if folded:
@@ -283,11 +300,12 @@ class _Target:
 
 
 class _WebNNLowering:
-    def __init__(self, model: ModelProto, report: LowerReport):
+    def __init__(self, model: ModelProto, report: LowerReport, external_data_folder: str | os.PathLike | None = None):
         self.opset = default_opset(model)
         self.names = NameScope(all_names(model))
         self.infos = _static_infos(model)
-        self.constants = constant_arrays(model.graph)
+        # (read on demand: a table that is only gathered from is never loaded)
+        self.constants = ConstantView(model.graph, external_data_folder=external_data_folder)
         self.report = report
         self.freed: set[str] = set()
         self.absorbed: set[str] = set()  # outputs of reshaping nodes a lowered node now writes itself
@@ -570,7 +588,7 @@ class _WebNNLowering:
             return self._view(b, name, shape, "data_view")
         dtype = helper.tensor_dtype_to_np_dtype(facts.elem_type)
         source = self._reshape_chain(name)[-1][0]
-        if source in self.constants:
+        if source in self.constants and self.constants.size(source) <= FOLDED_LIMIT:
             padded = self.constants[source].reshape(shape)
             for axis in axes:
                 zeros = np.zeros(padded.shape[:axis] + (1,) + padded.shape[axis + 1:], padded.dtype)
@@ -610,9 +628,10 @@ class _WebNNLowering:
 
     def _computed_range(self, name: str, depth: int) -> tuple[int, int] | None:
         if name in self.constants:
+            dtype = self.constants.dtype(name)
+            if dtype is None or dtype.kind not in "iub" or self.constants.size(name) == 0:
+                return None  # (decided from the proto: a float table is never loaded here)
             array = self.constants[name]
-            if array.dtype.kind not in "iub" or array.size == 0:
-                return None
             return int(array.min()), int(array.max())
         node = self.producers.get(name)
         if node is None:
@@ -911,8 +930,10 @@ class WebNNPass:
     is lowered by ``_WebNNLowering``, and the reshapes and Casts around it that the form absorbs go."""
 
     input_shapes: dict[str, tuple[int, ...]] | None = None
+    external_data_folder: str | os.PathLike | None = None  # the model's folder: where its external data is
     report: LowerReport = field(default_factory=LowerReport)
     lowering: "_WebNNLowering | None" = None
+    drops_domain: ClassVar[bool] = True  # (the custom domain's import goes with its last node)
 
     def targets(self, node: NodeProto) -> bool:
         return is_gather_multiaxis(node)
@@ -920,9 +941,9 @@ class WebNNPass:
     def prepare(self, model: ModelProto) -> None:
         fix_input_shapes(model, self.input_shapes)
         for _ in range(FOLD_ROUNDS):  # a folded shape can make the next value's shape static: fold again
-            if not fold_shape_arithmetic(model):
+            if not fold_shape_arithmetic(model, self.external_data_folder):
                 break
-        self.lowering = _WebNNLowering(model, self.report)
+        self.lowering = _WebNNLowering(model, self.report, self.external_data_folder)
 
     def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str) -> LoweredNode:
         if visit is None:
@@ -943,24 +964,31 @@ class WebNNPass:
         return Visit(nodes, removes=removes, freed=set(self.lowering.freed), detail={"form": form, "reason": reason})
 
 
-def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None
-                    ) -> tuple[ModelProto, LowerReport]:
+def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None,
+                    external_data_folder: str | os.PathLike | None = None) -> tuple[ModelProto, LowerReport]:
     """A copy of ``model`` (rewritten: holding GatherMultiaxis nodes) with its input shapes fixed and
     every GatherMultiaxis node of the main graph lowered for WebNN (see the module docstring), and the
-    report. Raises NotStatic when an input shape is not fixed."""
-    webnn = WebNNPass(input_shapes)
+    report. Raises NotStatic when an input shape is not fixed. A constant kept in an external file is
+    read, where its values are needed, from ``external_data_folder`` (the model's folder) only."""
+    webnn = WebNNPass(input_shapes, external_data_folder)
     result = run_pass(model, webnn)
     report = webnn.report
     # What WebNN cannot take still runs anywhere: the standard lowering (it stays outside WebNN's subset,
-    # as the report says, and webnn_check lists it)
-    result, standard = lower_model(result)
+    # as the report says, and webnn_check lists it). Only where a node is left: its inference of the
+    # lowered model would cost memory and time for nothing.
+    if not any(is_gather_multiaxis(node) for holder in node_holders(result) for node in holder.node):
+        return result, report
+    result, standard = lower_model(result, external_data_folder)
     report.outcomes.extend(LoweredNode(o.node, o.graph, False, f"not lowered at all: {o.reason}")
                            for o in standard.outcomes if not o.lowered)
     return result, report
 
 
-def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None) -> list[Finding]:
-    """Every node of ``model`` ORT's WebNN EP would not take, and why (see the module docstring)."""
+def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None,
+                external_data_folder: str | os.PathLike | None = None) -> list[Finding]:
+    """Every node of ``model`` ORT's WebNN EP would not take, and why (see the module docstring). A
+    constant whose values a check reads (a Reshape's shape) is read from ``external_data_folder``, the
+    model's folder, if kept in a file."""
     copy = ModelProto()
     copy.CopyFrom(model)
     findings: list[Finding] = []
@@ -969,7 +997,7 @@ def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | No
     except NotStatic as error:
         findings.append(Finding("", "(graph inputs)", str(error)))
     infos = _static_infos(copy)
-    constants = constant_arrays(copy.graph)  # once: read for every node below
+    constants = ConstantView(copy.graph, external_data_folder=external_data_folder)  # once, read on demand
 
     def shape(name: str) -> tuple | None:
         info = infos.get(name)
@@ -1030,13 +1058,13 @@ def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | No
 
 
 
-def lowering_findings(lowered: ModelProto, report, input_shapes: dict[str, tuple[int, ...]] | None = None
-                      ) -> list[Finding]:
+def lowering_findings(lowered: ModelProto, report, input_shapes: dict[str, tuple[int, ...]] | None = None,
+                      external_data_folder: str | os.PathLike | None = None) -> list[Finding]:
     """``webnn_check``'s findings on the nodes ``lower_for_webnn`` emitted (``report`` is its report; each
     emitted node is named after the node it replaces): what the lowering itself put outside WebNN's
     subset. A tensor type WebNN lacks (bfloat16, say) is the model's own, not the lowering's."""
     prefixes = tuple(f"{o.node}/" for o in report.outcomes if o.lowered and o.node)
-    return [f for f in webnn_check(lowered, input_shapes)
+    return [f for f in webnn_check(lowered, input_shapes, external_data_folder)
             if f.node.startswith(prefixes) and _NO_SUCH_TENSORS not in f.reason]
 
 

@@ -143,9 +143,10 @@ def _input_shapes(args) -> dict[str, tuple[int, ...]]:
 
 
 def _read(path, inline_small: bool = True):
-    """``read_model`` for a model the command line names: a file it cannot use is bad input (exit 2)."""
+    """``read_model`` for a model the command line names: a file it cannot use is bad input (exit 2).
+    The model and the folder its external data is in (None without external data)."""
     try:
-        return read_model(path, inline_small)[0]
+        return read_model(path, inline_small)
     except ModelFileError as error:
         raise CommandError(str(error)) from None
 
@@ -182,8 +183,9 @@ def loads_in_ort(path, part=None):
 
 
 def _transform_file(args, transform):
-    """Load ``args.model``, apply ``transform(model) -> (model, report)`` (after ORT's optimizer with
-    --ort-optimize), save the result where -o / --in-place says, print and return the report.
+    """Load ``args.model``, apply ``transform(model, external_data_folder) -> (model, report)`` (after ORT's
+    optimizer with --ort-optimize; the folder its external data is read from), save the result where
+    -o / --in-place says, print and return the report.
 
     Refused before any work: a --json report naming the input, the output or either's data file; an
     output (or its data file) that is the input's data file (without --in-place: the input would read
@@ -217,7 +219,7 @@ def _transform_file(args, transform):
         with (ort_optimized(loaded, data_folder, target, session_options=session_options)
               if getattr(args, "ort_optimize", False)
               else contextlib.nullcontext((loaded, data_folder))) as (model, data_folder):
-            result, report = transform(model)
+            result, report = transform(model, data_folder)
             validate = _load_check(loaded, model, result, report.main_graph_types or None)
             del loaded, model
             save_model(result, target, external_data=external, external_data_folder=data_folder,
@@ -245,7 +247,7 @@ def _load_check(loaded, transformed, result, types):
 
 
 def run_rewrite(args) -> int:
-    _transform_file(args, lambda model: rewrite_model(model, args.ops or GATHER_OPS,
+    _transform_file(args, lambda model, _: rewrite_model(model, args.ops or GATHER_OPS,
                                                       runtime_alignment=not args.static_ranks_only))
     return 0
 
@@ -259,9 +261,9 @@ def run_lower(args) -> int:
 
         shapes = _input_shapes(args)
 
-        def transform(model):
+        def transform(model, external_data_folder):
             try:
-                return lower_for_webnn(model, shapes)
+                return lower_for_webnn(model, shapes, external_data_folder)
             except NotStatic as error:
                 raise CommandError(f"{args.model}: {error}") from None
 
@@ -279,8 +281,8 @@ def run_webnn_check(args) -> int:
     shapes = _input_shapes(args)
     _not_over("--json", args.json, _model_files(Path(args.model), "the model", with_data=_exists(args.json)))
     _writable(args.json, args.force)
-    model = _read(args.model)
-    findings = webnn_check(model, shapes)
+    model, data_folder = _read(args.model)
+    findings = webnn_check(model, shapes, data_folder)
     for finding in findings:
         print(printable(f"{finding.op_type} {finding.node!r}: {finding.reason}"))
     print(f"{len(findings)} finding(s) outside WebNN's subset" if findings else "every node is within WebNN's subset")
@@ -543,7 +545,7 @@ def run_policies(args) -> int:
     _not_over("--json", args.json, _model_files(Path(args.model), "the model", with_data=_exists(args.json))
               | _inputs_read(args.load_inputs))
     _writable(args.json, args.force)
-    model = _read(args.model)
+    model, data_folder = _read(args.model)
     try:
         if args.load_inputs:
             loaded = load_inputs(args.load_inputs)
@@ -551,11 +553,11 @@ def run_policies(args) -> int:
                 raise CommandError(f"--load-inputs {args.load_inputs}: no data set")
             feeds = loaded[0].feeds
         else:
-            feeds = policies.policy_inputs(model, args.seed, args.out_of_range, shapes)
+            feeds = policies.policy_inputs(model, args.seed, args.out_of_range, shapes, data_folder)
     except (BadInput, policies.CannotGenerate) as error:
         raise CommandError(str(error)) from None
     try:
-        report = policies.policy_report(model, feeds)
+        report = policies.policy_report(model, feeds, data_folder)
     except policies.RefusedInputs as error:
         raise CommandError(f"{args.model}: {error}") from None
     print(report.table())

@@ -177,8 +177,9 @@ class _WebNNSessions:
     that webnn_check flags fails the case (a tensor type WebNN lacks, bfloat16 say, is the model's own:
     ``webnn-check`` lists it)."""
 
-    def __init__(self, rewritten):
+    def __init__(self, rewritten, external_data_folder: str | None = None):
         self.rewritten, self.sessions = rewritten, {}
+        self.external_data_folder = external_data_folder  # the model's folder: its external data
 
     def run(self, output_names, feeds):
         from ..graphs.webnn import lower_for_webnn, lowering_findings
@@ -186,12 +187,12 @@ class _WebNNSessions:
         shapes = {name: np.asarray(value).shape for name, value in feeds.items()}
         key = tuple(sorted(shapes.items()))
         if key not in self.sessions:
-            lowered, report = lower_for_webnn(self.rewritten, shapes)
-            outside = lowering_findings(lowered, report, shapes)
+            lowered, report = lower_for_webnn(self.rewritten, shapes, self.external_data_folder)
+            outside = lowering_findings(lowered, report, shapes, self.external_data_folder)
             if outside:
                 raise AssertionError(f"the WebNN lowering emitted {outside[0].op_type} {outside[0].node!r} outside "
                                      f"WebNN's subset: {outside[0].reason}")
-            self.sessions[key] = make_session(lowered, custom=False)
+            self.sessions[key] = make_session(lowered, custom=False, external_data_folder=self.external_data_folder)
         return self.sessions[key].run(output_names, feeds)
 
 
@@ -285,7 +286,7 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     if mode is CheckMode.LOWERED:
         report_phase("lowering the rewritten model")
         try:
-            rewritten, lowering = lower_model(rewritten)
+            rewritten, lowering = lower_model(rewritten, rewritten_data_folder)
         except Exception as error:  # noqa: BLE001
             result.verdict, result.detail = "failed", f"lowering raised: {one_line(error)}"
             return result
@@ -295,7 +296,7 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
             return result
     report_phase("loading the rewritten model")
     try:
-        custom = _WebNNSessions(rewritten) if mode is CheckMode.WEBNN else make_session(
+        custom = _WebNNSessions(rewritten, rewritten_data_folder) if mode is CheckMode.WEBNN else make_session(
             rewritten, custom=mode is not CheckMode.LOWERED, optimized=mode.optimized,
             external_data_folder=rewritten_data_folder)
     except Exception as error:  # noqa: BLE001

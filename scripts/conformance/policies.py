@@ -16,6 +16,7 @@ policy too, but their indices are not listed (a body's values are not graph outp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from onnx import ModelProto, helper
@@ -133,13 +134,15 @@ def _difference(got: np.ndarray, want: np.ndarray) -> tuple[int, float | None]:
     return count, None
 
 
-def policy_report(model: ModelProto, feeds: dict[str, np.ndarray]) -> PolicyReport:
+def policy_report(model: ModelProto, feeds: dict[str, np.ndarray], external_data_folder: Path | None = None
+                  ) -> PolicyReport:
     """The gathers of ``model`` that get an index out of range (or negative) on ``feeds``, and what
-    running the model under each of the operator's modes gives (see the module docstring)."""
+    running the model under each of the operator's modes gives (see the module docstring). Tensors kept
+    in external files are read from ``external_data_folder``, the model's folder."""
     rewritten, _ = rewrite_model(model)
     report = PolicyReport()
     captured, captures = _captured(with_mode(rewritten, BASELINE))
-    session = make_session(captured, custom=True)
+    session = make_session(captured, custom=True, external_data_folder=external_data_folder)
     try:
         values = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
     except Exception as error:  # noqa: BLE001 - ORT's reason, for the user
@@ -161,7 +164,7 @@ def policy_report(model: ModelProto, feeds: dict[str, np.ndarray]) -> PolicyRepo
     report.outcomes.append(PolicyOutcome(BASELINE.value, differences={name: (0, None) for name in baseline}))
     for mode in (Mode.ERROR, Mode.ZERO):
         outcome = PolicyOutcome(mode.value)
-        sess = make_session(with_mode(rewritten, mode), custom=True)
+        sess = make_session(with_mode(rewritten, mode), custom=True, external_data_folder=external_data_folder)
         try:
             outputs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
         except Exception as error:  # noqa: BLE001 - the policy's answer: it raises
@@ -173,11 +176,12 @@ def policy_report(model: ModelProto, feeds: dict[str, np.ndarray]) -> PolicyRepo
 
 
 def policy_inputs(model: ModelProto, seed: int = 0, out_of_range: bool = False,
-                  shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+                  shapes: dict[str, tuple[int, ...]] | None = None, external_data_folder: Path | None = None
+                  ) -> dict[str, np.ndarray]:
     """Generated inputs the original model accepts (sized as ``check`` sizes them); with
     ``out_of_range``, each index input then gets its first value past the end and its last before the
     start of the axis it indexes (2 and 3 beyond)."""
-    session = make_session(model, custom=False)
+    session = make_session(model, custom=False, external_data_folder=external_data_folder)
     for feeds in sized_inputs(model, seed, shapes or {}):
         try:
             session.run(None, feeds)

@@ -229,3 +229,34 @@ def test_fused_op_stand_ins_type_exactly_what_ort_computes():
         inferred = onnx.shape_inference.infer_shapes(stand_in, strict_mode=True).graph.output[0].type.tensor_type
         assert tuple(d.dim_value for d in inferred.shape.dim) == expected, node.op_type
         assert ort_optimizer.schema_output_types(node, [TensorProto.FLOAT] * len(node.input)) == [TensorProto.FLOAT]
+
+
+# -- external data (issue 30, item 8) ---------------------------------------------------------------------
+
+def test_check_ort_optimize_finds_external_data_over_64_kib(tmp_path, monkeypatch, capsys):
+    """A table of 128 KiB in an external file (load_model reads in only those up to 64 KiB): ORT's
+    optimizer kept its reference to ``table.bin`` as it was, and the optimized copy's data was looked
+    for in ORT's scratch folder, so ``check --ort-optimize`` failed the model that the plain check passes,
+    from the model's folder as from any other."""
+    table = numpy_helper.from_array(np.arange(128 * 256, dtype=np.float32).reshape(128, 256), "table")
+    node = helper.make_node("Gather", ["table", "ids"], ["rows"], name="lookup", axis=0)
+    model = make_model([node], [helper.make_tensor_value_info("ids", TensorProto.INT64, ["n"])],
+                       [helper.make_tensor_value_info("rows", TensorProto.FLOAT, ["n", 256])], [table])
+    (tmp_path / "model").mkdir()
+    path = tmp_path / "model" / "model.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, location="table.bin", size_threshold=0)
+    for folder, name in ((path.parent, "model.onnx"), (tmp_path, str(path))):
+        monkeypatch.chdir(folder)
+        assert main(["check", name]) == 0
+        capsys.readouterr()
+        code = main(["check", "--ort-optimize", name])
+        out = capsys.readouterr().out
+        assert code == 0 and "1 passed, 0 failed" in out, out
+    optimized = ort_optimizer.ort_optimize(onnx.load_model(str(path), load_external_data=False), path.parent,
+                                           session_options=session_options)
+    ids = np.array([127, 0, -1, 5])
+    assert_bit_identical(builtin_session(optimized).run(None, {"ids": ids})[0], table_rows(path, ids))
+
+
+def table_rows(path, ids):
+    return numpy_helper.to_array(onnx.load_model(str(path)).graph.initializer[0])[ids]
