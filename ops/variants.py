@@ -218,12 +218,18 @@ def _coreml_indices(indices, validate_indices):
     ones count from the end, as coremltools' value inference (``np.take``) and the iOS15/iOS16 docs say;
     with ``validate_indices`` they are out of bounds, as the iOS17 check says (its docs say both)."""
     indices = np.asarray(indices)
-    if indices.dtype.kind not in "iu":
+    if indices.dtype.kind not in "iu" or indices.dtype == np.uint32:  # coremltools refuses uint32 in every opset
         raise TypeError(f"CoreML gather indices must be int32, int16, uint16, int8 or uint8, got {indices.dtype}")
     if validate_indices and (indices < 0).any():
         raise GatherIndexError(f"validate_indices: CoreML (iOS17) treats negative indices as out of bounds, got "
                                f"{indices[indices < 0][0]}")
-    return indices if indices.dtype in (np.int32, np.int64) else indices.astype(np.int32)
+    if indices.dtype == np.uint64:  # a MIL constant (coremltools narrows it to int32, clamping): no index
+        # at or above 2**63 is in range, and below it int64 is exact (astype(int32) wrapped 2**32 + 1 to 1)
+        too_large = indices > np.iinfo(np.int64).max
+        if too_large.any():
+            raise GatherIndexError(f"index {indices[too_large][0]} is out of range (above int64)")
+        return indices.astype(np.int64)
+    return indices if indices.dtype in (np.int32, np.int64) else indices.astype(np.int32)  # 8/16-bit: exact
 
 
 def coreml_gather(x, indices, axis=0, batch_dims=0, validate_indices=False):

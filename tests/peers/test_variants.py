@@ -12,6 +12,7 @@ from sessions import builtin_session
 from openvino_cases import random_gather_case, random_gather_nd_case, random_shape
 from support import assert_bit_identical, make_model
 
+from gathermultiaxis.ops import GatherIndexError
 from gathermultiaxis.ops import variants as v
 
 VARIANTS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "variants.md"  # the mapping table lives there
@@ -255,3 +256,24 @@ def test_variants_listed():
     assert set(v.VARIANTS) == {name for name, _ in v.example_calls()}
     assert set(v.VARIANTS) <= set(ops.__all__) and all(getattr(ops, name) is v.VARIANTS[name] for name in v.VARIANTS)
     assert re.fullmatch(r"[a-z_]+", "".join(v.VARIANTS))
+
+
+# -- CoreML index types without coremltools (tests/peers/test_variants_coreml.py checks coremltools itself) --
+
+@pytest.mark.parametrize("index", [np.uint32(2**32 - 1), np.uint32(2**32 - 3), np.uint64(2**32 + 1),
+                                   np.uint64(2**64 - 1)])
+def test_coreml_variants_never_wrap_wide_unsigned_indices(index):
+    """The NumPy facts: narrowing to int32 wraps these to a valid row (-1 is the last, 2**32 + 1 is 1),
+    while none is in range for an axis of 3. The CoreML variants used to narrow them so, even with
+    validate_indices; now uint32 is refused (coremltools refuses it) and uint64 is range-checked."""
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    assert -3 <= int(np.array([index]).astype(np.int32)[0]) < 3  # the wrap the variants used to hit
+    calls = {"coreml_gather": lambda i, check: v.coreml_gather(x, i, 1, validate_indices=check),
+             "coreml_gather_along_axis": lambda i, check: v.coreml_gather_along_axis(
+                 x, np.broadcast_to(i.reshape(1, 1, 1), (2, 3, 1)), 2, validate_indices=check),
+             "coreml_gather_nd": lambda i, check: v.coreml_gather_nd(x, i.reshape(1, 1), validate_indices=check)}
+    expected = (TypeError, "uint32") if index.dtype == np.uint32 else (GatherIndexError, "out of range")
+    for name, call in calls.items():
+        for check in (False, True):
+            with pytest.raises(expected[0], match=expected[1]):
+                call(np.array([index]), check)

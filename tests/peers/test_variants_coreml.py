@@ -293,3 +293,32 @@ def test_negative_index_guard_pass_offsets_gather_nd_from_the_wrong_dim():
     assert guarded.tolist() == [[[1], [0]], [[1], [1]]]  # the right offsets would give [[[4], [0]], [[4], [1]]]
     assert_bit_identical(v.coreml_gather_nd(x, indices, 1), v.coreml_gather_nd(x, indices % 5, 1))
     assert not np.array_equal(v.coreml_gather_nd(x, guarded, 1), v.coreml_gather_nd(x, indices, 1))
+
+
+def test_wide_unsigned_indices_are_refused_or_range_checked_as_coremltools_does():
+    """coremltools refuses uint32 indices (type domain) in every opset; a uint64 constant it narrows to
+    int32 by clamping, so 2**32 + 1 and 2**64 - 1 are out of bounds (value inference: IndexError). The
+    variants used to wrap them (astype(int32)) to rows 1 and -1."""
+    for opset in (ct.target.iOS15, ct.target.iOS17):
+        with pytest.raises(ValueError, match="dtype"):
+            mil(opset, lambda: mb.gather(x=X, indices=np.array([1], np.uint32), axis=np.int32(1)))
+        for index in (2**32 + 1, 2**64 - 1):
+            indices = np.array([index, 0], np.uint64)
+            with pytest.raises(IndexError, match="out of bounds"):
+                mil(opset, lambda: mb.gather(x=X, indices=indices, axis=np.int32(1)))
+            with pytest.raises(IndexError, match="out of bounds"):
+                mil(opset, lambda: mb.gather_along_axis(x=X, indices=np.full((2, 3, 1), index, np.uint64),
+                                                        axis=np.int32(2)))
+    for index in (2**32 + 1, 2**64 - 1):
+        for check in (False, True):
+            with pytest.raises(GatherIndexError, match="out of range"):
+                v.coreml_gather(X, np.array([index, 0], np.uint64), 1, validate_indices=check)
+            with pytest.raises(GatherIndexError, match="out of range"):
+                v.coreml_gather_along_axis(X, np.full((2, 3, 1), index, np.uint64), 2, validate_indices=check)
+            with pytest.raises(GatherIndexError, match="out of range"):
+                v.coreml_gather_nd(X, np.array([[index]], np.uint64), validate_indices=check)
+    with pytest.raises(TypeError, match="uint32"):
+        v.coreml_gather(X, np.array([1], np.uint32), 1)
+    assert_bit_identical(v.coreml_gather(X, np.array([2, 0], np.uint64), 1),
+                         mil(ct.target.iOS17, lambda: mb.gather(x=X, indices=np.array([2, 0], np.uint64),
+                                                                axis=np.int32(1)))[0])
