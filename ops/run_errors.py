@@ -21,6 +21,7 @@ import onnxruntime as ort
 
 from .contract import OP_TYPE
 from .ort_internals import session_internals
+from .preallocated import run_with_preallocated_outputs_checked
 
 _lock = threading.Lock()
 
@@ -154,10 +155,24 @@ def _guarded_class(cls: type) -> type:
         guarded = _guarded_classes.get(cls)
         if guarded is None:
             namespace = {name: ERRORS.guard(getattr(cls, name)) for name in _GUARDED_METHODS if hasattr(cls, name)}
+            if "run_with_iobinding" in namespace:
+                namespace["run_with_iobinding"] = ERRORS.guard(_checking_preallocated_outputs(cls.run_with_iobinding))
             namespace.update(__module__=cls.__module__, __qualname__=cls.__qualname__,
                              __doc__=cls.__doc__)
             guarded = _guarded_classes[cls] = type(cls.__name__, (cls,), namespace)
         return guarded
+
+
+def _checking_preallocated_outputs(run_with_iobinding):
+    """ORT's run_with_iobinding through ``run_with_preallocated_outputs_checked``: ORT's session gives no
+    way to tell which outputs a PyOp node writes, so every pre-allocated CPU output takes that path."""
+
+    @functools.wraps(run_with_iobinding)
+    def run(self, iobinding, run_options=None):
+        return run_with_preallocated_outputs_checked(iobinding, lambda: run_with_iobinding(self, iobinding, run_options),
+                                                     None)
+
+    return run
 
 
 def guard_onnxruntime_sessions() -> None:

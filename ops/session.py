@@ -25,6 +25,8 @@ from ..graphs.bind import BIND_FORMS, RUN_TOKEN, PreparedModel  # noqa: F401 - p
 from ..graphs.modelfile import ExternalDataError, external_tensors
 from . import ortop
 from .ort_internals import c_ort_value, session_internals, session_state, set_inputs_meta
+from .contract import DOMAIN
+from .preallocated import run_with_preallocated_outputs_checked
 from .run_errors import RUN_ERRORS
 
 _log = logging.getLogger(__name__)
@@ -180,6 +182,13 @@ def _refuse_model_writing(options: ort.SessionOptions) -> None:
             "gathermultiaxis.session_options() instead")
 
 
+def _bridge_written_outputs(model: ModelProto) -> frozenset[str]:
+    """The graph outputs a PyOp node writes itself: pre-allocated, they go through
+    ``run_with_preallocated_outputs_checked`` (a wrong shape there would end the process)."""
+    return frozenset(output for node in model.graph.node if node.domain == DOMAIN for output in node.output
+                     if output) & {value.name for value in model.graph.output}
+
+
 _own_copies: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()
 _SESSION = session_internals().session_class  # onnxruntime's run methods, called with the token added
 
@@ -225,6 +234,7 @@ class InferenceSession(ort.InferenceSession):
             raise Fail(f"cannot load the model: {error}") from error
         self._gathermultiaxis_token_name = prepared.token if prepared.tokened else None
         self._gathermultiaxis_string_inputs = prepared.string_inputs
+        self._gathermultiaxis_bridge_outputs = _bridge_written_outputs(prepared.model)
         self._gathermultiaxis_tables = prepared.tables  # the session's own: the op finds them while it holds them
         self._gathermultiaxis_crossings = prepared.crossings
         _log.debug("session: %d constant tables bound, %d bridge crossings a run", len(prepared.tables),
@@ -337,11 +347,14 @@ class InferenceSession(ort.InferenceSession):
 
     def run_with_iobinding(self, iobinding, run_options=None):
         name = self._gathermultiaxis_token_name
+        at_risk = self._gathermultiaxis_bridge_outputs
         if name is None:
-            return _SESSION.run_with_iobinding(self, iobinding, run_options)
+            return run_with_preallocated_outputs_checked(
+                iobinding, lambda: _SESSION.run_with_iobinding(self, iobinding, run_options), at_risk)
         value = []  # the token's array, alive until the run returns
         return self._tokened_call(
-            lambda: _SESSION.run_with_iobinding(self, iobinding, run_options),
+            lambda: run_with_preallocated_outputs_checked(
+                iobinding, lambda: _SESSION.run_with_iobinding(self, iobinding, run_options), at_risk),
             lambda token: (value.append(np.array(token, dtype=np.int64)), iobinding.bind_cpu_input(name, value[0])))
 
     def run_with_ortvaluevector(self, run_options, feed_names, feeds, fetch_names, fetches, fetch_devices):

@@ -85,6 +85,37 @@ def case_iobinding(entry):
     bad = {**GOOD, "indices": np.array([[0, -4]])}
     expect_error(lambda: sess.run_with_ort_values(None, {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in bad.items()}),
                  GatherIndexError, "index -4 at")
+    case_iobinding_wrong_shape(sess)
+
+
+def case_iobinding_wrong_shape(sess):
+    """A pre-allocated output of the wrong shape: ORT raises for a builtin node (here a Gather on the same
+    feeds), and used to end the process (std::terminate) for the PyOp node that writes it."""
+    builtin = ort.InferenceSession(make_model(
+        [helper.make_node("Gather", ["input", "indices"], ["output"], axis=1)],
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("indices", TensorProto.INT64, [1, None])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [2, 1, None])]).SerializeToString(),
+        providers=["CPUExecutionProvider"])
+    for session in (builtin, sess):
+        binding = session.io_binding()
+        for name in ("input", "indices"):
+            binding.bind_cpu_input(name, GOOD[name])
+        if session is sess:
+            binding.bind_cpu_input("axes", GOOD["axes"])
+        shape = (2, 2) if session is sess else (2, 1, 2)
+        wrong = ort.OrtValue.ortvalue_from_numpy(np.full((2, 1, 5) if session is builtin else (3, 4), -1, np.float32))
+        binding.bind_ortvalue_output("output", wrong)
+        expect_error(lambda: session.run_with_iobinding(binding), RuntimeError, "shape")
+        np.testing.assert_array_equal(wrong.numpy(), -1)  # the caller's buffer is left as it was
+        right = np.full(shape, -1, np.float32)  # and a right one, bound by pointer, is written after that
+        binding.bind_output("output", "cpu", 0, np.float32, list(shape), right.ctypes.data)
+        session.run_with_iobinding(binding)
+        np.testing.assert_array_equal(right.reshape(2, 2), [[2, 0], [5, 3]])
+        assert binding.get_outputs()[0].data_ptr() == right.ctypes.data
+        binding.bind_output("output")  # ORT allocates: any shape
+        session.run_with_iobinding(binding)
+        np.testing.assert_array_equal(binding.get_outputs()[0].numpy().reshape(2, 2), [[2, 0], [5, 3]])
 
 
 def two_branch_model():

@@ -1,0 +1,88 @@
+"""``run_with_iobinding`` with pre-allocated outputs that a PyOp node writes, without ending the process.
+
+ORT checks a pre-allocated output's shape when the node writing it asks for its output; for a PyOp
+node that request is made inside onnxruntime-extensions' bridge (``PyCustomOpKernel::Compute``,
+pyop/pyfunc.cc), where the failure becomes a C++ exception that nothing catches: ``std::terminate``.
+A builtin node's identical failure is an ordinary exception. So for the outputs at risk, the run
+writes into outputs ORT allocates, and then the result is checked against the caller's buffer and
+copied into it: a wrong shape raises ORT's error as a ``RuntimeError`` (what ORT's own
+``run_with_iobinding`` raises), a right one leaves the caller's buffer holding the output, bound as
+before. Only CPU tensors are redirected (the bridge runs on the CPU).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Collection
+
+import numpy as np
+
+import onnxruntime as ort
+
+
+def _cpu_tensor(value) -> bool:
+    return (value.has_value() and value.is_tensor() and value.device_name().lower() == "cpu"
+            and value.data_type() != "tensor(string)")  # ORT makes no string OrtValue from NumPy: never pre-allocated
+
+
+class _Preallocated:
+    """What a pre-allocated output was bound as (the OrtValues ORT's binding hands out alias its own
+    slots, which the run overwrites)."""
+
+    def __init__(self, index: int, name: str, value, user_value):
+        self.index, self.name, self.user_value = index, name, user_value
+        self.shape, self.data_type = list(value.shape()), value.data_type()
+        self.element_type, self.data_ptr = value.element_type(), value.data_ptr()
+
+    def rebind(self, bound, cpu) -> None:
+        if self.user_value is not None:
+            bound.bind_ortvalue_output(self.name, self.user_value._ortvalue)
+        else:  # bound with bind_output(..., buffer_ptr): bind the same buffer again
+            bound.bind_output(self.name, cpu, self.element_type, self.shape, self.data_ptr)
+
+
+def _mismatch(output: _Preallocated, got) -> str | None:
+    if list(got.shape()) != output.shape:
+        return (f"the output OrtValue provided for output '{output.name}' has shape {{{','.join(map(str, output.shape))}}} "
+                f"but the computed output shape for this run is {{{','.join(map(str, got.shape()))}}} (pre-allocated "
+                "outputs must match the shape each run makes; or bind the output with bind_output(name) and let "
+                "ORT allocate it)")
+    if got.data_type() != output.data_type:
+        return (f"unexpected output data type for output '{output.name}'. Actual: ({output.data_type}), "
+                f"expected: ({got.data_type()})")
+    return None
+
+
+def run_with_preallocated_outputs_checked(iobinding: ort.IOBinding, run: Callable, at_risk: Collection[str] | None):
+    """``run()`` (a run of ``iobinding``), with the caller's pre-allocated CPU outputs named in ``at_risk``
+    (None: every one) written by ORT into its own outputs first, checked and copied over."""
+    if at_risk is not None and not at_risk:
+        return run()
+    bound = iobinding._iobinding  # ORT's C binding: rebinding through it leaves the Python bookkeeping alone
+    names = list(iobinding._bound_outputs)  # bound output names, in the order ORT keeps them
+    values = bound.get_outputs()  # before a run: what is bound (a pre-allocated OrtValue, or an empty one)
+    if len(names) != len(values):  # bound some other way: nothing known to check
+        return run()
+    user_values = iobinding._bound_outputs
+    redirected = [_Preallocated(index, name, value, user_values[name])
+                  for index, (name, value) in enumerate(zip(names, values))
+                  if (at_risk is None or name in at_risk) and _cpu_tensor(value)]
+    if not redirected:
+        return run()
+    cpu = ort.OrtDevice.make("cpu", 0)._get_c_device()
+    for output in redirected:
+        bound.bind_output(output.name, cpu)
+    try:
+        result = run()
+        outputs = bound.get_outputs()
+        for output in redirected:
+            problem = _mismatch(output, outputs[output.index])
+            if problem is not None:
+                raise RuntimeError(f"Error in execution: {problem}")
+        for output in redirected:
+            array = np.ascontiguousarray(outputs[output.index].numpy())
+            ctypes.memmove(output.data_ptr, array.ctypes.data, array.nbytes)
+        return result
+    finally:
+        for output in redirected:
+            output.rebind(bound, cpu)
