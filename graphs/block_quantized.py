@@ -95,6 +95,10 @@ class _Emitter:
         return self.op("Reshape", [codes, self.b.concat([head, last], f"{role}_unpacked_shape")], f"{role}_unpacked")
 
 
+def _type_name(elem_type: int) -> str:
+    return TensorProto.DataType.Name(elem_type) if elem_type else "unknown"
+
+
 def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], builder: NodeBuilder,
                                 emit_gather: GatherEmitter) -> TensorInfo:
     """Append the replacement of one GatherBlockQuantized node to ``builder``; raises LeftUnchanged with
@@ -134,15 +138,31 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
         components = 1
     if scales.rank != rank or (zero_points is not None and zero_points.rank != rank):
         raise LeftUnchanged("scales and zero_points must have the data's rank")
+    if zero_points is not None and zero_points.elem_type != data.elem_type:
+        raise LeftUnchanged(f"zero points of type {_type_name(zero_points.elem_type)} with data of type "
+                            f"{_type_name(data.elem_type)} (ORT refuses them: both are its type T1)")
     codes_on_axis = data.shape[quantize_axis] * components
     blocks = -(-codes_on_axis // block_size)
-    if isinstance(scales.shape[quantize_axis], int) and scales.shape[quantize_axis] != blocks:
-        raise LeftUnchanged(f"scales have {scales.shape[quantize_axis]} blocks on quantize_axis, not "
-                            f"ceil({codes_on_axis} / {block_size}) = {blocks}")
     packed_blocks = -(-blocks // components)  # uint8 zero points: packed like the data
-    if data.elem_type == _PACKED and zero_points is not None and zero_points.shape[-1] != packed_blocks:
-        raise LeftUnchanged(f"uint8 zero points need {packed_blocks} bytes per row (ceil({blocks} blocks / "
-                            f"{components})), not {zero_points.shape[-1]}")
+    # ORT's kernel checks these shapes on every run and refuses the node; the rewrite would read rows past
+    # the end as zeros and ignore extra blocks. A shape not known here (scales fed as a graph input with
+    # symbolic dims) cannot be checked at all: such a node stays.
+    expected = {"scales": tuple(blocks if axis == quantize_axis else n for axis, n in enumerate(data.shape))}
+    if zero_points is not None:
+        expected["zero_points"] = expected["scales"][:-1] + (packed_blocks,) if data.elem_type == _PACKED else \
+            expected["scales"]
+    for role, info in (("scales", scales), ("zero_points", zero_points)):
+        if info is None:
+            continue
+        if info.shape is None or not all(isinstance(n, int) for n in info.shape):
+            raise LeftUnchanged(f"the shape of the {role.replace('_', ' ')} is not known statically (ORT checks it "
+                                f"against the data's on each run; the rewrite could not)")
+        if tuple(info.shape) != expected[role]:
+            raise LeftUnchanged(f"{role.replace('_', ' ')} of shape {list(info.shape)} for data of shape "
+                                f"{list(data.shape)} (ORT refuses them: it needs {list(expected[role])}, "
+                                f"ceil({codes_on_axis} / {block_size}) = {blocks} blocks on quantize_axis"
+                                + (f", packed {components} to a byte" if role == "zero_points" and components > 1 else "")
+                                + ")")
 
     e = _Emitter(builder, emit_gather)
     dim = data.shape[gather_axis]

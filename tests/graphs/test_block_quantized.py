@@ -233,3 +233,81 @@ def test_genai_int4_model_with_tied_embeddings(tmp_path, report_line):
                 f"(GatherBlockQuantized included), {len(left)} left inside GroupQueryAttention (reported rows), 0 gather "
                 f"nodes left; rewritten and lowered bit-identical to ORT on {runs} "
                 f"input sets")
+
+
+def ort_refuses(model, feeds):
+    """Whether ORT's contrib kernel refuses the model, at load or at run."""
+    try:
+        builtin_session(model).run(None, feeds)
+    except Exception:  # noqa: BLE001 - ORT's Fail, InvalidArgument, RuntimeException...
+        return True
+    return False
+
+
+def scales_fed_model(scales_dims, elem_type=TensorProto.INT4):
+    """GatherBlockQuantized over int4 data [6, 32] (block 16: scales [6, 2]) with the scales a graph input."""
+    data = helper.make_tensor("data", elem_type, [6, 32], [i % 8 for i in range(6 * 32)])
+    node = helper.make_node("GatherBlockQuantized", ["data", "indices", "scales"], ["output"], domain="com.microsoft",
+                            gather_axis=0, quantize_axis=1, block_size=16, bits=4)
+    graph = helper.make_graph([node], "gbq", [helper.make_tensor_value_info("indices", TensorProto.INT64, [2]),
+                                              helper.make_tensor_value_info("scales", TensorProto.FLOAT, scales_dims)],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, None)], [data])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)],
+                             ir_version=10)
+
+
+def test_scales_and_zero_points_ort_refuses_are_left_with_the_reason():
+    """Scales of the wrong shape off the quantize axis, zero points of another shape than the scales, and
+    int4 data with uint4 zero points: ORT refuses each (at load or at run); the rewrite, asked for every
+    op, used to rewrite them into a model that runs (rows past the scales' end read as zeros). Each is
+    left, with the reason, as the rewriter leaves every node ORT's kernel refuses (the model keeps ORT's
+    own refusal)."""
+    from gathermultiaxis.graphs import GATHER_OPS, OPT_IN_OPS
+
+    rng = np.random.default_rng(3)
+    feeds = {"indices": np.array([5, 0])}
+    cases = {}
+    data, scales, zero_points, attributes, _ = nibble_case(rng, TensorProto.INT4, 16, True, np.float32, [6, 32], 0, 1)
+    cases["scales [5, 2]"] = (gbq_model(data, scales[:5], None, (2,), TensorProto.INT64, **attributes), "scales of shape")
+    cases["scales [6, 2] with zero points [5, 2]"] = (gbq_model(
+        data, scales, helper.make_tensor("zero_points", TensorProto.INT4, [5, 2], [1] * 10), (2,), TensorProto.INT64,
+        **attributes), "zero points of shape")
+    cases["int4 data, uint4 zero points"] = (gbq_model(
+        data, scales, helper.make_tensor("zero_points", TensorProto.UINT4, [6, 2], [1] * 12), (2,), TensorProto.INT64,
+        **attributes), "zero points of type UINT4")
+    data, scales, _, attributes, _ = packed_case(rng, 4, 16, False, np.float32, (7,))
+    cases["uint8 data [7, n], scales [8, b]"] = (gbq_model(
+        data, np.concatenate([scales, scales[:1]]), None, (2,), TensorProto.INT64, **attributes), "scales of shape")
+    for name, (model, reason) in cases.items():
+        assert ort_refuses(model, feeds), name
+        rewritten, report = rewrite_model(model, GATHER_OPS + OPT_IN_OPS)
+        [row] = report.outcomes
+        assert not row.rewritten and reason in row.reason, (name, row.reason)
+        assert [node.op_type for node in rewritten.graph.node] == ["GatherBlockQuantized"], name
+        assert ort_refuses(rewritten, feeds), name
+
+
+def test_scales_fed_as_an_input_are_rewritten_only_with_a_static_shape():
+    """Scales as a graph input: with symbolic dims the rewrite cannot check them, and ORT's kernel refuses
+    a wrong shape on the run (the rewrite used to return numbers: zeros past the end, extra blocks
+    ignored), so the node stays, with the reason. With static dims, ORT checks the feed against them."""
+    from gathermultiaxis.graphs import GATHER_OPS, OPT_IN_OPS
+
+    feeds = {"indices": np.array([5, 0])}
+    symbolic = scales_fed_model(["rows", "blocks"])
+    for wrong in (np.ones((5, 2), np.float32), np.ones((6, 3), np.float32)):
+        assert ort_refuses(symbolic, {**feeds, "scales": wrong})
+    rewritten, report = rewrite_model(symbolic, GATHER_OPS + OPT_IN_OPS)
+    assert report.rewritten == 0 and "not known statically" in report.outcomes[0].reason
+    static = scales_fed_model([6, 2])
+    rewritten, report = rewrite_model(static, OPS)
+    assert report.rewritten == 1
+    scales = np.random.default_rng(4).standard_normal((6, 2)).astype(np.float32)
+    assert_bit_identical(custom_session(rewritten).run(None, {**feeds, "scales": scales})[0],
+                         builtin_session(static).run(None, {**feeds, "scales": scales})[0])
+    for wrong in (np.ones((5, 2), np.float32), np.ones((6, 3), np.float32)):
+        with pytest.raises(Exception, match="[Ii]nvalid dimensions|INVALID_ARGUMENT"):
+            custom_session(rewritten).run(None, {**feeds, "scales": wrong})
+        lowered, _ = lower_model(rewritten)
+        with pytest.raises(Exception, match="[Ii]nvalid dimensions|INVALID_ARGUMENT"):
+            builtin_session(lowered).run(None, {**feeds, "scales": wrong})
