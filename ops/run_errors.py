@@ -19,6 +19,7 @@ import weakref
 
 import onnxruntime as ort
 
+from .bridge_strings import refuse_unsafe_string_constants, refuse_unsafe_string_feeds
 from .contract import OP_TYPE
 from .ort_internals import session_internals
 from .preallocated import run_with_preallocated_outputs_checked
@@ -134,9 +135,14 @@ def _guard_if_ours(init):
 
     @functools.wraps(init)
     def created(self, path_or_bytes, sess_options=None, *args, **kwargs):
+        ours = (sess_options is not None and sess_options in _guarded_options
+                and not getattr(self, "_gathermultiaxis_run_tokens", False))  # not gathermultiaxis' own session
+        if ours:  # every operand crosses the bridge here: strings it would end the process on are refused
+            refuse_unsafe_string_constants(path_or_bytes)
         init(self, path_or_bytes, sess_options, *args, **kwargs)
-        if (sess_options is not None and sess_options in _guarded_options
-                and not getattr(self, "_gathermultiaxis_run_tokens", False)):  # not gathermultiaxis' own session
+        if ours:
+            self._gathermultiaxis_string_feeds = tuple(value.name for value in self._inputs_meta
+                                                       if value.type == "tensor(string)")
             self.__class__ = _guarded_class(type(self))
 
     created._gathermultiaxis_guard = True
@@ -157,6 +163,9 @@ def _guarded_class(cls: type) -> type:
             namespace = {name: ERRORS.guard(getattr(cls, name)) for name in _GUARDED_METHODS if hasattr(cls, name)}
             if "run_with_iobinding" in namespace:
                 namespace["run_with_iobinding"] = ERRORS.guard(_checking_preallocated_outputs(cls.run_with_iobinding))
+            for name in ("run", "run_async"):
+                if hasattr(cls, name):
+                    namespace[name] = _checking_string_feeds(namespace.get(name, getattr(cls, name)))
             namespace.update(__module__=cls.__module__, __qualname__=cls.__qualname__,
                              __doc__=cls.__doc__)
             guarded = _guarded_classes[cls] = type(cls.__name__, (cls,), namespace)
@@ -173,6 +182,18 @@ def _checking_preallocated_outputs(run_with_iobinding):
                                                      None)
 
     return run
+
+
+def _checking_string_feeds(run):
+    """``run`` or ``run_async`` refusing string feeds the bridge would end the process on."""
+
+    @functools.wraps(run)
+    def checked(self, output_names, input_feed, *args, **kwargs):
+        if self._gathermultiaxis_string_feeds:
+            refuse_unsafe_string_feeds(input_feed, self._gathermultiaxis_string_feeds, nul=True)
+        return run(self, output_names, input_feed, *args, **kwargs)
+
+    return checked
 
 
 def guard_onnxruntime_sessions() -> None:

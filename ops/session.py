@@ -25,6 +25,7 @@ from ..graphs.bind import BIND_FORMS, RUN_TOKEN, PreparedModel  # noqa: F401 - p
 from ..graphs.modelfile import ExternalDataError, external_tensors
 from . import ortop
 from .ort_internals import c_ort_value, session_internals, session_state, set_inputs_meta
+from .bridge_strings import refuse_unsafe_string_feeds
 from .contract import DOMAIN
 from .preallocated import run_with_preallocated_outputs_checked
 from .run_errors import RUN_ERRORS
@@ -306,7 +307,8 @@ class InferenceSession(ort.InferenceSession):
             if value is None:
                 continue
             values = np.asarray(value)
-            if values.dtype.kind in "OU" and any("\x00" in v if isinstance(v, str) else b"\x00" in v
+            refuse_unsafe_string_feeds({name: values}, (name,))
+            if values.dtype.kind in "OUS" and any("\x00" in v if isinstance(v, str) else b"\x00" in v
                                                   for v in values.reshape(-1).tolist()
                                                   if isinstance(v, (str, bytes))):
                 raise ValueError(f"input {name!r}: {ortop.NUL_LIMIT}")

@@ -19,12 +19,9 @@ from gathermultiaxis.ops.session import RUN_TOKEN
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/: session_cases.py and support.py
 
 # What the session_options() path cannot do (README, "The operator in ONNX Runtime"): its nodes carry no
-# run token and its data always crosses the bridge.
+# run token and its data always crosses the bridge. run_async and parallel runs there are checked not to
+# end the process (errors reach some run, not always theirs); strings it cannot carry are refused.
 OPTIONS_PATH_LIMITS = {
-    "run_async": "session_options(): an error raised on ORT's pool thread has no run to go to",
-    "parallel": "session_options(): under ORT_PARALLEL the op runs on pool threads, not the caller's",
-    "strings": "session_options(): non-UTF-8 data crossing the bridge ends the process inside pybind11 "
-               "(onnxruntime-extensions), before the op runs",
     "extensions_before": "session_options(): onnxruntime-extensions crashes on options whose library was "
                          "registered before a PyOp was defined (upstream)",
     "binding": "binding constant tables is a step of gathermultiaxis.InferenceSession",
