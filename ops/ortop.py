@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import warnings
 import weakref
 
 import numpy as np
@@ -136,7 +137,7 @@ class _ArrayHandback:
         return self.array
 
 
-_state = {"registered": False, "handback": False, "opdefs": [], "hook": False}
+_state = {"registered": False, "handback": False, "opdefs": [], "hook": False, "registered_early": None}
 _lock = threading.RLock()
 
 NUL_LIMIT = ("a string holding a NUL character cannot cross onnxruntime-extensions' PyOp bridge (it passes "
@@ -408,6 +409,28 @@ def _handback_works(opdef) -> bool:
         _state["handback"] = False
 
 
+EARLY_REGISTRATION = (
+    "onnxruntime-extensions' library was registered on SessionOptions in this process before gathermultiaxis "
+    "defined its op types: ORT crashes (segfault) creating a session with those options, since the library keeps "
+    "pointers into its list of Python ops, which defining more ops reallocates (onnxruntime-extensions "
+    "pyop/pyfunc.cc, PyCustomOpDef_FetchPyCustomOps). Register the library after gathermultiaxis.ops.register(), "
+    "on new options")
+
+
+def library_registered_in_process() -> bool | None:
+    """Whether onnxruntime-extensions' RegisterCustomOps has run in this process (None: cannot tell). Its
+    exported GetActiveOrtAPIVersion answers its default (an old ORT minor version) until the first
+    registration caches the registering ORT's own minor version."""
+    import ctypes
+
+    try:
+        probe = ctypes.CDLL(get_library_path()).GetActiveOrtAPIVersion
+    except (OSError, AttributeError):  # another build of the library: no probe
+        return None
+    probe.restype = ctypes.c_int
+    return probe() == int(ort.__version__.split(".")[1])
+
+
 def register(handback: bool | None = None, hook: bool | None = None) -> None:
     """Define every GatherMultiaxis op type with the PyOp bridge: plain, Run, RunFixedAxes, Bound and
     BoundGroup, for every (data type, index type) pair, and install the package's invocation hook.
@@ -418,6 +441,9 @@ def register(handback: bool | None = None, hook: bool | None = None) -> None:
     """
     with _lock:
         if not _state["registered"]:
+            _state["registered_early"] = library_registered_in_process()  # options that would crash after this
+            if _state["registered_early"]:
+                warnings.warn(EARLY_REGISTRATION, RuntimeWarning, stacklevel=2)
             string, int64 = PyCustomOpDef.dt_string, PyCustomOpDef.dt_int64
             for elem_type in DATA_TYPES:
                 data_type = _BRIDGE_TYPES[elem_type]
@@ -496,6 +522,12 @@ def session_options(options: ort.SessionOptions | None = None) -> ort.SessionOpt
     ``guard_onnxruntime_sessions()``. Thread-safe.
     """
     with _lock:
+        if options is not None and not registered_by_us(options):
+            if not _state["registered"]:
+                register()
+            if _state["registered_early"]:  # these options may be the ones: refuse them rather than crash
+                raise RuntimeError(f"session_options(options): {EARLY_REGISTRATION}. Call session_options() "
+                                   "without options, or use gathermultiaxis.InferenceSession (it copies the options)")
         options = register_library(ort.SessionOptions() if options is None else options)
         guard_sessions_made_with(options)
         return options

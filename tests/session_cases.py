@@ -283,9 +283,24 @@ def case_extensions(entry, order):
     options = ort.SessionOptions()
     if order == "before":
         options.register_custom_ops_library(get_library_path())
+    import warnings
+
     from gathermultiaxis.ops import register
 
-    register()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        register()
+    early = [str(w.message) for w in caught if "registered on SessionOptions in this process before" in str(w.message)]
+    assert len(early) == (order == "before"), early
+    if entry == "options" and order == "before":  # those options would segfault ORT (upstream): refused
+        expect_error(lambda: make_session(entry, gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64), options),
+                     RuntimeError, "PyCustomOpDef_FetchPyCustomOps")
+        import gathermultiaxis
+
+        sess = ort.InferenceSession(gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64).SerializeToString(),
+                                    gathermultiaxis.session_options(), providers=["CPUExecutionProvider"])  # its own work
+        np.testing.assert_array_equal(sess.run(None, GOOD)[0], [[2, 0], [5, 3]])
+        return
     if order == "after":
         options.register_custom_ops_library(get_library_path())
     model = gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64)

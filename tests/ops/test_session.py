@@ -22,8 +22,6 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/: se
 # run token and its data always crosses the bridge. run_async and parallel runs there are checked not to
 # end the process (errors reach some run, not always theirs); strings it cannot carry are refused.
 OPTIONS_PATH_LIMITS = {
-    "extensions_before": "session_options(): onnxruntime-extensions crashes on options whose library was "
-                         "registered before a PyOp was defined (upstream)",
     "binding": "binding constant tables is a step of gathermultiaxis.InferenceSession",
 }
 CASES = ["run_async", "iobinding", "parallel", "scan", "strings", "uint64", "extensions_before", "extensions_after",
