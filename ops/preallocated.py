@@ -86,3 +86,33 @@ def run_with_preallocated_outputs_checked(iobinding: ort.IOBinding, run: Callabl
     finally:
         for output in redirected:
             output.rebind(bound, cpu)
+
+
+def run_with_preallocated_fetches_checked(fetch_names, fetches, run: Callable, at_risk: Collection[str] | None):
+    """``run(fetches_to_use)`` for ``run_with_ortvaluevector``: when ``fetches`` holds a pre-allocated CPU
+    tensor for an output in ``at_risk`` (None: any), ORT writes every output into a vector of its own, then
+    each is checked against the caller's and copied into it. A vector of ORT's own cannot hold an
+    unallocated slot next to allocated ones (ORT fills an empty one), so such a mix is refused."""
+    if (at_risk is not None and not at_risk) or len(fetches) == 0 or len(fetches) != len(fetch_names):
+        return run(fetches)
+    held = [fetches[index] for index in range(len(fetches))]
+    if not any((at_risk is None or name in at_risk) and _cpu_tensor(value) for name, value in zip(fetch_names, held)):
+        return run(fetches)
+    if not all(_cpu_tensor(value) for value in held):
+        raise ValueError("run_with_ortvaluevector: pre-allocated fetches for outputs a GatherMultiaxis (PyOp) node "
+                         "writes need every fetch pre-allocated on the CPU, or none (a wrong shape would end the "
+                         "process inside onnxruntime-extensions' bridge, so they are checked, through a vector ORT "
+                         "fills)")
+    expected = [_Preallocated(index, name, value, None) for index, (name, value) in enumerate(zip(fetch_names, held))]
+    from onnxruntime.capi import _pybind_state
+
+    own = _pybind_state.OrtValueVector()
+    result = run(own)
+    for output in expected:
+        problem = _mismatch(output, own[output.index])
+        if problem is not None:
+            raise RuntimeError(f"Error in execution: {problem}")
+    for output in expected:
+        array = np.ascontiguousarray(own[output.index].numpy())
+        ctypes.memmove(output.data_ptr, array.ctypes.data, array.nbytes)
+    return result

@@ -23,6 +23,7 @@ from .bridge_strings import refuse_unsafe_string_constants, refuse_unsafe_string
 from .contract import OP_TYPE
 from .ort_internals import session_internals
 from .preallocated import run_with_preallocated_outputs_checked
+from .preallocated import run_with_preallocated_fetches_checked, run_with_preallocated_outputs_checked
 
 _lock = threading.Lock()
 
@@ -163,6 +164,9 @@ def _guarded_class(cls: type) -> type:
             namespace = {name: ERRORS.guard(getattr(cls, name)) for name in _GUARDED_METHODS if hasattr(cls, name)}
             if "run_with_iobinding" in namespace:
                 namespace["run_with_iobinding"] = ERRORS.guard(_checking_preallocated_outputs(cls.run_with_iobinding))
+            if "run_with_ortvaluevector" in namespace:
+                namespace["run_with_ortvaluevector"] = ERRORS.guard(_checking_preallocated_fetches(
+                    cls.run_with_ortvaluevector))
             for name in ("run", "run_async"):
                 if hasattr(cls, name):
                     namespace[name] = _checking_string_feeds(namespace.get(name, getattr(cls, name)))
@@ -180,6 +184,18 @@ def _checking_preallocated_outputs(run_with_iobinding):
     def run(self, iobinding, run_options=None):
         return run_with_preallocated_outputs_checked(iobinding, lambda: run_with_iobinding(self, iobinding, run_options),
                                                      None)
+
+    return run
+
+
+def _checking_preallocated_fetches(run_with_ortvaluevector):
+    """ORT's run_with_ortvaluevector through ``run_with_preallocated_fetches_checked`` (every output at risk)."""
+
+    @functools.wraps(run_with_ortvaluevector)
+    def run(self, run_options, feed_names, feeds, fetch_names, fetches, fetch_devices):
+        return run_with_preallocated_fetches_checked(
+            fetch_names, fetches, lambda into: run_with_ortvaluevector(self, run_options, feed_names, feeds, fetch_names,
+                                                                       into, fetch_devices), None)
 
     return run
 

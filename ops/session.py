@@ -27,7 +27,7 @@ from . import ortop
 from .ort_internals import c_ort_value, session_internals, session_state, set_inputs_meta
 from .bridge_strings import refuse_unsafe_string_feeds
 from .contract import DOMAIN
-from .preallocated import run_with_preallocated_outputs_checked
+from .preallocated import run_with_preallocated_fetches_checked, run_with_preallocated_outputs_checked
 from .run_errors import RUN_ERRORS
 
 _log = logging.getLogger(__name__)
@@ -375,8 +375,10 @@ class InferenceSession(ort.InferenceSession):
             names.append(name)
             values.push_back(c_ort_value(token_value[0]))
 
-        return self._tokened_call(lambda: _SESSION.run_with_ortvaluevector(
-            self, run_options, names, values, fetch_names, fetches, fetch_devices), add_token)
+        return self._tokened_call(lambda: run_with_preallocated_fetches_checked(
+            fetch_names, fetches, lambda into: _SESSION.run_with_ortvaluevector(
+                self, run_options, names, values, fetch_names, into, fetch_devices),
+            self._gathermultiaxis_bridge_outputs), add_token)
 
     def run_async(self, output_names, input_feed, callback, user_data, run_options=None):
         name = self._gathermultiaxis_token_name

@@ -490,6 +490,26 @@ def case_ortvaluevector(entry):
     np.testing.assert_array_equal(run(GOOD), [[2, 0], [5, 3]])
     expect_error(lambda: run({**GOOD, "indices": np.array([[0, 8]])}), GatherIndexError, "index 8 at")
     np.testing.assert_array_equal(run({**GOOD, "indices": np.array([[1, 1]])}), [[1, 1], [4, 4]])
+    # a pre-allocated fetch: of the wrong shape, ORT's check failed inside the bridge (std::terminate)
+    kept = [ort.OrtValue.ortvalue_from_numpy(v) for v in GOOD.values()]
+    values = C.OrtValueVector()
+    for value in kept:
+        values.push_back(value._ortvalue)
+    for shape in ((3, 4), (2, 2)):
+        buffer = ort.OrtValue.ortvalue_from_numpy(np.full(shape, -1, np.float32))
+        fetches = C.OrtValueVector()
+        fetches.push_back(buffer._ortvalue)
+
+        def call():
+            sess.run_with_ortvaluevector(ort.RunOptions(), list(GOOD), values, ["output"], fetches,
+                                         [ort.OrtDevice.make("cpu", 0)._get_c_device()])
+
+        if shape == (3, 4):
+            expect_error(call, RuntimeError, "has shape {3,4} but the computed output shape for this run is {2,2}")
+            np.testing.assert_array_equal(buffer.numpy(), -1)
+        else:
+            call()
+            np.testing.assert_array_equal(buffer.numpy(), [[2, 0], [5, 3]])
 
 
 def case_async_dropped(entry):
