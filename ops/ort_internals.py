@@ -145,6 +145,30 @@ def c_ort_value(value: Any) -> Any:
     return inner
 
 
+def iobinding_state(iobinding: Any) -> tuple[Any, dict]:
+    """ORT's C binding behind an ``onnxruntime.IOBinding`` and its record of bound outputs (name -> the
+    ``OrtValue`` bound, or None for one bound by device or by pointer), in binding order
+    (``ops/preallocated.py`` rebinds through the C binding, leaving that record as the caller made it).
+
+    Raises:
+        PrivateAPIError: ``IOBinding`` no longer keeps them as ``_iobinding`` and ``_bound_outputs``.
+    """
+    lookup = _Lookup("check pre-allocated IOBinding outputs")
+    values = [lookup.attribute(iobinding, name, "IOBinding") for name in ("_iobinding", "_bound_outputs")]
+    lookup.done()
+    return values[0], values[1]
+
+
+def c_cpu_device() -> Any:
+    """The C-level CPU device that ``IOBinding``'s C binding takes (``OrtDevice._get_c_device``)."""
+    import onnxruntime
+
+    lookup = _Lookup("bind IOBinding outputs on the CPU")
+    make = lookup.attribute(onnxruntime.OrtDevice.make("cpu", 0), "_get_c_device", "OrtDevice")
+    lookup.done()
+    return make()
+
+
 class PyOpInternals(NamedTuple):
     """onnxruntime-extensions' PyOp invocation path as ``ops/ortop.py`` uses it."""
 
@@ -237,6 +261,7 @@ def probe_all() -> None:
     symbolic_shape_inference()
 
 
-__all__ = ["TESTED_VERSIONS", "PrivateAPIError", "PyOpInternals", "SessionInternals", "c_ort_value",
+__all__ = ["TESTED_VERSIONS", "PrivateAPIError", "PyOpInternals", "SessionInternals", "c_cpu_device", "c_ort_value",
+           "iobinding_state",
            "partial_symbolic_inference", "probe_all", "pyop_id", "pyop_internals", "session_internals",
            "session_state", "set_inputs_meta", "symbolic_shape_inference"]

@@ -16,8 +16,9 @@ import ctypes
 from collections.abc import Callable, Collection
 
 import numpy as np
-
 import onnxruntime as ort
+
+from .ort_internals import c_cpu_device, c_ort_value, iobinding_state, session_internals
 
 
 def _cpu_tensor(value) -> bool:
@@ -36,7 +37,7 @@ class _Preallocated:
 
     def rebind(self, bound, cpu) -> None:
         if self.user_value is not None:
-            bound.bind_ortvalue_output(self.name, self.user_value._ortvalue)
+            bound.bind_ortvalue_output(self.name, c_ort_value(self.user_value))
         else:  # bound with bind_output(..., buffer_ptr): bind the same buffer again
             bound.bind_output(self.name, cpu, self.element_type, self.shape, self.data_ptr)
 
@@ -58,18 +59,17 @@ def run_with_preallocated_outputs_checked(iobinding: ort.IOBinding, run: Callabl
     (None: every one) written by ORT into its own outputs first, checked and copied over."""
     if at_risk is not None and not at_risk:
         return run()
-    bound = iobinding._iobinding  # ORT's C binding: rebinding through it leaves the Python bookkeeping alone
-    names = list(iobinding._bound_outputs)  # bound output names, in the order ORT keeps them
+    bound, user_values = iobinding_state(iobinding)  # rebinding through the C binding leaves the record alone
+    names = list(user_values)  # bound output names, in the order ORT keeps them
     values = bound.get_outputs()  # before a run: what is bound (a pre-allocated OrtValue, or an empty one)
     if len(names) != len(values):  # bound some other way: nothing known to check
         return run()
-    user_values = iobinding._bound_outputs
     redirected = [_Preallocated(index, name, value, user_values[name])
                   for index, (name, value) in enumerate(zip(names, values))
                   if (at_risk is None or name in at_risk) and _cpu_tensor(value)]
     if not redirected:
         return run()
-    cpu = ort.OrtDevice.make("cpu", 0)._get_c_device()
+    cpu = c_cpu_device()
     for output in redirected:
         bound.bind_output(output.name, cpu)
     try:
@@ -104,9 +104,7 @@ def run_with_preallocated_fetches_checked(fetch_names, fetches, run: Callable, a
                          "process inside onnxruntime-extensions' bridge, so they are checked, through a vector ORT "
                          "fills)")
     expected = [_Preallocated(index, name, value, None) for index, (name, value) in enumerate(zip(fetch_names, held))]
-    from onnxruntime.capi import _pybind_state
-
-    own = _pybind_state.OrtValueVector()
+    own = session_internals().ort_value_vector()
     result = run(own)
     for output in expected:
         problem = _mismatch(output, own[output.index])

@@ -24,9 +24,9 @@ from ..graphs import bind as bind_step
 from ..graphs.bind import BIND_FORMS, RUN_TOKEN, PreparedModel  # noqa: F401 - public here too
 from ..graphs.modelfile import ExternalDataError, external_tensors
 from . import ortop
-from .ort_internals import c_ort_value, session_internals, session_state, set_inputs_meta
 from .bridge_strings import refuse_unsafe_string_feeds
 from .contract import DOMAIN
+from .ort_internals import c_ort_value, session_internals, session_state, set_inputs_meta
 from .preallocated import run_with_preallocated_fetches_checked, run_with_preallocated_outputs_checked
 from .run_errors import RUN_ERRORS
 
