@@ -141,23 +141,41 @@ def _elem_type_of(type_str: str) -> int:
 
 
 def schema_output_types(node: onnx.NodeProto, input_types: list[int]) -> list[int] | None:
-    """The element types of a non-ONNX node's outputs by ORT's op schema: an output's type parameter is
-    bound by an input of the same parameter whose type is known, or allows a single type. 0 where the
-    schema does not tell; None when ORT has no schema for the op."""
+    """The element types of a non-ONNX node's outputs by ORT's op schema (``bound_output_types``); None
+    when ORT has no schema for the op."""
     schema = _contrib_schemas().get((node.domain, node.op_type))
     if schema is None:
         return None
-    bound: dict[str, int] = {}
-    for formal, elem_type in zip(schema.inputs, input_types):
-        if str(formal.option).endswith("Variadic"):
-            break
-        if elem_type:
-            bound.setdefault(formal.typeStr, elem_type)
+    formals = [(formal.typeStr, str(formal.option).endswith("Variadic"), formal.isHomogeneous)
+               for formal in schema.inputs]
     allowed = {c.type_param_str: list(c.allowed_type_strs) for c in schema.type_constraints}
+    outputs = [formal.typeStr for formal in schema.outputs]
+    if schema.outputs and str(schema.outputs[-1].option).endswith("Variadic"):
+        outputs += outputs[-1:] * (len(node.output) - len(outputs))
+    return bound_output_types(formals, outputs, allowed, input_types, len(node.output))
+
+
+def bound_output_types(inputs: list[tuple[str, bool, bool]], outputs: list[str], allowed: dict[str, list[str]],
+                       input_types: list[int], count: int) -> list[int]:
+    """The element types of a node's first ``count`` outputs by its op schema: ``inputs`` are the formal
+    inputs (type string, variadic, homogeneous), ``outputs`` the formal outputs' type strings, ``allowed``
+    each type parameter's allowed types. An output's type parameter is bound by an input of the same
+    parameter whose type is known (a homogeneous variadic input by any of its values), or allows a single
+    type; 0 where the schema does not tell."""
+    bound: dict[str, int] = {}
+    for position, (type_str, variadic, homogeneous) in enumerate(inputs):
+        if variadic:  # the last formal input: it takes every remaining value
+            if homogeneous:
+                known = next((elem_type for elem_type in input_types[position:] if elem_type), 0)
+                if known:
+                    bound.setdefault(type_str, known)
+            break
+        if position < len(input_types) and input_types[position]:
+            bound.setdefault(type_str, input_types[position])
     types = []
-    for formal in list(schema.outputs)[:len(node.output)]:
-        choices = allowed.get(formal.typeStr, [formal.typeStr])
-        types.append(bound.get(formal.typeStr) or (_elem_type_of(choices[0]) if len(choices) == 1 else 0))
+    for type_str in outputs[:count]:
+        choices = allowed.get(type_str, [type_str])
+        types.append(bound.get(type_str) or (_elem_type_of(choices[0]) if len(choices) == 1 else 0))
     return types
 
 
@@ -176,5 +194,5 @@ def ort_optimized(model: ModelProto, external_data_folder: Path | None, output: 
         yield optimized, workdir
 
 
-__all__ = ["DISABLED_OPTIMIZERS", "OrtOptimizeError", "ort_optimize", "ort_optimized", "schema_output_types",
-           "typing_stand_in"]
+__all__ = ["DISABLED_OPTIMIZERS", "OrtOptimizeError", "bound_output_types", "ort_optimize", "ort_optimized",
+           "schema_output_types", "typing_stand_in"]

@@ -8,11 +8,14 @@ Unsqueeze of a scalar, a Concat of 1-D pieces), because a Reshape's rank is the 
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import numpy as np
+import onnx.defs
 from onnx import NodeProto, TensorProto
 
+from . import ort_optimizer
 from .inference import Dim, TensorInfo
 from .walk import attribute
 
@@ -173,14 +176,95 @@ def matmul(node, inputs, constants):
 
 
 def gather(node, inputs, constants):
+    """Gather: rank(data) + rank(indices) - 1; a 1-D result (of a shape vector) keeps its exact length."""
     if not (_known(inputs[0]) and _known(inputs[1])):
         return None
-    return [_ranked(inputs[0].elem_type, inputs[0].rank + inputs[1].rank - 1)]
+    data, indices = inputs[0].shape, inputs[1].shape
+    axis = attribute(node, "axis", 0) % len(data)
+    dims = (*data[:axis], *indices, *data[axis + 1:])
+    if len(dims) == 1 and isinstance(dims[0], int):
+        return [TensorInfo(inputs[0].elem_type, dims)]
+    return [_ranked(inputs[0].elem_type, len(dims))]
+
+
+def _slice_length(length: int, start: int, end: int, step: int) -> int:
+    """How many elements ONNX's Slice takes from an axis of ``length`` (its clamping, not Python's)."""
+    start, end = (v + length if v < 0 else v for v in (start, end))
+    if step > 0:
+        start, end = min(max(start, 0), length), min(max(end, 0), length)
+    else:
+        start, end = min(max(start, 0), length - 1), min(max(end, -1), length - 1)
+    return len(range(start, end, step))
+
+
+def slice_(node, inputs, constants):
+    """Slice keeps the rank; of a 1-D vector of known length (a shape vector) with constant bounds, the
+    exact length (a Reshape's rank is the length of its shape input)."""
+    if not _known(inputs[0]):
+        return None
+    kept = [_ranked(inputs[0].elem_type, inputs[0].rank)]
+    length = _length(inputs[0])
+    if not isinstance(length, int):
+        return kept
+    if len(node.input) > 1:  # opset 10: inputs (starts, ends, axes, steps)
+        bounds = [constants(name) if name else None for name in (*node.input[1:5], *[""] * (5 - len(node.input)))]
+        starts, ends, axes, steps = bounds
+        if starts is None or ends is None or (axes is None and len(node.input) > 3 and node.input[3]) or (
+                steps is None and len(node.input) > 4 and node.input[4]):
+            return kept
+    else:
+        starts, ends, axes, steps = (attribute(node, name) for name in ("starts", "ends", "axes", "steps"))
+    starts, ends = np.asarray(starts).reshape(-1), np.asarray(ends).reshape(-1)
+    axes = np.zeros(1, np.int64) if axes is None else np.asarray(axes).reshape(-1)
+    steps = np.ones(1, np.int64) if steps is None else np.asarray(steps).reshape(-1)
+    if not (len(starts) == len(ends) == len(axes) == len(steps) == 1) or int(axes[0]) not in (0, -1) or not steps[0]:
+        return kept
+    return [TensorInfo(inputs[0].elem_type, (_slice_length(length, int(starts[0]), int(ends[0]), int(steps[0])),))]
 
 
 def gather_elements(node, inputs, constants):
     known = inputs[1] if _known(inputs[1]) else inputs[0]
     return [_ranked(_elem(inputs[0]), known.rank)] if _known(known) else None
+
+
+def untyped(rule: RankRule) -> RankRule:
+    """``rule``'s ranks with the element types left unknown, for ops whose outputs are not of their first
+    input's type (QuantizeLinear, MatMulInteger, ...): the op's schema types them (``output_elem_types``)."""
+
+    def ranks_only(node, inputs, constants):
+        outputs = rule(node, inputs, constants)
+        return None if outputs is None else [TensorInfo(0, info.shape) for info in outputs]
+
+    ranks_only.__doc__ = rule.__doc__
+    return ranks_only
+
+
+def on_inputs(rule: RankRule, *positions: int) -> RankRule:
+    """``rule`` applied to the inputs at ``positions`` (a quantized op's tensors among its scales and zero
+    points: QLinearAdd's A and B are inputs 0 and 3)."""
+
+    def picked(node, inputs, constants):
+        chosen = [inputs[p] if p < len(inputs) else None for p in positions]
+        inner = NodeProto()
+        inner.CopyFrom(node)
+        del inner.input[:]
+        inner.input.extend(node.input[p] if p < len(node.input) else "" for p in positions)
+        return rule(inner, chosen, constants)
+
+    picked.__doc__ = rule.__doc__
+    return picked
+
+
+def matmul_n_bits(node, inputs, constants):
+    """com.microsoft MatMulNBits: A [..., K] times the quantized B [N, K]: [..., N], of A's type."""
+    return [_ranked(inputs[0].elem_type, inputs[0].rank)] if _known(inputs[0]) else None
+
+
+def gather_block_quantized(node, inputs, constants):
+    """com.microsoft GatherBlockQuantized: a Gather of the (packed, same-rank) data, of the scales' type."""
+    if not (_known(inputs[0]) and _known(inputs[1])):
+        return None
+    return [_ranked(_elem(inputs[2]) if len(inputs) > 2 else 0, inputs[0].rank + inputs[1].rank - 1)]
 
 
 def reduce(node, inputs, constants):
@@ -194,7 +278,7 @@ _COMPARISONS = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "An
 _UNARY = ("Identity Neg Abs Relu Sigmoid Tanh Exp Log Sqrt Erf Softmax LogSoftmax Dropout LayerNormalization Not Floor "
           "Ceil Round Sign Reciprocal LeakyRelu Elu Selu Gelu HardSigmoid HardSwish Clip Softplus Softsign Sin Cos "
           "Mish CumSum Trilu InstanceNormalization BatchNormalization GroupNormalization RMSNormalization").split()
-_SAME_RANK = "Transpose Pad Slice Tile Conv ConvTranspose MaxPool AveragePool Resize ReverseSequence TopK Split".split()
+_SAME_RANK = "Transpose Pad Tile Conv ConvTranspose MaxPool AveragePool Resize ReverseSequence TopK Split".split()
 _BROADCAST = "Add Sub Mul Div Pow Mod Max Min Sum Mean Where BitShift PRelu".split() + sorted(_COMPARISONS - {
     "IsNaN", "IsInf"})
 # com.microsoft ops that ORT's transformer optimizer and offline optimizer write.
@@ -210,14 +294,147 @@ RANK_RULES: dict[tuple[str, str], RankRule] = {
     ("", "Cast"): cast, ("", "Shape"): shape, ("", "Size"): size, ("", "Flatten"): flatten,
     ("", "Reshape"): reshape, ("", "Expand"): expand, ("", "ConstantOfShape"): constant_of_shape,
     ("", "STFT"): stft, ("", "Range"): range_, ("", "NonZero"): non_zero, ("", "Unsqueeze"): unsqueeze,
-    ("", "Squeeze"): squeeze, ("", "Concat"): concat, ("", "MatMul"): matmul, ("", "Gather"): gather,
+    ("", "Squeeze"): squeeze, ("", "Slice"): slice_, ("", "Concat"): concat, ("", "MatMul"): matmul, ("", "Gather"): gather,
     ("", "GatherElements"): gather_elements,
     **{(_MICROSOFT, op): same_shape for op in _MICROSOFT_UNARY},
     (_MICROSOFT, "Attention"): attention, (_MICROSOFT, "MultiHeadAttention"): attention,
     (_MICROSOFT, "FusedMatMul"): matmul, (_MICROSOFT, "FusedConv"): same_rank,
     (_MICROSOFT, "BiasSplitGelu"): same_rank,  # the last dimension halves
     (_MICROSOFT, "FusedGemm"): flatten,  # Gemm: always 2-D
+    # Quantized models (ORT's quantization tools): the outputs are not of the first input's type
+    **{(domain, op): untyped(same_rank) for domain in ("", _MICROSOFT) for op in ("QuantizeLinear", "DequantizeLinear")},
+    ("", "MatMulInteger"): untyped(matmul), (_MICROSOFT, "MatMulIntegerToFloat"): untyped(matmul),
+    (_MICROSOFT, "DynamicQuantizeMatMul"): untyped(matmul),
+    ("", "QLinearMatMul"): untyped(on_inputs(matmul, 0, 3)), ("", "QLinearConv"): untyped(same_rank),
+    **{(_MICROSOFT, op): untyped(on_inputs(broadcast, 0, 3)) for op in ("QLinearAdd", "QLinearMul")},
+    **{(_MICROSOFT, op): untyped(same_rank) for op in ("QLinearSoftmax", "QLinearSigmoid", "QLinearLeakyRelu")},
+    (_MICROSOFT, "QGemm"): untyped(flatten),
+    (_MICROSOFT, "MatMulNBits"): matmul_n_bits, (_MICROSOFT, "GatherBlockQuantized"): gather_block_quantized,
 }
+
+
+# ---- values of small integer constants ----------------------------------------------------------------
+# Exporters compute a Slice's bounds or a Reshape's shape from constants (TorchScript's
+# nn.MultiheadAttention: Reshape(Mod(2, 3), [1])). Folding such arithmetic over a few integers is
+# what lets the rules above see the bounds; nothing larger is folded.
+
+FOLD_LIMIT = 64  # elements of a folded value
+
+
+def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    if not np.all(b):
+        return None
+    quotient = np.abs(a) // np.abs(b)  # integer Div truncates towards zero, as C++ does
+    return np.where((a < 0) != (b < 0), -quotient, quotient).astype(np.result_type(a, b))
+
+
+def _modulo(node: NodeProto, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    if not np.all(b):
+        return None
+    return np.fmod(a, b) if attribute(node, "fmod", 0) else np.mod(a, b)  # fmod=0: the divisor's sign
+
+
+def _reshaped(node: NodeProto, data: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    dims = [int(d) for d in shape.reshape(-1)]
+    if not attribute(node, "allowzero", 0):
+        dims = [data.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+    return data.reshape(dims)
+
+
+def _sliced(node: NodeProto, values: list) -> np.ndarray | None:
+    data, starts, ends = (np.asarray(v).reshape(-1) if i else v for i, v in enumerate(values[:3]))
+    axes = values[3] if len(values) > 3 and values[3] is not None else np.arange(len(starts))
+    steps = values[4] if len(values) > 4 and values[4] is not None else np.ones(len(starts), np.int64)
+    for start, end, axis, step in zip(starts, ends, axes.reshape(-1), steps.reshape(-1)):
+        axis, start, end, step = int(axis) % data.ndim, int(start), int(end), int(step)
+        length = data.shape[axis]
+        first = start + length if start < 0 else start
+        first = min(max(first, 0), length) if step > 0 else min(max(first, 0), length - 1)
+        data = np.take(data, first + step * np.arange(_slice_length(length, start, end, step)), axis=axis)
+    return data
+
+
+_FOLDS: dict[str, Callable[..., "np.ndarray | None"]] = {
+    "Identity": lambda node, a: a,
+    "Neg": lambda node, a: -a,
+    "Abs": lambda node, a: np.abs(a),
+    "Add": lambda node, a, b: a + b,
+    "Sub": lambda node, a, b: a - b,
+    "Mul": lambda node, a, b: a * b,
+    "Div": lambda node, a, b: _divide(a, b),
+    "Mod": _modulo,
+    "Min": lambda node, *values: functools.reduce(np.minimum, values),
+    "Max": lambda node, *values: functools.reduce(np.maximum, values),
+    "Reshape": _reshaped,
+    "Unsqueeze": lambda node, a, axes=None: np.expand_dims(a, tuple(int(x) for x in (
+        attribute(node, "axes") if axes is None else axes.reshape(-1)))),
+    "Squeeze": lambda node, a, axes=None: np.squeeze(a, None if axes is None and attribute(node, "axes") is None else tuple(
+        int(x) for x in (attribute(node, "axes") if axes is None else axes.reshape(-1)))),
+    "Concat": lambda node, *values: np.concatenate(values, axis=attribute(node, "axis")),
+    "Gather": lambda node, a, i: np.take(a, np.where(i < 0, i + a.shape[attribute(node, "axis", 0)], i),
+                                         axis=attribute(node, "axis", 0)),
+    "Slice": lambda node, *values: _sliced(node, list(values)),
+}
+FOLDABLE_OPS = frozenset({*_FOLDS, "Cast"})
+_INTEGERS = {TensorProto.INT64: np.int64, TensorProto.INT32: np.int32}
+
+
+def fold(node: NodeProto, values: Sequence["np.ndarray | None"]) -> "np.ndarray | None":
+    """The value of ``node``'s only output from its inputs' values (None for an absent optional input),
+    when it is integer arithmetic or a shape op over at most FOLD_LIMIT int32/int64 elements; else None.
+    Exactly what ORT computes (Div truncates, Mod follows ``fmod``), or None where the op would fail."""
+    if node.domain not in ("", "ai.onnx") or len(node.output) != 1:
+        return None
+    if node.op_type == "Cast":
+        to = _INTEGERS.get(attribute(node, "to", 0))
+        value = values[0] if values else None
+        if to is None or value is None or value.dtype.kind not in "iu" or value.size > FOLD_LIMIT:
+            return None
+        return value.astype(to)
+    function = _FOLDS.get(node.op_type)
+    present = [value for value in values if value is not None]
+    if function is None or not present or any(v.dtype not in (np.int64, np.int32) or v.size > FOLD_LIMIT
+                                                for v in present):
+        return None
+    if node.op_type not in ("Unsqueeze", "Squeeze", "Slice") and len(present) != len(values):
+        return None
+    try:
+        with np.errstate(all="raise"):
+            result = function(node, *values)
+    except (ValueError, IndexError, TypeError, FloatingPointError, np.exceptions.AxisError):
+        return None
+    if result is None or result.size > FOLD_LIMIT:
+        return None
+    return np.asarray(result)
+
+
+@functools.lru_cache(maxsize=None)
+def _onnx_schema(op_type: str, opset: int):
+    try:
+        return onnx.defs.get_schema(op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return None
+
+
+def output_elem_types(node: NodeProto, input_types: list[int], opset: int) -> list[int] | None:
+    """The element types of ``node``'s outputs by its op schema (ONNX's at ``opset`` for the ONNX domain,
+    ORT's for the others): what a type parameter's known input binds (ort_optimizer.bound_output_types),
+    Cast's ``to``. 0 where the schema does not tell; None without a schema. Independent of ranks, so that
+    an element type crosses ops whose shapes no layer knows (what follows a com.microsoft op)."""
+    if node.domain not in ("", "ai.onnx"):
+        return ort_optimizer.schema_output_types(node, input_types)
+    if node.op_type == "Cast":
+        return [attribute(node, "to", 0)]
+    schema = _onnx_schema(node.op_type, opset)
+    if schema is None:
+        return None
+    variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
+    formals = [(formal.type_str, formal.option == variadic, formal.is_homogeneous) for formal in schema.inputs]
+    outputs = [formal.type_str for formal in schema.outputs]
+    if schema.outputs and schema.outputs[-1].option == variadic:
+        outputs += outputs[-1:] * (len(node.output) - len(outputs))
+    allowed = {c.type_param_str: list(c.allowed_type_strs) for c in schema.type_constraints}
+    return ort_optimizer.bound_output_types(formals, outputs, allowed, input_types, len(node.output))
 
 
 def apply_rank_rule(node: NodeProto, inputs: Sequence[TensorInfo | None], constants: Constants

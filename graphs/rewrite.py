@@ -16,6 +16,7 @@ or left as it is, with the reason in the report; every replaced output gets a va
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -30,7 +31,7 @@ from . import ort_optimizer
 from .builder import NodeBuilder
 from .modelfile import SessionOptionsFactory
 from .passes import ConstantView, GraphScope, InferredGraph, NotChanged, Visit, run_pass
-from .rank_inference import apply_rank_rule
+from .rank_inference import FOLD_LIMIT, FOLDABLE_OPS, apply_rank_rule, fold, output_elem_types
 from .report import PassReport
 from .inference import declared_ranks, known_rank, learn, symbolic_infos, with_elem_type
 from .inference import TensorInfo
@@ -193,7 +194,7 @@ class RewritePass:
     def observe(self, node: NodeProto, scope: GraphScope) -> None:
         if (node.domain, node.op_type) in INTERNAL_GATHERS and _rule(node, self.ops) is None:
             scope.outcomes.append(_internal_gather_outcome(node, scope.path))
-        _apply_rank_rule(node, scope.infos, scope.constants)  # layer 3 where layers 1 and 2 have no rank
+        _apply_rank_rule(node, scope)  # layer 3 where layers 1 and 2 have no rank
         declared = scope.cache.get("declared")
         if declared is None:
             declared = scope.cache["declared"] = declared_ranks(scope.graph)
@@ -269,11 +270,26 @@ def _why_rank_unknown(name: str, graph: GraphProto, original: int, infos: dict[s
     return f"{name!r} is computed in a cycle of unknown ranks"
 
 
-def _apply_rank_rule(node: NodeProto, infos: dict[str, TensorInfo], constants: ConstantView) -> None:
-    if all(known_rank(infos.get(name)) for name in node.output if name):
+def _shape_vector(info: TensorInfo | None) -> bool:
+    """A 1-D integer vector whose length is not known: a rank rule may tell it (a Slice of a Shape with
+    constant bounds, a Concat of such pieces), and a Reshape's rank is that length."""
+    return (info is not None and info.rank == 1 and not isinstance(info.shape[0], int)
+            and info.elem_type in (0, onnx.TensorProto.INT64, onnx.TensorProto.INT32))
+
+
+def _apply_rank_rule(node: NodeProto, scope: GraphScope) -> None:
+    """Layer 3 for one node: its rank rule where no layer knows an output's rank (or a shape vector's
+    length), the values of small integer constants it computes (``rank_inference.fold``: the bounds and
+    shapes later rules read), and its outputs' element types by its schema."""
+    infos, constants = scope.infos, scope.constants
+    folded = scope.cache.setdefault("folded", {})
+    if all(known_rank(infos.get(name)) and infos[name].elem_type and not _shape_vector(infos[name])
+           for name in node.output if name) and not _foldable(node):
         return
 
     def constant(name: str) -> np.ndarray | None:
+        if name in folded:
+            return folded[name]
         tensor = constants.tensor(name)
         return None if tensor is None or tensor.data_location == onnx.TensorProto.EXTERNAL else \
             numpy_helper.to_array(tensor)
@@ -281,15 +297,40 @@ def _apply_rank_rule(node: NodeProto, infos: dict[str, TensorInfo], constants: C
     inputs = [infos.get(name) if name else None for name in node.input]
     outputs = apply_rank_rule(node, inputs, constant)
     for name, info in zip(node.output, outputs or ()):
-        if name and info is not None and info.rank is not None and not known_rank(infos.get(name)):
-            infos[name] = with_elem_type(info, infos.get(name))
-    if node.domain not in ONNX_DOMAINS and any(name and not (infos.get(name) and infos[name].elem_type)
-                                                 for name in node.output):
-        types = ort_optimizer.schema_output_types(node, [info.elem_type if info else 0 for info in inputs])
-        for name, elem_type in zip(node.output, types or ()):  # element types by ORT's op schema
+        if not name or info is None or info.rank is None:
+            continue
+        known = infos.get(name)
+        if not known_rank(known) or (_shape_vector(known) and info.rank == 1 and isinstance(info.shape[0], int)):
+            infos[name] = with_elem_type(info, known)
+    if _foldable(node):
+        values = [_small_constant(name, folded, constants) if name else None for name in node.input]
+        if all(value is not None for name, value in zip(node.input, values) if name):
+            value = fold(node, values)
+            if value is not None:
+                folded[node.output[0]] = value
+    if any(name and not (infos.get(name) and infos[name].elem_type) for name in node.output):
+        types = output_elem_types(node, [info.elem_type if info else 0 for info in inputs], scope.opset)
+        for name, elem_type in zip(node.output, types or ()):  # element types by the op's schema
             known = infos.get(name)
             if name and elem_type and not (known and known.elem_type):
                 infos[name] = TensorInfo(elem_type, known.shape if known else None)
+
+
+def _foldable(node: NodeProto) -> bool:
+    return node.domain in ONNX_DOMAINS and node.op_type in FOLDABLE_OPS
+
+
+def _small_constant(name: str, folded: dict[str, np.ndarray], constants: ConstantView) -> np.ndarray | None:
+    """The value of ``name`` when it is a folded value or a constant of at most FOLD_LIMIT integers."""
+    if name in folded:
+        return folded[name]
+    tensor = constants.tensor(name)
+    if tensor is not None:
+        if (tensor.data_location == onnx.TensorProto.EXTERNAL or math.prod(tensor.dims) > FOLD_LIMIT
+                or tensor.data_type not in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)):
+            return None
+        return numpy_helper.to_array(tensor)
+    return constants[name] if name in constants else None  # value_ints, an opset-8 int64 Cast (small)
 
 
 @dataclass
