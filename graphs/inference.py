@@ -272,10 +272,32 @@ def loop_carried_ranks(light: ModelProto, first: ModelProto) -> ModelProto:
     for _ in range(LOOP_ROUNDS):
         proposed, typed = _loop_round(current, hypotheses, outputs, failed)
         if proposed == hypotheses and typed == outputs:
+            if hypotheses:
+                _mark_induced(first, current)
             return current
         hypotheses, outputs = proposed, typed
         current = _onnx_inferred(_with_ranks(light, hypotheses, outputs))
     return first
+
+
+INDUCED = "rank by induction over Loop iterations"  # doc_string of an inferred value ONNX alone left unranked
+
+
+def _mark_induced(first: ModelProto, current: ModelProto) -> None:
+    """Mark the values of ``current`` whose ranks ``first`` (ONNX's inference alone) does not know, so that
+    a pass can tell them (``induced_names``)."""
+    plain = dict(_keyed_graphs(first.graph))
+    for key, graph in _keyed_graphs(current.graph):
+        known = plain.get(key)
+        known = graph_infos(known, main=not key) if known is not None else {}
+        for value in (*graph.value_info, *graph.output, *graph.input):
+            if known_rank(tensor_info(value.type)) and not known_rank(known.get(value.name)):
+                value.doc_string = INDUCED
+
+
+def induced_names(graph: GraphProto) -> set[str]:
+    """The values of an inferred graph whose ranks only the Loop induction gives (``loop_carried_ranks``)."""
+    return {value.name for value in (*graph.value_info, *graph.output, *graph.input) if value.doc_string == INDUCED}
 
 
 def _loop_round(current: ModelProto, hypotheses: dict, outputs: dict, failed: set) -> tuple[dict, dict]:
@@ -390,5 +412,5 @@ def with_elem_type(info: TensorInfo, known: TensorInfo | None) -> TensorInfo:
 
 
 __all__ = ["FLAT_LENGTH_LIMIT", "LOOP_ROUNDS", "STRIP_ABOVE_BYTES", "Dim", "TensorInfo", "TypingCopier", "declared_ranks",
-           "graph_infos", "inferred", "is_large", "known_rank", "learn", "loop_carried_ranks", "symbolic_infos",
-           "tensor_info", "typing_copy", "with_elem_type"]
+           "graph_infos", "induced_names", "inferred", "is_large", "known_rank", "learn", "loop_carried_ranks",
+           "symbolic_infos", "tensor_info", "typing_copy", "with_elem_type"]

@@ -32,7 +32,7 @@ from onnx import GraphProto, ModelProto, NodeProto
 
 from ..ops.contract import DOMAIN
 from .builder import NameScope
-from .inference import TensorInfo, graph_infos, inferred, typing_copy
+from .inference import TensorInfo, graph_infos, induced_names, inferred, typing_copy
 from .report import PassReport
 from .walk import (ConstantView, all_names, default_opset, drop_unused, holds_subgraph, node_holders,
                    nodes_within, subgraphs)
@@ -109,6 +109,7 @@ class InferredGraph:
     infos: dict[str, TensorInfo]
     holders: dict[int, NodeProto]
     typed: bool = True  # False: no inference (a pass without ``infers_types``); subgraphs are walked as they are
+    induced: set[str] = field(default_factory=set)  # names ranked only by the Loop induction (inference.induced_names)
 
     @classmethod
     def untyped(cls) -> "InferredGraph":
@@ -121,7 +122,7 @@ class InferredGraph:
             if holds_subgraph(node):
                 holders[position] = NodeProto()
                 holders[position].CopyFrom(node)
-        return cls(graph_infos(inferred_graph, main), holders)
+        return cls(graph_infos(inferred_graph, main), holders, induced=induced_names(inferred_graph))
 
     def sub(self, position: int, node: NodeProto) -> Iterator[tuple[str, GraphProto, "InferredGraph"]]:
         """(attribute name, subgraph, its twin) for each subgraph of ``node``, the node at ``position``."""

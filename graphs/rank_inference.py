@@ -187,8 +187,14 @@ def gather(node, inputs, constants):
     return [_ranked(inputs[0].elem_type, len(dims))]
 
 
+_TO_THE_END = (np.iinfo(np.int32).max, np.iinfo(np.int64).max)
+
+
 def _slice_length(length: int, start: int, end: int, step: int) -> int:
-    """How many elements ONNX's Slice takes from an axis of ``length`` (its clamping, not Python's)."""
+    """How many elements ORT's Slice takes from an axis of ``length`` (ONNX's clamping, not Python's; an end
+    of INT32_MAX or INT64_MAX means "to the end" in the step's direction, as ORT reads it)."""
+    if end in _TO_THE_END:
+        end = -1 - length if step < 0 else length
     start, end = (v + length if v < 0 else v for v in (start, end))
     if step > 0:
         start, end = min(max(start, 0), length), min(max(end, 0), length)

@@ -145,6 +145,7 @@ class RewritePass:
     keeps_types: ClassVar[bool] = True  # the load check of the written model reads layer 1 (graphs.load_check)
     light: bytes = b""  # the typing copy, serialized until layer 2 needs it (a tenth of its parsed size)
     _symbolic: dict[str, TensorInfo] | None = None
+    _induced: dict[int, set[str]] = field(default_factory=dict)  # id(graph) -> names ranked by the Loop induction
 
     def targets(self, node: NodeProto) -> bool:
         return _rule(node, self.ops) is not None
@@ -181,6 +182,8 @@ class RewritePass:
         infos = dict(outer)
         for name, info in twin.infos.items():
             learn(infos, name, info)
+        if twin.induced:
+            self._induced[id(graph)] = twin.induced
         if self._lacking(graph, infos):
             for name, info in self.symbolic.items():  # layer 2 where layer 1 has no rank
                 if not known_rank(infos.get(name)):
@@ -235,7 +238,8 @@ class RewritePass:
         declarations = scope.cache.get("declarations")
         if declarations is None:
             declarations = scope.cache["declarations"] = _Declared.of(scope.graph)
-        _declare_output(scope.graph, node, infos, not scope.main, declarations)
+        _declare_output(scope.graph, node, infos, not scope.main, declarations,
+                        self._induced.get(id(scope.graph), set()))
         return Visit(None, detail=detail)
 
 
@@ -351,15 +355,18 @@ class _Declared:
 
 
 def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorInfo], subgraph: bool,
-                    declared: _Declared) -> None:
+                    declared: _Declared, induced: set[str] = frozenset()) -> None:
     """Type a replaced node's output: a value_info with its element type (the data's) and what is known of
     its shape, unless the graph declares it already. A subgraph output declared without a shape gets its
-    rank: ORT's Loop and Scan require a shape for every body output and infer none through a custom op."""
+    rank: ORT's Loop and Scan require a shape for every body output and infer none through a custom op.
+    No shape for an output whose rank only the Loop induction gives (``induced``): ORT knows no such rank
+    in the original, and what it infers from a declared one reaches a Loop's scan outputs, which come back
+    as [0] after zero iterations where nothing is known of them, as [0, 0, ...] where a rank is."""
     output = node.output[0]
     elem_type = infos.get(node.input[0], TensorInfo(0, None)).elem_type
     if isinstance(_rule(node, (node.op_type,)), OptInRule):  # typed by the rule, not by its data
         elem_type = infos.get(output, TensorInfo(0, None)).elem_type
-    shape = infos.get(output, TensorInfo(0, None)).shape
+    shape = infos.get(output, TensorInfo(0, None)).shape if output not in induced else None
     graph_output = declared.outputs.get(output)
     if graph_output is not None:
         tensor_type = graph_output.type.tensor_type
