@@ -220,6 +220,87 @@ def _tree_ensemble(path: Path) -> dict:
     return {converted.model.graph.input[0].name: feeds}
 
 
+def _sentence_encoder(path: Path, quantization: str | None = None) -> dict:
+    """A small sentence encoder: token and position embeddings, ``nn.TransformerEncoder`` (2 layers,
+    d_model 64, 2 heads), LayerNorm, the first token's vector (``h[:, 0]``); exported by TorchScript with
+    symbolic batch and sequence (nn.MultiheadAttention's packed q/k/v: Gathers of a Reshape whose shape is
+    computed from Shape, Slice and Concat), then optionally quantized by ORT's tools: ``"dynamic"``
+    (quantize_dynamic, int8 weights), ``"static_qdq"`` (quantize_static, QDQ, uint8 activations and int8
+    weights, calibrated on random ids: ORT's optimizer fuses it into QLinear ops), ``"matmul_nbits"`` (MatMulNBitsQuantizer: 4-bit MatMulNBits, and the
+    embeddings' Gathers as GatherBlockQuantized)."""
+    import tempfile
+
+    import onnx
+    import torch
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(VOCAB, 64)
+            self.pos = torch.nn.Embedding(128, 64)
+            layer = torch.nn.TransformerEncoderLayer(64, 2, 128, dropout=0.0, batch_first=True)
+            self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.norm = torch.nn.LayerNorm(64)
+
+        def forward(self, ids):
+            positions = torch.arange(ids.shape[1]).unsqueeze(0)
+            return self.norm(self.encoder(self.embed(ids) + self.pos(positions)))[:, 0]
+
+    torch.manual_seed(0)
+    feeds = {"input_ids": _ids(2, SEQUENCE)}
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)  # the fused kernel has no ONNX export
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            plain = Path(scratch) / "plain.onnx"
+            with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
+                torch.onnx.export(Encoder().eval(), (torch.from_numpy(feeds["input_ids"]),), str(plain),
+                                  input_names=["input_ids"], output_names=["sentence"], opset_version=18,
+                                  dynamo=False, dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}})
+            _quantized(plain, path, quantization)
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
+    return feeds
+
+
+def _quantized(plain: Path, path: Path, quantization: str | None) -> None:
+    import logging
+
+    import onnx
+
+    logging.getLogger("onnxruntime.quantization").setLevel(logging.ERROR)
+    if quantization is None:
+        onnx.save_model(onnx.load(str(plain)), str(path))
+    elif quantization == "dynamic":
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        quantize_dynamic(str(plain), str(path), weight_type=QuantType.QInt8)
+    elif quantization == "static_qdq":
+        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+        class RandomIds(CalibrationDataReader):
+            def __init__(self):
+                self.batches = iter([{"input_ids": np.random.default_rng(seed).integers(1, VOCAB, (2, SEQUENCE))}
+                                     for seed in range(4)])
+
+            def get_next(self):
+                return next(self.batches, None)
+
+        quantize_static(str(plain), str(path), RandomIds(), quant_format=QuantFormat.QDQ,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    elif quantization == "matmul_nbits":
+        from onnxruntime.quantization import matmul_nbits_quantizer
+
+        config = matmul_nbits_quantizer.DefaultWeightOnlyQuantConfig(
+            block_size=32, is_symmetric=True, op_types_to_quantize=("MatMul", "Gather"),
+            quant_axes=(("MatMul", 0), ("Gather", 1)))
+        quantizer = matmul_nbits_quantizer.MatMulNBitsQuantizer(onnx.load(str(plain)), algo_config=config)
+        quantizer.process()
+        quantizer.model.save_model_to_file(str(path))
+    else:
+        raise ValueError(f"unknown quantization {quantization!r}")
+
+
 EXPORTS: dict[str, Callable[[Path], dict]] = {
     "bert_dynamo": _bert,
     "gpt2_dynamo": functools.partial(_gpt2, dynamo=True),
@@ -241,6 +322,14 @@ TORCHSCRIPT_EXPORTS: dict[str, Callable[[Path], dict]] = {
     "swin_torchscript": functools.partial(_swin, dynamo=False),
 }
 
+# The sentence encoder (TorchScript) as exported and as ORT's quantization tools write it (issue 31; not
+# part of the default ``build-exports`` set).
+ENCODER_EXPORTS: dict[str, Callable[[Path], dict]] = {
+    "encoder_torchscript": _sentence_encoder,
+    **{f"encoder_{quantization}": functools.partial(_sentence_encoder, quantization=quantization)
+       for quantization in ("dynamic", "static_qdq", "matmul_nbits")},
+}
+
 # Decode steps with symbolic batch, sequence and past lengths, as exported for generation (the tests of
 # ``check``'s generated inputs build them; not part of the default ``build-exports`` set).
 DECODER_EXPORTS: dict[str, Callable[[Path], dict]] = {
@@ -253,7 +342,7 @@ DECODER_EXPORTS: dict[str, Callable[[Path], dict]] = {
 def build_exports(folder: str | Path, names: list[str] | None = None,
                   progress: Callable[[str], None] | None = None) -> tuple[list[Path], dict[str, str]]:
     """Write ``NAME.onnx`` and ``NAME.inputs.npz`` into ``folder`` for each of ``names`` (default: all of
-    ``EXPORTS``; ``TORCHSCRIPT_EXPORTS`` and ``DECODER_EXPORTS`` by name); returns the written models and, by name, why the others were not built."""
+    ``EXPORTS``; ``TORCHSCRIPT_EXPORTS``, ``DECODER_EXPORTS`` and ``ENCODER_EXPORTS`` by name); returns the written models and, by name, why the others were not built."""
     import onnx
 
     folder = Path(folder)
@@ -263,7 +352,7 @@ def build_exports(folder: str | Path, names: list[str] | None = None,
             progress(name)
         path = folder / f"{name}.onnx"
         try:
-            feeds = {**EXPORTS, **TORCHSCRIPT_EXPORTS, **DECODER_EXPORTS}[name](path)
+            feeds = {**EXPORTS, **TORCHSCRIPT_EXPORTS, **DECODER_EXPORTS, **ENCODER_EXPORTS}[name](path)
             onnx.checker.check_model(str(path))
         except ImportError as error:
             skipped[name] = f"not installed: {error.name or error}"

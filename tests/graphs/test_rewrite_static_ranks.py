@@ -283,3 +283,4 @@ def test_loop_carried_rank_that_grows_stays_aligned_at_run_time():
     report = assert_rewrite_matches(model, {"n": np.array(1, np.int64),
                                             "x": np.arange(6, dtype=np.float32).reshape(3, 2)})
     assert report.rewritten == 1 and report.runtime_aligned == 1, report.table()
+
