@@ -554,6 +554,11 @@ def run_policies(args) -> int:
             feeds = loaded[0].feeds
         else:
             feeds = policies.policy_inputs(model, args.seed, args.out_of_range, shapes, data_folder)
+            if args.out_of_range:  # which inputs were pushed, and to what
+                pushed = policies.out_of_range_bounds(model, feeds)
+                print("--out-of-range pushed: " + ("; ".join(
+                    f"{name} (axis of {bound}: {bound + 2} and {-bound - 3})" for name, bound in pushed.items())
+                    or "no input (none reaches a gather's indices)"))
     except (BadInput, policies.CannotGenerate) as error:
         raise CommandError(str(error)) from None
     try:

@@ -333,14 +333,37 @@ def _npy_header(archive: zipfile.ZipFile, member: zipfile.ZipInfo, option: str, 
 
 # -- generated inputs ----------------------------------------------------------------------------
 
-def index_bounds(model: ModelProto, sizes: dict[str, list[int]]) -> dict[str, int]:
-    """For graph inputs used directly as gather indices: the size of the axis they index."""
+# Ops whose output holds the values of their first input (rearranged, repeated or cast): index values
+# pass through them unchanged on their way to a gather.
+SHAPE_ONLY_OPS = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Cast", "Expand", "Identity"})
+
+
+def index_source(model: ModelProto, name: str, through: frozenset[str]) -> str:
+    """The value whose values ``name`` holds: followed back through producers of ``through`` (first input)."""
+    producers = {output: node for node in model.graph.node for output in node.output}
+    seen = set()
+    while name in producers and name not in seen:
+        node = producers[name]
+        if node.op_type not in through or node.domain not in ("", "ai.onnx") or not node.input:
+            break
+        seen.add(name)
+        name = node.input[0]
+    return name
+
+
+def index_bounds(model: ModelProto, sizes: dict[str, list[int]], through: frozenset[str] = frozenset()
+                 ) -> dict[str, int]:
+    """For graph inputs used as gather indices (directly, or through ops of ``through``: SHAPE_ONLY_OPS,
+    which pass the values on unchanged): the size of the axis they index."""
     shapes = dict(sizes)
     for init in model.graph.initializer:
         shapes[init.name] = list(init.dims)
     bounds = {}
     for node in model.graph.node:
-        if node.op_type not in GATHER_OPS or len(node.input) < 2 or node.input[1] not in sizes:
+        if node.op_type not in GATHER_OPS or len(node.input) < 2:
+            continue
+        source = index_source(model, node.input[1], through) if through else node.input[1]
+        if source not in sizes:
             continue
         data_shape = shapes.get(node.input[0])
         if not data_shape:
@@ -352,7 +375,7 @@ def index_bounds(model: ModelProto, sizes: dict[str, list[int]]) -> dict[str, in
             axis = attributes.get("axis", 0)
             size = data_shape[axis] if -len(data_shape) <= axis < len(data_shape) else None
         if size:
-            bounds[node.input[1]] = min(size, bounds.get(node.input[1], size))
+            bounds[source] = min(size, bounds.get(source, size))
     return bounds
 
 

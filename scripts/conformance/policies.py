@@ -25,7 +25,7 @@ from ..graphs import rewrite_model
 from ..graphs.walk import node_holders
 from ..harness import bit_identical, make_session
 from ..ops.contract import DOMAIN, OP_TYPE, Mode
-from .cases import CannotGenerate, index_bounds, sized_inputs
+from .cases import SHAPE_ONLY_OPS, CannotGenerate, index_bounds, sized_inputs
 
 # (runtime, what it does with an out-of-range index, the operator's mode that does the same or None)
 RUNTIMES = (
@@ -175,12 +175,19 @@ def policy_report(model: ModelProto, feeds: dict[str, np.ndarray], external_data
     return report
 
 
+def out_of_range_bounds(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, int]:
+    """The inputs ``--out-of-range`` pushes, and the size of the axis each indexes: every input whose
+    values reach a main-graph gather's indices, directly or through ops that only move them
+    (``cases.SHAPE_ONLY_OPS``: a dynamo export's token ids reach the embedding through a Reshape)."""
+    return index_bounds(model, {name: list(value.shape) for name, value in feeds.items()}, SHAPE_ONLY_OPS)
+
+
 def policy_inputs(model: ModelProto, seed: int = 0, out_of_range: bool = False,
                   shapes: dict[str, tuple[int, ...]] | None = None, external_data_folder: Path | None = None
                   ) -> dict[str, np.ndarray]:
     """Generated inputs the original model accepts (sized as ``check`` sizes them); with
-    ``out_of_range``, each index input then gets its first value past the end and its last before the
-    start of the axis it indexes (2 and 3 beyond)."""
+    ``out_of_range``, each index input (``out_of_range_bounds``) then gets its first value past the end
+    and its last before the start of the axis it indexes (2 and 3 beyond)."""
     session = make_session(model, custom=False, external_data_folder=external_data_folder)
     for feeds in sized_inputs(model, seed, shapes or {}):
         try:
@@ -188,8 +195,7 @@ def policy_inputs(model: ModelProto, seed: int = 0, out_of_range: bool = False,
         except Exception:  # noqa: BLE001 - the original refuses these sizes: the next attempt
             continue
         if out_of_range:
-            bounds = index_bounds(model, {name: list(value.shape) for name, value in feeds.items()})
-            for name, bound in bounds.items():
+            for name, bound in out_of_range_bounds(model, feeds).items():
                 flat = feeds[name].reshape(-1)
                 if flat.size:
                     flat[0], flat[-1] = bound + 2, -bound - 3
@@ -197,5 +203,5 @@ def policy_inputs(model: ModelProto, seed: int = 0, out_of_range: bool = False,
     raise CannotGenerate("the original model refuses every generated input: give --load-inputs")
 
 
-__all__ = ["BASELINE", "RUNTIMES", "GatherIndices", "RefusedInputs", "PolicyOutcome", "PolicyReport", "policy_inputs", "policy_report",
+__all__ = ["BASELINE", "RUNTIMES", "GatherIndices", "RefusedInputs", "PolicyOutcome", "PolicyReport", "out_of_range_bounds", "policy_inputs", "policy_report",
            "with_mode"]

@@ -101,3 +101,34 @@ def test_generated_out_of_range_inputs_and_the_command(tmp_path, capsys):
     assert main(["policies", str(path), "--load-inputs", str(tmp_path / "wrong.npz")]) == 2
     err = capsys.readouterr().err
     assert "the model does not run on these inputs" in err and "Traceback" not in err
+
+
+def test_out_of_range_reaches_the_gather_through_shape_only_ops(tmp_path, capsys):
+    """Issue 31: a dynamo export's token ids reach the embedding through a Reshape (here Reshape, Cast,
+    Unsqueeze, Squeeze); --out-of-range pushed only inputs that feed a gather directly, so it found
+    nothing to compare (exit 1). It pushes them now, and says which."""
+    import onnx
+
+    nodes = [helper.make_node("Reshape", ["ids", "flat"], ["view"]),
+             helper.make_node("Cast", ["view"], ["ids32"], to=TensorProto.INT32),
+             helper.make_node("Unsqueeze", ["ids32", "axis"], ["column"]),
+             helper.make_node("Squeeze", ["column", "axis"], ["row"]),
+             helper.make_node("Gather", ["table", "row"], ["rows"], name="embed", axis=0),
+             helper.make_node("Gather", ["table", "positions"], ["unrelated"], name="positions", axis=0)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, "n"]),
+                                           helper.make_tensor_value_info("positions", TensorProto.INT64, ["n"])],
+                              [helper.make_tensor_value_info("rows", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("unrelated", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(TABLE, "table"),
+                               numpy_helper.from_array(np.array([-1], np.int64), "flat"),
+                               numpy_helper.from_array(np.array([0], np.int64), "axis")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = policy_inputs(model, out_of_range=True)
+    assert feeds["ids"].reshape(-1)[0] == 6 + 2 and feeds["ids"].reshape(-1)[-1] == -6 - 3
+    assert feeds["positions"][0] == 6 + 2
+    path = tmp_path / "reshaped_ids.onnx"
+    onnx.save(model, str(path))
+    assert main(["policies", str(path), "--out-of-range"]) == 0
+    out = capsys.readouterr().out
+    assert "--out-of-range pushed: ids (axis of 6: 8 and -9); positions (axis of 6: 8 and -9)" in out
+    assert "| embed | Gather | 3 | 1 | 1 |" in out
