@@ -29,7 +29,7 @@ from onnx import GraphProto, ModelProto, NodeProto, helper, numpy_helper
 from ..ops.contract import DOMAIN
 from . import ort_optimizer
 from .builder import NodeBuilder
-from .modelfile import SessionOptionsFactory
+from .modelfile import ModelFileError, SessionOptionsFactory
 from .passes import ConstantView, GraphScope, InferredGraph, NotChanged, Visit, run_pass
 from .rank_inference import FOLD_LIMIT, FOLDABLE_OPS, apply_rank_rule, fold, output_elem_types
 from .report import PassReport
@@ -325,16 +325,17 @@ def _foldable(node: NodeProto) -> bool:
 
 
 def _small_constant(name: str, folded: dict[str, np.ndarray], constants: ConstantView) -> np.ndarray | None:
-    """The value of ``name`` when it is a folded value or a constant of at most FOLD_LIMIT integers."""
+    """The value of ``name`` when it is a folded value or a constant of at most FOLD_LIMIT integers (its
+    size and type read from the proto first: no larger payload is read)."""
     if name in folded:
         return folded[name]
-    tensor = constants.tensor(name)
-    if tensor is not None:
-        if (tensor.data_location == onnx.TensorProto.EXTERNAL or math.prod(tensor.dims) > FOLD_LIMIT
-                or tensor.data_type not in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)):
-            return None
-        return numpy_helper.to_array(tensor)
-    return constants[name] if name in constants else None  # value_ints, an opset-8 int64 Cast (small)
+    size, dtype = constants.size(name), constants.dtype(name)
+    if size is None or size > FOLD_LIMIT or dtype not in (np.dtype(np.int64), np.dtype(np.int32)):
+        return None
+    try:
+        return constants[name]
+    except ModelFileError:  # external data that cannot be read here: no value, the rank stays unknown
+        return None
 
 
 @dataclass

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import ModelProto, TensorProto, helper, numpy_helper
+from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from ..examples import EXAMPLE_PATH, example_inputs
 from ..graphs import GATHER_OPS, holds_gather
@@ -338,9 +338,9 @@ def _npy_header(archive: zipfile.ZipFile, member: zipfile.ZipInfo, option: str, 
 SHAPE_ONLY_OPS = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Cast", "Expand", "Identity"})
 
 
-def index_source(model: ModelProto, name: str, through: frozenset[str]) -> str:
-    """The value whose values ``name`` holds: followed back through producers of ``through`` (first input)."""
-    producers = {output: node for node in model.graph.node for output in node.output}
+def index_source(producers: dict[str, NodeProto], name: str, through: frozenset[str]) -> str:
+    """The value whose values ``name`` holds: followed back through ``producers`` (output name -> node) of
+    op types ``through`` (their first input)."""
     seen = set()
     while name in producers and name not in seen:
         node = producers[name]
@@ -359,10 +359,11 @@ def index_bounds(model: ModelProto, sizes: dict[str, list[int]], through: frozen
     for init in model.graph.initializer:
         shapes[init.name] = list(init.dims)
     bounds = {}
+    producers = {output: node for node in model.graph.node for output in node.output} if through else {}
     for node in model.graph.node:
         if node.op_type not in GATHER_OPS or len(node.input) < 2:
             continue
-        source = index_source(model, node.input[1], through) if through else node.input[1]
+        source = index_source(producers, node.input[1], through)
         if source not in sizes:
             continue
         data_shape = shapes.get(node.input[0])
