@@ -302,11 +302,36 @@ def _hook_run(k_id, feed, attributes):
     return _answer(k_id, output)
 
 
+# What a fixed-axes node's attributes say, parsed once per distinct (axes, mode) pair: the bridge hands the
+# same attribute strings over on every call, and the op definition alone does not say which node is calling.
+_fixed_nodes: dict[tuple[str, str], tuple[tuple[int, ...], bool]] = {}
+
+
+def _fixed_node(axes_text: str, mode: str) -> tuple[tuple[int, ...], bool]:
+    """(axes, whether a 1-D gather of this node may be ``ndarray.take``: one axis 0 or -1, an error mode)."""
+    node = _fixed_nodes.get((axes_text, mode))
+    if node is None:
+        axes = parse_axes(axes_text)
+        node = (axes, len(axes) == 1 and axes[0] in (0, -1) and (mode == "error" or mode == "error_nonempty"))
+        if len(_fixed_nodes) < 4096:  # bounded: the attribute strings come from the models' nodes
+            _fixed_nodes[(axes_text, mode)] = node
+    return node
+
+
 def _hook_fixed(k_id, feed, attributes):
     input, indices, token = feed
-    axes = parse_axes(attributes["axes"])
+    mode = attributes["mode"]
+    axes, take_1d = _fixed_node(attributes["axes"], mode)
+    if take_1d and input.ndim == 1 and indices.ndim == 1 and input.dtype != object and CALL_PATH["take_1d"]:
+        # the shape arithmetic of TorchScript exports: see _gather_call; a refusal goes the general way
+        try:
+            output = input.take(indices)
+        except (IndexError, TypeError):
+            pass
+        else:  # take's output is a new C-contiguous array
+            return (k_id, output.shape, output if _state["handback"] else _payload(output))
     try:
-        output = _gather_call(input, indices, axes, attributes["mode"])
+        output = gather_multiaxis(input, indices, axes, mode)
         if output.dtype == object:
             _check_strings(output)
     except Exception as exc:  # noqa: BLE001

@@ -108,3 +108,47 @@ def test_nothing_changes_sessions_the_package_did_not_make():
         ours.run(None, {**GOOD, "indices": np.array([[7, 0]])})
     package = gathermultiaxis.InferenceSession(MODEL, options, providers=["CPUExecutionProvider"])
     assert type(package) is gathermultiaxis.InferenceSession  # the package's own session raises by run token
+
+
+def test_run_tokens_are_lent_and_an_error_stays_with_its_run():
+    """run() feeds a token array it reuses (ORT takes an array it has seen before faster): an error is
+    raised by the run that caused it and never by the next run, which holds the same token again."""
+    from gathermultiaxis.ops.run_errors import RUN_ERRORS
+
+    sess = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(sess.run(None, GOOD)[0], [[2, 0], [5, 3]])
+    lent = RUN_ERRORS.lend_token()
+    RUN_ERRORS.give_back(lent)
+    assert not lent[1].flags.writeable and int(lent[1]) == lent[0]
+    for _ in range(3):
+        with pytest.raises(gathermultiaxis.GatherIndexError, match="index 7 at"):
+            sess.run(None, {**GOOD, "indices": np.array([[7, 0]])})
+        np.testing.assert_array_equal(sess.run(None, GOOD)[0], [[2, 0], [5, 3]])
+    again = RUN_ERRORS.lend_token()
+    RUN_ERRORS.give_back(again)
+    assert again[0] == lent[0]  # one run at a time: one token, lent over and over
+    first, second = RUN_ERRORS.lend_token(), RUN_ERRORS.lend_token()
+    assert first[0] != second[0]  # two runs at once never share one
+    RUN_ERRORS.give_back(first)
+    RUN_ERRORS.give_back(second)
+
+
+def test_fixed_axes_one_dimensional_shortcut_keeps_errors_and_strings():
+    """The fixed-axes node's 1-D take shortcut (attributes parsed once per node): negative indices count from
+    the end, an out-of-range index still names its position, and string data takes the general way."""
+    from gathermultiaxis.graphs import rewrite_model
+    from gathermultiaxis.ops.session import prepare_model
+
+    value = helper.make_tensor_value_info
+    for elem_type, data in ((TensorProto.INT64, np.array([5, 6, 7], np.int64)),
+                            (TensorProto.STRING, np.array(["a", "b", "c"], dtype=object))):
+        model = make_model([helper.make_node("Gather", ["data", "i"], ["out"], axis=0)],
+                           [value("data", elem_type, [3]), value("i", TensorProto.INT64, [2])],
+                           [value("out", elem_type, [2])])
+        rewritten = rewrite_model(model)[0]
+        sess = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"])
+        assert any(node.op_type == "GatherMultiaxisRunFixedAxes" for node in
+                   prepare_model(rewritten).model.graph.node)
+        np.testing.assert_array_equal(sess.run(None, {"data": data, "i": np.array([2, -3])})[0], data[[2, 0]])
+        with pytest.raises(gathermultiaxis.GatherIndexError, match=r"index 3 at indices\[1\]"):
+            sess.run(None, {"data": data, "i": np.array([0, 3])})
