@@ -510,6 +510,28 @@ def bridge_info() -> dict:
             "registrations": len(_state["opdefs"])}
 
 
+def count_crossings(call):
+    """``call()``'s result and how many times the bridge handed a call to Python meanwhile (a PyOp call:
+    the package's op types and any other), for benchmarks (``bench end-to-end``'s crossings per run). The
+    counting hook stands in for the installed one during ``call()``: nothing else in the process should run
+    PyOps meanwhile, or their calls are counted too."""
+    with _lock:
+        register()
+        installed = _invoke if _state["hook"] else _generic_invoker
+        calls = [0]
+
+        def counting(k_id, feed, attributes):
+            calls[0] += 1
+            return installed(k_id, feed, attributes)
+
+        PyCustomOpDef.install_hooker(counting)
+        try:
+            result = call()
+        finally:
+            PyCustomOpDef.install_hooker(installed)
+        return result, calls[0]
+
+
 _registered_options: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()
 
 

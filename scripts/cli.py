@@ -417,6 +417,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -479,10 +489,11 @@ def run_end_to_end(args) -> int:
     if not end_to_end.model_paths(args.end_to_end):
         raise CommandError(f"end-to-end {' '.join(args.end_to_end)}: no .onnx file")
     output = Output(args.verbose)
+    load = getattr(args, "load", 0)
     rows = end_to_end.run(args.end_to_end, repeats=args.repeats or 201, processes=args.processes,
-                          progress=lambda text: output.progress(0, None, text))
+                          progress=lambda text: output.progress(0, None, text), load=load)
     output.end_progress()
-    print(end_to_end.versions_line())
+    print(end_to_end.versions_line(load))
     print(end_to_end.format_rows(rows))
     if args.json:
         _write_json(args.json, [asdict(r) for r in rows], force=args.force)
@@ -797,7 +808,10 @@ def build_parser() -> argparse.ArgumentParser:
     end_to_end.add_argument("end_to_end", nargs="+", metavar="MODEL|FOLDER")
     _bench_options(end_to_end, suppressed)
     end_to_end.add_argument("--processes", type=_positive_int, default=suppressed,
-                            help="rounds of fresh processes (default 2)")
+                            help="rounds of fresh processes (default 2; each model's worse round counts)")
+    end_to_end.add_argument("--load", type=_non_negative_int, default=0, metavar="N",
+                            help="run N busy-loop processes, pinned one per core, during the measurement "
+                                 "(N = the number of cores: another process busy on every core)")
     lowering = jobs.add_parser("lowering", help="`rewrite` then `lower` on whole models (a folder: its *.onnx files) "
                                                 "and on gather kernels: lowered / original time on plain ORT "
                                                 "(each model and column in fresh processes), node and op counts, "

@@ -5,8 +5,11 @@ gathers); the ``rewrite --ort-optimize`` model in ``gathermultiaxis.InferenceSes
 lowered to standard ONNX ops (``graphs.lower_model``, static ranks only) on plain ORT. Each model is
 timed in ``processes`` rounds of fresh processes, one process per column (a slow state of one
 process counts; see ``measure_in_this_process`` for why one session per process), the rounds
-interleaving every model and column. Reported: medians over all repeats of all rounds, the ratios of
-medians, and their spread (the lowest and highest ratio of one round); a geometric-mean row.
+interleaving every model and column. Reported: medians over all repeats of all rounds; per model the
+ratio of medians of the worse round (a slow state of one process counts) and the spread (the lowest and
+highest ratio of one round); a geometric-mean row; the bridge crossings per run and the bound tables of
+the rewritten model's session; and the goals (printed, not asserted: ``GOALS``). ``load``: that many
+busy-loop processes (one per core, pinned) run during the measurement, for the figures of a busy machine.
 
 Inputs: ``MODEL.inputs.npz`` beside the model when there is one (``gathermultiaxis bench
 build-exports`` writes them), else generated inputs whose symbolic dims take (batch, sequence).
@@ -27,6 +30,8 @@ import numpy as np
 from .timing import interleaved
 
 COLUMNS = ("builtin", "rewritten", "lowered")
+# Issue 29's goals for rewritten / builtin, printed beside the table (a shared machine cannot assert them).
+GOALS = {"geometric mean": 1.4, "every model": 2.5}
 
 
 @dataclass
@@ -40,6 +45,8 @@ class ModelRow:
     ratios: dict[str, float] = field(default_factory=dict)  # "rewritten / builtin", "lowered / builtin": median over rounds
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)  # per-round ratio min, max
     processes: int = 0
+    crossings: int | None = None  # PyOp bridge calls in one run of the rewritten model's session
+    bound_tables: int | None = None  # constant tables that session bound (no bridge copy per call)
     notes: list[str] = field(default_factory=list)
 
 
@@ -108,9 +115,15 @@ def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: i
     sess = _session(column, models[column])
     if column != "builtin" and not (column == "lowered" and lowering.left):
         same = all(bit_identical(a, b) for a, b in zip(sess.run(None, feeds), want))
+    crossings = bound = None
+    if column == "rewritten":  # counted on a run of its own, before the timing (the count hook costs)
+        from ..ops.ortop import count_crossings
+
+        crossings = count_crossings(lambda: sess.run(None, feeds))[1]
+        bound = sess.bound_tables
     samples = interleaved({column: lambda: sess.run(None, feeds)}, repeats)[column]
     return {"shape": shape, "rewritten_gathers": report.rewritten, "column": column, "bit_identical": same,
-            "lowering_left": lowering.left, "samples": samples}
+            "lowering_left": lowering.left, "samples": samples, "crossings": crossings, "bound_tables": bound}
 
 
 def _child_environment() -> dict[str, str]:
@@ -136,19 +149,37 @@ def _measure_in_child(path: Path, repeats: int, batch: int, sequence: int, colum
                                                  batch, sequence, column)}
 
 
+def busy_loops(count: int) -> list[subprocess.Popen]:
+    """``count`` processes that spin in Python, the i-th pinned to core i (modulo the cores): with one
+    per core, every core the measured process may use has another process competing for it."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    loops = []
+    for i in range(count):
+        pin = f"import os; os.sched_setaffinity(0, {{{cores[i % len(cores)]}}})\n" if hasattr(os, "sched_setaffinity") else ""
+        loops.append(subprocess.Popen([sys.executable, "-c", pin + "while True:\n    pass"]))
+    return loops
+
+
 def run(items: list[str], repeats: int = 201, processes: int = 2, batch: int = 1, sequence: int = 16,
-        progress=None) -> list[ModelRow]:
+        progress=None, load: int = 0) -> list[ModelRow]:
     """Measure every model of ``items`` (files or folders): each column of each model in ``processes``
     fresh processes, run one after another in rounds (round 1: model A builtin, rewritten, lowered,
-    model B ...; round 2: the same again), so drift of the machine falls on every column alike."""
+    model B ...; round 2: the same again), so drift of the machine falls on every column alike. With
+    ``load``, that many ``busy_loops`` run for the whole measurement."""
     paths = model_paths(items)
     measured: dict[Path, list[dict[str, dict]]] = {path: [] for path in paths}
-    for round_number in range(processes):
-        for path in paths:
-            if progress:
-                progress(f"{path.name} (round {round_number + 1} of {processes})")
-            measured[path].append({column: _measure_in_child(path, repeats, batch, sequence, column)
-                                   for column in COLUMNS})
+    loops = busy_loops(load)
+    try:
+        for round_number in range(processes):
+            for path in paths:
+                if progress:
+                    progress(f"{path.name} (round {round_number + 1} of {processes})")
+                measured[path].append({column: _measure_in_child(path, repeats, batch, sequence, column)
+                                       for column in COLUMNS})
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
     return [_row(path, rounds) for path, rounds in measured.items()]
 
 
@@ -161,6 +192,9 @@ def _row(path: Path, rounds: list[dict[str, dict]]) -> ModelRow:
                    bool(good) and all(r["rewritten"]["bit_identical"] for r in good),
                    None if not good or lowering_left else all(r["lowered"]["bit_identical"] for r in good),
                    processes=len(good))
+    if good:
+        row.crossings = good[0]["rewritten"].get("crossings")
+        row.bound_tables = good[0]["rewritten"].get("bound_tables")
     row.notes = [f"a process ({r['column']}) failed: {r['error']}" for r in runs if "error" in r]
     if not good:
         return row
@@ -170,8 +204,8 @@ def _row(path: Path, rounds: list[dict[str, dict]]) -> ModelRow:
         row.median_ms[name] = float(np.median([s for r in good for s in r[name]["samples"]]))
     for name in ("rewritten", "lowered"):
         key = f"{name} / builtin"
-        row.ratios[key], *spread = round_ratios([r[name]["samples"] for r in good], [r["builtin"]["samples"] for r in good])
-        row.spread[key] = tuple(spread)
+        _, low, high = round_ratios([r[name]["samples"] for r in good], [r["builtin"]["samples"] for r in good])
+        row.ratios[key], row.spread[key] = high, (low, high)  # the worse round counts
     return row
 
 
@@ -197,26 +231,51 @@ def format_rows(rows: list[ModelRow]) -> str:
     def same(value: bool | None) -> str:
         return "n/a" if value is None else ("yes" if value else "NO")
 
-    lines = ["| model | inputs | gathers rewritten | bit-identical (rewritten / lowered) | builtin ms | "
-             "rewritten ms | lowered ms | rewritten / builtin [per-round min-max] | lowered / builtin |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    def count(value: int | None) -> str:
+        return "n/a" if value is None else str(value)
+
+    lines = ["| model | inputs | gathers rewritten | bridge crossings / run | bound tables | "
+             "bit-identical (rewritten / lowered) | builtin ms | rewritten ms | lowered ms | "
+             "rewritten / builtin, worse round [per-round min-max] | lowered / builtin |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         ms = (lambda name: f"{row.median_ms[name]:.3f}" if name in row.median_ms else "n/a")
-        lines.append(f"| {row.model} | {row.shape} | {row.rewritten_gathers} | {same(row.bit_identical)} / "
+        lines.append(f"| {row.model} | {row.shape} | {row.rewritten_gathers} | {count(row.crossings)} | "
+                     f"{count(row.bound_tables)} | {same(row.bit_identical)} / "
                      f"{same(row.lowered_bit_identical)} | {ms('builtin')} | {ms('rewritten')} | {ms('lowered')} | "
                      f"{ratio(row, 'rewritten / builtin')} | {ratio(row, 'lowered / builtin')} |")
     means = [geometric_mean(rows, key) for key in ("rewritten / builtin", "lowered / builtin")]
-    lines.append("| geometric mean | | | | | | | " + " | ".join("n/a" if m is None else f"{m:.2f}" for m in means)
+    lines.append("| geometric mean | | | | | | | | | " + " | ".join("n/a" if m is None else f"{m:.2f}" for m in means)
                  + " |")
     notes = [f"{row.model}: {note}" for row in rows for note in row.notes]
-    return "\n".join(lines + [f"note: {note}" for note in notes])
+    return "\n".join(lines + [f"note: {note}" for note in notes] + goal_lines(rows))
 
 
-def versions_line() -> str:
+def goal_lines(rows: list[ModelRow]) -> list[str]:
+    """The goals for rewritten / builtin (``GOALS``) against this run, each ratio the worse round's."""
+    key = "rewritten / builtin"
+    timed = [row for row in rows if key in row.ratios]
+    if not timed:
+        return ["goals: nothing timed"]
+    rounds = min(row.processes for row in timed)
+    mean, worst = geometric_mean(timed, key), max(timed, key=lambda row: row.ratios[key])
+    met = (lambda ok: "met" if ok else "NOT met")
+    return [f"goal: geometric mean of rewritten / builtin <= {GOALS['geometric mean']}x: {mean:.2f}x, "
+            f"{met(mean <= GOALS['geometric mean'])}",
+            f"goal: no model over {GOALS['every model']}x: worst {worst.model} {worst.ratios[key]:.2f}x, "
+            f"{met(worst.ratios[key] <= GOALS['every model'])}",
+            f"(each model's ratio is the worse of its {rounds}+ fresh-process rounds"
+            + ("; fewer than 2 rounds: not the goals' measure)" if rounds < 2 else ")")]
+
+
+def versions_line(load: int | None = None) -> str:
+    """The machine and versions; with ``load`` (end-to-end), the busy-loop processes that ran beside."""
     import platform
 
     import onnx
     import onnxruntime
 
     return (f"{platform.machine()}, {os.cpu_count()} cores; Python {platform.python_version()}, onnx {onnx.__version__}, "
-            f"onnxruntime {onnxruntime.__version__}")
+            f"onnxruntime {onnxruntime.__version__}"
+            + ("" if load is None else f"; under load: {load} busy-loop processes, pinned one per core"
+               if load else "; no deliberate load"))

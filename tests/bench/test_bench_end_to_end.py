@@ -19,8 +19,30 @@ def test_end_to_end_bundled_example(tmp_path, capsys):
     assert set(row["median_ms"]) == {"builtin", "rewritten", "lowered"} and min(row["median_ms"].values()) > 0
     low, high = row["spread"]["rewritten / builtin"]
     assert low == row["ratios"]["rewritten / builtin"] == high  # one round
+    # crossings: one bridge call per GatherMultiaxis node left after ORT's folding (fewer once calls are grouped)
+    assert 1 <= row["crossings"] <= row["rewritten_gathers"] and 0 <= row["bound_tables"] <= row["rewritten_gathers"]
     out = capsys.readouterr().out
-    assert "| gathers.onnx | [1, 16] | 6 | yes / " in out and "| geometric mean |" in out
+    [line] = [line for line in out.splitlines() if line.startswith("| gathers.onnx |")]
+    assert line.startswith(f"| gathers.onnx | [1, 16] | 6 | {row['crossings']} | {row['bound_tables']} | yes / ")
+    assert "| geometric mean |" in out and "goal: geometric mean of rewritten / builtin <= 1.4x" in out
+    assert "goal: no model over 2.5x: worst gathers.onnx" in out and "fewer than 2 rounds" in out
+
+
+def test_end_to_end_under_load_counts_the_worse_round(tmp_path, capsys, monkeypatch):
+    """--load N runs N busy loops beside the measurement (and ends them); the ratio is the worse round's."""
+    from gathermultiaxis.bench import end_to_end
+
+    started = []
+    monkeypatch.setattr(end_to_end, "busy_loops", lambda count, make=end_to_end.busy_loops: started.extend(make(count)) or started)
+    report = tmp_path / "e2e.json"
+    assert main(["bench", "end-to-end", str(EXAMPLE_PATH), "--repeats", "3", "--processes", "2", "--load", "2",
+                 "--json", str(report)]) == 0
+    [row] = json.loads(report.read_text())
+    low, high = row["spread"]["rewritten / builtin"]
+    assert row["processes"] == 2 and low <= high == row["ratios"]["rewritten / builtin"]
+    out = capsys.readouterr().out
+    assert "under load: 2 busy-loop processes" in out and "worse of its 2+ fresh-process rounds)" in out
+    assert len(started) == 2 and all(loop.poll() == -9 for loop in started)  # running until killed at the end
 
 
 def test_end_to_end_refuses_a_folder_without_models(tmp_path, capsys):
