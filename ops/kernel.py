@@ -205,9 +205,10 @@ def gather_multiaxis(input, indices, axes: Sequence[int], mode: str = "error") -
 
 
 def _take(data: np.ndarray, flat: np.ndarray, plan: "_Plan") -> np.ndarray:
+    # ndarray.take, not np.take: the function form's dispatch costs ~1.5 us a call, a tiny gather's whole read
     if plan.block_size == 1:
-        return np.take(data.reshape(-1), flat)
-    return np.take(data.reshape(plan.rows, plan.block_size), flat, axis=0)
+        return data.reshape(-1).take(flat)
+    return data.reshape(plan.rows, plan.block_size).take(flat, axis=0)
 
 
 _CACHED_GRID_ELEMENTS = 1 << 16  # larger offset grids are rebuilt per call, to bound the cache's memory

@@ -116,7 +116,7 @@ def _widen(values: np.ndarray, kind: str | None) -> np.ndarray:
     if kind is None:
         return values
     if kind == "float16":
-        return np.take(_float16_to_float32(), values.view(np.uint16))
+        return _float16_to_float32().take(values.view(np.uint16))  # the method: no dispatch per call
     return (values.astype(np.uint32) << 16).view(np.float32)  # bfloat16 bits are float32's high half
 
 
@@ -323,9 +323,11 @@ def _hook_fixed(k_id, feed, attributes):
     mode = attributes["mode"]
     axes, take_1d = _fixed_node(attributes["axes"], mode)
     if take_1d and input.ndim == 1 and indices.ndim == 1 and input.dtype != object and CALL_PATH["take_1d"]:
-        # the shape arithmetic of TorchScript exports: see _gather_call; a refusal goes the general way
+        # the shape arithmetic of TorchScript exports: see _gather_call; a refusal goes the general way.
+        # Indexing by a 1-D integer array is ndarray.take's semantics (negatives once, out of range
+        # refused) and ~0.15 us faster on these tiny arrays.
         try:
-            output = input.take(indices)
+            output = input[indices]
         except (IndexError, TypeError):
             pass
         else:  # take's output is a new C-contiguous array
