@@ -526,11 +526,11 @@ def count_crossings(call):
             calls[0] += 1
             return installed(k_id, feed, attributes)
 
-        PyCustomOpDef.install_hooker(counting)
+        pyop_internals().install_hook(counting)
         try:
             result = call()
         finally:
-            PyCustomOpDef.install_hooker(installed)
+            pyop_internals().install_hook(installed)
         return result, calls[0]
 
 
