@@ -152,3 +152,15 @@ def test_fixed_axes_one_dimensional_shortcut_keeps_errors_and_strings():
         np.testing.assert_array_equal(sess.run(None, {"data": data, "i": np.array([2, -3])})[0], data[[2, 0]])
         with pytest.raises(gathermultiaxis.GatherIndexError, match=r"index 3 at indices\[1\]"):
             sess.run(None, {"data": data, "i": np.array([0, 3])})
+
+
+def test_count_crossings_counts_a_runs_bridge_calls_and_puts_the_hook_back():
+    """bench end-to-end's crossings column: the calls one run makes, as the graph count says; afterwards the
+    package's own hook answers again."""
+    sess = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"])
+    result, crossings = ortop.count_crossings(lambda: sess.run(None, GOOD))
+    np.testing.assert_array_equal(result[0], [[2, 0], [5, 3]])
+    assert crossings == sess.bridge_crossings == 1
+    assert ortop.count_crossings(lambda: None)[1] == 0
+    assert ortop.bridge_info()["own_hook"]
+    np.testing.assert_array_equal(sess.run(None, GOOD)[0], [[2, 0], [5, 3]])
