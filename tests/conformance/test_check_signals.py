@@ -15,6 +15,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from gathermultiaxis.conformance.isolation import Worker
 from gathermultiaxis.examples import EXAMPLE_PATH
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to find the worker")
@@ -67,7 +68,7 @@ def start_check_on_a_hanging_model(tmp_path: Path, report: Path):
     deadline = time.monotonic() + 60
     while not workers and time.monotonic() < deadline:
         workers = [c for c in children(runner.pid)
-                   if "spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes().decode(errors="replace")]
+                   if Worker.WORKER_MODULE in Path(f"/proc/{c}/cmdline").read_bytes().decode(errors="replace")]
         time.sleep(0.2)
     assert workers, "no worker process found"
     time.sleep(2)  # well into the hanging run
