@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import itertools
 import json
 import logging
 import os
@@ -35,6 +34,7 @@ from . import __version__  # bench/, exports/ and policies: imported by the comm
 from .conformance import check
 from .conformance.cases import (BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs,
                                 parse_input_shapes)
+from .conformance.reportfile import ReportFile, resumed_results
 from .examples import EXAMPLE_PATH
 from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
 from .graphs.load_check import changed_part
@@ -346,41 +346,114 @@ def _vet_named_models(sources: list, named: set[str]) -> None:
             _read(model_path, inline_small=False)
 
 
+class CheckProgress:
+    """The progress of ``check`` on stderr: cases done, rate and ETA (tqdm, when installed: the
+    ``progress`` extra; a live bar on a terminal, a line every ``period`` seconds otherwise); without
+    tqdm, ``Output``'s count of cases. Nothing under ``-q``."""
+
+    def __init__(self, verbosity: int, total: int, initial: int, period: float = 30.0):
+        self.output, self.total = Output(verbosity), total
+        self.done, self.initial, self.period = initial, initial, period
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            tqdm = None
+        self.tqdm = tqdm
+        self.started = self.last = time.monotonic()
+        self.bar = None
+        if tqdm is not None and verbosity >= 0 and self.output.live:
+            self.bar = tqdm(total=total, initial=initial, unit="case", file=sys.stderr, dynamic_ncols=True,
+                            leave=False)
+
+    def result_line(self, text: str) -> None:
+        """A line on stdout (``-v``) that does not tear the bar."""
+        if self.bar is not None:
+            self.bar.clear()
+        self.output.end_progress()
+        print(printable(text), flush=True)
+        if self.bar is not None:
+            self.bar.refresh()
+
+    def advance(self, name: str) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(1)
+        elif self.tqdm is not None and self.output.verbosity >= 0:
+            now = time.monotonic()
+            if now - self.last >= self.period or self.done == self.total:
+                self.last = now
+                meter = self.tqdm.format_meter(self.done - self.initial, self.total - self.initial,
+                                               now - self.started, unit="case")
+                print(f"[{self.done}/{self.total}] {meter}", file=sys.stderr, flush=True)
+        else:
+            self.output.progress(self.done, self.total, name)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+        self.output.end_progress()
+
+
+def _default_jobs() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def run_check(args) -> int:
-    _writable(args.json, args.force)
+    resume_into = args.resume and (args.json is None or Path(args.json) == Path(args.resume))
+    report_path = args.resume if resume_into else args.json
+    if not resume_into:
+        _writable(args.json, args.force)
     if args.save_dir and not Path(args.save_dir).is_dir():
         raise CommandError(f"--save-dir {args.save_dir}: no such folder")
     try:
         options = InputOptions(parse_input_shapes(args.input_shapes or []),
                                load_inputs(args.load_inputs) if args.load_inputs else (), args.seed)
         sources, allowed = _check_sources(args)
+        finished = (resumed_results(args.resume, args.mode.value, check.case_keys(sources)) if args.resume else [])
     except BadInput as error:
         raise CommandError(str(error)) from None
-    if _exists(args.json):  # only an existing file can be one the check reads
-        _not_over("--json", args.json, _check_reads(sources, args.json) | _inputs_read(args.load_inputs))
-    output = Output(args.verbose)
-    finished = itertools.count(1)
+    if _exists(report_path):  # only an existing file can be one the check reads
+        option = "--json" if report_path == args.json else "--resume"
+        _not_over(option, report_path, _check_reads(sources, report_path) | _inputs_read(args.load_inputs))
+    progress = CheckProgress(args.verbose, len(sources), len(finished))
+    command = sys.argv if args.argv is None else args.argv
+    report_file = ReportFile(report_path, overwrite=args.force or bool(resume_into)) if report_path else None
+    if report_file is not None:
+        try:
+            report_file.start(check.Report(command=list(command), mode=args.mode.value), len(sources), finished)
+        except ModelFileError as error:
+            raise CommandError(str(error)) from None
 
     def on_result(result: check.CheckResult) -> None:
+        if report_file is not None:
+            report_file.add(result)
         if args.verbose > 0:
-            output.end_progress()
-            print(printable(f"{result.verdict:<13} {result.name}" + (f"  ({result.detail})" if result.detail else "")),
-                  flush=True)
-        output.progress(next(finished), len(sources), result.name)
+            progress.result_line(f"{result.verdict:<13} {result.name}" + (f"  ({result.detail})" if result.detail else ""))
+        progress.advance(result.name)
 
     with check.stop_on_sigterm() as sigterm:  # SIGTERM gets what Ctrl-C gets (exit status 143)
-        report = check.run(sources, options=options, timeout=args.timeout, fail_fast=args.fail_fast,
-                           on_result=on_result, command=sys.argv if args.argv is None else args.argv,
-                           mode=args.mode)
-        sigterm.defer()
-        output.end_progress()
+        try:
+            report = check.run(sources, options=options, timeout=args.timeout, fail_fast=args.fail_fast,
+                               on_result=on_result, command=command, mode=args.mode, jobs=args.jobs,
+                               finished=finished, cluster=args.cluster)
+        finally:
+            sigterm.defer()
+            progress.close()
         print_table(report.results, args.verbose)
         if report.interrupted:
             print(f"interrupted after {len(report.results)} of {len(sources)} cases ({report.stopped_by})",
                   file=sys.stderr, flush=True)
         print(report.summary_line(), flush=True)
-        if args.json:
-            _write_json(args.json, report.as_dict(), force=args.force)
+        if report_file is not None:
+            try:
+                report_file.finish(report)
+            except ModelFileError as error:
+                raise CommandError(str(error)) from None
     if not args.paths and not args.fuzz and all(r.folded_by_ort for r in report.results if r.verdict == "no gather"):
         # The built-in suite under --ort-optimize: node tests whose gathers ORT's optimizer folds away (static
         # shapes, constant indices) leave nothing of ours to compare, which is not a failure; any other
@@ -780,8 +853,19 @@ def build_parser() -> argparse.ArgumentParser:
                          help="do not fail the run (exit 3, or 4) for this verdict: 'not compared', 'not runnable' "
                               "or 'no gather' "
                               "(repeatable; with no PATH, 'not runnable' is allowed)")
-    checker.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    checker.add_argument("--json", metavar="FILE",
+                         help="also write the report as JSON: one line per case as it finishes (JSON Lines), "
+                              "replaced by one JSON document when the run ends (also on Ctrl-C or SIGTERM)")
     checker.add_argument("--force", action="store_true", help="overwrite an existing JSON report")
+    checker.add_argument("--jobs", "-j", type=_positive_int, default=_default_jobs(), metavar="N",
+                         help="cases checked at once, each in its own child process (default: the number of "
+                              "CPUs; 1: one after another)")
+    checker.add_argument("--cluster", metavar="ADDRESS",
+                         help="send the cases to a running Dask cluster (tcp://HOST:8786; 'local': start one of "
+                              "--jobs worker processes for this run); needs pip install \"gathermultiaxis[cluster]\"")
+    checker.add_argument("--resume", metavar="REPORT",
+                         help="skip the cases a --json report of the same run already holds (a finished, "
+                              "interrupted or killed run) and write the whole report to it (or to --json)")
     checker.set_defaults(run=run_check, argv=None)
 
     bench_command = commands.add_parser(

@@ -10,6 +10,7 @@ costs one verdict and not the run.
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 import zipfile
@@ -128,6 +129,22 @@ def default_suite(node_test_modules: tuple[str, ...] | None = NODE_TEST_MODULES)
     cases.append(CheckCase("bundled example", example, [DataSet(example_inputs(seed=s)) for s in range(2)],
                            str(EXAMPLE_PATH)))
     return cases
+
+
+DEFAULT_SUITE_SOURCES = ("onnx node tests", str(EXAMPLE_PATH))  # CheckCase.source of the default suite's cases
+
+
+@functools.cache
+def _default_suite_by_name() -> dict[str, CheckCase]:
+    return {case.name: case for case in default_suite()}
+
+
+def default_suite_case(name: str) -> CheckCase:
+    """The default suite's case ``name`` (the suite is collected once per process)."""
+    try:
+        return _default_suite_by_name()[name]
+    except KeyError:
+        raise BadInput(f"the default suite has no case {name!r} here (onnx {onnx.__version__})") from None
 
 
 def _is_backend_folder(folder: Path) -> bool:

@@ -45,8 +45,9 @@ from ..graphs.modelfile import one_line
 from ..graphs.ort_optimizer import OrtOptimizeError, ort_optimize
 from ..harness import bit_identical, difference, make_session, session_options, versions
 from . import fuzz
-from .cases import CannotGenerate, CheckCase, DataSet, FileSource, InputOptions, load_case, sized_inputs
-from .isolation import Outcome, Worker, report_phase
+from .cases import (DEFAULT_SUITE_SOURCES, CannotGenerate, CheckCase, DataSet, FileSource, InputOptions, default_suite_case, load_case,
+                    sized_inputs)
+from .isolation import Outcome, WorkerPool, report_phase
 
 VERDICTS = ("passed", "failed", "not compared", "not runnable", "builtin wrong", "no gather")
 
@@ -116,6 +117,7 @@ class CheckResult:
     left_reasons: list[str] = field(default_factory=list)
     source: str = ""
     folded_by_ort: bool = False  # "no gather" because ORT's optimizer (--ort-optimize) removed every gather
+    case: str = ""  # which case of the run this is (``case_keys``): what ``--resume`` matches on
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,15 @@ class FuzzSeed:
         return f"fuzz seed {self.seed}"
 
 
-Source = Union[CheckCase, FileSource, FuzzSeed]
+@dataclass(frozen=True)
+class SuiteCase:
+    """A case of the default suite by its name, read where it runs (a cluster node): what a cluster is
+    sent instead of the CheckCase and its model."""
+
+    name: str
+
+
+Source = Union[CheckCase, FileSource, FuzzSeed, SuiteCase]
 
 
 # -- one case (in the child process) -------------------------------------------------------------
@@ -338,9 +348,12 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     return result
 
 
-def _check_source(task: tuple[Source, InputOptions, CheckMode]) -> CheckResult:
+def check_source(task: tuple[Source, CheckMode, InputOptions]) -> CheckResult:
     """The child process's task: read the source, then check it."""
-    source, options, mode = task
+    source, mode, options = task
+    if isinstance(source, SuiteCase):
+        report_phase("collecting the default suite")
+        source = default_suite_case(source.name)
     if isinstance(source, FuzzSeed):
         case = fuzz.fuzz_case(source.seed)
         result = check_case(case, options, mode)
@@ -415,44 +428,91 @@ def _isolated_failure(source: Source, outcome) -> CheckResult:
     return CheckResult(source.name, verdict, detail=detail, source=getattr(source, "source", "") or getattr(source, "path", ""))
 
 
-class _InProcess:
-    """Runs tasks in this process (``run(..., isolate=False)``): no protection from crashes or hangs."""
+def _reference(source: Source) -> Source:
+    """What a cluster is sent for ``source``: a default-suite case by name; files and fuzz seeds are
+    references already."""
+    if isinstance(source, CheckCase):
+        if source.source not in DEFAULT_SUITE_SOURCES:
+            raise ValueError(f"case {source.name!r} is a model made in Python: a cluster takes files, fuzz seeds "
+                             f"and default-suite cases (save it with onnx.save_model and pass its path)")
+        return SuiteCase(source.name)
+    return source
 
-    def run(self, function, argument, timeout):
-        return Outcome(function(argument))
 
-    def kill(self) -> None:
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
+def case_keys(sources: list[Source]) -> list[str]:
+    """What names each source in a report, for ``--resume``: a fuzz case's seed ("fuzz seed 7"), a file's
+    path, a default-suite case's name; a key met again gets " #2", " #3"."""
+    keys, seen = [], {}
+    for source in sources:
+        key = source.name if isinstance(source, (FuzzSeed, CheckCase)) else source.path
+        seen[key] = seen.get(key, 0) + 1
+        keys.append(key if seen[key] == 1 else f"{key} #{seen[key]}")
+    return keys
 
 
 def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), timeout: float = DEFAULT_TIMEOUT_S,
         fail_fast: bool = False, on_result: Callable[[CheckResult], None] | None = None,
-        command: list[str] | None = None, isolate: bool = True, mode: CheckMode = CheckMode.GATHERS) -> Report:
-    """Check every source, each in a child process with ``timeout`` seconds (``isolate=False``: in this
-    process, without timeout). Ctrl-C (KeyboardInterrupt), or SIGTERM within ``stop_on_sigterm()``,
-    ends the run early: the child is stopped, and the report holds what ran and says it was
-    interrupted."""
+        command: list[str] | None = None, isolate: bool = True, mode: CheckMode = CheckMode.GATHERS,
+        jobs: int = 1, finished: Iterable[CheckResult] = (), cluster: str | None = None) -> Report:
+    """Check every source, each in a child process with ``timeout`` seconds, ``jobs`` at a time
+    (``isolate=False``: one after another in this process, without timeout). The report lists the cases
+    in the order of ``sources`` whatever ``jobs`` is; ``on_result`` is called (in this thread) as each
+    case finishes. ``finished``: results of an earlier run of the same sources (``--resume``, matched by
+    their ``case``), kept instead of running those cases again. Ctrl-C (KeyboardInterrupt), or SIGTERM
+    within ``stop_on_sigterm()``, ends the run early: the children are stopped, and the report holds what
+    ran and says it was interrupted.
+
+    ``cluster``: the address of a Dask scheduler (``"local"``: a LocalCluster of ``jobs`` workers started
+    for this run), to which every case is sent by reference (``conformance.cluster``)."""
+    sources = list(sources)
+    keys = case_keys(sources)
     report = Report(command=list(command or []), mode=mode.value)
-    with (Worker() if isolate else _InProcess()) as worker:
-        try:
-            for source in sources:
-                outcome = worker.run(_check_source, (source, options, mode), timeout)
-                result = outcome.value if outcome.status == "done" else _isolated_failure(source, outcome)
-                report.results.append(result)
-                if on_result is not None:
-                    on_result(result)
-                if fail_fast and result.verdict == "failed":
-                    break
-        except KeyboardInterrupt as stop:
-            worker.kill()
-            report.interrupted = True
-            report.stopped_by = "SIGTERM" if isinstance(stop, Terminated) else "SIGINT"
+    done: dict[int, CheckResult] = {}
+    earlier = {result.case: result for result in finished}
+    for number, key in enumerate(keys):
+        if key in earlier:
+            done[number] = earlier[key]
+    cutoff = len(sources)  # with fail_fast: the first failed case; the cases after it are not reported
+    for number, result in done.items():
+        if fail_fast and result.verdict == "failed":
+            cutoff = min(cutoff, number)
+    tasks = [(number, (source, mode, options)) for number, source in enumerate(sources)
+             if number not in done and number < cutoff]
+
+    def finish(number: int, source: Source, outcome: Outcome) -> None:
+        nonlocal cutoff
+        result = outcome.value if outcome.status == "done" else _isolated_failure(source, outcome)
+        result.case = keys[number]
+        done[number] = result
+        if on_result is not None:
+            on_result(result)
+        if fail_fast and result.verdict == "failed" and number < cutoff:
+            cutoff = number
+
+    try:
+        if not isolate:
+            for number, task in tasks:
+                if number < cutoff:
+                    finish(number, sources[number], Outcome(check_source(task)))
+        elif cluster is not None:
+            from .cluster import DaskPool  # Dask is an extra: imported only here
+
+            by_reference = [(number, (_reference(sources[number]), mode)) for number, _ in tasks]
+            with DaskPool(cluster, jobs) as pool:
+                for number, outcome in pool.outcomes(check_source, by_reference, timeout, shared=options):
+                    if number < cutoff:
+                        finish(number, sources[number], outcome)
+                        pool.cancel(lambda key: key < cutoff)
+        else:
+            with WorkerPool(jobs) as pool:
+                for number, outcome in pool.outcomes(check_source, tasks, timeout):
+                    if number < cutoff:
+                        finish(number, sources[number], outcome)
+                        pool.cancel(lambda key: key < cutoff)
+    except KeyboardInterrupt as stop:
+        report.interrupted = True
+        report.stopped_by = "SIGTERM" if isinstance(stop, Terminated) else "SIGINT"
+    report.results = [done[number] for number in sorted(done) if number <= cutoff]
     return report
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -92,7 +93,7 @@ class Outcome:
     """What became of one task: its value, or why there is none."""
 
     value: Any = None
-    status: str = "done"  # "done", "raised", "crashed", "timed out"
+    status: str = "done"  # "done", "raised", "crashed", "timed out", "cancelled"
     detail: str = ""
     phase: str = ""       # the last phase the task reported
 
@@ -100,8 +101,8 @@ class Outcome:
 class Worker:
     """``Worker().run(function, argument, timeout)``; use as a context manager to stop the child.
 
-    One thread at a time may call ``run``, ``stop`` and ``kill``; ``interrupt`` may be called from any
-    thread (the thread in ``run`` then gets the task's outcome "crashed")."""
+    One thread at a time may call ``run``, ``stop`` and ``kill``; another thread stops a task by setting
+    the ``cancel`` event ``run`` was given (its outcome is then "cancelled", within a fifth of a second)."""
 
     WORKER_MODULE = "gathermultiaxis.conformance.worker"
 
@@ -154,17 +155,10 @@ class Worker:
             self._process.wait()
             self._close()
 
-    def interrupt(self) -> None:
-        """Kill the child from another thread; ``run`` in the owning thread returns "crashed"."""
-        process = self._process
-        if process is not None:
-            try:
-                process.kill()
-            except OSError:
-                pass
-
-    def run(self, function: Callable[[Any], Any], argument: Any, timeout: float) -> Outcome:
-        """Run ``function(argument)`` in the child (both must be picklable) within ``timeout`` seconds."""
+    def run(self, function: Callable[[Any], Any], argument: Any, timeout: float,
+            cancel: threading.Event | None = None) -> Outcome:
+        """Run ``function(argument)`` in the child (both must be picklable) within ``timeout`` seconds,
+        unless ``cancel`` is set meanwhile (the child is killed)."""
         if self._process is None or self._process.poll() is not None:
             if self._process is not None:
                 self._close()
@@ -177,8 +171,11 @@ class Worker:
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
+            if cancel is not None and cancel.is_set():
+                self.kill()
+                return Outcome(None, "cancelled", "cancelled by the caller", phase)
             try:
-                ready = remaining > 0 and self._answers.poll(remaining)
+                ready = remaining > 0 and self._answers.poll(remaining if cancel is None else min(remaining, 0.2))
                 message = self._answers.recv() if ready else None
             except (EOFError, OSError):
                 message = None
@@ -189,6 +186,8 @@ class Worker:
             if message is not None:
                 kind, value = message
                 return Outcome(value if kind == "done" else None, kind, "" if kind == "done" else value, phase)
+            if not ready and remaining > 0.2:  # only a slice of the wait passed
+                continue
             if not ready:  # the deadline passed
                 self.kill()
                 return Outcome(None, "timed out", f"no answer within {timeout:g} s", phase)
@@ -215,3 +214,87 @@ def _exit_text(code: int | None) -> str:
         except ValueError:
             return f"the process was killed by signal {-code}"
     return f"the process exited with status {code}"
+
+
+class WorkerPool:
+    """``jobs`` Workers, each driven by a thread of this process, taking tasks in order from one list:
+    every task keeps a Worker's isolation (its own child, timeout, crash attribution).
+
+        with WorkerPool(2) as pool:
+            for key, outcome in pool.outcomes(function, [(key, argument), ...], timeout):
+                ...
+
+    Outcomes come in the order tasks finish. ``cancel(keep)`` drops every task whose key ``keep``
+    refuses: not started, or its child is killed and its outcome never comes (``check --fail-fast``).
+    Leaving the ``with`` block early (Ctrl-C, SIGTERM, an error) kills the running children."""
+
+    def __init__(self, jobs: int):
+        if jobs < 1:
+            raise ValueError(f"jobs must be at least 1, got {jobs}")
+        self.jobs = jobs
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._keep: Callable[[Any], bool] = lambda key: True
+        self._workers: list[Worker] = []
+        self._running: dict[int, Any] = {}  # worker number -> key of the task it runs
+        self._cancels: list[threading.Event] = []  # per worker; set and cleared under the lock only
+        self._threads: list[threading.Thread] = []
+
+    def cancel(self, keep: Callable[[Any], bool]) -> None:
+        with self._lock:
+            self._keep = keep
+            for number, key in self._running.items():
+                if not keep(key):
+                    self._cancels[number].set()
+
+    def outcomes(self, function: Callable[[Any], Any], tasks: list[tuple[Any, Any]], timeout: float):
+        pending = iter(tasks)
+        answers: queue.Queue = queue.Queue()
+
+        def drive(number: int, worker: Worker) -> None:
+            try:
+                while True:
+                    with self._lock:
+                        task = None if self._stopping else next((t for t in pending if self._keep(t[0])), None)
+                        if task is None:
+                            return
+                        self._running[number] = task[0]
+                        self._cancels[number].clear()
+                    outcome = worker.run(function, task[1], timeout, cancel=self._cancels[number])
+                    with self._lock:
+                        del self._running[number]
+                        dropped = self._stopping or not self._keep(task[0])
+                    if not dropped:
+                        answers.put((task[0], outcome))
+            finally:
+                answers.put(None)  # this thread is done
+
+        self._workers = [Worker() for _ in range(max(1, min(self.jobs, len(tasks))))]
+        self._cancels = [threading.Event() for _ in self._workers]
+        self._threads = [threading.Thread(target=drive, args=(number, worker), name=f"check-worker-{number}",
+                                          daemon=True) for number, worker in enumerate(self._workers)]
+        for thread in self._threads:
+            thread.start()
+        busy = len(self._threads)
+        while busy:
+            try:
+                answer = answers.get(timeout=0.5)  # a timeout, so that a signal's exception is raised promptly
+            except queue.Empty:
+                continue
+            if answer is None:
+                busy -= 1
+            else:
+                yield answer
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self._stopping = True
+            for event in self._cancels:
+                event.set()
+        for thread in self._threads:
+            thread.join()
+        for worker in self._workers:
+            worker.stop()

@@ -1,0 +1,88 @@
+"""``check --cluster``: cases sent to a Dask cluster (the ``cluster`` extra: ``distributed``).
+
+Each case travels by reference (a file's path, which every node must see; a fuzz seed; a default-suite
+case's name), never as a model; the input options go to every node once (``Client.scatter``). On the
+node the case runs as it does locally: in an ``isolation.Worker`` child of the Dask worker, with the
+timeout, so that a crash or a hang is that case's verdict and the Dask worker goes on. A case whose
+Dask worker dies anyway (the OOM killer, a node lost) is not run again (``retries=0``; Dask's
+``allowed-failures`` decides): its verdict says so.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Iterator
+
+from .isolation import Outcome, Worker
+
+_node = threading.local()  # the isolated child of each Dask worker thread, reused from case to case
+
+
+def check_on_node(function: Callable[[Any], Any], argument: Any, timeout: float) -> Outcome:
+    """Runs in a Dask worker: ``function(argument)`` in this thread's isolated child."""
+    worker = getattr(_node, "worker", None)
+    if worker is None:
+        worker = _node.worker = Worker()
+    return worker.run(function, argument, timeout)
+
+
+def _needs_distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise ImportError("check --cluster needs Dask's distributed: pip install \"gathermultiaxis[cluster]\"") from None
+    return distributed
+
+
+class DaskPool:
+    """What ``isolation.WorkerPool`` is, on a Dask cluster: ``address`` names a running scheduler
+    (``tcp://host:8786``); ``"local"`` starts a ``LocalCluster`` of ``jobs`` worker processes for this
+    run. ``outcomes(function, tasks, timeout, shared)`` submits ``function((*argument, shared))``
+    for every ``(key, argument)``, ``shared`` sent to every node once."""
+
+    def __init__(self, address: str, jobs: int):
+        distributed = _needs_distributed()
+        self._cluster = None
+        if address == "local":
+            self._cluster = distributed.LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                                                     dashboard_address=None)
+            address = self._cluster.scheduler_address
+        self.client = distributed.Client(address)
+        self._futures: dict[Any, Any] = {}
+
+    def cancel(self, keep: Callable[[Any], bool]) -> None:
+        dropped = [future for future, key in self._futures.items() if not keep(key)]
+        if dropped:
+            self.client.cancel(dropped)
+            for future in dropped:
+                del self._futures[future]
+
+    def outcomes(self, function: Callable[[Any], Any], tasks: list[tuple[Any, tuple]], timeout: float,
+                 shared: Any = None) -> Iterator[tuple[Any, Outcome]]:
+        distributed = _needs_distributed()
+        shared_on_nodes = self.client.scatter(shared, broadcast=True) if shared is not None else None
+        self._futures = {self.client.submit(_with_shared, function, argument, shared_on_nodes, timeout, pure=False,
+                                            retries=0): key for key, argument in tasks}
+        for future in distributed.as_completed(list(self._futures)):
+            key = self._futures.pop(future, None)
+            if key is None or future.cancelled():
+                continue
+            try:
+                yield key, future.result()
+            except Exception as error:  # noqa: BLE001 - KilledWorker and the like: the case's verdict
+                yield key, Outcome(None, "crashed", f"the Dask worker running it was lost ({type(error).__name__}: "
+                                                    f"{error})", "running on the cluster")
+
+    def __enter__(self) -> "DaskPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._futures:
+            self.client.cancel(list(self._futures))
+        self.client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+def _with_shared(function, argument: tuple, shared, timeout: float) -> Outcome:
+    return check_on_node(function, (*argument, shared) if shared is not None else argument, timeout)

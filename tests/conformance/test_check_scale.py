@@ -1,0 +1,203 @@
+"""Conformance at scale (issue 32): `check --jobs N` gives the serial run's report, a streamed --json
+report survives Ctrl-C and SIGKILL and `--resume` completes it to the same counts, the progress line,
+and `check --cluster` on a Dask cluster started here."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gathermultiaxis.cli import main
+from gathermultiaxis.conformance import check
+from gathermultiaxis.conformance.isolation import WorkerPool
+from gathermultiaxis.conformance.reportfile import read_report
+from gathermultiaxis.examples import EXAMPLE_PATH
+
+FUZZ = ["--fuzz", "40", "--seed", "11"]
+SAME_IN_EVERY_RUN = ("case", "name", "verdict", "rewritten", "left", "detail", "expected", "compared", "both_raised",
+                     "left_reasons", "source")
+
+
+def checked(args, tmp_path, capsys, name="r.json"):
+    """(exit status, report, stdout, stderr) of `check ARGS --json FILE`."""
+    report = tmp_path / name
+    status = main(["check", *args, "--json", str(report)])
+    captured = capsys.readouterr()
+    return status, read_report(report), captured.out, captured.err
+
+
+def verdicts(report) -> list[tuple]:
+    """What a run must give whatever its --jobs (timings differ from run to run)."""
+    return [tuple(json.dumps(r[key]) for key in SAME_IN_EVERY_RUN) for r in report["results"]]
+
+
+def test_jobs_give_the_serial_report(tmp_path, capsys):
+    serial = checked([*FUZZ, "--jobs", "1", "-q"], tmp_path, capsys, "serial.json")
+    parallel = checked([*FUZZ, "--jobs", "2", "-q"], tmp_path, capsys, "parallel.json")
+    assert serial[0] == parallel[0] == 0
+    assert serial[1]["summary"] == parallel[1]["summary"] == "40 passed, 0 failed, 0 not compared, 0 not runnable, 0 builtin wrong"
+    assert serial[2] == parallel[2]  # the table and the summary line
+    assert verdicts(serial[1]) == verdicts(parallel[1])
+    assert [r["case"] for r in parallel[1]["results"]] == [f"fuzz seed {seed}" for seed in range(11, 51)]
+
+
+def test_the_report_is_one_document_in_case_order_once_the_run_ends(tmp_path, capsys):
+    status, _, _, _ = checked([*FUZZ, "-q"], tmp_path, capsys)
+    document = json.loads((tmp_path / "r.json").read_text())  # today's --json format, as before streaming
+    assert status == 0 and document["counts"]["passed"] == 40 and document["interrupted"] is False
+    assert [r["case"] for r in document["results"]] == [f"fuzz seed {seed}" for seed in range(11, 51)]
+
+
+def crash(_):
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def square(x):
+    return x * x
+
+
+def hang(seconds):
+    time.sleep(seconds)
+
+
+def test_a_cancelled_task_is_stopped_and_never_reported():
+    """What --fail-fast uses with several jobs: once case 1 failed, case 2 (running, hung) is killed and
+    cases 3 and 4 never start; case 0 still comes in."""
+    tasks = [(0, (hang, 3)), (1, (crash, None)), (2, (hang, 600)), (3, (square, 3)), (4, (square, 4))]
+    started, seen = time.monotonic(), {}
+    with WorkerPool(2) as pool:
+        for key, outcome in pool.outcomes(run_pair, tasks, 600):
+            seen[key] = outcome.status
+            if outcome.status == "crashed":
+                pool.cancel(lambda k, failed=key: k < failed)
+    assert seen == {0: "done", 1: "crashed"}
+    assert time.monotonic() - started < 120  # not the 600 s of the hung task
+
+
+def run_pair(task):
+    function, argument = task
+    return function(argument)
+
+
+def start_check(args, report: Path) -> subprocess.Popen:
+    # SIGINT at its default in the child (a test run started in the background inherits it ignored)
+    return subprocess.Popen([sys.executable, "-m", "gathermultiaxis", "check", *args, "-v", "--jobs", "2",
+                             "--json", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def wait_for_lines(child: subprocess.Popen, count: int) -> None:
+    for number, line in enumerate(child.stdout, 1):
+        if number == count:
+            return
+    pytest.fail("the run ended early: " + child.stderr.read())
+
+
+def resumed(args, report: Path, tmp_path, capsys):
+    status = main(["check", *args, "-v", "--resume", str(report)])
+    return status, read_report(report), capsys.readouterr().out
+
+
+def test_ctrl_c_then_resume_gives_the_uninterrupted_counts(tmp_path, capsys):
+    whole = checked([*FUZZ, "-q"], tmp_path, capsys, "whole.json")[1]
+    report = tmp_path / "partial.json"
+    child = start_check(FUZZ, report)
+    wait_for_lines(child, 5)
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err
+    partial = json.loads(report.read_text())  # Ctrl-C still writes the whole document
+    assert partial["interrupted"] is True and 5 <= len(partial["results"]) < 40
+    status, final, out = resumed(FUZZ, report, tmp_path, capsys)
+    assert status == 0 and final["interrupted"] is False
+    assert final["counts"] == whole["counts"] and verdicts(final) == verdicts(whole)
+    assert len([line for line in out.splitlines() if line.startswith("passed ")]) == 40 - len(partial["results"])
+
+
+def test_a_killed_run_leaves_lines_that_resume_completes(tmp_path, capsys):
+    whole = checked([*FUZZ, "-q"], tmp_path, capsys, "whole.json")[1]
+    report = tmp_path / "killed.json"
+    child = start_check(FUZZ, report)
+    wait_for_lines(child, 5)
+    child.kill()  # SIGKILL: nothing is cleaned up or rewritten
+    child.communicate(timeout=60)
+    lines = report.read_text().splitlines()
+    assert "run" in json.loads(lines[0]) and all("result" in json.loads(line) for line in lines[1:])
+    partial = read_report(report)
+    assert partial["interrupted"] is True and partial["stopped_by"] == "" and len(partial["results"]) >= 5
+    status, final, _ = resumed(FUZZ, report, tmp_path, capsys)
+    assert status == 0 and final["counts"] == whole["counts"] and verdicts(final) == verdicts(whole)
+
+
+@pytest.mark.parametrize("other, message", [
+    (["--fuzz", "40", "--seed", "12"], "of its cases are not in this run (first: 'fuzz seed 11')"),
+    ([*FUZZ, "--lowered"], "that run compared in mode 'gathers', this one in 'lowered'"),
+])
+def test_resume_refuses_the_report_of_another_run(tmp_path, capsys, other, message):
+    checked(["--fuzz", "3", "--seed", "11", "-q"], tmp_path, capsys)
+    status = main(["check", *other, "--resume", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert status == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_progress_shows_rate_and_eta_and_is_quiet_under_q(tmp_path, capsys):
+    _, _, _, err = checked(["--fuzz", "4", "-q"], tmp_path, capsys)
+    assert err == ""
+    _, _, _, err = checked(["--fuzz", "4"], tmp_path, capsys, "r2.json")
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:
+        print("tqdm is not installed (the progress extra): the plain count of cases is checked")
+        assert "[4/4]" in err
+        return
+    assert "[4/4] 100%" in err and "case/s" in err, err  # the last line: count, rate and elapsed time
+
+
+# -- --cluster: a Dask LocalCluster started here ----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    try:
+        from distributed import LocalCluster
+    except ImportError:
+        pytest.skip("Dask's distributed is not installed (pip install \".[cluster]\"): check --cluster is not tested")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
+def test_a_cluster_gives_the_local_report(dask_cluster, tmp_path, capsys):
+    local = checked([*FUZZ, "-q"], tmp_path, capsys, "local.json")[1]
+    status, remote, _, _ = checked([*FUZZ, "-q", "--cluster", dask_cluster], tmp_path, capsys)
+    assert status == 0 and remote["counts"] == local["counts"] and verdicts(remote) == verdicts(local)
+
+
+def test_a_hang_on_the_cluster_is_that_case_s_verdict(dask_cluster, tmp_path, capsys):
+    from test_check_signals import hanging_model
+
+    hanging_model(tmp_path / "hangs.onnx")
+    status, report, _, _ = checked([str(tmp_path / "hangs.onnx"), str(EXAMPLE_PATH), "--timeout", "20", "-q",
+                                    "--cluster", dask_cluster], tmp_path, capsys)
+    hung, example = report["results"]
+    assert hung["verdict"] == "not runnable" and "hung while running the original model" in hung["detail"], hung
+    assert example["verdict"] == "passed" and status == 3
+
+
+@pytest.mark.slow
+def test_the_default_suite_on_a_cluster_goes_by_name(dask_cluster, tmp_path, capsys):
+    local = checked(["-q"], tmp_path, capsys, "local.json")[1]
+    status, remote, _, _ = checked(["-q", "--cluster", dask_cluster], tmp_path, capsys)
+    assert status == 0 and remote["counts"] == local["counts"] and verdicts(remote) == verdicts(local)
+
+
+def test_a_case_made_in_python_is_not_sent_to_a_cluster(dask_cluster):
+    import onnx
+
+    from gathermultiaxis.conformance.cases import CheckCase
+
+    with pytest.raises(ValueError, match="a model made in Python"):
+        check.run([CheckCase("mine", onnx.load_model(str(EXAMPLE_PATH)))], cluster=dask_cluster)
