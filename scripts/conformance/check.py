@@ -500,7 +500,7 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
             by_reference = [(number, (_reference(sources[number]), mode)) for number, _ in tasks]
             with DaskPool(cluster, jobs) as pool:
                 for number, outcome in pool.outcomes(check_source, by_reference, timeout, shared=options):
-                    if number < cutoff:
+                    if number < cutoff and outcome.status != "cancelled":  # cancelled: after the cutoff
                         finish(number, sources[number], outcome)
                         pool.cancel(lambda key: key < cutoff)
         else:

@@ -6,11 +6,16 @@ node the case runs as it does locally: in an ``isolation.Worker`` child of the D
 timeout, so that a crash or a hang is that case's verdict and the Dask worker goes on. A case whose
 Dask worker dies anyway (the OOM killer, a node lost) is not run again (``retries=0``; Dask's
 ``allowed-failures`` decides): its verdict says so.
+
+Dask cannot stop a running task, so each task watches two ``distributed.Event``s, the run's and its
+own: when the run ends early (Ctrl-C, SIGTERM, --fail-fast) the driver sets them and the node kills the
+case's child within about a second, instead of letting it run to its timeout.
 """
 
 from __future__ import annotations
 
 import threading
+import uuid
 from typing import Any, Callable, Iterator
 
 from .isolation import Outcome, Worker
@@ -18,12 +23,34 @@ from .isolation import Outcome, Worker
 _node = threading.local()  # the isolated child of each Dask worker thread, reused from case to case
 
 
-def check_on_node(function: Callable[[Any], Any], argument: Any, timeout: float) -> Outcome:
-    """Runs in a Dask worker: ``function(argument)`` in this thread's isolated child."""
+def check_on_node(function: Callable[[Any], Any], argument: Any, timeout: float,
+                  stop_events: tuple[str, ...] = ()) -> Outcome:
+    """Runs in a Dask worker: ``function(argument)`` in this thread's isolated child, killed when one
+    of the ``distributed.Event``s named ``stop_events`` is set."""
     worker = getattr(_node, "worker", None)
     if worker is None:
         worker = _node.worker = Worker()
-    return worker.run(function, argument, timeout)
+    cancel, finished = threading.Event(), threading.Event()
+    if stop_events:
+        from distributed import Event, get_client
+
+        client = get_client()  # in the task's thread: the watcher has no worker context of its own
+
+        def watch() -> None:
+            try:
+                events = [Event(name, client=client) for name in stop_events]
+                while not finished.wait(1.0):
+                    if any(event.is_set() for event in events):
+                        cancel.set()
+                        return
+            except Exception:  # noqa: BLE001 - the scheduler gone (cluster closing): the case runs to its end
+                return
+
+        threading.Thread(target=watch, name="check-stop-watch", daemon=True).start()
+    try:
+        return worker.run(function, argument, timeout, cancel=cancel)
+    finally:
+        finished.set()
 
 
 def _needs_distributed():
@@ -49,20 +76,28 @@ class DaskPool:
             address = self._cluster.scheduler_address
         self.client = distributed.Client(address)
         self._futures: dict[Any, Any] = {}
+        self._stop = f"gathermultiaxis-check-{uuid.uuid4().hex}"  # the run's Event; "{it}-{key}": a case's
 
     def cancel(self, keep: Callable[[Any], bool]) -> None:
-        dropped = [future for future, key in self._futures.items() if not keep(key)]
-        if dropped:
-            self.client.cancel(dropped)
-            for future in dropped:
-                del self._futures[future]
+        distributed = _needs_distributed()
+        dropped = {future.key: future for future, key in self._futures.items() if not keep(key)}
+        if not dropped:
+            return
+        running = {key for keys in self.client.processing().values() for key in keys}
+        for task_key, future in dropped.items():
+            if task_key in running:
+                distributed.Event(f"{self._stop}-{self._futures[future]}", client=self.client).set()
+        self.client.cancel(list(dropped.values()))
+        for future in dropped.values():
+            del self._futures[future]
 
     def outcomes(self, function: Callable[[Any], Any], tasks: list[tuple[Any, tuple]], timeout: float,
                  shared: Any = None) -> Iterator[tuple[Any, Outcome]]:
         distributed = _needs_distributed()
         shared_on_nodes = self.client.scatter(shared, broadcast=True) if shared is not None else None
-        self._futures = {self.client.submit(_with_shared, function, argument, shared_on_nodes, timeout, pure=False,
-                                            retries=0): key for key, argument in tasks}
+        self._futures = {self.client.submit(_with_shared, function, argument, shared_on_nodes, timeout,
+                                            (self._stop, f"{self._stop}-{key}"), pure=False, retries=0): key
+                          for key, argument in tasks}
         for future in distributed.as_completed(list(self._futures)):
             key = self._futures.pop(future, None)
             if key is None or future.cancelled():
@@ -77,12 +112,13 @@ class DaskPool:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._futures:
+        if self._futures:  # ended early: the cases still running are stopped, the others never start
+            _needs_distributed().Event(self._stop, client=self.client).set()
             self.client.cancel(list(self._futures))
         self.client.close()
         if self._cluster is not None:
             self._cluster.close()
 
 
-def _with_shared(function, argument: tuple, shared, timeout: float) -> Outcome:
-    return check_on_node(function, (*argument, shared) if shared is not None else argument, timeout)
+def _with_shared(function, argument: tuple, shared, timeout: float, stop_events: tuple[str, ...]) -> Outcome:
+    return check_on_node(function, (*argument, shared) if shared is not None else argument, timeout, stop_events)

@@ -14,7 +14,7 @@ import pytest
 
 from gathermultiaxis.cli import main
 from gathermultiaxis.conformance import check
-from gathermultiaxis.conformance.isolation import WorkerPool
+from gathermultiaxis.conformance.isolation import Worker, WorkerPool
 from gathermultiaxis.conformance.reportfile import read_report
 from gathermultiaxis.examples import EXAMPLE_PATH
 
@@ -185,6 +185,58 @@ def test_a_hang_on_the_cluster_is_that_case_s_verdict(dask_cluster, tmp_path, ca
     hung, example = report["results"]
     assert hung["verdict"] == "not runnable" and "hung while running the original model" in hung["detail"], hung
     assert example["verdict"] == "passed" and status == 3
+
+
+def case_processes() -> dict[int, int]:
+    """{pid: CPU ticks} of the isolated case processes descending from this test process (the Dask
+    workers' children; other runs on the machine are not ours)."""
+    parents, ticks, ours = {}, {}, {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            pid = int(stat.parent.name)
+            parents[pid], ticks[pid] = int(fields[1]), int(fields[11]) + int(fields[12])  # ppid, utime + stime
+            if Worker.WORKER_MODULE in (stat.parent / "cmdline").read_bytes().decode(errors="replace"):
+                ours[pid] = ticks[pid]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            pass
+
+    def descends(pid: int) -> bool:
+        while pid > 1:
+            if pid == os.getpid():
+                return True
+            pid = parents.get(pid, 0)
+        return False
+
+    return {pid: value for pid, value in ours.items() if descends(pid)}
+
+
+def spinning(seconds: float = 3.0) -> list[int]:
+    """Case processes that used CPU during ``seconds`` (an idle one waits for its next task and uses none;
+    the threshold allows for a machine so loaded that a busy one gets a tenth of a CPU)."""
+    before = case_processes()
+    time.sleep(seconds)
+    after = case_processes()
+    return [pid for pid, value in after.items() if value - before.get(pid, value) > seconds * 3]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc to watch the case processes")
+def test_sigterm_stops_a_hung_case_on_the_cluster(dask_cluster, tmp_path):
+    """Dask cannot stop a running task: the node watches the run's Event and kills the case's child."""
+    from test_check_signals import hanging_model
+
+    hanging_model(tmp_path / "hangs.onnx")
+    report = tmp_path / "r.json"
+    child = start_check([str(EXAMPLE_PATH), str(tmp_path / "hangs.onnx"), "--timeout", "3000", "--cluster", dask_cluster],
+                        report)
+    wait_for_lines(child, 1)  # the example's verdict; the hanging model runs on the other Dask worker
+    assert spinning(), "the hanging model is not running"
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 143, err
+    time.sleep(3)  # the node looks at the Event every second
+    assert spinning() == [], "the hung case still runs on the cluster after the run ended"
+    assert json.loads(report.read_text())["counts"]["passed"] == 1
 
 
 @pytest.mark.slow
