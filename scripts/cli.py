@@ -380,7 +380,7 @@ class CheckProgress:
             self.bar.update(1)
         elif self.tqdm is not None and self.output.verbosity >= 0:
             now = time.monotonic()
-            if now - self.last >= self.period or self.done == self.total:
+            if now - self.last >= self.period or (self.done == self.total and self.done > 1):  # as Output
                 self.last = now
                 meter = self.tqdm.format_meter(self.done - self.initial, self.total - self.initial,
                                                now - self.started, unit="case")
