@@ -319,6 +319,39 @@ def case_extensions_after(entry):
     case_extensions(entry, "after")
 
 
+def case_extensions_before_passes(entry):
+    """The rewrite's ORT optimization and the load check in a process that registered onnxruntime-extensions'
+    library before the op types were defined: session_options(options) refuses options passed in there, so
+    the passes must make their own (they failed with the refusal)."""
+    import warnings
+
+    from onnxruntime_extensions import get_library_path
+
+    import gathermultiaxis
+    from gathermultiaxis.graphs import rewrite_model
+    from gathermultiaxis.graphs.modelfile import load_model, ort_load_error
+
+    ort.SessionOptions().register_custom_ops_library(get_library_path())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the early-registration warning: case_extensions checks it
+        gathermultiaxis.ops.register()
+    original = embedding_model(table_tensor(TensorProto.FLOAT, [10, 4], np.random.default_rng(3)), [2])
+    rewritten, _ = rewrite_model(original, ort_optimize=True, session_options=gathermultiaxis.session_options)
+    assert ort_load_error(rewritten.SerializeToString(), session_options=gathermultiaxis.session_options) == ""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "rewritten.onnx")
+        onnx.save(rewritten, path)
+        loaded, _ = load_model(path, session_options=gathermultiaxis.session_options)
+    if entry == "session":
+        sess = make_session(entry, loaded)
+    else:  # session_options() without options: its own, never refused
+        sess = ort.InferenceSession(loaded.SerializeToString(), gathermultiaxis.session_options(),
+                                    providers=["CPUExecutionProvider"])
+    builtin = ort.InferenceSession(original.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {"ids": np.array([9, -10])}
+    assert_bit_identical(sess.run(None, feeds)[0], builtin.run(None, feeds)[0])
+
+
 BINDING_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.INT8,
                  TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16,
                  TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL, TensorProto.STRING]

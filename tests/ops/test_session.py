@@ -25,7 +25,7 @@ OPTIONS_PATH_LIMITS = {
     "binding": "binding constant tables is a step of gathermultiaxis.InferenceSession",
 }
 CASES = ["run_async", "iobinding", "parallel", "scan", "strings", "uint64", "extensions_before", "extensions_after",
-         "binding", "ortvaluevector", "async_dropped", "own_hook"]
+         "extensions_before_passes", "binding", "ortvaluevector", "async_dropped", "own_hook"]
 
 
 @pytest.mark.parametrize("entry", ["session", "options"])
