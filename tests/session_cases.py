@@ -199,6 +199,41 @@ def case_scan(entry):
     np.testing.assert_array_equal(sess.run(None, {"x": x, "idx": np.array([1, 1])})[0], x[:, [1, 1]])
 
 
+def varying_scan_model():
+    """Scan over the rows of x; the body gathers a row's nonzero elements into a declared ["n"] output, whose
+    length changes between iterations when the rows hold different counts of nonzeros."""
+    value = helper.make_tensor_value_info
+    nodes = [helper.make_node("NonZero", ["row"], ["nonzero"]),
+             helper.make_node("Squeeze", ["nonzero", "zero"], ["where"]),
+             helper.make_node("Gather", ["row", "where"], ["picked"], axis=0)]
+    body = helper.make_graph(nodes, "body", [value("row", TensorProto.FLOAT, [3])], [value("picked", TensorProto.FLOAT, ["n"])],
+                             [helper.make_tensor("zero", TensorProto.INT64, [1], [0])])
+    return make_model([helper.make_node("Scan", ["x"], ["y"], num_scan_inputs=1, body=body)],
+                      [value("x", TensorProto.FLOAT, [2, 3])], [value("y", TensorProto.FLOAT, [2, None])])
+
+
+def case_scan_varying(entry):
+    """A Scan body output that GatherMultiaxis writes changes shape between iterations: ORT's builtin Gather
+    raises InvalidArgument; the PyOp ended the process (std::terminate). The session raises as the builtin does."""
+    from gathermultiaxis.graphs import rewrite_model
+
+    original = varying_scan_model()
+    rewritten, _ = rewrite_model(original)
+    assert "GatherMultiaxis" in [n.op_type for n in rewritten.graph.node[0].attribute[0].g.node]
+    import gathermultiaxis
+
+    for sess in (make_session(entry, rewritten), gathermultiaxis.InferenceSession(rewritten, bind_constants=False)):
+        same = {"x": np.array([[1, 0, 2], [0, 4, -3]], np.float32)}
+        varying = {"x": np.array([[1, 0, 2], [0, 0, 3]], np.float32)}
+        want, _ = builtin_outcome(original, same)
+        assert_bit_identical(sess.run(None, same)[0], want[0])
+        _, want_error = builtin_outcome(original, varying)
+        assert type(want_error).__name__ == "InvalidArgument", want_error
+        error = expect_error(lambda: sess.run(None, varying), type(want_error), "shape")
+        assert "has shape {2} but the computed output shape for this run is {1}" in str(error), error
+        assert_bit_identical(sess.run(None, same)[0], want[0])  # the session lives on
+
+
 def string_table_model(values):
     table = helper.make_tensor("table", TensorProto.STRING, [len(values)], values)
     gather = helper.make_node("Gather", ["table", "ids"], ["out"], axis=0)

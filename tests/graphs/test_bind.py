@@ -11,7 +11,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from session_cases import constant_axes_model, embedding_model
+from session_cases import constant_axes_model, embedding_model, scan_model, varying_scan_model
 from support import assert_bit_identical, gather_multiaxis_model, make_model
 
 import gathermultiaxis
@@ -385,3 +385,16 @@ def test_no_removing_initializer_warning_in_loop_scan_and_if_bodies(tmp_path):
     before, after = child.stderr.split("MARK\n", 1)
     assert "Removing initializer" not in before, before
     assert "Removing initializer 'unread_one'" in after, after
+
+
+def test_a_scan_body_output_of_changing_shape_is_copied_by_a_concat():
+    """Only a Scan body output that a GatherMultiaxis node writes and whose declared shape is not static goes
+    through the one-input Concat (its run, bit for bit and with ORT's error: session_cases.case_scan_varying)."""
+    rewritten, _ = rewrite_model(varying_scan_model())
+    for bind in (True, False):
+        body = prepare_model(onnx.ModelProto.FromString(rewritten.SerializeToString()), bind=bind).model.graph.node[0].attribute[0].g
+        copy = body.node[-1]
+        assert (copy.op_type, list(copy.input), list(copy.output)) == ("Concat", ["picked"], ["picked/scan_copy"])
+        assert [output.name for output in body.output] == ["picked/scan_copy"]
+    static = prepare_model(scan_model()).model.graph.node[0].attribute[0].g  # declared [2]: no copy
+    assert "Concat" not in [node.op_type for node in static.node] and static.output[0].name == "picked"
