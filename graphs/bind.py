@@ -588,22 +588,18 @@ def _drop_unread_constants(model: ModelProto, freed: set[str]) -> None:
             drop_unused(holder, constants, freed, all_initializers=False)
 
 
-def _static_shape(value: onnx.ValueInfoProto) -> bool:
-    tensor = value.type.tensor_type
-    return tensor.HasField("shape") and all(dim.HasField("dim_value") for dim in tensor.shape.dim)
-
-
 def _copy_scan_body_outputs(model: ModelProto) -> int:
-    """Route each Scan body output that a GatherMultiaxis node writes, and whose declared shape is not static
-    (rank known, at least 1), through a one-input Concat (an exact copy); returns how many.
+    """Route each Scan body output that a GatherMultiaxis node writes and that is declared with a rank of at
+    least 1 through a one-input Concat (an exact copy); returns how many.
 
     Why: ORT's Scan hands the body its own output buffers, shaped by the first iteration. A builtin node
     writing one with another shape gets an error status (InvalidArgument); the PyOp bridge asks for its output
     after the Python call and lets ORT's exception leave the kernel, which ends the process (std::terminate,
     onnxruntime-extensions pyop/pyfunc.cc). With the copy the op writes a value ORT allocates, and the Concat
     meets the Scan's check as a builtin does. Identity would not do: ORT's optimizer removes it; a one-input
-    Concat is kept at every optimization level. A scalar cannot be concatenated, so outputs of unknown or zero
-    rank are left as they are."""
+    Concat is kept at every optimization level. Outputs declared with a static shape get the copy too: a
+    declaration the run does not meet ended the process the same way. A scalar cannot be concatenated, so
+    outputs of unknown or zero rank are left as they are."""
     taken, copies = None, 0
     for holder in list(node_holders(model)):
         for node in holder.node:
@@ -614,8 +610,7 @@ def _copy_scan_body_outputs(model: ModelProto) -> int:
                        for name in inner.output}
             for output in body.output:
                 dims = output.type.tensor_type.shape.dim
-                if output.name not in written or not output.type.tensor_type.HasField("shape") or not dims or (
-                        _static_shape(output)):
+                if output.name not in written or not output.type.tensor_type.HasField("shape") or not dims:
                     continue
                 taken = all_names(model) if taken is None else taken
                 copy = next(name for name in (f"{output.name}/scan_copy{n or ''}" for n in itertools.count())

@@ -232,6 +232,11 @@ def case_scan_varying(entry):
         error = expect_error(lambda: sess.run(None, varying), type(want_error), "shape")
         assert "has shape {2} but the computed output shape for this run is {1}" in str(error), error
         assert_bit_identical(sess.run(None, same)[0], want[0])  # the session lives on
+    declared_static = varying_scan_model()  # declared [2], which the second row does not meet: it ended the process too
+    declared_static.graph.node[0].attribute[0].g.output[0].type.tensor_type.shape.dim[0].dim_value = 2
+    rewritten, _ = rewrite_model(declared_static)
+    _, want_error = builtin_outcome(declared_static, varying)
+    expect_error(lambda: make_session(entry, rewritten).run(None, varying), type(want_error), "computed output shape")
 
 
 def string_table_model(values):

@@ -388,13 +388,17 @@ def test_no_removing_initializer_warning_in_loop_scan_and_if_bodies(tmp_path):
 
 
 def test_a_scan_body_output_of_changing_shape_is_copied_by_a_concat():
-    """Only a Scan body output that a GatherMultiaxis node writes and whose declared shape is not static goes
-    through the one-input Concat (its run, bit for bit and with ORT's error: session_cases.case_scan_varying)."""
+    """Only a Scan body output that a GatherMultiaxis node writes and that is declared with a rank of at least 1
+    goes through the one-input Concat (its run, bit for bit and with ORT's error: session_cases.case_scan_varying)."""
     rewritten, _ = rewrite_model(varying_scan_model())
     for bind in (True, False):
         body = prepare_model(onnx.ModelProto.FromString(rewritten.SerializeToString()), bind=bind).model.graph.node[0].attribute[0].g
         copy = body.node[-1]
         assert (copy.op_type, list(copy.input), list(copy.output)) == ("Concat", ["picked"], ["picked/scan_copy"])
         assert [output.name for output in body.output] == ["picked/scan_copy"]
-    static = prepare_model(scan_model()).model.graph.node[0].attribute[0].g  # declared [2]: no copy
-    assert "Concat" not in [node.op_type for node in static.node] and static.output[0].name == "picked"
+    static = prepare_model(scan_model()).model.graph.node[0].attribute[0].g  # declared [2]: a copy too
+    assert static.node[-1].op_type == "Concat" and static.output[0].name == "picked/scan_copy"
+    scalar = scan_model()
+    scalar.graph.node[0].attribute[0].g.output[0].type.tensor_type.shape.ClearField("dim")  # rank 0: none
+    body = prepare_model(scalar).model.graph.node[0].attribute[0].g
+    assert "Concat" not in [node.op_type for node in body.node] and body.output[0].name == "picked"
