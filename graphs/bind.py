@@ -55,7 +55,8 @@ from ..ops.run_ops import (FIXED_RUN_OP_TYPE, GROUP_MAX, GROUP_TYPES, NARROWING_
 from .modelfile import ExternalData, ExternalDataError, check_external_data
 from .passes import GraphScope, Visit, run_pass
 from .report import PassReport
-from .walk import ONNX_DOMAINS, attribute, drop_unused, names_read, node_holders, round_trip_cast, subgraphs
+from .walk import (ONNX_DOMAINS, all_names, attribute, drop_unused, names_read, node_holders, round_trip_cast,
+                   subgraphs)
 
 RUN_TOKEN = "gathermultiaxis::run_token"
 _session_numbers = itertools.count(1)  # bound tables are keyed "session<n>/<node number>"
@@ -587,6 +588,40 @@ def _drop_unread_constants(model: ModelProto, freed: set[str]) -> None:
             drop_unused(holder, constants, freed, all_initializers=False)
 
 
+def _copy_scan_body_outputs(model: ModelProto) -> int:
+    """Route each Scan body output that a GatherMultiaxis node writes and that is declared with a rank of at
+    least 1 through a one-input Concat (an exact copy); returns how many.
+
+    Why: ORT's Scan hands the body its own output buffers, shaped by the first iteration. A builtin node
+    writing one with another shape gets an error status (InvalidArgument); the PyOp bridge asks for its output
+    after the Python call and lets ORT's exception leave the kernel, which ends the process (std::terminate,
+    onnxruntime-extensions pyop/pyfunc.cc). With the copy the op writes a value ORT allocates, and the Concat
+    meets the Scan's check as a builtin does. Identity would not do: ORT's optimizer removes it; a one-input
+    Concat is kept at every optimization level. Outputs declared with a static shape get the copy too: a
+    declaration the run does not meet ended the process the same way. A scalar cannot be concatenated, so
+    outputs of unknown or zero rank are left as they are."""
+    taken, copies = None, 0
+    for holder in list(node_holders(model)):
+        for node in holder.node:
+            if node.op_type != "Scan" or node.domain not in ONNX_DOMAINS:
+                continue
+            body = attribute(node, "body")
+            written = {name for inner in body.node if inner.domain == DOMAIN and inner.op_type.startswith(OP_TYPE)
+                       for name in inner.output}
+            for output in body.output:
+                dims = output.type.tensor_type.shape.dim
+                if output.name not in written or not output.type.tensor_type.HasField("shape") or not dims:
+                    continue
+                taken = all_names(model) if taken is None else taken
+                copy = next(name for name in (f"{output.name}/scan_copy{n or ''}" for n in itertools.count())
+                            if name not in taken)
+                taken.add(copy)
+                body.node.append(helper.make_node("Concat", [output.name], [copy], name=copy, axis=0))
+                output.name = copy
+                copies += 1
+    return copies
+
+
 def bridge_crossings(model: ModelProto) -> int:
     """The GatherMultiaxis nodes of ``model`` (every op type of the domain): each crosses the PyOp bridge
     once per call (counted in the graph: a node in a Loop body counts once, both branches of an If count)."""
@@ -621,6 +656,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
         if BIND_FORMS["group_shared_indices"]:
             _group_shared_indices(model.graph)
     _drop_unread_constants(model, binding.freed_axes)
+    _copy_scan_body_outputs(model)
     if bind:
         kept = {tensor.name for tensor in model.graph.initializer}
         prepared.shared = {name: value for name, value in binding.bound_initializers.items()

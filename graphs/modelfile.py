@@ -24,10 +24,12 @@ from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, numpy_help
 if TYPE_CHECKING:
     import onnxruntime
 
-# What ORT loads a model with: takes ``onnxruntime.SessionOptions``, registers the GatherMultiaxis op
-# library on them and returns them (``gathermultiaxis.session_options``). The caller (the session, the
-# command line) passes it: the passes use the op's definition, not its ORT runtime.
-SessionOptionsFactory = Callable[["onnxruntime.SessionOptions"], "onnxruntime.SessionOptions"]
+# What ORT loads a model with: called with None, returns new ``onnxruntime.SessionOptions`` with the
+# GatherMultiaxis op library registered (``gathermultiaxis.session_options``). The caller (the session, the
+# command line) passes it: the passes use the op's definition, not its ORT runtime. The passes call it with
+# None and set what they need on the result: options passed in are refused in a process that registered
+# onnxruntime-extensions' library before the op types were defined (ops.ortop.EARLY_REGISTRATION).
+SessionOptionsFactory = Callable[["onnxruntime.SessionOptions | None"], "onnxruntime.SessionOptions"]
 
 # Models whose serialized size reaches protobuf's 2 GiB limit must keep their weights outside.
 PROTOBUF_LIMIT = (1 << 31) - (1 << 20)
@@ -305,16 +307,16 @@ def ort_load_error(model: str | bytes, external_data_folder: Path | None = None,
     """
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
+    if isinstance(model, str) and not _is_utf8(model):
+        return _ort_load_error_by_folder(Path(model), session_options)
+    options = session_options(None)  # new options: see SessionOptionsFactory
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 4
     if external_data_folder is not None:
         options.add_session_config_entry("session.model_external_initializers_file_folder_path",
                                          str(external_data_folder))
-    if isinstance(model, str) and not _is_utf8(model):
-        return _ort_load_error_by_folder(Path(model), session_options)
     try:
-        ort.InferenceSession(model, session_options(options), providers=["CPUExecutionProvider"])
+        ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001 - ORT raises its own exception types
         return one_line(error)
     return ""

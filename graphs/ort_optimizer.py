@@ -55,7 +55,7 @@ def ort_optimize(model: ModelProto, external_data_folder: str | Path | None = No
     with tempfile.TemporaryDirectory(prefix="gathermultiaxis-ort-") as scratch:
         folder = Path(workdir) if workdir is not None else Path(scratch)
         target = folder / _OPTIMIZED_NAME
-        options = ort.SessionOptions()
+        options = session_options(None)  # new options (see modelfile.SessionOptionsFactory)
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         options.optimized_model_filepath = str(target)
         options.log_severity_level = 3
@@ -73,7 +73,7 @@ def ort_optimize(model: ModelProto, external_data_folder: str | Path | None = No
             options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",
                                              str(_EXTERNAL_FROM_BYTES))
         try:
-            ort.InferenceSession(model.SerializeToString(), session_options(options),
+            ort.InferenceSession(model.SerializeToString(), options,
                                  providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_OPTIMIZERS))
         except Exception as error:  # noqa: BLE001 - ORT raises its own exception types
             from .modelfile import one_line

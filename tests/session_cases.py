@@ -199,6 +199,46 @@ def case_scan(entry):
     np.testing.assert_array_equal(sess.run(None, {"x": x, "idx": np.array([1, 1])})[0], x[:, [1, 1]])
 
 
+def varying_scan_model():
+    """Scan over the rows of x; the body gathers a row's nonzero elements into a declared ["n"] output, whose
+    length changes between iterations when the rows hold different counts of nonzeros."""
+    value = helper.make_tensor_value_info
+    nodes = [helper.make_node("NonZero", ["row"], ["nonzero"]),
+             helper.make_node("Squeeze", ["nonzero", "zero"], ["where"]),
+             helper.make_node("Gather", ["row", "where"], ["picked"], axis=0)]
+    body = helper.make_graph(nodes, "body", [value("row", TensorProto.FLOAT, [3])], [value("picked", TensorProto.FLOAT, ["n"])],
+                             [helper.make_tensor("zero", TensorProto.INT64, [1], [0])])
+    return make_model([helper.make_node("Scan", ["x"], ["y"], num_scan_inputs=1, body=body)],
+                      [value("x", TensorProto.FLOAT, [2, 3])], [value("y", TensorProto.FLOAT, [2, None])])
+
+
+def case_scan_varying(entry):
+    """A Scan body output that GatherMultiaxis writes changes shape between iterations: ORT's builtin Gather
+    raises InvalidArgument; the PyOp ended the process (std::terminate). The session raises as the builtin does."""
+    from gathermultiaxis.graphs import rewrite_model
+
+    original = varying_scan_model()
+    rewritten, _ = rewrite_model(original)
+    assert "GatherMultiaxis" in [n.op_type for n in rewritten.graph.node[0].attribute[0].g.node]
+    import gathermultiaxis
+
+    for sess in (make_session(entry, rewritten), gathermultiaxis.InferenceSession(rewritten, bind_constants=False)):
+        same = {"x": np.array([[1, 0, 2], [0, 4, -3]], np.float32)}
+        varying = {"x": np.array([[1, 0, 2], [0, 0, 3]], np.float32)}
+        want, _ = builtin_outcome(original, same)
+        assert_bit_identical(sess.run(None, same)[0], want[0])
+        _, want_error = builtin_outcome(original, varying)
+        assert type(want_error).__name__ == "InvalidArgument", want_error
+        error = expect_error(lambda: sess.run(None, varying), type(want_error), "shape")
+        assert "has shape {2} but the computed output shape for this run is {1}" in str(error), error
+        assert_bit_identical(sess.run(None, same)[0], want[0])  # the session lives on
+    declared_static = varying_scan_model()  # declared [2], which the second row does not meet: it ended the process too
+    declared_static.graph.node[0].attribute[0].g.output[0].type.tensor_type.shape.dim[0].dim_value = 2
+    rewritten, _ = rewrite_model(declared_static)
+    _, want_error = builtin_outcome(declared_static, varying)
+    expect_error(lambda: make_session(entry, rewritten).run(None, varying), type(want_error), "computed output shape")
+
+
 def string_table_model(values):
     table = helper.make_tensor("table", TensorProto.STRING, [len(values)], values)
     gather = helper.make_node("Gather", ["table", "ids"], ["out"], axis=0)
@@ -317,6 +357,39 @@ def case_extensions_before(entry):
 
 def case_extensions_after(entry):
     case_extensions(entry, "after")
+
+
+def case_extensions_before_passes(entry):
+    """The rewrite's ORT optimization and the load check in a process that registered onnxruntime-extensions'
+    library before the op types were defined: session_options(options) refuses options passed in there, so
+    the passes must make their own (they failed with the refusal)."""
+    import warnings
+
+    from onnxruntime_extensions import get_library_path
+
+    import gathermultiaxis
+    from gathermultiaxis.graphs import rewrite_model
+    from gathermultiaxis.graphs.modelfile import load_model, ort_load_error
+
+    ort.SessionOptions().register_custom_ops_library(get_library_path())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the early-registration warning: case_extensions checks it
+        gathermultiaxis.ops.register()
+    original = embedding_model(table_tensor(TensorProto.FLOAT, [10, 4], np.random.default_rng(3)), [2])
+    rewritten, _ = rewrite_model(original, ort_optimize=True, session_options=gathermultiaxis.session_options)
+    assert ort_load_error(rewritten.SerializeToString(), session_options=gathermultiaxis.session_options) == ""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "rewritten.onnx")
+        onnx.save(rewritten, path)
+        loaded, _ = load_model(path, session_options=gathermultiaxis.session_options)
+    if entry == "session":
+        sess = make_session(entry, loaded)
+    else:  # session_options() without options: its own, never refused
+        sess = ort.InferenceSession(loaded.SerializeToString(), gathermultiaxis.session_options(),
+                                    providers=["CPUExecutionProvider"])
+    builtin = ort.InferenceSession(original.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {"ids": np.array([9, -10])}
+    assert_bit_identical(sess.run(None, feeds)[0], builtin.run(None, feeds)[0])
 
 
 BINDING_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.INT8,
