@@ -66,9 +66,9 @@ def changed_part(loaded: ModelProto, written: ModelProto,
     kept: set[int] = set()  # positions in ``before`` of the nodes ``written`` keeps as they were
     new: list[NodeProto] = []
     for node in after.node:
-        position = originals.get(hash(_identity(node)))
-        if position is not None and position not in kept and node == before.node[position]:
-            kept.add(position)
+        original = originals.get(hash(_identity(node)))
+        if original is not None and original not in kept and node == before.node[original]:
+            kept.add(original)
         else:
             new.append(node)
     del originals
@@ -180,7 +180,8 @@ def _part_model(written: ModelProto, loaded: ModelProto, new: list[NodeProto], m
     value_info = {value.name: value for value in declared}
     part = GraphProto(name="changed part")
     values = {name: tensor.SerializeToString() for name, tensor in constants.items()}
-    seen, checked_readers = set(), {}  # id -> reader: one copy of a reader of several groups
+    seen: set[tuple] = set()
+    checked_readers: dict[int, NodeProto] = {}  # id -> reader: one copy of a reader of several groups
     for group in _groups(new, made):
         nodes = [new[i] for i in group]
         group_readers = list({id(node): node for name in _outputs(nodes) for node in wanted.get(name, ())}.values())
@@ -312,7 +313,7 @@ def _signature(group: list[NodeProto], readers: list[NodeProto], constants: dict
         inner = sorted(set(_reads(node)) - set(node.input)) if holds_subgraph(node) else ()
         ins = tuple(canonical(name) for name in node.input)
         outer = tuple((name, canonical(name)) for name in inner)
-        outs = ()
+        outs: tuple = ()
         if numbered:
             for name in node.output:
                 numbers.setdefault(name, len(numbers))

@@ -387,9 +387,10 @@ class FormEmitter:
         """
         b, rank = self.b, self.semantics.rank
         sizes = [self.semantics.input_size(d) if d in dims else 1 for d in range(rank)]
-        if all(size is not None for size in sizes):
-            self._index(lambda v: np.broadcast_to(v, np.broadcast_shapes(v.shape, tuple(sizes))),
-                        lambda: b.op("Expand", [self.idx, b.constant(sizes, "expanded_shape")], "indices_expanded"),
+        known = [size for size in sizes if size is not None]
+        if len(known) == len(sizes):
+            self._index(lambda v: np.broadcast_to(v, np.broadcast_shapes(v.shape, tuple(known))),
+                        lambda: b.op("Expand", [self.idx, b.constant(known, "expanded_shape")], "indices_expanded"),
                         "indices_expanded")
             return
         chosen = np.array([d in dims for d in range(rank)])
@@ -550,7 +551,7 @@ def plan_form(semantics: Semantics, opset: int) -> tuple[GatherPlan | ElementsPl
         return None, [f"ORT's Where has no kernel for {TensorProto.DataType.Name(semantics.data.elem_type)} (mode 'zero')"]
     if semantics.mode in (Mode.CLAMP, Mode.ZERO) and opset < BOUNDS_OPSET:
         return None, [f"mode {semantics.mode.value!r} needs Min / Max on integers (opset {BOUNDS_OPSET})"]
-    reasons = []
+    reasons: list[str] = []
     for name, make in (("Gather", lambda: GatherPlan.of(semantics)),
                        ("GatherElements", lambda: ElementsPlan.of(semantics, opset)),
                        ("GatherND", lambda: NDPlan.of(semantics, opset))):

@@ -34,6 +34,7 @@ inputs, outputs, initializers and value_info; functions holding a GatherMultiaxi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import onnx
@@ -164,7 +165,8 @@ class LoweringBuilder(NodeBuilder):
             The constant's name.
         """
         if elem_type == TensorProto.STRING:
-            tensor = helper.make_tensor("", TensorProto.STRING, [1], [b""])
+            # onnx's annotation of vals lists numbers only; a STRING tensor's values are bytes
+            tensor = helper.make_tensor("", TensorProto.STRING, [1], [b""])  # type: ignore[list-item]
         elif elem_type == TensorProto.BFLOAT16:
             tensor = helper.make_tensor("", TensorProto.BFLOAT16, [1], [0.0])
         else:
@@ -341,13 +343,14 @@ class _Lowering:
     indices: TensorInfo
     widen: int | None = None  # Cast the gathered values to this type (see lower_gather_multiaxis)
 
-    def _static_logical(self, d: int):
+    def _static_logical(self, d: int) -> int | None:
         """The logical indices size of dimension d when known statically, else None."""
         shape = self.indices.shape
-        if shape is None or not isinstance(shape[d], int):
+        size = None if shape is None else shape[d]
+        if not isinstance(size, int):
             return None
         k = len(self.axes)
-        return shape[d] // k if d == self.rank - 1 and k > 1 else shape[d]
+        return size // k if d == self.rank - 1 and k > 1 else size
 
     def _block_start(self) -> int:
         """First of the trailing dimensions read as whole blocks (see the module docstring, step 4).
@@ -367,7 +370,9 @@ class _Lowering:
     def emit(self, output: str) -> None:
         b, r, k = self.b, self.rank, len(self.axes)
         one = b.constant([1], "one")
-        x_shape, i_shape = (b.constant(list(info.shape), role) if _static(info) else b.op("Shape", [name], role)
+        # cast: _static(info) is what makes info.shape a tuple of ints, which mypy cannot see through a call
+        x_shape, i_shape = (b.constant(list(cast(tuple[int, ...], info.shape)), role) if _static(info)
+                            else b.op("Shape", [name], role)
                             for name, info, role in ((self.x, self.data, "input_shape"),
                                                      (self.idx, self.indices, "indices_shape")))
         x_dim = [b.op("Gather", [x_shape, b.constant([d], f"d{d}")], f"input_dim{d}") for d in range(r)]
@@ -429,6 +434,7 @@ class _Lowering:
             if empty is not None and k:
                 # An empty output may come from an empty block while an axis of size 0 (no rows) has
                 # coordinates, so the rows are read only when the output is not empty.
+                assert out_shape is not None  # made above whenever empty is
                 self._unless_empty(empty, out_shape, read_rows)
             else:
                 read_rows()
@@ -502,6 +508,7 @@ class _Lowering:
             values = component if self.indices.elem_type == TensorProto.INT64 else \
                 b.op("Cast", [component], f"coordinate{j}_int64", to=TensorProto.INT64)
             if mode == Mode.ERROR_NONEMPTY:  # an empty output reads nothing, so nothing is checked
+                assert empty is not None  # emit makes it in this mode
                 # values * (output not empty), not Where: ORT's Where with a scalar condition is ~100x slower
                 read = b.op("Cast", [b.op("Not", [empty], "output_not_empty")], "read_factor", to=TensorProto.INT64)
                 prepared = b.op("Mul", [values, read], f"coordinate{j}_if_read")
@@ -660,7 +667,9 @@ def lower_gather_multiaxis_at_run_time(node: NodeProto, elem_type: int, b: Lower
         b.op("Reshape", [values, out_shape], "output", allowzero=1)
     else:  # a 0 in Reshape's shape copies an input size there: an empty output is made by If
         empty = b.op("Equal", [size, zero], "output_empty")
-        then_nodes, else_nodes, outer = [], [], b.nodes
+        then_nodes: list[NodeProto] = []
+        else_nodes: list[NodeProto] = []
+        outer = b.nodes
         b.nodes = then_nodes
         b.op("Gather", [flat, b.op("ConstantOfShape", [out_shape], "no_offsets",
                                    value=helper.make_tensor("", int64, [1], [0]))], "empty_output", axis=0)

@@ -59,6 +59,7 @@ def rule_gather(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Repla
     Raises:
         AlignmentError: ranks or attributes that describe no valid Gather.
     """
+    assert data.rank is not None and indices.rank is not None, "RULES run on known ranks (_static_replacement)"
     return Replacement(gather_alignment(data.rank, indices.rank, attribute(node, "axis", 0)))
 
 
@@ -77,6 +78,8 @@ def rule_gather_elements(node: NodeProto, data: TensorInfo, indices: TensorInfo)
     Raises:
         AlignmentError: ranks or attributes that describe no valid GatherElements.
     """
+    assert data.shape is not None and indices.shape is not None, "RULES run on known ranks (_static_replacement)"
+    assert data.rank is not None and indices.rank is not None  # the same fact, for the type checker
     alignment = gather_elements_alignment(data.rank, indices.rank, attribute(node, "axis", 0))
     axis = alignment.axes[0]
     same = all(_same_dim(a, b) for d, (a, b) in enumerate(zip(data.shape, indices.shape)) if d != axis)
@@ -99,8 +102,10 @@ def rule_gather_nd(node: NodeProto, data: TensorInfo, indices: TensorInfo) -> Re
         _NeedsRuntime: the coordinate size is not known statically (the caller aligns at run time).
         AlignmentError: ranks or attributes that describe no valid GatherND.
     """
+    assert data.rank is not None and indices.shape is not None, "RULES run on known ranks (_static_replacement)"
+    assert indices.rank is not None  # the same fact, for the type checker
     k = indices.shape[-1] if indices.rank else 0
-    if indices.rank and not isinstance(k, int):
+    if not isinstance(k, int):
         raise _NeedsRuntime("the coordinate size (last indices dimension) is not known statically")
     alignment = gather_nd_alignment(data.rank, indices.rank, k, attribute(node, "batch_dims", 0))
     return Replacement(alignment, mode=Mode.ERROR_NONEMPTY)
@@ -144,7 +149,7 @@ RULES: dict[str, Callable[[NodeProto, TensorInfo, TensorInfo], Replacement] | Op
 }
 
 # Types the bridge cannot carry but that survive a round trip through float32 exactly.
-_VIA_FLOAT = {TensorProto.FLOAT16: 6, TensorProto.BFLOAT16: 13}  # type -> first opset whose Cast has it
+_VIA_FLOAT: dict[int, int] = {TensorProto.FLOAT16: 6, TensorProto.BFLOAT16: 13}  # type -> first opset whose Cast has it
 
 
 def _type_name(elem_type: int) -> str:
@@ -204,9 +209,13 @@ def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, bui
 
     x, idx = node.input[0], node.input[1]
     if replacement is not None and replacement.slice_data_except is not None:
+        assert data.rank is not None  # a static replacement was found, so both ranks are known
         x = _slice_like(builder, x, idx, replacement.slice_data_except, data.rank)
     if cast_to_float:
         x = builder.cast(x, TensorProto.FLOAT, "to_float")
+    axes: list[int] | str  # static axes, or the run-time alignment's axes tensor
+    squeeze: list[int] | str | None
+    mode: str
     if replacement is None:
         aligned = _runtime(node, x, idx, builder)
         x, idx, axes, squeeze = aligned.data, aligned.indices, aligned.axes, aligned.output_squeeze
@@ -238,7 +247,9 @@ def _static_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo) 
         unknown = [name for name, info in zip(node.input, (data, indices)) if info.rank is None]
         raise _NeedsRuntime(f"the rank of {', '.join(repr(n) for n in unknown)} is not known")
     try:
-        return RULES[node.op_type](node, data, indices)
+        rule = RULES[node.op_type]
+        assert not isinstance(rule, OptInRule), "an opt-in op is emitted by OptInRule.emit, never aligned here"
+        return rule(node, data, indices)
     except AlignmentError as error:
         raise LeftUnchanged(str(error)) from None
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 import operator
-from typing import Sequence
+from typing import Sequence, overload
 
 import numpy as np
 from onnx import TensorProto
@@ -126,7 +126,12 @@ def normalize_axes(axes: Sequence[int], rank: int) -> tuple[int, ...]:
     return tuple(normalized)
 
 
-def logical_indices_dims(indices_dims: Sequence[int | None], axes_count: int) -> list[int | None]:
+# Known dims in, known dims out (a None only ever comes from a None): the overloads say so to type checkers.
+@overload
+def logical_indices_dims(indices_dims: Sequence[int], axes_count: int) -> list[int]: ...
+@overload
+def logical_indices_dims(indices_dims: Sequence[int | None], axes_count: int) -> list[int | None]: ...
+def logical_indices_dims(indices_dims: Sequence[int | None], axes_count: int) -> list[int] | list[int | None]:
     """The indices' dims with each coordinate tuple folded: with more than one axis, the last dimension
     holds ``axes_count`` components per coordinate.
 
@@ -150,8 +155,13 @@ def logical_indices_dims(indices_dims: Sequence[int | None], axes_count: int) ->
     return logical
 
 
+@overload
+def output_dims(input_dims: Sequence[int], indices_dims: Sequence[int], axes: Sequence[int]) -> list[int]: ...
+@overload
 def output_dims(input_dims: Sequence[int | None], indices_dims: Sequence[int | None],
-                axes: Sequence[int]) -> list[int | None]:
+                axes: Sequence[int]) -> list[int | None]: ...
+def output_dims(input_dims: Sequence[int | None], indices_dims: Sequence[int | None],
+                axes: Sequence[int]) -> list[int] | list[int | None]:
     """The shape rule. Input and indices have one rank; on an axis the output takes the logical indices'
     size; elsewhere the two sizes broadcast (equal, or one of them 1). Dims may be None (not known):
     the output size is then None unless the rule fixes it anyway.

@@ -15,19 +15,20 @@ from __future__ import annotations
 import importlib
 import sys
 import types
+from typing import Any, Callable
 
 _CVT = "onnxruntime_extensions.cvt"
 
 
 def _real_cvt() -> types.ModuleType:
-    module = sys.modules.get(_CVT)
-    if isinstance(module, _DeferredCvt):
+    if isinstance(sys.modules.get(_CVT), _DeferredCvt):
         del sys.modules[_CVT]
-        module = importlib.import_module(_CVT)  # also sets the package's ``cvt`` attribute
-    return module
+    return importlib.import_module(_CVT)  # after the del, imports it and sets the package's ``cvt`` attribute
 
 
 class _DeferredCvt(types.ModuleType):
+    gen_processing_models: Callable[..., Any]  # set on the stand-in below (declared: no class attribute)
+
     def __getattr__(self, name: str):
         if name.startswith("__"):  # the import system probing (__path__, __spec__ ...): not a use
             raise AttributeError(name)

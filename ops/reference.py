@@ -75,8 +75,8 @@ def reference_gather_multiaxis(data, indices, axes: Sequence[int], mode: str = "
         idx_coord = [o[d] if logical[d] != 1 else 0 for d in range(geometry.rank)]
         is_zero = False
         for j, axis in enumerate(axes):
-            position = idx_coord[:-1] + [idx_coord[-1] * k + j] if k > 1 else idx_coord
-            value = int(indices[tuple(position)])
+            position = tuple(idx_coord[:-1] + [idx_coord[-1] * k + j] if k > 1 else idx_coord)
+            value = int(indices[position])
             dim = data.shape[axis]
             if value < 0:
                 value += dim

@@ -52,19 +52,20 @@ def build_example_model() -> ModelProto:
         helper.make_node("If", ["use_table"], ["branch_out"], name="choose", then_branch=then_branch,
                          else_branch=else_branch),
     ]
+    outputs: list[tuple[str, int, list[str | int]]] = [
+        ("reordered", TensorProto.FLOAT, ["batch", "sequence", 8]),
+        ("picked_rows", TensorProto.FLOAT, ["batch", "picks", 8]),
+        ("second_token", TensorProto.FLOAT, ["batch", 8]),
+        ("flattened", TensorProto.FLOAT, ["batch", "flat"]),
+        ("embedded_half", TensorProto.FLOAT16, ["batch", "sequence", 8]),
+        ("branch_out", TensorProto.FLOAT, ["batch", "sequence", 8])]
     graph = helper.make_graph(
         nodes, "gathers",
         [helper.make_tensor_value_info("token_ids", TensorProto.INT64, ["batch", "sequence"]),
          helper.make_tensor_value_info("sort_order", TensorProto.INT32, ["batch", "sequence", 8]),
          helper.make_tensor_value_info("positions", TensorProto.INT64, ["batch", "picks", 1]),
          helper.make_tensor_value_info("use_table", TensorProto.BOOL, [])],
-        [helper.make_tensor_value_info(name, elem, shape) for name, elem, shape in [
-            ("reordered", TensorProto.FLOAT, ["batch", "sequence", 8]),
-            ("picked_rows", TensorProto.FLOAT, ["batch", "picks", 8]),
-            ("second_token", TensorProto.FLOAT, ["batch", 8]),
-            ("flattened", TensorProto.FLOAT, ["batch", "flat"]),
-            ("embedded_half", TensorProto.FLOAT16, ["batch", "sequence", 8]),
-            ("branch_out", TensorProto.FLOAT, ["batch", "sequence", 8])]],
+        [helper.make_tensor_value_info(name, elem, shape) for name, elem, shape in outputs],
         [table, half_table, column, zero, minus_one,
          numpy_helper.from_array(np.array([0], dtype=np.int64), "minus_one_axes"),
          numpy_helper.from_array(np.array([8], dtype=np.int64), "width")])

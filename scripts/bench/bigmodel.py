@@ -80,6 +80,7 @@ class BigModelRun:
 
 def _run_measured(command: list[str]) -> tuple[int, float, str]:
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert child.stderr is not None  # stderr=PIPE
     stderr = child.stderr.read()
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
@@ -98,8 +99,8 @@ def measure(gigabytes: float = 2.2, folder: Path | None = None, ort_optimize: bo
     Returns:
         The sizes, the exit status, the peak RSS, and whether the rows match.
     """
-    with tempfile.TemporaryDirectory(prefix="gathermultiaxis-big-", dir=folder) as scratch:
-        scratch = Path(scratch)
+    with tempfile.TemporaryDirectory(prefix="gathermultiaxis-big-", dir=folder) as scratch_name:
+        scratch = Path(scratch_name)
         source = build_big_model(scratch, gigabytes)
         (scratch / "out").mkdir()
         target = scratch / "out" / "rewritten.onnx"
@@ -218,6 +219,7 @@ def _timed(command: list[str]) -> tuple[int, float, float, float, str]:
     start = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                              env=child_environment())
+    assert child.stderr is not None  # stderr=PIPE
     stderr = child.stderr.read()
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - start
@@ -238,7 +240,7 @@ def measure_big_graph(gathers: int = 50_000, repeats: int = 1, folder: Path | No
     Returns:
         Each command's wall and CPU seconds and peak RSS, and whether every Gather was rewritten.
     """
-    commands = {"rewrite": None, "load_and_infer": None, "ort_load": None,
+    commands: dict[str, list[str] | None] = {"rewrite": None, "load_and_infer": None, "ort_load": None,
                 "python_startup": [sys.executable, "-c", _REPORT_PEAK + "import onnx"]}
     results = {name: Measured([], []) for name in commands}
     with tempfile.TemporaryDirectory(prefix="gathermultiaxis-graph-", dir=folder) as scratch:
@@ -253,6 +255,7 @@ def measure_big_graph(gathers: int = 50_000, repeats: int = 1, folder: Path | No
         commands["ort_load"] = [sys.executable, "-c", _ORT_LOAD, str(source)]
         for _ in range(repeats):
             for name, command in commands.items():
+                assert command is not None  # every entry is set above
                 status, seconds, cpu, peak, stderr = _timed(command)
                 if status != 0:
                     raise RuntimeError(f"{' '.join(command[:4])} ... failed (exit {status}): {stderr.strip()[-500:]}")

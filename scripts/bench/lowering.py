@@ -34,7 +34,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import onnx
@@ -176,7 +176,7 @@ def kernels(seed: int = 0) -> list[Subject]:
     # (y, x) or (x, y) points of each NHWC image: indices [N, P, 1, 2], output [N, P, 1, C]
     images = rng.standard_normal((4, 64, 64, 16)).astype(np.float32)
     points = np.stack([rng.integers(-64, 64, (4, 1024, 1)), rng.integers(-64, 64, (4, 1024, 1))], axis=-1)
-    feeds = {"images": images, "points": points}
+    feeds: dict[str, np.ndarray] = {"images": images, "points": points}
     for axes, order in (([1, 2], "(y, x)"), ([2, 1], "(x, y)")):
         multiaxis = _model([node(OP_TYPE, ["images", "points", "axes"], ["out"], domain=DOMAIN, mode="error")], feeds,
                            "out", TensorProto.FLOAT, [_ints("axes", axes)], custom=True)
@@ -263,6 +263,7 @@ def prepare(subject: Subject, stem: Path) -> LoweringRow:
     if not row.all_lowered:
         row.notes.append("not every GatherMultiaxis was lowered: plain ORT cannot run it, so it is not timed")
         return row
+    sessions: list | None  # None once used: the sessions' threads gone before any child is timed
     for optimized, attribute in ((True, "bit_identical"), (False, "bit_identical_unoptimized")):
         try:
             # optimized: InferenceSession(model) with no options, as the timed children make it
@@ -350,7 +351,7 @@ def run(items: list[str], with_kernels: bool = True, repeats: int = 41, processe
                 timed.append((row, str(stem)))
         rounds: list[list[dict[str, dict]]] = [[] for _ in timed]
         for round_number in range(processes):
-            for (row, stem), measured in zip(timed, rounds):
+            for (row, stem_name), measured in zip(timed, rounds):
                 if progress:
                     progress(f"{row.name} (round {round_number + 1} of {processes})")
                 # the columns' order alternates from round to round, so that what the machine does just
@@ -358,7 +359,7 @@ def run(items: list[str], with_kernels: bool = True, repeats: int = 41, processe
                 # always fall on the same column
                 order = COLUMNS if round_number % 2 == 0 else COLUMNS[::-1]
                 measured.append({column: in_fresh_process("bench.lowering", "time_in_this_process",
-                                                          f"{stem}.{column}.onnx", f"{stem}.inputs.npz", repeats)
+                                                          f"{stem_name}.{column}.onnx", f"{stem_name}.inputs.npz", repeats)
                                  for column in order})
     for (row, _), measured in zip(timed, rounds):
         row.notes += [f"a process ({column}) failed: {r[column]['error']}" for r in measured for column in COLUMNS
@@ -369,9 +370,9 @@ def run(items: list[str], with_kernels: bool = True, repeats: int = 41, processe
             continue
         for column in COLUMNS:
             row.median_ms[column] = float(np.median([s for r in good for s in r[column]["samples"]]))
-        row.ratio, *spread = round_ratios([r["lowered"]["samples"] for r in good],
-                                          [r["original"]["samples"] for r in good])
-        row.spread = tuple(spread)
+        row.ratio, low, high = round_ratios([r["lowered"]["samples"] for r in good],
+                                            [r["original"]["samples"] for r in good])
+        row.spread = (low, high)
     return rows
 
 
@@ -409,7 +410,7 @@ def summary(rows: list[LoweringRow]) -> dict:
     node_ratios = [row.node_ratio for row in models if row.node_ratio is not None]
     geomean, worst = geometric_mean(ratios), max(ratios, default=None)
     worst_nodes = max(node_ratios, default=None)
-    result = {
+    result: dict[str, Any] = {
         "models timed": len(ratios), "models": len(models),
         "time geometric mean": {"value": geomean, "goal": GEOMEAN_GOAL, "verdict": _goal(geomean, GEOMEAN_GOAL)},
         "time max": {"value": worst, "goal": MODEL_GOAL, "verdict": _goal(worst, MODEL_GOAL),
@@ -450,6 +451,7 @@ def format_report(rows: list[LoweringRow]) -> str:
     def ratio(row: LoweringRow) -> str:
         if row.ratio is None:
             return "n/a"
+        assert row.spread is not None  # set together with the ratio
         return f"{row.ratio:.2f} [{row.spread[0]:.2f}-{row.spread[1]:.2f}]"
 
     lines = ["| model | against | GatherMultiaxis | all lowered | bit-identical (default options / optimizations off) "

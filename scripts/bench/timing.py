@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Callable, ContextManager
+from typing import Callable, ContextManager, Mapping
 
 
-def interleaved(calls: dict[str, Callable[[], object]], repeats: int, warmups: int = 1,
+def interleaved(calls: Mapping[str, Callable[[], object]], repeats: int, warmups: int = 1,
                 clock: Callable[[], float] = time.perf_counter, scale: float = 1e3,
                 per_sample: int = 1, around: Callable[[str], ContextManager] | None = None) -> dict[str, list[float]]:
     """``repeats`` samples of each call, taken in turn (A, B, C, A, B, C, ...) after ``warmups`` runs of
