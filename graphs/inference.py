@@ -12,7 +12,7 @@ import logging
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, TypeGuard
 
 import onnx
 import onnx.shape_inference
@@ -162,9 +162,9 @@ class TypingCopier:
                 self.hoisted.append(bare_input(stand_in, value))
                 light.node.append(helper.make_node("Identity", [stand_in], [node.output[0]], name=node.name))
                 continue
-            stand_in = ort_optimizer.typing_stand_in(node)
-            if stand_in is not None:  # an ORT fused op: a standard op of the same output type and shape
-                light.node.append(stand_in)
+            standard_op = ort_optimizer.typing_stand_in(node)
+            if standard_op is not None:  # an ORT fused op: a standard op of the same output type and shape
+                light.node.append(standard_op)
                 continue
             copy = light.node.add(op_type=node.op_type, domain=node.domain, name=node.name, overload=node.overload)
             copy.input.extend(node.input)
@@ -401,7 +401,7 @@ def symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
     return {name: info for name, info in infos.items() if seen[name] == 1}
 
 
-def known_rank(info: TensorInfo | None) -> bool:
+def known_rank(info: TensorInfo | None) -> TypeGuard[TensorInfo]:  # True: not None
     return info is not None and info.rank is not None
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
-from onnx import NodeProto, TensorProto, helper
+from onnx import ModelProto, NodeProto, TensorProto, helper
 
 from ..ops.contract import DOMAIN, OP_TYPE, Mode
 from .inference import TensorInfo
@@ -94,7 +94,7 @@ _UPSTREAM_LIMIT = 256  # nodes searched above the node for the recorded inputs (
 
 def _derives_from(scope: GraphScope, name: str, source: str) -> bool:
     """Whether ``name`` is ``source`` or computed from it within this graph."""
-    pending, seen = [name], set()
+    pending, seen = [name], set[str]()
     while pending and len(seen) < _UPSTREAM_LIMIT:
         current = pending.pop()
         if current == source:
@@ -111,7 +111,7 @@ def _derives_from(scope: GraphScope, name: str, source: str) -> bool:
 def _tail(scope: GraphScope, node: NodeProto, output: str) -> list[NodeProto] | None:
     """The rewrite's nodes from ``node``'s output to ``output``: each the only reader of the one before,
     each a Squeeze, Reshape or Cast of it; None when the graph does not have that shape."""
-    chain, current = [], node.output[0]
+    chain, current = list[NodeProto](), node.output[0]
     while current != output:
         readers = scope.consumers.get(current, [])
         if len(readers) != 1 or scope.readers.get(current, 0) != 1 or len(chain) == len(_TAIL_OPS):
@@ -148,7 +148,8 @@ def _replaced_form(node: NodeProto, scope: GraphScope, mode: str | None) -> Visi
     if tail is None:
         return None
     gather = helper.make_node(record.op_type, [record.data, record.indices], [record.output],
-                              name=record.name or None, domain=record.domain, **record.attributes)
+                              name=record.name or None, domain=record.domain,
+                                  **record.attributes)  # type: ignore[arg-type]  # ints: node attributes, never doc_string
     carry_metadata(node, gather)
     return Visit([gather], removes=tail, freed={*node.input, *(i for n in tail for i in n.input)},
                          detail={"form": record.op_type, "source": "rewrite record"})
@@ -249,7 +250,8 @@ def _narrow_source(x: str, data: TensorInfo, scope: GraphScope, builder: Lowerin
     return name, source.elem_type
 
 
-def lower_model(model, external_data_folder: str | os.PathLike | None = None) -> tuple:
+def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | None = None
+                ) -> tuple[ModelProto, LowerReport]:
     """Return a copy of ``model`` with every GatherMultiaxis node replaced by standard ONNX ops, and the
     report of what happened to each (its form; a node is only ever replaced by an equivalent subgraph
     or left as it is, with the reason). See the module docstring for the steps. Constant indices kept in

@@ -17,7 +17,7 @@ import contextlib
 import functools
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import onnx
 from onnx import ModelProto
@@ -117,13 +117,13 @@ def typing_stand_in(node: onnx.NodeProto) -> onnx.NodeProto | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _contrib_schemas() -> dict[tuple[str, str], object]:
+def _contrib_schemas() -> dict[tuple[str, str], Any]:  # Any: ORT's pybind schemas have no type information
     """ORT's own op schemas (com.microsoft and the other domains ORT registers), newest version of each."""
     try:
         from onnxruntime.capi.onnxruntime_pybind11_state import get_all_operator_schema
     except ImportError:
         return {}
-    schemas: dict[tuple[str, str], object] = {}
+    schemas: dict[tuple[str, str], Any] = {}
     for schema in get_all_operator_schema():
         key = (schema.domain, schema.name)
         if schema.domain not in ("", "ai.onnx") and (key not in schemas or

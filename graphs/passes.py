@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Iterator, Protocol
+from typing import Callable, Iterator, Protocol, Sequence
 
 import onnx
 import onnx.inliner
@@ -213,7 +214,7 @@ class Visit:
     whose replacements are one small node each, and which must not slow the session's start-up with a
     splice; a visit that does this reads the scope's producers and readers before its first change)."""
 
-    nodes: list[NodeProto] | None
+    nodes: Sequence[NodeProto] | None
     removes: list[NodeProto] = field(default_factory=list)
     freed: set[str] = field(default_factory=set)
     detail: dict = field(default_factory=dict)
@@ -221,7 +222,8 @@ class Visit:
 
 
 class GraphPass(Protocol):
-    report: PassReport
+    @property
+    def report(self) -> PassReport: ...  # read-only here, so that a pass's report may be a PassReport subclass
 
     def targets(self, node: NodeProto) -> bool: ...
 
@@ -277,7 +279,7 @@ class _Driver:
         splice(graph, original, counts, removed)
 
 
-def splice(graph: GraphProto, original: int, counts: dict[int, int], removed: set[int] = frozenset()) -> None:
+def splice(graph: GraphProto, original: int, counts: dict[int, int], removed: AbstractSet[int] = frozenset()) -> None:
     """Put each replacement where its node was: the graph's first ``original`` nodes are its own, the
     rest their replacements, in position order, ``counts[position]`` nodes replacing the node at
     ``position``; the nodes whose ids are in ``removed`` go. Nodes are moved by an in-place sort, not
@@ -285,8 +287,9 @@ def splice(graph: GraphProto, original: int, counts: dict[int, int], removed: se
     if not counts and not removed:
         return
     if not counts:  # removals only (a few, where visits changed their nodes in place): no sort
-        gone = [position for position, node in enumerate(itertools.islice(graph.node, original)) if id(node) in removed]
-        for position in reversed(gone):
+        removed_positions = [position for position, node in enumerate(itertools.islice(graph.node, original))
+                             if id(node) in removed]
+        for position in reversed(removed_positions):
             del graph.node[position]
         return
     # The sort hands its key function the same message objects this list holds (they stay alive, and
@@ -374,7 +377,7 @@ def run_pass(model: ModelProto, graph_pass: GraphPass, repeat: bool = False) -> 
     names, freed = NameScope(all_names(result)), set()
     while True:
         light = typing_copy(result) if infers_types else None
-        main = InferredGraph.of(inferred(light).graph, True) if infers_types else InferredGraph.untyped()
+        main = InferredGraph.of(inferred(light).graph, True) if light is not None else InferredGraph.untyped()
         begin = getattr(graph_pass, "begin", None)
         if begin is not None:
             begin(result, light)

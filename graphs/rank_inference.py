@@ -9,7 +9,7 @@ Unsqueeze of a scalar, a Concat of 1-D pieces), because a Reshape's rank is the 
 from __future__ import annotations
 
 import functools
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeGuard
 
 import numpy as np
 import onnx.defs
@@ -24,7 +24,7 @@ RankRule = Callable[[NodeProto, Sequence["TensorInfo | None"], Constants], "list
 _MICROSOFT = "com.microsoft"
 
 
-def _known(info: TensorInfo | None) -> bool:
+def _known(info: TensorInfo | None) -> TypeGuard[TensorInfo]:  # True: not None
     return info is not None and info.rank is not None
 
 
@@ -93,7 +93,7 @@ def flatten(node, inputs, constants):
 
 def _length(info: TensorInfo | None) -> Dim:
     """The length of a 1-D tensor, when known."""
-    return info.shape[0] if _known(info) and info.rank == 1 else None
+    return info.shape[0] if info is not None and info.shape is not None and len(info.shape) == 1 else None
 
 
 def reshape(node, inputs, constants):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections.abc import Mapping
-from typing import Iterator
+from collections.abc import Mapping, Set as AbstractSet
+from typing import Iterator, TypeGuard
 
 import numpy as np
 import onnx
@@ -90,7 +90,7 @@ def attribute(node: NodeProto, name: str, default=None):
     return default
 
 
-def round_trip_cast(node: NodeProto | None, to: int = TensorProto.FLOAT) -> bool:
+def round_trip_cast(node: NodeProto | None, to: int = TensorProto.FLOAT) -> TypeGuard[NodeProto]:
     """Whether ``node`` is a Cast of the float16/bfloat16 round trip that ``rules.emit_replacement`` writes:
     to float32 before GatherMultiaxis (``to`` FLOAT), or back after it (``to`` the narrow type). The one
     recogniser of that round trip (the bind step and the lowering fold it; here, so that the bind step
@@ -259,7 +259,7 @@ def names_read(graph: GraphProto) -> Iterator[str]:
         yield from node.input
 
 
-def drop_unused(graph: GraphProto, candidates: list[NodeProto], names: set[str] = frozenset(),
+def drop_unused(graph: GraphProto, candidates: list[NodeProto], names: AbstractSet[str] = frozenset(),
                 cascade: bool = False, all_initializers: bool = True) -> frozenset[str]:
     """Remove each of ``candidates`` (nodes of ``graph``) whose outputs nothing reads, then the producers
     of what it read that nothing reads any more: among the candidates, or any node with ``cascade``.

@@ -18,9 +18,10 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from math import prod
-from typing import Sequence
+from typing import Sequence, SupportsInt
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .contract import INDEX_DTYPES, MODES, GatherIndexError, Mode, normalize_axes
 from .geometry import GatherGeometry
@@ -43,7 +44,7 @@ def zero_element(dtype: np.dtype):
     return np.zeros((), dtype)[()]
 
 
-def _position_text(position: Sequence[int]) -> str:
+def _position_text(position: Sequence[SupportsInt]) -> str:
     return "[" + ", ".join(str(int(p)) for p in position) + "]"
 
 
@@ -65,6 +66,7 @@ def _coordinate_term(indices: np.ndarray, coordinate: np.ndarray, j: int, geomet
         return coordinate, None, False
     values = coordinate.astype(np.int64)
     np.add(values, dim, out=values, where=values < 0)  # negatives count from the end, once
+    bad: np.ndarray | None  # None below: nothing out of range, or nothing left to mask
     bad = (values < 0) | (values >= dim)
     if mode == Mode.CLAMP:
         np.clip(values, 0, dim - 1, out=values)
@@ -132,7 +134,7 @@ def _block_start(geometry: GatherGeometry) -> int:
     return start
 
 
-def gather_multiaxis(input, indices, axes: Sequence[int], mode: str = "error") -> np.ndarray:
+def gather_multiaxis(input: ArrayLike, indices: ArrayLike, axes: Sequence[int], mode: str = "error") -> np.ndarray:
     """Gather elements of ``input`` at the coordinates in ``indices`` along ``axes``.
 
     Shape contract (see ``gathermultiaxis.ops.geometry``): ``input.ndim == indices.ndim``; for

@@ -49,6 +49,7 @@ import functools
 import threading
 import warnings
 import weakref
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -137,7 +138,7 @@ class _ArrayHandback:
         return self.array
 
 
-_state = {"registered": False, "handback": False, "opdefs": [], "hook": False, "registered_early": None}
+_state: dict[str, Any] = {"registered": False, "handback": False, "opdefs": [], "hook": False, "registered_early": None}
 _lock = threading.RLock()
 
 NUL_LIMIT = ("a string holding a NUL character cannot cross onnxruntime-extensions' PyOp bridge (it passes "

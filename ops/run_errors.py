@@ -43,7 +43,7 @@ class RunErrors:
     ``dict.setdefault`` and ``dict.pop`` are atomic under the GIL, so no lock is needed; the first
     error of a run wins (a run can hold several GatherMultiaxis nodes)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._errors: dict[int, BaseException] = {}
         self._tokens = itertools.count(1)
         self._lendable: list[tuple[int, np.ndarray]] = []
@@ -86,7 +86,7 @@ class _ErrorChannel:
     of the session's run method: per calling thread, then first-in-first-out for errors raised on ORT's
     pool threads. Only sessions built with ``session_options()`` need it (best effort, see the README)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._unattributed: list[BaseException] = []  # raised on an ORT pool thread (parallel mode)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import weakref
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -222,8 +223,11 @@ class InferenceSession(ort.InferenceSession):
     _gathermultiaxis_run_tokens = True  # errors travel by run token (no per-thread channel)
     _gathermultiaxis_token_name = None
 
-    def __init__(self, path_or_bytes, sess_options: ort.SessionOptions | None = None, providers=None,
-                 provider_options=None, bind_constants: bool = True, **kwargs):
+    def __init__(self, path_or_bytes: str | bytes | os.PathLike | ModelProto,
+                 sess_options: ort.SessionOptions | None = None,
+                 providers: Sequence[str | tuple[str, dict[Any, Any]]] | None = None,
+                 provider_options: Sequence[dict[Any, Any]] | None = None, bind_constants: bool = True,
+                 **kwargs: Any) -> None:
         if isinstance(path_or_bytes, (str, os.PathLike)) and os.fspath(path_or_bytes).endswith(".ort"):
             raise ValueError("ORT format models are not supported: pass the ONNX model")
         if sess_options is not None:
@@ -314,7 +318,8 @@ class InferenceSession(ort.InferenceSession):
                                                   if isinstance(v, (str, bytes))):
                 raise ValueError(f"input {name!r}: {ortop.NUL_LIMIT}")
 
-    def run(self, output_names, input_feed, run_options=None):
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+            run_options: ort.RunOptions | None = None) -> list[Any]:
         name = self._gathermultiaxis_token_name
         if name is None:
             return _SESSION.run(self, output_names, input_feed, run_options)
@@ -353,7 +358,8 @@ class InferenceSession(ort.InferenceSession):
         add_token(token)
         return _result_or_run_error(token, call)
 
-    def run_with_ort_values(self, output_names, input_dict_ort_values, run_options=None):
+    def run_with_ort_values(self, output_names: Sequence[str] | None, input_dict_ort_values: Mapping[str, ort.OrtValue],
+                            run_options: ort.RunOptions | None = None) -> list[ort.OrtValue]:
         name = self._gathermultiaxis_token_name
         if name is None:
             return _SESSION.run_with_ort_values(self, output_names, input_dict_ort_values, run_options)
@@ -362,19 +368,27 @@ class InferenceSession(ort.InferenceSession):
             lambda: _SESSION.run_with_ort_values(self, output_names, feed, run_options),
             lambda token: feed.__setitem__(name, ort.OrtValue.ortvalue_from_numpy(np.array(token, dtype=np.int64))))
 
-    def run_with_iobinding(self, iobinding, run_options=None):
+    def run_with_iobinding(self, iobinding: ort.IOBinding, run_options: ort.RunOptions | None = None) -> None:
         name = self._gathermultiaxis_token_name
         at_risk = self._gathermultiaxis_bridge_outputs
         if name is None:
             return run_with_preallocated_outputs_checked(
                 iobinding, lambda: _SESSION.run_with_iobinding(self, iobinding, run_options), at_risk)
         value = []  # the token's array, alive until the run returns
+
+        def add_token(token: int) -> None:
+            value.append(np.array(token, dtype=np.int64))
+            iobinding.bind_cpu_input(name, value[0])
+
         return self._tokened_call(
             lambda: run_with_preallocated_outputs_checked(
                 iobinding, lambda: _SESSION.run_with_iobinding(self, iobinding, run_options), at_risk),
-            lambda token: (value.append(np.array(token, dtype=np.int64)), iobinding.bind_cpu_input(name, value[0])))
+            add_token)
 
-    def run_with_ortvaluevector(self, run_options, feed_names, feeds, fetch_names, fetches, fetch_devices):
+    def run_with_ortvaluevector(self, run_options: ort.RunOptions | None, feed_names: Sequence[str],
+                                feeds: Sequence[Any], fetch_names: Sequence[str], fetches: Any,
+                                fetch_devices: Sequence[Any]) -> None:
+        # feeds: ORT's C-level OrtValues (OrtValue._ortvalue); fetches: the OrtValueVector the outputs go into
         name = self._gathermultiaxis_token_name
         if name is None:
             return _SESSION.run_with_ortvaluevector(self, run_options, feed_names, feeds, fetch_names, fetches,
@@ -395,7 +409,9 @@ class InferenceSession(ort.InferenceSession):
                 self, run_options, names, values, fetch_names, into, fetch_devices),
             self._gathermultiaxis_bridge_outputs), add_token)
 
-    def run_async(self, output_names, input_feed, callback, user_data, run_options=None):
+    def run_async(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+                  callback: Callable[[Any, Any, str], None], user_data: Any,
+                  run_options: ort.RunOptions | None = None) -> None:
         name = self._gathermultiaxis_token_name
         if self._gathermultiaxis_string_inputs:
             self._check_strings(input_feed)

@@ -13,8 +13,10 @@ import enum
 import operator
 from dataclasses import dataclass
 from math import prod
+from typing import Iterator, Sequence, SupportsIndex
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .alignment import Alignment, gather_alignment, gather_elements_alignment, gather_nd_alignment
 from .contract import GatherIndexError, GatherShapeError
@@ -37,7 +39,7 @@ _tracing: list[list[Step]] = []
 
 
 @contextlib.contextmanager
-def trace():
+def trace() -> Iterator[list[Step]]:
     """Collect a ``Step`` for every variant call made inside the ``with`` block."""
     steps: list[Step] = []
     _tracing.append(steps)
@@ -53,6 +55,7 @@ def _one_gather(variant, data, indices, axes, mode="error", *, data_shape=None, 
     data, indices = np.asarray(data), np.asarray(indices)
     aligned_data = data.reshape(data_shape) if data_shape is not None else data
     if crop:
+        assert alignment is not None  # crop: GatherElements' variants, which pass their alignment
         aligned_data = _crop(aligned_data, indices, alignment.axes[0])
     aligned_indices = indices.reshape(indices_shape) if indices_shape is not None else indices
     if alignment is not None:
@@ -84,19 +87,19 @@ def _crop(data: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
 
 # -- ONNX ----------------------------------------------------------------------------------------
 
-def onnx_gather(data, indices, axis=0):
+def onnx_gather(data: ArrayLike, indices: ArrayLike, axis: int = 0) -> np.ndarray:
     data, indices = np.asarray(data), np.asarray(indices)
     return _one_gather("onnx_gather", data, indices, None,
                        alignment=gather_alignment(data.ndim, indices.ndim, axis))
 
 
-def onnx_gather_elements(data, indices, axis=0):
+def onnx_gather_elements(data: ArrayLike, indices: ArrayLike, axis: int = 0) -> np.ndarray:
     data, indices = np.asarray(data), np.asarray(indices)
     return _one_gather("onnx_gather_elements", data, indices, None, crop=True,
                        alignment=gather_elements_alignment(data.ndim, indices.ndim, axis))
 
 
-def onnx_gather_nd(data, indices, batch_dims=0):
+def onnx_gather_nd(data: ArrayLike, indices: ArrayLike, batch_dims: int = 0) -> np.ndarray:
     data, indices = np.asarray(data), np.asarray(indices)
     alignment = gather_nd_alignment(data.ndim, indices.ndim, indices.shape[-1] if indices.ndim else 0, batch_dims)
     return _one_gather("onnx_gather_nd", data, indices, None, alignment=alignment)
@@ -104,7 +107,8 @@ def onnx_gather_nd(data, indices, batch_dims=0):
 
 # -- OpenVINO ------------------------------------------------------------------------------------
 
-def openvino_gather(data, indices, axis, batch_dims=0, version=8):
+def openvino_gather(data: ArrayLike, indices: ArrayLike, axis: int, batch_dims: int = 0,
+                    version: int = 8) -> np.ndarray:
     """Gather-1 (no batch_dims), Gather-7 (batch_dims, negative ones counted from the indices rank) and
     Gather-8 (also negative indices, and out-of-range indices give 0). For Gather-1/7 the specs allow
     indices in [0, dim-1] only; others raise here (OpenVINO's CPU plugin returns 0 for them)."""
@@ -120,7 +124,7 @@ def openvino_gather(data, indices, axis, batch_dims=0, version=8):
                        "zero" if version == 8 else "error", alignment=alignment)
 
 
-def openvino_gather_nd(data, indices, batch_dims=0, version=8):
+def openvino_gather_nd(data: ArrayLike, indices: ArrayLike, batch_dims: int = 0, version: int = 8) -> np.ndarray:
     """GatherND-8 keeps the batch dimensions; GatherND-5 flattens them into one. Negative indices count
     from the end, as in OpenVINO's CPU plugin; out-of-range ones raise (the spec requires indices in
     range, and the CPU plugin reads outside the data for them)."""
@@ -138,7 +142,7 @@ def openvino_gather_nd(data, indices, batch_dims=0, version=8):
 
 # -- NumPy ---------------------------------------------------------------------------------------
 
-def numpy_take(a, indices, axis=None):
+def numpy_take(a: ArrayLike, indices: ArrayLike, axis: int | None = None) -> np.ndarray:
     a, indices = np.asarray(a), np.asarray(indices)
     if axis is None:
         return _one_gather("numpy_take (axis=None)", a, indices, None, data_shape=(-1,),
@@ -146,7 +150,7 @@ def numpy_take(a, indices, axis=None):
     return _one_gather("numpy_take", a, indices, None, alignment=gather_alignment(a.ndim, indices.ndim, axis))
 
 
-def numpy_take_along_axis(arr, indices, axis):
+def numpy_take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None) -> np.ndarray:
     arr, indices = np.asarray(arr), np.asarray(indices)
     if axis is None:
         return _one_gather("numpy_take_along_axis (axis=None)", arr, indices, [0], data_shape=(-1,))
@@ -156,19 +160,19 @@ def numpy_take_along_axis(arr, indices, axis):
 
 # -- PyTorch (NumPy arrays in, NumPy arrays out) --------------------------------------------------
 
-def torch_gather(input, dim, index):
+def torch_gather(input: ArrayLike, dim: int, index: ArrayLike) -> np.ndarray:
     input, index = np.asarray(input), np.asarray(index)
     return _one_gather("torch_gather", input, index, None, crop=True,
                        alignment=gather_elements_alignment(input.ndim, index.ndim, dim))
 
 
-def torch_take(input, index):
+def torch_take(input: ArrayLike, index: ArrayLike) -> np.ndarray:
     input, index = np.asarray(input), np.asarray(index)
     return _one_gather("torch_take", input, index, None, data_shape=(-1,),
                        alignment=gather_alignment(1, index.ndim, 0))
 
 
-def torch_take_along_dim(input, indices, dim=None):
+def torch_take_along_dim(input: ArrayLike, indices: ArrayLike, dim: int | None = None) -> np.ndarray:
     input, indices = np.asarray(input), np.asarray(indices)
     if dim is None:
         return _one_gather("torch_take_along_dim (dim=None)", input, indices, [0], data_shape=(-1,),
@@ -177,7 +181,7 @@ def torch_take_along_dim(input, indices, dim=None):
                        alignment=gather_elements_alignment(input.ndim, indices.ndim, dim))
 
 
-def torch_index_select(input, dim, index):
+def torch_index_select(input: ArrayLike, dim: int, index: ArrayLike) -> np.ndarray:
     input, index = np.asarray(input), np.asarray(index)
     return _one_gather("torch_index_select", input, index, None, indices_shape=(-1,),
                        alignment=gather_alignment(input.ndim, 1, dim))
@@ -185,7 +189,7 @@ def torch_index_select(input, dim, index):
 
 # -- TensorFlow ----------------------------------------------------------------------------------
 
-def tf_gather(params, indices, axis=None, batch_dims=0):
+def tf_gather(params: ArrayLike, indices: ArrayLike, axis: int | None = None, batch_dims: int = 0) -> np.ndarray:
     params, indices = np.asarray(params), np.asarray(indices)
     if batch_dims < 0:
         batch_dims += indices.ndim
@@ -194,7 +198,7 @@ def tf_gather(params, indices, axis=None, batch_dims=0):
                        alignment=gather_alignment(params.ndim, indices.ndim, axis, batch_dims))
 
 
-def tf_gather_nd(params, indices, batch_dims=0):
+def tf_gather_nd(params: ArrayLike, indices: ArrayLike, batch_dims: int = 0) -> np.ndarray:
     params, indices = np.asarray(params), np.asarray(indices)
     return _one_gather("tf_gather_nd", params, indices, None,
                        alignment=gather_nd_alignment(params.ndim, indices.ndim, indices.shape[-1], batch_dims))
@@ -202,7 +206,7 @@ def tf_gather_nd(params, indices, batch_dims=0):
 
 # -- TOSA ----------------------------------------------------------------------------------------
 
-def tosa_gather(values, indices):
+def tosa_gather(values: ArrayLike, indices: ArrayLike) -> np.ndarray:
     """TOSA gather: values [N, K, C], indices [N, W] -> [N, W, C], output[n, w, c] = values[n, indices[n, w], c]."""
     values, indices = np.asarray(values), np.asarray(indices)
     if values.ndim != 3 or indices.ndim != 2:
@@ -213,7 +217,7 @@ def tosa_gather(values, indices):
 
 # -- CoreML (coremltools MIL) ---------------------------------------------------------------------
 
-def _coreml_indices(indices, validate_indices):
+def _coreml_indices(indices: ArrayLike, validate_indices: bool) -> np.ndarray:
     """CoreML indices are int32, int16, uint16, int8 or uint8 (widened to int32 for the kernel). Negative
     ones count from the end, as coremltools' value inference (``np.take``) and the iOS15/iOS16 docs say;
     with ``validate_indices`` they are out of bounds, as the iOS17 check says (its docs say both)."""
@@ -232,7 +236,8 @@ def _coreml_indices(indices, validate_indices):
     return indices if indices.dtype in (np.int32, np.int64) else indices.astype(np.int32)  # 8/16-bit: exact
 
 
-def coreml_gather(x, indices, axis=0, batch_dims=0, validate_indices=False):
+def coreml_gather(x: ArrayLike, indices: ArrayLike, axis: int = 0, batch_dims: int = 0,
+                  validate_indices: bool = False) -> np.ndarray:
     """MIL ``gather`` (iOS15-iOS17): output shape ``D[:axis] + N[batch_dims:] + D[axis+1:]``, the first
     ``batch_dims`` dims of ``x`` and ``indices`` paired (tf.gather's rule, a count in [0, axis]).
     Out-of-range indices raise (CoreML leaves them undefined unless ``validate_indices``)."""
@@ -244,7 +249,8 @@ def coreml_gather(x, indices, axis=0, batch_dims=0, validate_indices=False):
                        alignment=gather_alignment(x.ndim, indices.ndim, axis, batch_dims))
 
 
-def coreml_gather_along_axis(x, indices, axis=0, validate_indices=False):
+def coreml_gather_along_axis(x: ArrayLike, indices: ArrayLike, axis: int = 0,
+                             validate_indices: bool = False) -> np.ndarray:
     """MIL ``gather_along_axis``: take_along_axis with indices of x's rank and x's sizes on every dim
     but ``axis`` (CoreML's type inference refuses smaller or broadcast ones)."""
     x = np.asarray(x)
@@ -257,7 +263,8 @@ def coreml_gather_along_axis(x, indices, axis=0, validate_indices=False):
     return _one_gather("coreml_gather_along_axis", x, indices, None, alignment=alignment)
 
 
-def coreml_gather_nd(x, indices, batch_dims=0, validate_indices=False):
+def coreml_gather_nd(x: ArrayLike, indices: ArrayLike, batch_dims: int = 0,
+                     validate_indices: bool = False) -> np.ndarray:
     """MIL ``gather_nd`` (batch_dims since iOS16): output shape ``K[:-1] + D[batch_dims + K[-1]:]``."""
     x = np.asarray(x)
     indices = _coreml_indices(indices, validate_indices)
@@ -428,8 +435,10 @@ def _jax_fill_value(dtype: np.dtype):
     raise TypeError(f"jax.lax.gather has no fill value for dtype {dtype}")
 
 
-def jax_gather(operand, start_indices, dimension_numbers, slice_sizes, mode="clip", fill_value=None, *,
-               indices_are_sorted=False, unique_indices=False):
+def jax_gather(operand: ArrayLike, start_indices: ArrayLike, dimension_numbers: object,
+               slice_sizes: Sequence[SupportsIndex], mode: str | enum.Enum = "clip",
+               fill_value: ArrayLike | None = None, *, indices_are_sorted: bool = False,
+               unique_indices: bool = False) -> np.ndarray:
     """``jax.lax.gather`` (StableHLO gather with the index vector last) as one gatherMultiaxis call.
 
     ``output[batch..., offset...]`` is the window of ``slice_sizes`` that starts, on each operand
@@ -454,7 +463,7 @@ def jax_gather(operand, start_indices, dimension_numbers, slice_sizes, mode="cli
     data = np.expand_dims(np.transpose(operand[layout.crop], layout.order), layout.missing)
     # The starts (as int64; uint64 beyond int64 are out of bounds anyway), one k-vector per aligned place.
     if start_indices.dtype == np.uint64:
-        start_indices = np.minimum(start_indices, np.uint64(np.iinfo(np.int64).max))
+        start_indices = np.asarray(np.minimum(start_indices, np.uint64(np.iinfo(np.int64).max)))
     starts = start_indices.astype(np.int64).reshape(*layout.start_shape, len(layout.axes))
     clamped = np.clip(starts, 0, np.array(layout.upper_bounds, np.int64))
     if layout.axes:  # coordinate j: the clamped start plus an iota along the window of its aligned place
@@ -480,7 +489,7 @@ def jax_gather(operand, start_indices, dimension_numbers, slice_sizes, mode="cli
 
 # -- the proposal's own multiaxis cases ----------------------------------------------------------
 
-def gather_xy_nchw(images, points):
+def gather_xy_nchw(images: ArrayLike, points: ArrayLike) -> np.ndarray:
     """(x, y) points read from every channel of NCHW images: points [P, 2] -> output [N, C, P].
     The axes [3, 2] read each pair's x into W and y into H (non-contiguous, swapped coordinates)."""
     images, points = np.asarray(images), np.asarray(points)

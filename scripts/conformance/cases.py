@@ -375,7 +375,7 @@ def index_bounds(model: ModelProto, sizes: dict[str, list[int]], through: frozen
     shapes = dict(sizes)
     for init in model.graph.initializer:
         shapes[init.name] = list(init.dims)
-    bounds = {}
+    bounds: dict[str, int] = {}
     producers = {output: node for node in model.graph.node for output in node.output} if through else {}
     for node in model.graph.node:
         if node.op_type not in GATHER_OPS or len(node.input) < 2:
@@ -481,8 +481,8 @@ def _input_shapes(model: ModelProto, symbolic_size: int, given: dict[str, tuple[
         elif not value.type.tensor_type.HasField("shape"):
             raise CannotGenerate(f"input {value.name!r} has no declared shape: give --input-shapes {value.name}:[...]")
         else:
-            shapes[value.name] = [dim_sizes.get(d.dim_param, symbolic_size) if _static_size(d) is None
-                                  else _static_size(d) for d in value.type.tensor_type.shape.dim]
+            shapes[value.name] = [dim_sizes.get(d.dim_param, symbolic_size) if (size := _static_size(d)) is None
+                                  else size for d in value.type.tensor_type.shape.dim]
     return shapes
 
 
@@ -508,7 +508,7 @@ def generated_inputs(model: ModelProto, seed: int = 0, symbolic_size: int = 3,
     for name, shape in shapes.items():
         dtype = dtypes[name]
         if name in bounds:
-            values = rng.integers(-bounds[name], bounds[name], shape)
+            values: np.ndarray = rng.integers(-bounds[name], bounds[name], shape)
         elif dtype == object:
             values = rng.integers(0, 100, shape).astype(str)
         elif dtype == bool:

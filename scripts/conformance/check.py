@@ -35,7 +35,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Union
+from typing import Callable, Iterable, Iterator, Union, cast
 
 import numpy as np
 from onnx import ModelProto
@@ -166,7 +166,8 @@ def _reference_sides_with_rewrite(model: ModelProto, feeds, got, differing: list
     from onnx.reference import ReferenceEvaluator  # slow to import; needed only when sides differ
 
     try:
-        reference = ReferenceEvaluator(model).run(None, feeds)
+        # cast: run returns a dict only for intermediate=True
+        reference = cast(list, ReferenceEvaluator(model).run(None, feeds))
     except Exception:  # noqa: BLE001
         return False
     return all(bit_identical(got[i], np.asarray(reference[i], dtype=np.asarray(got[i]).dtype)) for i in differing)
@@ -243,6 +244,7 @@ class _Comparison:
         if got_error is not None:
             result.verdict, result.detail = "failed", where + f"the rewrite raised: {one_line(got_error)}"
             return False
+        assert got is not None  # _timed_run returns outputs or an error
         differing = [i for i, (g, w) in enumerate(zip(got, want)) if not bit_identical(g, w)]
         if differing:
             detail = where + f"output {differing[0]}: rewritten vs builtin {difference(got[differing[0]], want[differing[0]])}"

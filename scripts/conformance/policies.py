@@ -104,12 +104,12 @@ def with_mode(model: ModelProto, mode: Mode) -> ModelProto:
     return copy
 
 
-def _captured(model: ModelProto) -> tuple[ModelProto, dict[str, tuple[str, str, str]]]:
+def _captured(model: ModelProto) -> tuple[ModelProto, dict[str, tuple[str, ...]]]:
     """``model`` (rewritten) with each main-graph GatherMultiaxis node's indices, data shape and axes as
     extra graph outputs; by node name, the three output names."""
     copy = ModelProto()
     copy.CopyFrom(model)
-    captures = {}
+    captures: dict[str, tuple[str, ...]] = {}
     for number, node in enumerate([n for n in copy.graph.node if n.op_type == OP_TYPE and n.domain == DOMAIN]):
         names = tuple(f"gathermultiaxis::policies/{number}/{what}" for what in ("indices", "shape", "axes"))
         copy.graph.node.extend([helper.make_node("Identity", [node.input[1]], [names[0]]),
