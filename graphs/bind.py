@@ -60,7 +60,7 @@ from .walk import (ONNX_DOMAINS, all_names, attribute, drop_unused, names_read, 
 
 RUN_TOKEN = "gathermultiaxis::run_token"
 _session_numbers = itertools.count(1)  # bound tables are keyed "session<n>/<node number>"
-_WIDENED = {TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16"}
+_WIDENED: dict[int, str] = {TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16"}
 
 
 @dataclass
@@ -466,6 +466,7 @@ class BindPass:
     def _token(self, scope: GraphScope) -> str:
         """The hidden run-token input, added with the first node (a name no value of the model has)."""
         prepared = self.prepared
+        assert prepared is not None  # made by begin(), which the driver calls first
         if not prepared.tokened:
             prepared.tokened = True
             prepared.token = scope.names.fresh(RUN_TOKEN)
@@ -519,6 +520,7 @@ class BindPass:
             node.CopyFrom(replacement)
             return Visit(None, removes=removes, in_place=True, detail={"bound": False, "op_type": op_type})
         array, widen = bound
+        indices_axes: tuple[int, ...]
         indices, indices_axes = node.input[1], ()
         unsqueezed = _unsqueezed(scope, indices) if BIND_FORMS["absorb_alignment"] else None
         if unsqueezed is not None:  # the alignment Unsqueeze of the indices: a free view in the kernel
@@ -530,6 +532,7 @@ class BindPass:
             widen = None
             self.dropped_value_info.add(outputs[0])
             outputs, removes = [cast.output[0]], [cast]
+        assert axes is not None and self.prepared is not None  # bound: constant axes; prepared by begin()
         table = BoundTable(array, widen, axes, mode, indices_axes)
         key = f"session{self.session_number}/{number}"
         self.prepared.tables[key] = table
@@ -642,6 +645,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
     binding = BindPass(base_dir, bind, float16_outputs, evaluate=evaluate)
     model = run_pass(model, binding)
     prepared = binding.prepared
+    assert prepared is not None  # made by binding.begin(), which run_pass calls
     if not prepared.tokened:  # GatherMultiaxis only in functions that nothing calls (inlined away)
         return prepared
     if binding.dropped_value_info:

@@ -26,7 +26,7 @@ index out of range gives 0 * +0.0 = +0.0 as in ORT (a Where on floats would not 
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, cast
 
 import numpy as np
 from onnx import NodeProto, TensorProto, helper, numpy_helper
@@ -42,8 +42,8 @@ OP_TYPE = "GatherBlockQuantized"
 DOMAIN = "com.microsoft"
 MIN_OPSET = 13  # Unsqueeze / Squeeze / Slice with axes as inputs
 _PACKED = TensorProto.UINT8
-_NIBBLES = {TensorProto.INT4: TensorProto.INT8, TensorProto.UINT4: TensorProto.UINT8}  # widened before gathering
-_SCALE_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16)
+_NIBBLES: dict[int, int] = {TensorProto.INT4: TensorProto.INT8, TensorProto.UINT4: TensorProto.UINT8}  # widened before gathering
+_SCALE_TYPES: tuple[int, ...] = (TensorProto.FLOAT, TensorProto.FLOAT16)
 # (Gather node, data's info, indices' info, builder): appends the node's replacement (rules.emit_replacement)
 GatherEmitter = Callable[[NodeProto, TensorInfo, TensorInfo, NodeBuilder], object]
 
@@ -91,8 +91,9 @@ class _Emitter:
         head = self.b.slice(self.b.shape(wide, f"{role}_shape"), self.b.constant([0], f"{role}_head_start"),
                             self.b.constant([rank - 1], f"{role}_head_end"), self.b.constant([0], f"{role}_head_axes"),
                             f"{role}_head")
-        last = self.b.constant([last * components], f"{role}_last")  # not -1: the head may hold a 0
-        return self.op("Reshape", [codes, self.b.concat([head, last], f"{role}_unpacked_shape")], f"{role}_unpacked")
+        unpacked_last = self.b.constant([last * components], f"{role}_last")  # not -1: the head may hold a 0
+        return self.op("Reshape", [codes, self.b.concat([head, unpacked_last], f"{role}_unpacked_shape")],
+                       f"{role}_unpacked")
 
 
 def _type_name(elem_type: int) -> str:
@@ -109,11 +110,14 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
         raise LeftUnchanged(f"the dequantization nodes need opset {MIN_OPSET} (the model has {builder.opset})")
     unknown = TensorInfo(0, None)
     inputs = list(node.input) + [""] * (4 - len(node.input))
-    data, indices, scales, zero_points = (infos.get(name, unknown) if name else None for name in inputs[:4])
+    data, indices, scales = (infos.get(name, unknown) for name in inputs[:3])  # (required inputs)
+    zero_points = infos.get(inputs[3], unknown) if inputs[3] else None
     if data.shape is None or not all(isinstance(d, int) for d in data.shape):
         raise LeftUnchanged("the data's shape is not known statically (it is a table: an initializer)")
-    if indices.rank is None or scales.rank is None:
+    data_dims = cast(tuple[int, ...], data.shape)  # cast: all ints, as just checked (mypy cannot see through all())
+    if indices.shape is None or scales.shape is None:
         raise LeftUnchanged("the rank of the indices or of the scales is not known")
+    assert indices.rank is not None and scales.rank is not None  # (the same fact, for the type checker)
     if data.elem_type != _PACKED and data.elem_type not in _NIBBLES:
         raise LeftUnchanged(f"data type {TensorProto.DataType.Name(data.elem_type) if data.elem_type else 'unknown'} "
                             f"is not rewritten (uint8, int4 and uint4 are)")
@@ -141,7 +145,7 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
     if zero_points is not None and zero_points.elem_type != data.elem_type:
         raise LeftUnchanged(f"zero points of type {_type_name(zero_points.elem_type)} with data of type "
                             f"{_type_name(data.elem_type)} (ORT refuses them: both are its type T1)")
-    codes_on_axis = data.shape[quantize_axis] * components
+    codes_on_axis = data_dims[quantize_axis] * components
     blocks = -(-codes_on_axis // block_size)
     packed_blocks = -(-blocks // components)  # uint8 zero points: packed like the data
     # ORT's kernel checks these shapes on every run and refuses the node; the rewrite would read rows past
@@ -165,7 +169,7 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
                                 + ")")
 
     e = _Emitter(builder, emit_gather)
-    dim = data.shape[gather_axis]
+    dim = data_dims[gather_axis]
     out_rank = rank - 1 + indices.rank
     # In-range indices, and 0 where ORT writes zeros.
     index = builder.cast(node.input[1], TensorProto.INT64, "indices_int64")
@@ -196,12 +200,13 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
         if same_axis:  # gathered by block already
             return blocked
         spread = e.tensor(np.arange(codes_on_axis, dtype=np.int64) // block_size, f"{role}_block_of_code")
+        assert info.shape is not None and indices.shape is not None  # ranks known (checked above)
         shape = info.shape[:gather_axis] + tuple(indices.shape) + info.shape[gather_axis + 1:]
         return e.gather(blocked, TensorInfo(info.elem_type, shape), spread, TensorInfo(TensorProto.INT64, (codes_on_axis,)),
                         output_axis, f"{role}_per_code")
 
     codes, _ = rows(node.input[0], data, "data")
-    codes = e.unpack(codes, components, bits, out_rank, data.shape[-1], "data") if data.elem_type == _PACKED else \
+    codes = e.unpack(codes, components, bits, out_rank, data_dims[-1], "data") if data.elem_type == _PACKED else \
         builder.cast(codes, TensorProto.INT32, "codes_int32")
     scale_table = node.input[2]
     if scales.elem_type == TensorProto.FLOAT16:  # the bridge carries no float16; ORT computes in float32 anyway

@@ -59,6 +59,7 @@ import os
 from dataclasses import dataclass, field
 from typing import ClassVar
 from math import prod
+from typing import cast
 
 import numpy as np
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
@@ -198,6 +199,8 @@ def fold_shape_arithmetic(model: ModelProto, external_data_folder: str | os.Path
         if node.op_type == OP_TYPE and node.domain == DOMAIN:  # the shape gathers the rewrite made
             if all(_foldable_input(known, name) for name in node.input):
                 mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), None)
+                if mode is None:  # the schema requires it: not foldable, ORT refuses the node
+                    continue
                 try:
                     value = gather_multiaxis(known[node.input[0]], known[node.input[1]],
                                              [int(a) for a in known[node.input[2]].reshape(-1)], mode)
@@ -223,7 +226,9 @@ def fold_shape_arithmetic(model: ModelProto, external_data_folder: str | os.Path
                     [helper.make_empty_tensor_value_info(node.output[0])]),
                 opset_imports=[helper.make_opsetid("", opset)])
             try:
-                value = np.asarray(ReferenceEvaluator(single).run(None, {name: known[name] for name in inputs})[0])
+                # cast: run returns a dict only for intermediate=True
+                outputs = cast(list, ReferenceEvaluator(single).run(None, {name: known[name] for name in inputs}))
+                value = np.asarray(outputs[0])
             except Exception:  # noqa: BLE001 - not foldable here: ORT computes it at run time
                 continue
         if value is None or not _exact_kind(value) or value.size > FOLD_LIMIT:
@@ -655,9 +660,9 @@ class _WebNNLowering:
             return functools.reduce(_union, ranges)
         if op in ("Min", "Max"):
             pick = min if op == "Min" else max
-            return pick(r[0] for r in ranges), pick(r[1] for r in ranges)
+            return pick(r[0] for r in ranges if r is not None), pick(r[1] for r in ranges if r is not None)
         if op in ("Add", "Sub", "Mul") and len(ranges) == 2 and None not in ranges:
-            (a, b), (c, d) = ranges
+            (a, b), (c, d) = [r for r in ranges if r is not None]  # (None is not in ranges)
             if op == "Add":
                 return a + c, b + d
             if op == "Sub":
@@ -856,9 +861,9 @@ class _WebNNLowering:
         rank = facts.rank
         b = NodeBuilder(self.opset, self.names, node.name or "gather_multiaxis")
         strides = [prod(data_shape[d + 1:]) for d in range(rank)]
-        terms, valid = [], None
+        terms: list[tuple[str, tuple[int, ...]]] = []  # offsets, and the shape they broadcast from
+        valid: str | None = None
         k = len(axes)
-        logical_last = indices_shape[-1] // k if rank and k > 1 else None
         for j, axis in enumerate(axes):
             if k > 1:
                 positions = numpy_helper.from_array(np.arange(j, indices_shape[-1], k, dtype=np.int32), name="")
@@ -869,21 +874,22 @@ class _WebNNLowering:
             if self.infos[indices].elem_type != TensorProto.INT64:
                 component = b.cast(component, TensorProto.INT64, f"component{j}_int64")
             dim = data_shape[axis]
-            zero, size = b.constant(0, f"zero{j}"), b.constant(dim, f"dim{j}")
+            zero, dim_value = b.constant(0, f"zero{j}"), b.constant(dim, f"dim{j}")
             if mode == Mode.ZERO:
-                above = b.op("Less", [component, size], f"below_end{j}")
+                above = b.op("Less", [component, dim_value], f"below_end{j}")
                 below = b.op("Less", [component, b.constant(-dim, f"minus_dim{j}")], f"before_start{j}")
                 in_range = b.op("And", [above, b.op("Not", [below], f"not_before_start{j}")], f"in_range{j}")
                 valid = in_range if valid is None else b.op("And", [valid, in_range], f"in_range_all{j}")
             negative = b.op("Less", [component, zero], f"negative{j}")
-            wrapped = b.op("Where", [negative, b.op("Add", [component, size], f"from_end{j}"), component], f"wrapped{j}")
+            wrapped = b.op("Where", [negative, b.op("Add", [component, dim_value], f"from_end{j}"), component],
+                           f"wrapped{j}")
             low = b.op("Less", [wrapped, zero], f"still_negative{j}")
             wrapped = b.op("Where", [low, zero, wrapped], f"at_least_zero{j}")
             last = b.constant(dim - 1, f"last{j}")
             high = b.op("Less", [last, wrapped], f"past_end{j}")
             coordinate = b.op("Where", [high, last, wrapped], f"coordinate{j}")
             terms.append((b.op("Mul", [coordinate, b.constant(strides[axis], f"stride{j}")], f"offset{j}"),
-                          indices_shape[:-1] + (logical_last,) if k > 1 else indices_shape))
+                          facts.logical))  # the indices' shape, each coordinate tuple folded to one element
         for d in range(rank):
             if d in axes or data_shape[d] == 1 or out[d] == 1:
                 continue
@@ -908,7 +914,7 @@ class _WebNNLowering:
                         axis=0)
         b.op("Gather", [flat, offsets], "read", axis=0)
         b.rename_last_output(node.output[0])
-        return b.nodes
+        return list(b.nodes)
 
 
 class _NotLowered(Exception):
@@ -954,6 +960,7 @@ class WebNNPass:
         if not scope.main:
             raise NotChanged("inside an If/Loop/Scan body (WebNN graphs have no control flow); lowered to standard "
                              "ONNX ops instead")
+        assert self.lowering is not None  # made by prepare(), which run_pass calls first
         absorbed = set(self.lowering.absorbed)
         try:
             nodes, form, reason = self.lowering.node(node)

@@ -15,13 +15,13 @@ import contextlib
 import functools
 import io
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
 BATCH, SEQUENCE, PAST = 1, 16, 15
 VOCAB = 1000
-_TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
+_TINY: dict[str, Any] = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
 
 
 def _ids(*shape) -> np.ndarray:
@@ -82,9 +82,12 @@ def _gpt2(path: Path, dynamo: bool) -> dict:
 def _seq2seq(path: Path, architecture: str, dynamo: bool = True) -> dict:
     import transformers
 
+    config: transformers.T5Config | transformers.BartConfig
+    model: transformers.T5ForConditionalGeneration | transformers.BartForConditionalGeneration
     if architecture == "t5":
+        # call-arg: transformers' annotated signature omits the config kwargs its __init__ takes at run time
         config = transformers.T5Config(vocab_size=VOCAB, d_model=64, d_kv=32, d_ff=128, num_layers=2, num_heads=2,
-                                       decoder_start_token_id=0)
+                                       decoder_start_token_id=0)  # type: ignore[call-arg]
         model = transformers.T5ForConditionalGeneration(config)
     else:
         config = transformers.BartConfig(vocab_size=VOCAB, d_model=64, encoder_layers=2, decoder_layers=2,
@@ -97,7 +100,8 @@ def _seq2seq(path: Path, architecture: str, dynamo: bool = True) -> dict:
     return feeds
 
 
-_DECODERS = {  # transformers classes by architecture, and the tiny config of each
+# transformers classes by architecture, and the tiny config of each
+_DECODERS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(n_embd=64, n_layer=2, n_head=2, n_positions=128)),
     **{name: (config, model, dict(_TINY, num_key_value_heads=1, max_position_embeddings=128, **extra))
        for name, config, model, extra in (("llama", "LlamaConfig", "LlamaForCausalLM", {}),
@@ -176,7 +180,9 @@ def _llama_decode(path: Path) -> dict:
 def _vit(path: Path, dynamo: bool = True) -> dict:
     from transformers import ViTConfig, ViTForImageClassification
 
-    model = ViTForImageClassification(ViTConfig(image_size=32, patch_size=8, num_channels=3, num_labels=10, **_TINY))
+    # call-arg: transformers' annotated signature omits num_labels, which its __init__ takes at run time
+    model = ViTForImageClassification(ViTConfig(image_size=32, patch_size=8, num_channels=3, num_labels=10,  # type: ignore[call-arg]
+                                                **_TINY))
     feeds = {"pixel_values": np.random.default_rng(2).standard_normal((BATCH, 3, 32, 32)).astype(np.float32)}
     _export(_logits(model, list(feeds)), feeds, path, dynamo)
     return feeds
@@ -187,8 +193,9 @@ def _swin(path: Path, dynamo: bool = True) -> dict:
     hidden states). Eager attention: the dynamo exporter fails on the SDPA path."""
     from transformers import SwinConfig, SwinForImageClassification
 
+    # call-arg: transformers' annotated signature omits num_labels, which its __init__ takes at run time
     config = SwinConfig(image_size=32, patch_size=4, num_channels=3, embed_dim=32, depths=[1, 1], num_heads=[2, 2],
-                        window_size=4, num_labels=10)
+                        window_size=4, num_labels=10)  # type: ignore[call-arg]
     model = SwinForImageClassification._from_config(config, attn_implementation="eager")
     feeds = {"pixel_values": np.random.default_rng(4).standard_normal((BATCH, 3, 32, 32)).astype(np.float32)}
     _export(_logits(model, list(feeds)), feeds, path, dynamo)
