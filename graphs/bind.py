@@ -42,7 +42,7 @@ import itertools
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Callable, ClassVar, cast
 
 import numpy as np
 import onnx
@@ -185,7 +185,7 @@ def _resolve(scope: GraphScope, name: str, base_dir: str | None, chain: list | N
             return None
         found = _tensor_array(value, base_dir)
     elif node.op_type in VIEW_OPS:
-        passed, reached = [], {}
+        passed, reached = list[onnx.NodeProto](), dict[str, tuple]()
         inner = _resolve(scope, node.input[0], base_dir, passed, reached, evaluate)
         view = None if inner is None else _view(scope, node, inner[0])
         if view is not None:
@@ -278,7 +278,8 @@ def _computed(scope: GraphScope, node: onnx.NodeProto, base_dir: str | None, cha
         collected = _constant_subgraph(scope, node)
         if collected is not None:
             nodes, leaves = collected
-            tensors = [scope.constants.initializer(leaf) for leaf in leaves]
+            # cast: the leaves are initializers (_constant_subgraph), so none is None
+            tensors = cast(list[TensorProto], [scope.constants.initializer(leaf) for leaf in leaves])
             if base_dir is not None or not any(uses_external_data(tensor) for tensor in tensors):
                 try:
                     results[name] = (evaluate(nodes, tensors, name), nodes)
@@ -392,7 +393,7 @@ class BindPass:
     dropped_value_info: set = field(default_factory=set)
     bound_initializers: dict = field(default_factory=dict)
     freed_axes: set = field(default_factory=set)       # axes operands no node reads any more
-    evaluate: object = None                             # see prepare_model
+    evaluate: Callable[[ModelProto, str | None], list[np.ndarray]] | None = None  # see prepare_model
     prefetched: bool = False
     crosses_bridge: bool = False
     session_number: int = 0
@@ -421,6 +422,7 @@ class BindPass:
     def evaluate_subgraph(self, nodes: list, initializers: list, outputs: list[str]) -> list[np.ndarray]:
         """``outputs`` computed by ``self.evaluate`` from ``nodes`` (standard ONNX, inputs first) and the
         ``initializers`` they read, as a model of the prepared model's opsets."""
+        assert self.prepared is not None and self.evaluate is not None  # called only while binding with evaluate
         model = self.prepared.model
         graph = helper.make_graph(nodes, "bind_constants", [],
                                   [helper.make_empty_tensor_value_info(name) for name in outputs], initializers)
@@ -559,7 +561,7 @@ def _group_shared_indices(graph: onnx.GraphProto) -> None:
     for node in graph.node:
         if node.domain == DOMAIN and node.op_type in _GROUPED_TYPES:
             sharing.setdefault(tuple(node.input), []).append(node)
-    removed = set()
+    removed: set[int] = set()  # ids of the nodes merged into their group's first
     for members in sharing.values():
         for start in range(0, len(members) - 1, GROUP_MAX):
             chunk = members[start:start + GROUP_MAX]

@@ -12,7 +12,7 @@ import logging
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterator, TypeGuard
+from typing import TYPE_CHECKING, Iterator, TypeGuard
 
 import onnx
 import onnx.shape_inference
@@ -39,6 +39,16 @@ class TensorInfo:
     @property
     def rank(self) -> int | None:
         return None if self.shape is None else len(self.shape)
+
+
+if TYPE_CHECKING:
+    class KnownRankInfo(TensorInfo):
+        """For type checkers only: a TensorInfo whose rank is known, what ``known_rank``'s True says."""
+
+        shape: tuple[Dim, ...]
+
+        @property
+        def rank(self) -> int: ...
 
 
 STRIP_ABOVE_BYTES = 1 << 16  # constants larger than this become bare inputs of the typing copy
@@ -288,8 +298,8 @@ def _mark_induced(first: ModelProto, current: ModelProto) -> None:
     a pass can tell them (``induced_names``)."""
     plain = dict(_keyed_graphs(first.graph))
     for key, graph in _keyed_graphs(current.graph):
-        known = plain.get(key)
-        known = graph_infos(known, main=not key) if known is not None else {}
+        plain_graph = plain.get(key)
+        known = graph_infos(plain_graph, main=not key) if plain_graph is not None else {}
         for value in (*graph.value_info, *graph.output, *graph.input):
             if known_rank(tensor_info(value.type)) and not known_rank(known.get(value.name)):
                 value.doc_string = INDUCED
@@ -401,7 +411,7 @@ def symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
     return {name: info for name, info in infos.items() if seen[name] == 1}
 
 
-def known_rank(info: TensorInfo | None) -> TypeGuard[TensorInfo]:  # True: not None
+def known_rank(info: TensorInfo | None) -> TypeGuard[KnownRankInfo]:
     return info is not None and info.rank is not None
 
 

@@ -9,7 +9,7 @@ Unsqueeze of a scalar, a Concat of 1-D pieces), because a Reshape's rank is the 
 from __future__ import annotations
 
 import functools
-from typing import Callable, Sequence, TypeGuard
+from typing import TYPE_CHECKING, Callable, Sequence, TypeGuard
 
 import numpy as np
 import onnx.defs
@@ -19,12 +19,15 @@ from . import ort_optimizer
 from .inference import Dim, TensorInfo
 from .walk import attribute
 
+if TYPE_CHECKING:
+    from .inference import KnownRankInfo
+
 Constants = Callable[[str], "np.ndarray | None"]  # the value of a tensor when it is a graph constant
 RankRule = Callable[[NodeProto, Sequence["TensorInfo | None"], Constants], "list[TensorInfo] | None"]
 _MICROSOFT = "com.microsoft"
 
 
-def _known(info: TensorInfo | None) -> TypeGuard[TensorInfo]:  # True: not None
+def _known(info: TensorInfo | None) -> TypeGuard[KnownRankInfo]:
     return info is not None and info.rank is not None
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -277,7 +278,7 @@ def _why_rank_unknown(name: str, graph: GraphProto, original: int, infos: dict[s
 def _shape_vector(info: TensorInfo | None) -> bool:
     """A 1-D integer vector whose length is not known: a rank rule may tell it (a Slice of a Shape with
     constant bounds, a Concat of such pieces), and a Reshape's rank is that length."""
-    return (info is not None and info.rank == 1 and not isinstance(info.shape[0], int)
+    return (known_rank(info) and info.rank == 1 and not isinstance(info.shape[0], int)
             and info.elem_type in (0, onnx.TensorProto.INT64, onnx.TensorProto.INT32))
 
 
@@ -301,7 +302,7 @@ def _apply_rank_rule(node: NodeProto, scope: GraphScope) -> None:
     inputs = [infos.get(name) if name else None for name in node.input]
     outputs = apply_rank_rule(node, inputs, constant)
     for name, info in zip(node.output, outputs or ()):
-        if not name or info is None or info.rank is None:
+        if not name or info is None or info.shape is None:
             continue
         known = infos.get(name)
         if not known_rank(known) or (_shape_vector(known) and info.rank == 1 and isinstance(info.shape[0], int)):
@@ -356,7 +357,7 @@ class _Declared:
 
 
 def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorInfo], subgraph: bool,
-                    declared: _Declared, induced: set[str] = frozenset()) -> None:
+                    declared: _Declared, induced: AbstractSet[str] = frozenset()) -> None:
     """Type a replaced node's output: a value_info with its element type (the data's) and what is known of
     its shape, unless the graph declares it already. A subgraph output declared without a shape gets its
     rank: ORT's Loop and Scan require a shape for every body output and infer none through a custom op.

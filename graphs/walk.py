@@ -126,7 +126,8 @@ class ConstantView(Mapping):
                  external_data_folder: str | os.PathLike | None = None):
         inputs = {value.name for value in graph.input}
         self._outer, self._hidden = outer, inputs
-        self.external_data_folder = external_data_folder if outer is None else outer.external_data_folder
+        self.external_data_folder: str | os.PathLike | None = (external_data_folder if outer is None
+                                                                else outer.external_data_folder)
         self._initializers: dict[str, TensorProto] = {t.name: t for t in graph.initializer if t.name not in inputs}
         self._tensors: dict[str, TensorProto] = dict(self._initializers)
         # The nodes are read on the first lookup past the initializers (``initializer`` alone reads none:

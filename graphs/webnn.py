@@ -593,7 +593,7 @@ class _WebNNLowering:
             return self._view(b, name, shape, "data_view")
         dtype = helper.tensor_dtype_to_np_dtype(facts.elem_type)
         source = self._reshape_chain(name)[-1][0]
-        if source in self.constants and self.constants.size(source) <= FOLDED_LIMIT:
+        if source in self.constants and (self.constants.size(source) or 0) <= FOLDED_LIMIT:  # (known: a constant)
             padded = self.constants[source].reshape(shape)
             for axis in axes:
                 zeros = np.zeros(padded.shape[:axis] + (1,) + padded.shape[axis + 1:], padded.dtype)

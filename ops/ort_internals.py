@@ -76,8 +76,9 @@ class _Lookup:
 class SessionInternals(NamedTuple):
     """onnxruntime's Python session classes as ``ops/session.py`` and ``ops/run_errors.py`` use them."""
 
-    session_class: type  # onnxruntime_inference_collection.Session: the run methods, called with a token added
-    inference_session_class: type  # its InferenceSession: subclassed, and its __init__ wrapped (run_errors)
+    # Any, not type: onnxruntime ships no type information, so a type checker would know none of their methods
+    session_class: Any  # onnxruntime_inference_collection.Session: the run methods, called with a token added
+    inference_session_class: Any  # its InferenceSession: subclassed, and its __init__ wrapped (run_errors)
     ort_value_vector: type  # _pybind_state.OrtValueVector: the C-level feed of run_with_ortvaluevector
 
 

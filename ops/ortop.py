@@ -49,7 +49,7 @@ import functools
 import threading
 import warnings
 import weakref
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import onnxruntime as ort
@@ -66,7 +66,7 @@ from .run_ops import (BOUND_OUTPUT_TYPES, FIXED_RUN_OP_TYPE, NARROWING_RUN_OP_TY
 from .run_errors import ERRORS, RUN_ERRORS, guard_onnxruntime_sessions, guard_sessions_made_with  # noqa: F401 - guard_onnxruntime_sessions: public here too (README)
 
 # ONNX element type -> PyOp bridge type (the signature and its types: ops/contract.py).
-_BRIDGE_TYPES = {
+_BRIDGE_TYPES: dict[int, Any] = {  # Any: the bridge's type constants (no type information)
     TensorProto.FLOAT: PyCustomOpDef.dt_float,
     TensorProto.DOUBLE: PyCustomOpDef.dt_double,
     TensorProto.INT8: PyCustomOpDef.dt_int8,
@@ -372,10 +372,10 @@ def _hook_bound(k_id, feed, attributes):
 def _group_outputs(indices, token, tables: str, slots: str) -> list[np.ndarray]:
     """GatherMultiaxisBoundGroup<Types>: each bound table gathered with the same indices, in graph order."""
     order = parse_group(tables, slots)
-    outputs = [None] * len(order)
+    outputs: list[np.ndarray | None] = [None] * len(order)
     for key, slot in order:
         outputs[slot] = _bound_output(indices, token, key)
-    return outputs
+    return cast(list[np.ndarray], outputs)  # cast: every slot filled (parse_group names each once)
 
 
 def _compute_bound_group(indices, run_token, tables, slots):

@@ -16,6 +16,7 @@ import functools
 import itertools
 import threading
 import weakref
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -172,7 +173,7 @@ def _guard_if_ours(init):
 _guarded_classes: dict[type, type] = {}
 
 
-def _guarded_class(cls: type) -> type:
+def _guarded_class(cls: Any) -> type:  # Any: an onnxruntime session class (no type information)
     """A subclass of ``cls`` (of the same name) whose run methods are wrapped by the error channel: a
     guarded session becomes one. Wrappers set on the instance itself would hold the session through its
     own attributes, a reference cycle that kept each such session (ORT's memory for the whole model)

@@ -120,7 +120,7 @@ def _model_files(model: Path, what: str, with_data: bool) -> dict[Path, str]:
 
 
 def _exists(path: str | os.PathLike | None) -> bool:
-    return bool(path) and os.path.lexists(path)
+    return path is not None and bool(path) and os.path.lexists(path)
 
 
 def _inputs_read(load_inputs_path: str | None) -> dict[Path, str]:
@@ -950,7 +950,7 @@ _LOG_LEVELS = {-1: logging.ERROR, 0: logging.WARNING, 1: logging.INFO}  # -q, de
 class _StderrHandler(logging.StreamHandler):
     """A handler writing to ``sys.stderr`` as it is at each record (tests and callers may replace it)."""
 
-    @property  # type: ignore[override]  # StreamHandler keeps a fixed stream; this one follows sys.stderr
+    @property  # StreamHandler keeps a fixed stream; this one follows sys.stderr
     def stream(self):
         return sys.stderr
 

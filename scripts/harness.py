@@ -7,6 +7,7 @@ onnxruntime and onnxruntime-extensions are imported when a session is made, not 
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 from importlib.metadata import PackageNotFoundError, version
@@ -73,7 +74,8 @@ def session_options(options):
     return register_gathermultiaxis(options)
 
 
-def make_session(model: ModelProto, custom: bool, optimized: bool = False, external_data_folder: str | None = None,
+def make_session(model: ModelProto, custom: bool, optimized: bool = False,
+                 external_data_folder: str | os.PathLike | None = None,
                  as_users_do: bool = False):
     """A CPU session of ``model``: ``gathermultiaxis.InferenceSession`` when ``custom``, else plain ORT.
     Tensors of ``model`` kept in external files are read by ORT itself from ``external_data_folder``

@@ -259,6 +259,7 @@ def goal_lines(rows: list[ModelRow]) -> list[str]:
         return ["goals: nothing timed"]
     rounds = min(row.processes for row in timed)
     mean, worst = geometric_mean(timed, key), max(timed, key=lambda row: row.ratios[key])
+    assert mean is not None  # every timed row has the ratio
     met = (lambda ok: "met" if ok else "NOT met")
     return [f"goal: geometric mean of rewritten / builtin <= {GOALS['geometric mean']}x: {mean:.2f}x, "
             f"{met(mean <= GOALS['geometric mean'])}",

@@ -35,7 +35,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Union, cast
+from typing import Any, Callable, Iterable, Iterator, Union, cast
 
 import numpy as np
 from onnx import ModelProto
@@ -189,7 +189,7 @@ class _WebNNSessions:
     ``webnn-check`` lists it)."""
 
     def __init__(self, rewritten, external_data_folder: str | None = None):
-        self.rewritten, self.sessions = rewritten, {}
+        self.rewritten, self.sessions = rewritten, dict[tuple, Any]()
         self.external_data_folder = external_data_folder  # the model's folder: its external data
 
     def run(self, output_names, feeds):
