@@ -444,9 +444,9 @@ def _reference(source: Source) -> Source:
 def case_keys(sources: list[Source]) -> list[str]:
     """What names each source in a report, for ``--resume``: a fuzz case's seed ("fuzz seed 7"), a file's
     path, a default-suite case's name; a key met again gets " #2", " #3"."""
-    keys, seen = [], {}
+    keys, seen = list[str](), dict[str, int]()
     for source in sources:
-        key = source.name if isinstance(source, (FuzzSeed, CheckCase)) else source.path
+        key = source.name if isinstance(source, (FuzzSeed, CheckCase, SuiteCase)) else source.path
         seen[key] = seen.get(key, 0) + 1
         keys.append(key if seen[key] == 1 else f"{key} #{seen[key]}")
     return keys
@@ -506,11 +506,11 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
                         finish(number, sources[number], outcome)
                         pool.cancel(lambda key: key < cutoff)
         else:
-            with WorkerPool(jobs) as pool:
-                for number, outcome in pool.outcomes(check_source, tasks, timeout):
+            with WorkerPool(jobs) as worker_pool:
+                for number, outcome in worker_pool.outcomes(check_source, tasks, timeout):
                     if number < cutoff:
                         finish(number, sources[number], outcome)
-                        pool.cancel(lambda key: key < cutoff)
+                        worker_pool.cancel(lambda key: key < cutoff)
     except KeyboardInterrupt as stop:
         report.interrupted = True
         report.stopped_by = "SIGTERM" if isinstance(stop, Terminated) else "SIGINT"

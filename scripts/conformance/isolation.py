@@ -163,6 +163,7 @@ class Worker:
             if self._process is not None:
                 self._close()
             self._start()
+        assert self._tasks is not None and self._answers is not None and self._process is not None  # _start made them
         try:
             self._tasks.send((function, argument))
         except (OSError, ValueError):  # the child died before it took the task: its exit says why

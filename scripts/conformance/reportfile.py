@@ -15,6 +15,7 @@ import json
 import os
 from dataclasses import asdict, fields
 from pathlib import Path
+from typing import TextIO
 
 from ..graphs.modelfile import write_bytes_atomic
 from .cases import BadInput
@@ -86,7 +87,7 @@ class ReportFile:
 
     def __init__(self, path: str | os.PathLike, overwrite: bool):
         self.path, self.overwrite = Path(path), overwrite
-        self._stream = None
+        self._stream: TextIO | None = None  # open from start() to finish()
         self._left_as: tuple[int, int] | None = None  # (inode, size) after our last write
 
     def start(self, report: Report, cases: int, finished: list[CheckResult]) -> None:
@@ -97,10 +98,12 @@ class ReportFile:
         self._note()
 
     def _note(self) -> None:
+        assert self._stream is not None  # opened by start()
         status = os.fstat(self._stream.fileno())
         self._left_as = (status.st_ino, status.st_size)
 
     def add(self, result: CheckResult) -> None:
+        assert self._stream is not None  # opened by start()
         self._stream.write(json.dumps({"result": asdict(result)}) + "\n")
         self._stream.flush()
         self._note()
