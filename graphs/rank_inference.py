@@ -96,7 +96,7 @@ def flatten(node, inputs, constants):
 
 def _length(info: TensorInfo | None) -> Dim:
     """The length of a 1-D tensor, when known."""
-    return info.shape[0] if info is not None and info.shape is not None and len(info.shape) == 1 else None
+    return info.shape[0] if _known(info) and info.rank == 1 else None
 
 
 def reshape(node, inputs, constants):
