@@ -106,7 +106,7 @@ class Worker:
 
     WORKER_MODULE = "gathermultiaxis.conformance.worker"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._process: subprocess.Popen | None = None
         self._tasks: Connection | None = None
         self._answers: Connection | None = None
