@@ -326,3 +326,16 @@ def test_negative_declared_dims_are_unknown_sizes(tmp_path, capsys):
                          [helper.make_tensor_value_info("x", T.FLOAT, [-1, 2])], [])
     status, report, _ = run_check([str(save(model, tmp_path / "minus_one.onnx"))], tmp_path, capsys)
     assert (status, report["results"][0]["verdict"]) == (0, "passed"), report["results"][0]["detail"]
+
+
+def test_checking_a_rewritten_file_says_to_check_the_original(tmp_path, capsys):
+    """The file `rewrite` wrote holds GatherMultiaxis nodes and no gather: the verdict stays "no gather"
+    (exit 4), and the detail says what to pass instead (found by a newcomer, who checked the rewritten file)."""
+    rewritten = tmp_path / "example.rewritten.onnx"
+    assert main(["rewrite", str(EXAMPLE_PATH), "-o", str(rewritten), "-q"]) == 0
+    status, report, _ = run_check([str(rewritten)], tmp_path, capsys)
+    (result,) = report["results"]
+    assert status == 4 and result["verdict"] == "no gather", result
+    assert "already rewritten; check the original model" in result["detail"], result
+    status, report, _ = run_check([str(EXAMPLE_PATH)], tmp_path, capsys)
+    assert status == 0 and "already rewritten" not in report["results"][0].get("detail", "")
