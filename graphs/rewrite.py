@@ -90,17 +90,34 @@ class RewriteReport(PassReport):
         return sum(o.runtime_aligned for o in self.outcomes)
 
     def counts(self) -> dict[str, dict[str, int]]:
+        """The rewritten and left gathers counted per op type.
+
+        Returns:
+            ``{op_type: {"rewritten": n, "left": m}}``, op types sorted.
+        """
         table: dict[str, Counter] = {}
         for outcome in self.outcomes:
             table.setdefault(outcome.op_type, Counter())["rewritten" if outcome.rewritten else "left"] += 1
         return {op: {"rewritten": c["rewritten"], "left": c["left"]} for op, c in sorted(table.items())}
 
     def as_dict(self) -> dict:
+        """The report as JSON-ready data (the commands' ``--json``).
+
+        Returns:
+            ``rewritten``, ``left``, ``runtime_aligned``, ``by_op`` (``counts()``) and ``nodes`` (one dict per
+            outcome).
+        """
         return {"rewritten": self.rewritten, "left": self.left, "runtime_aligned": self.runtime_aligned,
                 "by_op": self.counts(),
                 "nodes": [vars(o) for o in self.outcomes]}
 
     def table(self) -> str:
+        """The report as text: one row per op type, the total, then each left or run-time-aligned node
+        with its reason.
+
+        Returns:
+            The lines, joined by newlines.
+        """
         counts = self.counts()
         width = max([16, *(len(op) + 2 for op in counts)])
         lines = [f"{'op type':<{width}}{'rewritten':>10}{'left':>6}"]
@@ -117,7 +134,15 @@ class RewriteReport(PassReport):
 
 
 def holds_gather(model: ModelProto, ops: tuple[str, ...] = GATHER_OPS) -> bool:
-    """Whether any graph of the model (main graph, subgraphs, model-local functions) holds one of ``ops``."""
+    """Whether any graph of the model (main graph, subgraphs, model-local functions) holds one of ``ops``.
+
+    Args:
+        model: the model to search.
+        ops: the op types that count (ONNX domain only); by default ``GATHER_OPS``.
+
+    Returns:
+        True when at least one node of those op types is found.
+    """
     return any(_is_target(node, ops) for holder in node_holders(model) for node in holder.node)
 
 
@@ -149,13 +174,34 @@ class RewritePass:
     _induced: dict[int, set[str]] = field(default_factory=dict)  # id(graph) -> names ranked by the Loop induction
 
     def targets(self, node: NodeProto) -> bool:
+        """Whether the pass rewrites ``node`` (a rule exists for its op type and ``ops`` asks for it).
+
+        Args:
+            node: a node of any graph.
+
+        Returns:
+            True for a node to visit.
+        """
         return _rule(node, self.ops) is not None
 
     def copy_targets(self, node: NodeProto) -> bool:
-        """What the copy inlines functions for (the ONNX gathers; an opt-in op in a function stays there)."""
+        """What the copy inlines functions for (the ONNX gathers; an opt-in op in a function stays there).
+
+        Args:
+            node: a node of a model-local function.
+
+        Returns:
+            True when ``node`` is one of ``ops`` in an ONNX domain.
+        """
         return _is_target(node, self.ops)
 
     def begin(self, model: ModelProto, light: ModelProto) -> None:
+        """Records the gathers left in model-local functions and keeps the typing copy for layer 2.
+
+        Args:
+            model: the pass's copy of the model (functions holding gathers already inlined).
+            light: the typing copy (graphs.inference.typing_copy), kept serialized.
+        """
         if not self.report.outcomes:  # inlined: what a function still holds is in one that is never called
             _report_function_gathers(model, self.ops, self.report, "in a model-local function that no node calls")
         self.light = light.SerializeToString()
@@ -180,6 +226,18 @@ class RewritePass:
 
     def scope_infos(self, graph: GraphProto, twin: InferredGraph, outer: dict[str, TensorInfo],
                     main: bool) -> dict[str, TensorInfo]:
+        """The types of the names visible in ``graph``: layer 1, then layer 2 and declared ranks where
+        those lack a rank.
+
+        Args:
+            graph: the graph about to be walked.
+            twin: what inference of the typing copy says of ``graph``.
+            outer: the enclosing scopes' types.
+            main: whether ``graph`` is the main graph.
+
+        Returns:
+            A new dict, name to TensorInfo.
+        """
         infos = dict(outer)
         for name, info in twin.infos.items():
             learn(infos, name, info)
@@ -196,6 +254,13 @@ class RewritePass:
         return infos
 
     def observe(self, node: NodeProto, scope: GraphScope) -> None:
+        """Types ``node``'s outputs by the rank rules (layer 3) and declared ranks where nothing else did,
+        and records an internal gather it leaves.
+
+        Args:
+            node: the node the driver is at, in graph order.
+            scope: its graph's scope (``scope.infos`` is updated in place).
+        """
         if (node.domain, node.op_type) in INTERNAL_GATHERS and _rule(node, self.ops) is None:
             scope.outcomes.append(_internal_gather_outcome(node, scope.path))
         _apply_rank_rule(node, scope)  # layer 3 where layers 1 and 2 have no rank
@@ -207,6 +272,17 @@ class RewritePass:
                 scope.infos[name] = with_elem_type(declared[name], scope.infos.get(name))
 
     def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str) -> NodeOutcome:
+        """The report's row for a visited gather.
+
+        Args:
+            node: the gather node.
+            path: the path of its graph in the model.
+            visit: the visit's change, or None when the node was left.
+            reason: why it was left (used when ``visit`` is None).
+
+        Returns:
+            The NodeOutcome.
+        """
         if visit is None:
             return NodeOutcome(node.op_type, node.name, path, False, reason)
         return NodeOutcome(node.op_type, node.name, path, True, visit.detail.get("reason", ""),
@@ -214,7 +290,18 @@ class RewritePass:
 
     def visit(self, node: NodeProto, scope: GraphScope) -> Visit:
         """The replacement of a gather ``node``, appended to ``scope.graph.node`` (one protobuf arena: see
-        NodeBuilder); raises NotChanged with the reason."""
+        NodeBuilder); raises NotChanged with the reason.
+
+        Args:
+            node: a gather node ``targets`` accepts.
+            scope: its graph's scope.
+
+        Returns:
+            The Visit, with ``detail`` saying when the node was aligned at run time and why.
+
+        Raises:
+            NotChanged: the rule leaves the node as it is (the message is the reason).
+        """
         rule, infos = _rule(node, self.ops), scope.infos
         builder = NodeBuilder(scope.opset, scope.names,
                               node.name or scope.names.fresh(f"{node.op_type}_{node.output[0]}"), scope.graph.node)
@@ -405,6 +492,21 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     With ``runtime_alignment=False``, a gather whose rank (or GatherND coordinate size) only the run
     time knows is left as it is instead of aligned at run time: for models to be lowered
     (``lower_model`` needs static axes), where the builtin gather is the portable form anyway.
+
+    Args:
+        model: the model; it is not changed.
+        ops: the op types to rewrite, from ``GATHER_OPS`` and ``OPT_IN_OPS``.
+        ort_optimize: run ORT's offline optimizer on the model first.
+        runtime_alignment: align at run time a gather whose rank only the run time knows (else leave it).
+        session_options: the factory of ORT session options (``gathermultiaxis.session_options``); needed
+            with ``ort_optimize``.
+
+    Returns:
+        The rewritten copy and the RewriteReport.
+
+    Raises:
+        ValueError: ``ort_optimize`` without ``session_options``, or an op type that cannot be rewritten.
+        OrtOptimizeError: ORT cannot load or optimize the model (with ``ort_optimize``).
     """
     if ort_optimize:
         if session_options is None:
