@@ -60,6 +60,11 @@ class LowerReport(PassReport):
         return self.done()
 
     def forms(self) -> dict[str, int]:
+        """How many nodes were lowered to each form.
+
+        Returns:
+            ``{form: count}`` over the lowered nodes, forms sorted.
+        """
         counts: dict[str, int] = {}
         for outcome in self.outcomes:
             if outcome.lowered:
@@ -67,9 +72,19 @@ class LowerReport(PassReport):
         return dict(sorted(counts.items()))
 
     def as_dict(self) -> dict:
+        """The report as JSON-ready data (the commands' ``--json``).
+
+        Returns:
+            PassReport's dict plus ``forms`` (``forms()``).
+        """
         return {**super().as_dict(), "forms": self.forms()}
 
     def table(self) -> str:
+        """The report as text: the counts, the forms, then each general-form or left node with its reason.
+
+        Returns:
+            The lines, joined by newlines.
+        """
         lines = [f"GatherMultiaxis lowered: {self.lowered}, left: {self.left}"]
         if self.forms():
             lines.append("  forms: " + ", ".join(f"{form} {count}" for form, count in self.forms().items()))
@@ -80,6 +95,14 @@ class LowerReport(PassReport):
 
 
 def is_gather_multiaxis(node: NodeProto) -> bool:
+    """Whether ``node`` is a GatherMultiaxis node (its op type in the op's domain).
+
+    Args:
+        node: any node.
+
+    Returns:
+        True for a GatherMultiaxis node.
+    """
     return node.op_type == OP_TYPE and node.domain == DOMAIN
 
 
@@ -167,15 +190,47 @@ class LowerPass:
     drops_domain: ClassVar[bool] = True
 
     def targets(self, node: NodeProto) -> bool:
+        """Whether the pass visits ``node``.
+
+        Args:
+            node: a node of any graph.
+
+        Returns:
+            True for a GatherMultiaxis node.
+        """
         return is_gather_multiaxis(node)
 
     def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str) -> LoweredNode:
+        """The report's row for a visited node.
+
+        Args:
+            node: the GatherMultiaxis node.
+            path: the path of its graph in the model.
+            visit: the visit's change, or None when the node was left.
+            reason: why it was left (used when ``visit`` is None).
+
+        Returns:
+            The LoweredNode, with the form and source when lowered.
+        """
         if visit is None:
             return LoweredNode(node.name, path, False, reason)
         return LoweredNode(node.name, path, True, visit.detail.get("reason", ""), visit.detail["form"],
                            visit.detail["source"])
 
     def visit(self, node: NodeProto, scope: GraphScope) -> Visit:
+        """The standard ONNX replacement of a GatherMultiaxis ``node``.
+
+        Args:
+            node: a GatherMultiaxis node.
+            scope: its graph's scope.
+
+        Returns:
+            The Visit, with the form and source in ``detail``.
+
+        Raises:
+            NotChanged: the node is left as it is (wrong arity, axes not 1-D int64, or not lowerable; the
+                message is the reason).
+        """
         if len(node.input) != 3 or len(node.output) != 1:
             raise NotChanged("a GatherMultiaxis node takes 3 inputs and gives 1 output")
         replaced = _replaced_form(node, scope, attribute(node, "mode", None))
@@ -255,7 +310,16 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
     """Return a copy of ``model`` with every GatherMultiaxis node replaced by standard ONNX ops, and the
     report of what happened to each (its form; a node is only ever replaced by an equivalent subgraph
     or left as it is, with the reason). See the module docstring for the steps. Constant indices kept in
-    an external file are read from ``external_data_folder``, the model's folder (and only there)."""
+    an external file are read from ``external_data_folder``, the model's folder (and only there).
+
+    Args:
+        model: the model; it is not changed.
+        external_data_folder: the model's folder, where external constant indices are read; None when
+            none is needed.
+
+    Returns:
+        The lowered copy and the LowerReport.
+    """
     lowering = LowerPass(external_data_folder=external_data_folder)
     # Under onnx < 1.19 shape inference stops at a GatherMultiaxis (its schema has no inference there), so
     # ranks behind one are known only once it is lowered: the driver repeats while it lowers and leaves.
