@@ -59,6 +59,15 @@ FLAT_LENGTH_LIMIT = 1 << 22
 
 
 def tensor_info(type_proto: TypeProto) -> TensorInfo | None:
+    """What a declared type says of a tensor.
+
+    Args:
+        type_proto: a value's type (value_info, graph input or output).
+
+    Returns:
+        The TensorInfo (shape None when none is declared; a dimension is its size, its symbol, or None),
+        or None for a type that is not a tensor.
+    """
     if not type_proto.HasField("tensor_type"):
         return None
     tensor_type = type_proto.tensor_type
@@ -70,7 +79,15 @@ def tensor_info(type_proto: TypeProto) -> TensorInfo | None:
 
 def graph_infos(graph: GraphProto, main: bool = False) -> dict[str, TensorInfo]:
     """What inference wrote into ``graph`` (of the typing copy), with the facts ORT enforces last so that
-    nothing hides them: initializer dims, Constant values and the main graph's input shapes."""
+    nothing hides them: initializer dims, Constant values and the main graph's input shapes.
+
+    Args:
+        graph: a graph of the inferred typing copy.
+        main: whether ``graph`` is the main graph (its input shapes are facts; a subgraph's are not).
+
+    Returns:
+        Name to TensorInfo.
+    """
     infos: dict[str, TensorInfo] = {}
     for value in (*graph.value_info, *graph.output, *(graph.input if not main else ())):
         learn(infos, value.name, tensor_info(value.type))
@@ -89,7 +106,13 @@ def graph_infos(graph: GraphProto, main: bool = False) -> dict[str, TensorInfo]:
 
 def learn(infos: dict[str, TensorInfo], name: str, info: TensorInfo | None) -> None:
     """Record ``info`` for ``name`` unless it knows less than what is recorded: an entry without a shape
-    never replaces a known rank (it keeps only its element type when the known one has none)."""
+    never replaces a known rank (it keeps only its element type when the known one has none).
+
+    Args:
+        infos: name to TensorInfo, updated in place.
+        name: the value's name.
+        info: what a source says of it; None records nothing.
+    """
     if info is None:
         return
     known = infos.get(name)
@@ -103,7 +126,14 @@ def learn(infos: dict[str, TensorInfo], name: str, info: TensorInfo | None) -> N
 def declared_ranks(graph: GraphProto) -> dict[str, TensorInfo]:
     """The ranks (never the sizes: ORT does not enforce them) that ``graph`` of the original model
     declares for values no fact covers: value_info, outputs and subgraph inputs. Used only where
-    inference says nothing."""
+    inference says nothing.
+
+    Args:
+        graph: a graph of the original model.
+
+    Returns:
+        Name to TensorInfo whose shape is ``(None,) * rank``.
+    """
     ranks = {}
     for value in (*graph.input, *graph.value_info, *graph.output):
         info = tensor_info(value.type)
@@ -114,7 +144,14 @@ def declared_ranks(graph: GraphProto) -> dict[str, TensorInfo]:
 
 def typing_copy(model: ModelProto) -> ModelProto:
     """A copy for shape inference holding only what ORT enforces (see the module docstring). Built piece
-    by piece, so that no large payload is ever copied."""
+    by piece, so that no large payload is ever copied.
+
+    Args:
+        model: the model; it is not changed.
+
+    Returns:
+        The typing copy: large initializers become bare graph inputs, declared sizes are cleared.
+    """
     light = ModelProto()
     for name in ("ir_version", "producer_name", "producer_version", "domain", "model_version"):
         setattr(light, name, getattr(model, name))
@@ -136,6 +173,15 @@ class TypingCopier:
     hoisted: list[onnx.ValueInfoProto] = field(default_factory=list)
 
     def graph(self, graph: GraphProto, main: bool) -> GraphProto:
+        """The typing copy of one graph (its subgraphs too); its large initializers go to ``hoisted``.
+
+        Args:
+            graph: a graph of the original model.
+            main: whether ``graph`` is the main graph (its inputs keep their declared shapes).
+
+        Returns:
+            The new graph.
+        """
         light = GraphProto(name=graph.name)
         light.input.extend(graph.input)
         light.output.extend(graph.output)
@@ -209,13 +255,26 @@ class TypingCopier:
 
 def type_loop_counters(body: GraphProto) -> None:
     """A Loop body's first two inputs are facts of the Loop spec: the iteration number (an int64 scalar)
-    and the condition (a bool scalar)."""
+    and the condition (a bool scalar).
+
+    Args:
+        body: a Loop body, typed in place.
+    """
     for value, elem_type in zip(body.input, (onnx.TensorProto.INT64, onnx.TensorProto.BOOL)):
         value.type.CopyFrom(helper.make_tensor_type_proto(elem_type, []))
 
 
 def is_large(tensor: onnx.TensorProto) -> bool:
-    """Estimated from dims and type: ByteSize() would encode the whole payload to count it."""
+    """Whether ``tensor`` holds more than STRIP_ABOVE_BYTES.
+
+    Estimated from dims and type: ByteSize() would encode the whole payload to count it.
+
+    Args:
+        tensor: an initializer.
+
+    Returns:
+        True when the typing copy leaves its data out.
+    """
     try:
         item = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
     except (KeyError, ValueError, TypeError):
@@ -225,7 +284,15 @@ def is_large(tensor: onnx.TensorProto) -> bool:
 
 def bare_input(name: str, tensor: onnx.TensorProto) -> onnx.ValueInfoProto:
     """A graph input standing for a large constant: its type and dims, no data. A 1-D integer one gets a
-    symbolic length: data propagation makes a shape of one dimension per element of a static length."""
+    symbolic length: data propagation makes a shape of one dimension per element of a static length.
+
+    Args:
+        name: the constant's name.
+        tensor: the constant.
+
+    Returns:
+        The graph input's ValueInfoProto.
+    """
     dims: list = list(tensor.dims)
     if len(dims) == 1 and tensor.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
         dims = [f"{name}/length"]
@@ -234,7 +301,14 @@ def bare_input(name: str, tensor: onnx.TensorProto) -> onnx.ValueInfoProto:
 
 def inferred(light: ModelProto) -> ModelProto:
     """Layer 1: ONNX shape inference (with data propagation: shape arithmetic gives sizes), and the ranks
-    of Loop-carried values that it leaves unknown, proven by induction (``loop_carried_ranks``)."""
+    of Loop-carried values that it leaves unknown, proven by induction (``loop_carried_ranks``).
+
+    Args:
+        light: the typing copy (``typing_copy``).
+
+    Returns:
+        The inferred model, or ``light`` itself when ONNX's inference fails.
+    """
     register_schema()  # it infers through GatherMultiaxis nodes (a model rewritten before, a lowering's input)
     first = _onnx_inferred(light)
     if first is light or not any(node.op_type == "Loop" and node.domain in ONNX_DOMAINS and len(node.input) > 2
@@ -274,7 +348,16 @@ def loop_carried_ranks(light: ModelProto, first: ModelProto) -> ModelProto:
     values' ranks (the hypotheses) and re-infers; a hypothesis whose body output has another or no rank
     is dropped for good, a verified one also types the Loop's output (and a scan output gets its body
     output's rank plus one). The result is the inference under hypotheses that all hold in it; ``first``
-    (the plain inference) when no such fixed point is reached in LOOP_ROUNDS."""
+    (the plain inference) when no such fixed point is reached in LOOP_ROUNDS.
+
+    Args:
+        light: the typing copy.
+        first: ONNX's inference of ``light``.
+
+    Returns:
+        The inferred model under the verified hypotheses (their values marked for ``induced_names``), or
+        ``first``.
+    """
     hypotheses: dict[tuple, int] = {}
     outputs: dict[tuple[GraphKey, str], int] = {}
     failed: set[tuple] = set()
@@ -306,7 +389,14 @@ def _mark_induced(first: ModelProto, current: ModelProto) -> None:
 
 
 def induced_names(graph: GraphProto) -> set[str]:
-    """The values of an inferred graph whose ranks only the Loop induction gives (``loop_carried_ranks``)."""
+    """The values of an inferred graph whose ranks only the Loop induction gives (``loop_carried_ranks``).
+
+    Args:
+        graph: a graph of the inferred model.
+
+    Returns:
+        The names.
+    """
     return {value.name for value in (*graph.value_info, *graph.output, *graph.input) if value.doc_string == INDUCED}
 
 
@@ -383,7 +473,18 @@ def _set_rank(value: onnx.ValueInfoProto, rank: int) -> None:
 def symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
     """Layer 2: ORT's symbolic shape inference (knows Reshape/Flatten chains and com.microsoft ops).
 
-    Names from every graph; a name defined in two sibling subgraphs is ambiguous and dropped."""
+    Names from every graph; a name defined in two sibling subgraphs is ambiguous and dropped.
+
+    Args:
+        light: the typing copy.
+
+    Returns:
+        Name to TensorInfo for every name with a known rank; empty when ORT's inference gives up (or the
+        opset is below 7).
+
+    Raises:
+        PrivateAPIError: the installed onnxruntime's private inference steps changed.
+    """
     register_schema()  # ORT's inference falls back to onnx's per node, GatherMultiaxis ones included
     try:
         from onnxruntime.tools.symbolic_shape_infer import get_opset
@@ -412,10 +513,27 @@ def symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
 
 
 def known_rank(info: TensorInfo | None) -> TypeGuard[KnownRankInfo]:
+    """Whether ``info`` knows a rank.
+
+    Args:
+        info: a TensorInfo, or None.
+
+    Returns:
+        True when ``info`` is not None and its rank is known.
+    """
     return info is not None and info.rank is not None
 
 
 def with_elem_type(info: TensorInfo, known: TensorInfo | None) -> TensorInfo:
+    """``info``, with ``known``'s element type where ``info`` has none.
+
+    Args:
+        info: the new TensorInfo.
+        known: what was recorded before, or None.
+
+    Returns:
+        The TensorInfo.
+    """
     if info.elem_type or known is None:
         return info
     return TensorInfo(known.elem_type, info.shape)
