@@ -21,7 +21,14 @@ ONNX_DOMAINS = ("", "ai.onnx")
 
 
 def node_holders(model: ModelProto) -> Iterator[GraphProto | FunctionProto]:
-    """The main graph, every model-local function, and every subgraph nested in any of them."""
+    """The main graph, every model-local function, and every subgraph nested in any of them.
+
+    Args:
+        model: the model.
+
+    Returns:
+        An iterator over them (GraphProto or FunctionProto), in no set order.
+    """
     pending: list[GraphProto | FunctionProto] = [model.graph, *model.functions]
     while pending:
         holder = pending.pop()
@@ -31,7 +38,14 @@ def node_holders(model: ModelProto) -> Iterator[GraphProto | FunctionProto]:
 
 def all_names(model: ModelProto) -> set[str]:
     """Every name the model uses anywhere (tensors, nodes, graphs, functions), so that a fresh name
-    collides with none: sparse initializers count too, used or not (ORT turns them into initializers)."""
+    collides with none: sparse initializers count too, used or not (ORT turns them into initializers).
+
+    Args:
+        model: the model.
+
+    Returns:
+        The set of names.
+    """
     names: set[str] = {model.graph.name}
     for holder in node_holders(model):
         names.add(holder.name)
@@ -49,6 +63,14 @@ def all_names(model: ModelProto) -> set[str]:
 
 
 def subgraphs(attribute: AttributeProto) -> list[GraphProto]:
+    """The graphs an attribute holds.
+
+    Args:
+        attribute: any attribute of a node.
+
+    Returns:
+        Its graph (GRAPH), its graphs (GRAPHS), or an empty list.
+    """
     if attribute.type == AttributeProto.GRAPH:
         return [attribute.g]
     if attribute.type == AttributeProto.GRAPHS:
@@ -57,7 +79,14 @@ def subgraphs(attribute: AttributeProto) -> list[GraphProto]:
 
 
 def holds_subgraph(node: NodeProto) -> bool:
-    """Whether a node has a graph attribute (If, Loop, Scan, ...). A plain loop: called for every node."""
+    """Whether a node has a graph attribute (If, Loop, Scan, ...). A plain loop: called for every node.
+
+    Args:
+        node: any node.
+
+    Returns:
+        True when one of its attributes is of type GRAPH or GRAPHS.
+    """
     for attribute in node.attribute:
         if attribute.type == AttributeProto.GRAPH or attribute.type == AttributeProto.GRAPHS:
             return True
@@ -65,6 +94,14 @@ def holds_subgraph(node: NodeProto) -> bool:
 
 
 def default_opset(model: ModelProto) -> int:
+    """The version of the ONNX domain that ``model`` imports.
+
+    Args:
+        model: the model.
+
+    Returns:
+        The opset version; 1 when the model imports no ONNX domain.
+    """
     for opset in model.opset_import:
         if opset.domain in ONNX_DOMAINS:
             return opset.version
@@ -72,7 +109,14 @@ def default_opset(model: ModelProto) -> int:
 
 
 def nodes_within(nodes) -> Iterator[NodeProto]:
-    """Nodes and, recursively, the nodes of their subgraphs."""
+    """Nodes and, recursively, the nodes of their subgraphs.
+
+    Args:
+        nodes: an iterable of NodeProto (a graph's or function's ``node`` field).
+
+    Returns:
+        An iterator over them, each node before its subgraphs' nodes.
+    """
     for node in nodes:
         yield node
         for attribute in node.attribute:
@@ -82,7 +126,17 @@ def nodes_within(nodes) -> Iterator[NodeProto]:
 
 def attribute(node: NodeProto, name: str, default=None):
     """The value of ``node``'s attribute ``name`` (strings decoded), or ``default`` when it has none: the one
-    attribute reader of the passes."""
+    attribute reader of the passes.
+
+    Args:
+        node: the node.
+        name: the attribute's name.
+        default: what to return when ``node`` has no such attribute.
+
+    Returns:
+        The attribute's value (as onnx.helper.get_attribute_value gives it, bytes decoded to str), or
+        ``default``.
+    """
     for proto in node.attribute:
         if proto.name == name:
             value = onnx.helper.get_attribute_value(proto)
@@ -94,13 +148,29 @@ def round_trip_cast(node: NodeProto | None, to: int = TensorProto.FLOAT) -> Type
     """Whether ``node`` is a Cast of the float16/bfloat16 round trip that ``rules.emit_replacement`` writes:
     to float32 before GatherMultiaxis (``to`` FLOAT), or back after it (``to`` the narrow type). The one
     recogniser of that round trip (the bind step and the lowering fold it; here, so that the bind step
-    needs no rewriter)."""
+    needs no rewriter).
+
+    Args:
+        node: a node, or None.
+        to: the Cast's target element type (a TensorProto data type).
+
+    Returns:
+        True when ``node`` is an ONNX Cast to ``to``.
+    """
     if node is None or node.op_type != "Cast" or node.domain not in ONNX_DOMAINS:
         return False
     return any(a.name == "to" and a.i == to for a in node.attribute)
 
 
 def constant_value(node: NodeProto) -> onnx.TensorProto | None:
+    """The tensor of a Constant node given by its ``value`` attribute.
+
+    Args:
+        node: any node.
+
+    Returns:
+        The TensorProto, or None (not an ONNX Constant, or another attribute than ``value``).
+    """
     if node.op_type == "Constant" and node.domain in ONNX_DOMAINS:
         for attribute in node.attribute:
             if attribute.name == "value":
@@ -159,17 +229,38 @@ class ConstantView(Mapping):
         return None if self._outer is None or name in self._hidden else self._outer._view_of(name)
 
     def tensor(self, name: str) -> TensorProto | None:
-        """The TensorProto of ``name`` (an initializer or a Constant's value), or None."""
+        """The TensorProto of ``name`` (an initializer or a Constant's value), or None.
+
+        Args:
+            name: a value's name.
+
+        Returns:
+            The TensorProto (payload not read), or None.
+        """
         view = self._view_of(name)
         return None if view is None else view._tensors.get(name)
 
     def initializer(self, name: str) -> TensorProto | None:
         """The TensorProto of ``name`` when it is an initializer of this scope itself (not an enclosing
-        scope's, not a Constant's value; external data not read: its location is in the proto), or None."""
+        scope's, not a Constant's value; external data not read: its location is in the proto), or None.
+
+        Args:
+            name: a value's name.
+
+        Returns:
+            The TensorProto, or None.
+        """
         return self._initializers.get(name)
 
     def dtype(self, name: str) -> np.dtype | None:
-        """The element type of the constant ``name`` as NumPy's, read from its proto (no payload), or None."""
+        """The element type of the constant ``name`` as NumPy's, read from its proto (no payload), or None.
+
+        Args:
+            name: a value's name.
+
+        Returns:
+            The NumPy dtype, or None (not a constant, or a type NumPy has no dtype for).
+        """
         view = self._view_of(name)
         if view is None:
             return None
@@ -183,7 +274,14 @@ class ConstantView(Mapping):
             return None
 
     def size(self, name: str) -> int | None:
-        """How many elements the constant ``name`` has, read from its proto (no payload), or None."""
+        """How many elements the constant ``name`` has, read from its proto (no payload), or None.
+
+        Args:
+            name: a value's name.
+
+        Returns:
+            The element count, or None (not a constant).
+        """
         view = self._view_of(name)
         if view is None:
             return None
@@ -192,7 +290,12 @@ class ConstantView(Mapping):
         return math.prod(view._tensors[view._int64_casts.get(name, name)].dims)
 
     def learn(self, name: str, value: np.ndarray) -> None:
-        """Record ``value`` for ``name``: a value of this scope that a pass found constant."""
+        """Record ``value`` for ``name``: a value of this scope that a pass found constant.
+
+        Args:
+            name: the value's name.
+            value: its values.
+        """
         if not self._scanned:
             self._scan()
         self._arrays[name] = value
@@ -228,7 +331,20 @@ def tensor_array(tensor: TensorProto, external_data_folder: str | os.PathLike | 
     """The values of ``tensor`` as an array. A tensor kept in an external file is read from
     ``external_data_folder`` (the model's folder), after the checks ONNX Runtime makes
     (``modelfile.check_external_data``: never a file outside that folder, nor one of the wrong size),
-    and never from the working folder: without a folder it is an ExternalDataError."""
+    and never from the working folder: without a folder it is an ExternalDataError.
+
+    Args:
+        tensor: the tensor.
+        external_data_folder: the model's folder, which external data locations are relative to; None
+            when the model's folder is not known.
+
+    Returns:
+        The NumPy array, in the tensor's dims and element type.
+
+    Raises:
+        ExternalDataError: the tensor's data are external and ``external_data_folder`` is None, or its
+            location fails ``check_external_data``.
+    """
     if tensor.data_location != TensorProto.EXTERNAL:
         return numpy_helper.to_array(tensor)
     if external_data_folder is None:
@@ -255,7 +371,14 @@ def tensor_array(tensor: TensorProto, external_data_folder: str | os.PathLike | 
 
 
 def names_read(graph: GraphProto) -> Iterator[str]:
-    """Every name the nodes of ``graph`` and of its subgraphs read (a subgraph may read outer names)."""
+    """Every name the nodes of ``graph`` and of its subgraphs read (a subgraph may read outer names).
+
+    Args:
+        graph: the graph.
+
+    Returns:
+        An iterator over the names, once per read (repeats included).
+    """
     for node in nodes_within(graph.node):
         yield from node.input
 
@@ -268,7 +391,19 @@ def drop_unused(graph: GraphProto, candidates: list[NodeProto], names: AbstractS
     ``names`` or read by a removed node. Graph outputs, and initializers that are graph inputs, stay.
     A worklist, and the node list rebuilt once: removing nodes one by one, or repeated passes, is
     quadratic (50k bound gathers took over 15 minutes). Returns ``names`` and the names the removed
-    nodes read (which another graph may now produce for nothing), or nothing when nothing was removed."""
+    nodes read (which another graph may now produce for nothing), or nothing when nothing was removed.
+
+    Args:
+        graph: the graph, changed in place.
+        candidates: nodes of ``graph`` that may be removed.
+        names: names whose producers or initializers may be unused now.
+        cascade: follow the reads to any node of ``graph``, not only the candidates.
+        all_initializers: remove every unread initializer, not only those in ``names`` or read by a
+            removed node.
+
+    Returns:
+        The frozenset of freed names (empty when nothing was removed).
+    """
     uses: dict[str, int] = {}
     for name in names_read(graph):
         uses[name] = uses.get(name, 0) + 1
