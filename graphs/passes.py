@@ -44,7 +44,15 @@ _log = logging.getLogger(__name__)  # silent unless the application configures l
 def pass_copy(model: ModelProto, is_target: Callable[[NodeProto], bool]) -> tuple[ModelProto, str]:
     """A copy of ``model`` for a pass, with the functions holding a target node inlined (the IR version
     kept: the inliner may write its own); and "" or, when onnx's inliner fails, the reason (the copy then
-    comes back not inlined, and the pass reports the target nodes left in functions)."""
+    comes back not inlined, and the pass reports the target nodes left in functions).
+
+    Args:
+        model: the model; it is not changed.
+        is_target: whether a node is one the pass changes.
+
+    Returns:
+        The copy, and the inliner's failure ("" when none).
+    """
     result = ModelProto()
     result.CopyFrom(model)
     ir_version = result.ir_version
@@ -86,7 +94,16 @@ def _apply_attribute_defaults(model: ModelProto) -> None:
 def inline_functions_holding(model: ModelProto, is_target: Callable[[NodeProto], bool]) -> tuple[ModelProto, str]:
     """``model`` with every model-local function that holds a target node (see _functions_holding)
     inlined, attribute defaults applied first (``model`` is changed for that); and "" or, when onnx's
-    inliner fails, the reason (the model then comes back not inlined). Shared by rewrite and lower."""
+    inliner fails, the reason (the model then comes back not inlined). Shared by rewrite and lower.
+
+    Args:
+        model: the model (attribute defaults are written into its function calls).
+        is_target: whether a node is one the pass changes.
+
+    Returns:
+        The model (inlined, or ``model`` itself when nothing is to inline or inlining fails), and the
+        inliner's failure ("" when none).
+    """
     holding = _functions_holding(model, is_target)
     if not holding:
         return model, ""
@@ -114,10 +131,24 @@ class InferredGraph:
 
     @classmethod
     def untyped(cls) -> "InferredGraph":
+        """The stand-in for a pass without inference: no types, no inferred holders.
+
+        Returns:
+            An InferredGraph with ``typed`` False.
+        """
         return cls({}, {}, False)
 
     @classmethod
     def of(cls, inferred_graph: GraphProto, main: bool) -> "InferredGraph":
+        """What inference says of one graph of the inferred typing copy.
+
+        Args:
+            inferred_graph: the graph, from the inferred model.
+            main: whether it is the main graph.
+
+        Returns:
+            The InferredGraph (types, copies of the subgraph holders, the induced names).
+        """
         holders = {}
         for position, node in enumerate(inferred_graph.node):
             if holds_subgraph(node):
@@ -126,7 +157,15 @@ class InferredGraph:
         return cls(graph_infos(inferred_graph, main), holders, induced=induced_names(inferred_graph))
 
     def sub(self, position: int, node: NodeProto) -> Iterator[tuple[str, GraphProto, "InferredGraph"]]:
-        """(attribute name, subgraph, its twin) for each subgraph of ``node``, the node at ``position``."""
+        """(attribute name, subgraph, its twin) for each subgraph of ``node``, the node at ``position``.
+
+        Args:
+            position: the node's position in its graph.
+            node: the node holding subgraphs, of the original graph.
+
+        Returns:
+            An iterator of (attribute name, subgraph, InferredGraph of it).
+        """
         if not self.typed:
             for attribute in node.attribute:
                 for graph in subgraphs(attribute):
@@ -159,9 +198,22 @@ class GraphScope:
     UNKNOWN = TensorInfo(0, None)
 
     def info(self, name: str) -> TensorInfo:
+        """What the scope knows of ``name``.
+
+        Args:
+            name: a value's name.
+
+        Returns:
+            Its TensorInfo, or ``UNKNOWN`` (element type 0, no shape).
+        """
         return self.infos.get(name, self.UNKNOWN)
 
     def own_nodes(self) -> Iterator[NodeProto]:
+        """The graph's own nodes (the first ``original``; not the replacements appended after them).
+
+        Returns:
+            An iterator over them, in graph order.
+        """
         return itertools.islice(self.graph.node, self.original)
 
     @cached_property
@@ -225,11 +277,42 @@ class GraphPass(Protocol):
     @property
     def report(self) -> PassReport: ...  # read-only here, so that a pass's report may be a PassReport subclass
 
-    def targets(self, node: NodeProto) -> bool: ...
+    def targets(self, node: NodeProto) -> bool:
+        """Whether the pass visits ``node``.
 
-    def visit(self, node: NodeProto, scope: GraphScope) -> Visit: ...
+        Args:
+            node: a node of any graph.
 
-    def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str): ...
+        Returns:
+            True for a node to visit.
+        """
+
+    def visit(self, node: NodeProto, scope: GraphScope) -> Visit:
+        """The pass's change of a target node.
+
+        Args:
+            node: a node ``targets`` accepts.
+            scope: its graph's scope.
+
+        Returns:
+            The Visit.
+
+        Raises:
+            NotChanged: the node is kept as it is (the message is the reason).
+        """
+
+    def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str):
+        """The report's row for a target node.
+
+        Args:
+            node: the node.
+            path: the path of its graph in the model.
+            visit: the visit's change, or None when the node was left.
+            reason: why it was left (used when ``visit`` is None).
+
+        Returns:
+            The report's outcome object (the pass's own type).
+        """
 
 
 @dataclass
@@ -283,7 +366,14 @@ def splice(graph: GraphProto, original: int, counts: dict[int, int], removed: Ab
     """Put each replacement where its node was: the graph's first ``original`` nodes are its own, the
     rest their replacements, in position order, ``counts[position]`` nodes replacing the node at
     ``position``; the nodes whose ids are in ``removed`` go. Nodes are moved by an in-place sort, not
-    copied: a graph may hold Constant nodes of gigabytes."""
+    copied: a graph may hold Constant nodes of gigabytes.
+
+    Args:
+        graph: the graph, changed in place.
+        original: how many of its first nodes are its own.
+        counts: position of a replaced node to the number of its replacement nodes.
+        removed: the ``id()`` of the own nodes to remove.
+    """
     if not counts and not removed:
         return
     if not counts:  # removals only (a few, where visits changed their nodes in place): no sort
@@ -317,7 +407,12 @@ def splice(graph: GraphProto, original: int, counts: dict[int, int], removed: Ab
 def drop_freed(model: ModelProto, names: set[str]) -> None:
     """Remove what produces ``names`` when nothing reads it any more, and then what only that read, graph
     by graph until nothing changes (a subgraph may hold the last reader of an outer name). Graph inputs
-    and outputs stay; initializers go only where a removed node was their last reader."""
+    and outputs stay; initializers go only where a removed node was their last reader.
+
+    Args:
+        model: the model, changed in place.
+        names: the names whose producers may now be unused.
+    """
     changed = bool(names)  # nothing freed: no graph to scan (the session's bind step frees nothing here)
     while changed:
         changed = False
@@ -332,7 +427,12 @@ def drop_freed(model: ModelProto, names: set[str]) -> None:
 
 
 def drop_unused_domain(model: ModelProto, domain: str = DOMAIN) -> None:
-    """Drop the opset import of ``domain`` when no node or function uses it any more."""
+    """Drop the opset import of ``domain`` when no node or function uses it any more.
+
+    Args:
+        model: the model, changed in place.
+        domain: the opset domain (by default the GatherMultiaxis domain).
+    """
     used = any(node.domain == domain for holder in node_holders(model) for node in holder.node)
     if used or any(f.domain == domain for f in model.functions):
         return
@@ -355,7 +455,16 @@ def run_pass(model: ModelProto, graph_pass: GraphPass, repeat: bool = False) -> 
     ``model`` itself, its functions inlined, and the result may be ``model``: the session's bind step,
     whose caller made the copy); ``infers_types`` False (no typing copy, no inference: every type is
     unknown unless ``scope_infos`` says it, ``begin`` gets None for the typing copy; the bind step, which
-    must not slow the session's start-up)."""
+    must not slow the session's start-up).
+
+    Args:
+        model: the model (changed only by a pass with ``copies`` False).
+        graph_pass: the pass (see GraphPass and the optional members above).
+        repeat: run the walk again while it changes something and leaves something.
+
+    Returns:
+        The changed copy (or ``model`` itself, for a pass with ``copies`` False).
+    """
     copy_targets = getattr(graph_pass, "copy_targets", graph_pass.targets)
     first_outcome = len(graph_pass.report.outcomes)
     if getattr(graph_pass, "copies", True):
