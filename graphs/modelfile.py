@@ -76,19 +76,41 @@ def _node_tensors(nodes) -> Iterator[TensorProto]:
 
 def all_tensors(model: ModelProto) -> Iterator[TensorProto]:
     """Every tensor of ``model``: initializers (sparse ones included) of the main graph and of every
-    subgraph, and tensor attributes (Constant values, ...) in graphs and model-local function bodies."""
+    subgraph, and tensor attributes (Constant values, ...) in graphs and model-local function bodies.
+
+    Args:
+        model: the model.
+
+    Returns:
+        An iterator over the TensorProtos (payloads not read).
+    """
     yield from _graph_tensors(model.graph)
     for function in model.functions:
         yield from _node_tensors(function.node)
 
 
 def external_tensors(model: ModelProto) -> list[TensorProto]:
-    """The tensors of ``model`` whose data lives in an external file."""
+    """The tensors of ``model`` whose data lives in an external file.
+
+    Args:
+        model: the model.
+
+    Returns:
+        Those tensors, in ``all_tensors`` order.
+    """
     return [t for t in all_tensors(model) if t.data_location == TensorProto.EXTERNAL]
 
 
 def external_entry(tensor: TensorProto) -> tuple[str, int, int | None]:
-    """(location, offset, length or None) of an external tensor."""
+    """(location, offset, length or None) of an external tensor.
+
+    Args:
+        tensor: a tensor whose data location is EXTERNAL.
+
+    Returns:
+        The location ("" when none), the offset in bytes (0 when none), and the length in bytes (None when
+        not given).
+    """
     entries = {entry.key: entry.value for entry in tensor.external_data}
     length = entries.get("length")
     return entries.get("location", ""), int(entries.get("offset") or 0), int(length) if length else None
@@ -98,7 +120,14 @@ def external_entry(tensor: TensorProto) -> tuple[str, int, int | None]:
 
 def path_kind(path: Path) -> str:
     """What a path is, following links (so that a link to /dev/zero is a device): "file", "folder",
-    "missing", or a description such as "a FIFO" (never opened: reading a FIFO or a device hangs)."""
+    "missing", or a description such as "a FIFO" (never opened: reading a FIFO or a device hangs).
+
+    Args:
+        path: the path.
+
+    Returns:
+        The kind, as a word or a short description.
+    """
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
@@ -125,6 +154,17 @@ def load_model(path: str | os.PathLike, *, session_options: SessionOptionsFactor
     Returns the model and, when it keeps data in external files, the folder their locations are
     relative to (pass it to :func:`save_model`); ``None`` otherwise. External tensors of up to 64 KiB
     are read in (shape inference needs small constants such as Reshape targets).
+
+    Args:
+        path: the model file.
+        session_options: the factory of ORT session options (``gathermultiaxis.session_options``).
+
+    Returns:
+        The model, and the folder of its external data or None.
+
+    Raises:
+        ModelFileError: the file is not a readable model, its external data are wrong, or ORT cannot
+            load it.
     """
     model, folder = read_model(path, inline_small=False)
     ort_refusal = ort_load_error(str(path), session_options=session_options)
@@ -138,7 +178,18 @@ def load_model(path: str | os.PathLike, *, session_options: SessionOptionsFactor
 def read_model(path: str | os.PathLike, inline_small: bool = True) -> tuple[ModelProto, Path | None]:
     """:func:`load_model` without asking ONNX Runtime: the file is a readable ONNX model (not truncated,
     not a FIFO) whose external data files exist inside its folder and are long enough. Raises
-    ModelFileError naming the file and the problem."""
+    ModelFileError naming the file and the problem.
+
+    Args:
+        path: the model file.
+        inline_small: read in the external tensors of up to 64 KiB.
+
+    Returns:
+        The model, and its folder (resolved) when it keeps data in external files, else None.
+
+    Raises:
+        ModelFileError: the path is not a model file, or the model or its external data are invalid.
+    """
     path = Path(path)
     kind = path_kind(path)
     if kind == "folder":
@@ -165,7 +216,14 @@ def read_model(path: str | os.PathLike, inline_small: bool = True) -> tuple[Mode
 def external_data_files(path: str | os.PathLike) -> set[Path]:
     """The files (resolved) that hold external data of the model at ``path``: those it must not be
     written over. Empty when it has none, or cannot be read (whatever reads it then says why); a path
-    that is not a regular file is never opened (a FIFO would block)."""
+    that is not a regular file is never opened (a FIFO would block).
+
+    Args:
+        path: the model file.
+
+    Returns:
+        The set of resolved paths.
+    """
     if path_kind(Path(path)) != "file":
         return set()
     try:
@@ -248,6 +306,16 @@ def check_external_data(tensor: TensorProto, folder: str | os.PathLike) -> Exter
     (never opened here: a FIFO would block); offset and length decimal integers (the last entry wins);
     a non-zero length equal to what dims and type need; the bytes inside the file. Unlike it, a
     location holding a NUL character is refused (ORT reads it up to the NUL).
+
+    Args:
+        tensor: a tensor whose data location is EXTERNAL.
+        folder: the model's folder.
+
+    Returns:
+        The ExternalData: the resolved file, the offset and the size in bytes.
+
+    Raises:
+        ExternalDataError: the entry breaks one of the rules above.
     """
     entries: dict[str, str] = {}
     for entry in tensor.external_data:
@@ -304,6 +372,14 @@ def ort_load_error(model: str | bytes, external_data_folder: Path | None = None,
     ``session_options``, which the caller passes: ``gathermultiaxis.session_options``); "" when it loads.
 
     External data is memory-mapped by ORT, not read; ``external_data_folder`` locates it for bytes.
+
+    Args:
+        model: the model's path, or the serialized model.
+        external_data_folder: the folder of its external data (for ``model`` given as bytes).
+        session_options: the factory of ORT session options (``gathermultiaxis.session_options``).
+
+    Returns:
+        ORT's reason on one line, or "".
     """
     import onnxruntime as ort
 
@@ -349,14 +425,31 @@ def _ort_load_error_by_folder(path: Path, session_options: SessionOptionsFactory
 def loads_in_ort(path: Path, part: ModelProto | None = None, *, session_options: SessionOptionsFactory) -> None:
     """Raise ModelFileError with ORT's reason when the written model at ``path`` does not load (with
     ``session_options``: see :func:`ort_load_error`). With ``part``, the model of what it changes
-    (graphs.load_check.changed_part), loading that proves it."""
+    (graphs.load_check.changed_part), loading that proves it.
+
+    Args:
+        path: the written model file.
+        part: the changed part to load instead, or None to load ``path``.
+        session_options: the factory of ORT session options (``gathermultiaxis.session_options``).
+
+    Raises:
+        ModelFileError: ORT cannot load it.
+    """
     refusal = ort_load_error(str(path) if part is None else part.SerializeToString(), session_options=session_options)
     if refusal:
         raise ModelFileError(f"{path.name}: the written model does not load in ONNX Runtime ({refusal})")
 
 
 def one_line(error: BaseException, limit: int = 500) -> str:
-    """An exception's message on one line (checker messages span several), or its type name."""
+    """An exception's message on one line (checker messages span several), or its type name.
+
+    Args:
+        error: the exception.
+        limit: the most characters to keep (a longer text is cut and ends in "...").
+
+    Returns:
+        The text.
+    """
     text = " ".join(str(error).split())
     text = text or type(error).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -366,7 +459,15 @@ def one_line(error: BaseException, limit: int = 500) -> str:
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     """Whether two paths name one file: the same file when both exist (links and hard links followed),
-    else the same resolved path."""
+    else the same resolved path.
+
+    Args:
+        a: a path.
+        b: another path.
+
+    Returns:
+        True when they name one file.
+    """
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -397,7 +498,18 @@ def _output_folder(path: Path, targets: list[Path], overwrite: bool, replaceable
 @contextlib.contextmanager
 def staging_folder(path: Path, folder: Path) -> Iterator[Path]:
     """A temporary folder next to the target: files are written there and moved into place only when
-    complete, so a failure leaves no partial file behind (the folder is always removed)."""
+    complete, so a failure leaves no partial file behind (the folder is always removed).
+
+    Args:
+        path: the target file (named in error messages).
+        folder: the folder the target goes into; the staging folder is made inside it.
+
+    Yields:
+        The staging folder's path.
+
+    Raises:
+        ModelFileError: the folder cannot be created, or writing in it fails (an OSError).
+    """
     try:
         staging = Path(tempfile.mkdtemp(prefix=".gathermultiaxis-", dir=folder))
     except OSError as error:
@@ -510,6 +622,23 @@ def save_model(model: ModelProto, path: str | os.PathLike, *, external_data: boo
     the input model and the data files it refers to, not a data file of another model that happens to
     bear the name). Both files are complete before either is moved into place, and if moving fails
     (whatever the exception), the files that were there before are put back.
+
+    Args:
+        model: the model.
+        path: the model file to write.
+        external_data: move the large inline tensors into ``<name>.data`` too.
+        external_data_folder: the folder the model's external data locations are relative to.
+        overwrite: replace existing files.
+        replaceable: existing files that may be replaced without ``overwrite``.
+        validate: called with the staged model's path before anything is moved into place.
+
+    Returns:
+        The files written: the model, then its data file when there is one.
+
+    Raises:
+        ModelFileError: the name is not UTF-8 when a data file is needed, the output folder is missing,
+            a target is not a regular file or exists (without ``overwrite``), writing fails, or
+            ``validate`` refuses.
     """
     path = Path(path)
     data_name = path.name + ".data"
@@ -588,7 +717,17 @@ def _move_into_place(staged: Path, target: Path, overwrite: bool) -> None:
 
 
 def write_bytes_atomic(path: str | os.PathLike, content: bytes, overwrite: bool = False) -> None:
-    """Write ``content`` to ``path`` atomically (reports, the bundled example)."""
+    """Write ``content`` to ``path`` atomically (reports, the bundled example).
+
+    Args:
+        path: the file to write.
+        content: the bytes.
+        overwrite: replace an existing file.
+
+    Raises:
+        ModelFileError: the folder is missing, the target exists (without ``overwrite``) or is not a
+            regular file, or writing fails.
+    """
     path = Path(path)
     folder = _output_folder(path, [path], overwrite)
     with staging_folder(path, folder) as staging:
@@ -598,5 +737,13 @@ def write_bytes_atomic(path: str | os.PathLike, content: bytes, overwrite: bool 
 
 def check_target(path: str | os.PathLike, overwrite: bool = False) -> None:
     """Raise ModelFileError now, before any work, if ``path`` could not be written later: its folder
-    is missing, or it exists and ``overwrite`` is false."""
+    is missing, or it exists and ``overwrite`` is false.
+
+    Args:
+        path: the file to be written.
+        overwrite: whether an existing file may be replaced.
+
+    Raises:
+        ModelFileError: it could not be written.
+    """
     _output_folder(Path(path), [Path(path)], overwrite)
