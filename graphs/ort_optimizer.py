@@ -49,6 +49,20 @@ def ort_optimize(model: ModelProto, external_data_folder: str | Path | None = No
     ``workdir/ort_optimized.onnx.data`` (locations relative to ``workdir``, which must outlive the
     result's use). Raises ``OrtOptimizeError`` with ORT's reason
     when ORT cannot load or optimize the model.
+
+    Args:
+        model: the model; it is not changed.
+        external_data_folder: the folder its external data locations are relative to (by default the
+            working folder).
+        workdir: a folder to keep the optimized model's large tensors in (only for a model with external
+            data); None holds everything in memory.
+        session_options: the factory of ORT session options (``gathermultiaxis.session_options``).
+
+    Returns:
+        The optimized model.
+
+    Raises:
+        OrtOptimizeError: ORT cannot load or optimize the model.
     """
     import onnxruntime as ort
 
@@ -94,7 +108,14 @@ _GEMM_ATTRIBUTES = {"alpha", "beta", "transA", "transB"}
 
 def typing_stand_in(node: onnx.NodeProto) -> onnx.NodeProto | None:
     """A standard node typing ``node``'s outputs exactly as ORT computes them, for a com.microsoft op
-    that ORT's optimizer inserts; None for any other node (or a form without an exact stand-in)."""
+    that ORT's optimizer inserts; None for any other node (or a form without an exact stand-in).
+
+    Args:
+        node: any node.
+
+    Returns:
+        A new Conv, Gemm, MatMul or Einsum node with ``node``'s name and outputs, or None.
+    """
     if node.domain != _MICROSOFT:
         return None
     attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
@@ -142,7 +163,15 @@ def _elem_type_of(type_str: str) -> int:
 
 def schema_output_types(node: onnx.NodeProto, input_types: list[int]) -> list[int] | None:
     """The element types of a non-ONNX node's outputs by ORT's op schema (``bound_output_types``); None
-    when ORT has no schema for the op."""
+    when ORT has no schema for the op.
+
+    Args:
+        node: a node of a domain ORT registers.
+        input_types: its inputs' element types (TensorProto data types; 0 for unknown).
+
+    Returns:
+        The outputs' element types (0 where the schema does not tell), or None.
+    """
     schema = _contrib_schemas().get((node.domain, node.op_type))
     if schema is None:
         return None
@@ -161,7 +190,18 @@ def bound_output_types(inputs: list[tuple[str, bool, bool]], outputs: list[str],
     inputs (type string, variadic, homogeneous), ``outputs`` the formal outputs' type strings, ``allowed``
     each type parameter's allowed types. An output's type parameter is bound by an input of the same
     parameter whose type is known (a homogeneous variadic input by any of its values), or allows a single
-    type; 0 where the schema does not tell."""
+    type; 0 where the schema does not tell.
+
+    Args:
+        inputs: the formal inputs, each (type string, variadic, homogeneous).
+        outputs: the formal outputs' type strings.
+        allowed: type parameter to its allowed type strings.
+        input_types: the node's inputs' element types (0 for unknown).
+        count: how many outputs the node has.
+
+    Returns:
+        One element type (a TensorProto data type, or 0) per output.
+    """
     bound: dict[str, int] = {}
     for position, (type_str, variadic, homogeneous) in enumerate(inputs):
         if variadic:  # the last formal input: it takes every remaining value
@@ -184,7 +224,20 @@ def ort_optimized(model: ModelProto, external_data_folder: Path | None, output: 
                   session_options: SessionOptionsFactory) -> Iterator[tuple[ModelProto, Path]]:
     """``ort_optimize`` for the command line: the optimized model and the folder its external data is in,
     a temporary folder beside ``output`` (same file system, so big weights are never held in memory),
-    removed on exit. ORT's refusal becomes a ModelFileError."""
+    removed on exit. ORT's refusal becomes a ModelFileError.
+
+    Args:
+        model: the model; it is not changed.
+        external_data_folder: the folder its external data locations are relative to.
+        output: the path the command writes its result to.
+        session_options: the factory of ORT session options (``gathermultiaxis.session_options``).
+
+    Yields:
+        The optimized model and the folder of its external data.
+
+    Raises:
+        ModelFileError: ORT refuses the model, or the temporary folder cannot be made or written.
+    """
     output = Path(output)
     with staging_folder(output, output.parent if str(output.parent) else Path(".")) as workdir:
         try:
