@@ -406,22 +406,59 @@ class BindPass:
         return self.float16_outputs and BIND_FORMS["float16_output"]
 
     def targets(self, node: onnx.NodeProto) -> bool:
+        """Whether the pass visits ``node``.
+
+        Args:
+            node: a node of any graph.
+
+        Returns:
+            True for a GatherMultiaxis node.
+        """
         return _is_gather(node)
 
     def begin(self, model: ModelProto, light: None) -> None:
+        """Makes the PreparedModel the visits fill in.
+
+        Args:
+            model: the session's copy (the pass works on it in place).
+            light: always None (the pass infers no types).
+
+        Raises:
+            ValueError: a model-local function holding GatherMultiaxis could not be inlined.
+        """
         if self.report.outcomes:  # the driver could not inline a function holding GatherMultiaxis
             holding = sorted(f.name for f in model.functions if any(_is_gather(n) for n in f.node))
             raise ValueError(f"{OP_TYPE} inside model-local functions {holding}: {self.report.outcomes[0].reason}")
         self.prepared = PreparedModel(model)
 
     def outcome(self, node: onnx.NodeProto, path: str, visit: Visit | None, reason: str) -> BoundNode:
+        """The report's row for a visited node.
+
+        Args:
+            node: the GatherMultiaxis node.
+            path: the path of its graph in the model.
+            visit: the visit's change, or None when the node was left.
+            reason: why it was left (used when ``visit`` is None).
+
+        Returns:
+            The BoundNode.
+        """
         if visit is None:
             return BoundNode(node.name, path, False, reason=reason)
         return BoundNode(node.name, path, visit.detail["bound"], visit.detail["op_type"])
 
     def evaluate_subgraph(self, nodes: list, initializers: list, outputs: list[str]) -> list[np.ndarray]:
         """``outputs`` computed by ``self.evaluate`` from ``nodes`` (standard ONNX, inputs first) and the
-        ``initializers`` they read, as a model of the prepared model's opsets."""
+        ``initializers`` they read, as a model of the prepared model's opsets.
+
+        Args:
+            nodes: the nodes, in graph order.
+            initializers: the TensorProtos they read.
+            outputs: the names to compute.
+
+        Returns:
+            One array per name of ``outputs``, in order.
+        """
         assert self.prepared is not None and self.evaluate is not None  # called only while binding with evaluate
         model = self.prepared.model
         graph = helper.make_graph(nodes, "bind_constants", [],
@@ -431,12 +468,26 @@ class BindPass:
         return self.evaluate(folded, self.base_dir)
 
     def evaluate_table(self, nodes: list, initializers: list, output: str) -> np.ndarray:
+        """``evaluate_subgraph`` for one output.
+
+        Args:
+            nodes: the nodes, in graph order.
+            initializers: the TensorProtos they read.
+            output: the name to compute.
+
+        Returns:
+            Its array.
+        """
         return self.evaluate_subgraph(nodes, initializers, [output])[0]
 
     def prefetch(self, scope: GraphScope) -> None:
         """Compute the tables of every gather of the main graph that the evaluator computes in one ORT session
         (a session's creation costs ~10 ms), into the cache ``_computed`` reads; a batch ORT refuses is left
-        to the visits, which compute each table alone (and leave one ORT refuses to the run)."""
+        to the visits, which compute each table alone (and leave one ORT refuses to the run).
+
+        Args:
+            scope: the main graph's scope (its cache receives the computed tables).
+        """
         requests = {}
 
         def note(nodes, initializers, output):
@@ -478,7 +529,15 @@ class BindPass:
 
     def visit(self, node: onnx.NodeProto, scope: GraphScope) -> Visit:
         """The node changed in place (``Visit.in_place``): the scope's producers (and the main graph's
-        readers, the only ones read) are read first, so that they describe the graph before its first change."""
+        readers, the only ones read) are read first, so that they describe the graph before its first change.
+
+        Args:
+            node: a GatherMultiaxis node.
+            scope: its graph's scope.
+
+        Returns:
+            The in-place Visit, with ``bound`` and the new ``op_type`` in ``detail``.
+        """
         scope.producers  # noqa: B018 - computed (and cached) before any node of the scope changes
         if scope.main:
             scope.readers  # noqa: B018
@@ -629,7 +688,14 @@ def _copy_scan_body_outputs(model: ModelProto) -> int:
 
 def bridge_crossings(model: ModelProto) -> int:
     """The GatherMultiaxis nodes of ``model`` (every op type of the domain): each crosses the PyOp bridge
-    once per call (counted in the graph: a node in a Loop body counts once, both branches of an If count)."""
+    once per call (counted in the graph: a node in a Loop body counts once, both branches of an If count).
+
+    Args:
+        model: the prepared model.
+
+    Returns:
+        The number of such nodes.
+    """
     return sum(node.domain == DOMAIN and node.op_type.startswith(OP_TYPE)
                for holder in node_holders(model) for node in holder.node)
 
@@ -641,7 +707,22 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
     ``float16_outputs``: whether the op may return float16 (the installed PyOp bridge hands arrays back:
     ``ortop.bridge_info()["handback_supported"]``, which the session asks). ``evaluate(model, base_dir)``:
     the outputs of a small model of standard ONNX as arrays, computed as ONNX Runtime computes them (the
-    session's ``evaluate_constants``); None: tables computed from constants are not bound."""
+    session's ``evaluate_constants``); None: tables computed from constants are not bound.
+
+    Args:
+        model: the model, changed in place.
+        base_dir: the folder its external data locations are relative to, or None.
+        bind: bind the tables of the main graph's nodes whose axes and mode are fixed (False: every node
+            only gets the run token).
+        float16_outputs: whether the op may return float16.
+        evaluate: ``evaluate(model, base_dir)`` giving a small model's outputs as arrays, or None.
+
+    Returns:
+        The PreparedModel (holding the model unchanged when it has no GatherMultiaxis node).
+
+    Raises:
+        ValueError: GatherMultiaxis inside a model-local function that could not be inlined.
+    """
     if not _holds_gather(model):  # nothing to bind: no walk, no names (a plain model's start-up)
         return PreparedModel(model)
     binding = BindPass(base_dir, bind, float16_outputs, evaluate=evaluate)
