@@ -105,7 +105,21 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
     """Append the replacement of one GatherBlockQuantized node to ``builder``; raises LeftUnchanged with
     the reason where it cannot (and where ORT's kernel refuses the node). Returns the output's info.
     ``emit_gather``: the rewriter's replacement of a builtin Gather (``rules.emit_replacement``; this is
-    the opt-in entry of ``rules.RULES``)."""
+    the opt-in entry of ``rules.RULES``).
+
+    Args:
+        node: the GatherBlockQuantized node (com.microsoft).
+        infos: name to TensorInfo of the values its graph knows.
+        builder: the NodeBuilder the replacement nodes are appended to.
+        emit_gather: ``emit_gather(node, data_info, indices_info, builder)``, the builtin Gather's
+            replacement.
+
+    Returns:
+        The TensorInfo of the node's output.
+
+    Raises:
+        LeftUnchanged: the node cannot be rewritten (the message is the reason).
+    """
     if builder.opset < MIN_OPSET:
         raise LeftUnchanged(f"the dequantization nodes need opset {MIN_OPSET} (the model has {builder.opset})")
     unknown = TensorInfo(0, None)
