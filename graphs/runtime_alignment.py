@@ -147,7 +147,17 @@ def _gather_by_reshape(builder: NodeBuilder, data: str, indices: str, axis: int)
 
 
 def gather(builder: NodeBuilder, data: str, indices: str, axis: int) -> RuntimeAlignment:
-    """ONNX Gather (batch_dims 0): output = data.shape[:axis] + indices.shape + data.shape[axis+1:]."""
+    """ONNX Gather (batch_dims 0): output = data.shape[:axis] + indices.shape + data.shape[axis+1:].
+
+    Args:
+        builder: the NodeBuilder the alignment nodes are appended to.
+        data: the name of the data tensor (rank known only at run time).
+        indices: the name of the indices tensor.
+        axis: Gather's ``axis`` attribute (negative counts from the end).
+
+    Returns:
+        The RuntimeAlignment: the names GatherMultiaxis reads and how its output gets Gather's rank.
+    """
     if builder.opset < AXES_INPUT_OPSET:
         return _gather_by_reshape(builder, data, indices, axis)
     m = _Arith(builder)
@@ -214,7 +224,17 @@ def _gather_nd_by_reshape(builder: NodeBuilder, data: str, indices: str, batch_d
 
 
 def gather_elements(builder: NodeBuilder, data: str, indices: str, axis: int) -> RuntimeAlignment:
-    """GatherElements: equal ranks already; the data is cut to the indices' extents except on ``axis``."""
+    """GatherElements: equal ranks already; the data is cut to the indices' extents except on ``axis``.
+
+    Args:
+        builder: the NodeBuilder the alignment nodes are appended to.
+        data: the name of the data tensor.
+        indices: the name of the indices tensor.
+        axis: GatherElements' ``axis`` attribute (negative counts from the end).
+
+    Returns:
+        The RuntimeAlignment (no squeeze, no reshape: the output has the indices' rank).
+    """
     m = _Arith(builder)
     r = m.rank(indices, "rank")
     a = m.axis(axis, r, "axis")
@@ -232,6 +252,15 @@ def gather_nd(builder: NodeBuilder, data: str, indices: str, batch_dims: int) ->
 
     Aligned rank A = b + M + T + 1 with M = max(k, q-1-b) and T = r-b-k: batch dims, the index region,
     the trailing data dims, and the size-1 dimension that carries the folded coordinates.
+
+    Args:
+        builder: the NodeBuilder the alignment nodes are appended to.
+        data: the name of the data tensor.
+        indices: the name of the indices tensor (its last dimension, k, known only at run time).
+        batch_dims: GatherND's ``batch_dims`` attribute.
+
+    Returns:
+        The RuntimeAlignment: the names GatherMultiaxis reads and how its output gets GatherND's rank.
     """
     if builder.opset < AXES_INPUT_OPSET:
         return _gather_nd_by_reshape(builder, data, indices, batch_dims)
@@ -259,5 +288,15 @@ def gather_nd(builder: NodeBuilder, data: str, indices: str, batch_dims: int) ->
 
 
 def reshape(builder: NodeBuilder, x: str, shape: str, role: str) -> str:
-    """Reshape ``x`` to a computed ``shape`` whose 0s are sizes (see _Arith.reshape)."""
+    """Reshape ``x`` to a computed ``shape`` whose 0s are sizes (see _Arith.reshape).
+
+    Args:
+        builder: the NodeBuilder the nodes are appended to.
+        x: the name of the tensor to reshape.
+        shape: the name of the 1-D int64 target shape.
+        role: what the value is, for the names of the nodes (``PREFIX/ROLE``, made unique).
+
+    Returns:
+        The name of the reshaped tensor.
+    """
     return _Arith(builder).reshape(x, shape, role)
