@@ -40,24 +40,60 @@ def _elem(info: TensorInfo | None) -> int:
 
 
 def same_shape(node, inputs, constants):
-    """Elementwise unary ops, normalizations, activations: output 0 has the shape of input 0."""
+    """Elementwise unary ops, normalizations, activations: output 0 has the shape of input 0.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     return [inputs[0]] if _known(inputs[0]) else None
 
 
 def same_rank(node, inputs, constants):
-    """Ops whose outputs keep the rank of input 0 but not its sizes (Transpose, Pad, Slice, Conv, ...)."""
+    """Ops whose outputs keep the rank of input 0 but not its sizes (Transpose, Pad, Slice, Conv, ...).
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     if not _known(inputs[0]):
         return None
     return [_ranked(inputs[0].elem_type, inputs[0].rank)] * len(node.output)
 
 
 def attention(node, inputs, constants):
-    """com.microsoft Attention / MultiHeadAttention: output rank = the query's rank (batch, sequence, hidden)."""
+    """com.microsoft Attention / MultiHeadAttention: output rank = the query's rank (batch, sequence, hidden).
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     return [_ranked(inputs[0].elem_type, inputs[0].rank)] if _known(inputs[0]) else None
 
 
 def broadcast(node, inputs, constants):
-    """Multidirectional broadcast (Add, Mul, Where, Equal, ...): the largest input rank."""
+    """Multidirectional broadcast (Add, Mul, Where, Equal, ...): the largest input rank.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     present = [info for name, info in zip(node.input, inputs) if name]
     if not all(_known(info) for info in present):
         return None
@@ -66,18 +102,46 @@ def broadcast(node, inputs, constants):
 
 
 def cast(node, inputs, constants):
+    """Cast: the input's shape, of the type ``to``.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     if not _known(inputs[0]):
         return None
     return [TensorInfo(attribute(node, "to"), inputs[0].shape)]
 
 
 def predicate(node, inputs, constants):
-    """IsNaN, IsInf: a bool tensor of the input's shape."""
+    """IsNaN, IsInf: a bool tensor of the input's shape.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     return [TensorInfo(TensorProto.BOOL, inputs[0].shape)] if _known(inputs[0]) else None
 
 
 def shape(node, inputs, constants):
-    """Shape: 1-D, its length the input rank (cut by opset 15's start/end)."""
+    """Shape: 1-D, its length the input rank (cut by opset 15's start/end).
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     if not _known(inputs[0]):
         return [TensorInfo(TensorProto.INT64, (None,))]
     rank = inputs[0].rank
@@ -87,10 +151,30 @@ def shape(node, inputs, constants):
 
 
 def size(node, inputs, constants):
+    """Size: an int64 scalar.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     return [TensorInfo(TensorProto.INT64, ())]
 
 
 def flatten(node, inputs, constants):
+    """Flatten: 2-D, of the input's type.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     return [_ranked(_elem(inputs[0]), 2)]
 
 
@@ -100,12 +184,31 @@ def _length(info: TensorInfo | None) -> Dim:
 
 
 def reshape(node, inputs, constants):
-    """Reshape: the output rank is the length of the shape input."""
+    """Reshape: the output rank is the length of the shape input.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     length = _length(inputs[1])
     return [_ranked(_elem(inputs[0]), length)] if isinstance(length, int) else None
 
 
 def expand(node, inputs, constants):
+    """Expand: the larger of the input's rank and the shape input's length.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     length = _length(inputs[1])
     if not (_known(inputs[0]) and isinstance(length, int)):
         return None
@@ -113,6 +216,16 @@ def expand(node, inputs, constants):
 
 
 def constant_of_shape(node, inputs, constants):
+    """ConstantOfShape: the rank is the shape input's length; the type is ``value``'s (float by default).
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     length = _length(inputs[0])
     value = attribute(node, "value")
     elem = value.data_type if value is not None else TensorProto.FLOAT
@@ -120,15 +233,44 @@ def constant_of_shape(node, inputs, constants):
 
 
 def stft(node, inputs, constants):
-    """STFT: [batch, frames, unique bins, 2] whatever the signal's length."""
+    """STFT: [batch, frames, unique bins, 2] whatever the signal's length.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     return [_ranked(_elem(inputs[0]), 4)]
 
 
 def range_(node, inputs, constants):
+    """Range: 1-D, of the start's type.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     return [_ranked(_elem(inputs[0]), 1)]
 
 
 def non_zero(node, inputs, constants):
+    """NonZero: a 2-D int64 tensor (input rank by the count of non-zeros).
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     return [_ranked(TensorProto.INT64, 2)]
 
 
@@ -140,6 +282,16 @@ def _axes(node: NodeProto, inputs, constants: Constants) -> list[int] | None:
 
 
 def unsqueeze(node, inputs, constants):
+    """Unsqueeze: size-1 dims inserted at the axes (attribute, or constant input from opset 13).
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     axes = _axes(node, inputs, constants)
     if not _known(inputs[0]) or axes is None:
         return None
@@ -151,6 +303,16 @@ def unsqueeze(node, inputs, constants):
 
 
 def squeeze(node, inputs, constants):
+    """Squeeze: the given axes removed (None without known axes).
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     axes = _axes(node, inputs, constants)
     if not _known(inputs[0]) or axes is None:
         return None
@@ -160,6 +322,16 @@ def squeeze(node, inputs, constants):
 
 
 def concat(node, inputs, constants):
+    """Concat: the inputs' rank; of 1-D pieces of known lengths, the summed length.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     known = [info for info in inputs if _known(info)]
     if not known:
         return None
@@ -171,6 +343,16 @@ def concat(node, inputs, constants):
 
 
 def matmul(node, inputs, constants):
+    """MatMul: NumPy's matmul rank (a 1-D operand loses its dimension), of input 0's type.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     if not (_known(inputs[0]) and _known(inputs[1])):
         return None
     a, b = inputs[0].rank, inputs[1].rank
@@ -179,7 +361,16 @@ def matmul(node, inputs, constants):
 
 
 def gather(node, inputs, constants):
-    """Gather: rank(data) + rank(indices) - 1; a 1-D result (of a shape vector) keeps its exact length."""
+    """Gather: rank(data) + rank(indices) - 1; a 1-D result (of a shape vector) keeps its exact length.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     if not (_known(inputs[0]) and _known(inputs[1])):
         return None
     data, indices = inputs[0].shape, inputs[1].shape
@@ -208,7 +399,16 @@ def _slice_length(length: int, start: int, end: int, step: int) -> int:
 
 def slice_(node, inputs, constants):
     """Slice keeps the rank; of a 1-D vector of known length (a shape vector) with constant bounds, the
-    exact length (a Reshape's rank is the length of its shape input)."""
+    exact length (a Reshape's rank is the length of its shape input).
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     if not _known(inputs[0]):
         return None
     kept = [_ranked(inputs[0].elem_type, inputs[0].rank)]
@@ -232,13 +432,30 @@ def slice_(node, inputs, constants):
 
 
 def gather_elements(node, inputs, constants):
+    """GatherElements: the indices' rank (the data's when the indices' is unknown), of the data's type.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     known = inputs[1] if _known(inputs[1]) else inputs[0]
     return [_ranked(_elem(inputs[0]), known.rank)] if _known(known) else None
 
 
 def untyped(rule: RankRule) -> RankRule:
     """``rule``'s ranks with the element types left unknown, for ops whose outputs are not of their first
-    input's type (QuantizeLinear, MatMulInteger, ...): the op's schema types them (``output_elem_types``)."""
+    input's type (QuantizeLinear, MatMulInteger, ...): the op's schema types them (``output_elem_types``).
+
+    Args:
+        rule: a rank rule.
+
+    Returns:
+        The wrapped rank rule.
+    """
 
     def ranks_only(node, inputs, constants):
         outputs = rule(node, inputs, constants)
@@ -250,7 +467,15 @@ def untyped(rule: RankRule) -> RankRule:
 
 def on_inputs(rule: RankRule, *positions: int) -> RankRule:
     """``rule`` applied to the inputs at ``positions`` (a quantized op's tensors among its scales and zero
-    points: QLinearAdd's A and B are inputs 0 and 3)."""
+    points: QLinearAdd's A and B are inputs 0 and 3).
+
+    Args:
+        rule: a rank rule.
+        *positions: the input positions it reads, in its order.
+
+    Returns:
+        The wrapped rank rule.
+    """
 
     def picked(node, inputs, constants):
         chosen = [inputs[p] if p < len(inputs) else None for p in positions]
@@ -265,19 +490,46 @@ def on_inputs(rule: RankRule, *positions: int) -> RankRule:
 
 
 def matmul_n_bits(node, inputs, constants):
-    """com.microsoft MatMulNBits: A [..., K] times the quantized B [N, K]: [..., N], of A's type."""
+    """com.microsoft MatMulNBits: A [..., K] times the quantized B [N, K]: [..., N], of A's type.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     return [_ranked(inputs[0].elem_type, inputs[0].rank)] if _known(inputs[0]) else None
 
 
 def gather_block_quantized(node, inputs, constants):
-    """com.microsoft GatherBlockQuantized: a Gather of the (packed, same-rank) data, of the scales' type."""
+    """com.microsoft GatherBlockQuantized: a Gather of the (packed, same-rank) data, of the scales' type.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     if not (_known(inputs[0]) and _known(inputs[1])):
         return None
     return [_ranked(_elem(inputs[2]) if len(inputs) > 2 else 0, inputs[0].rank + inputs[1].rank - 1)]
 
 
 def reduce(node, inputs, constants):
-    """Reductions with keepdims (the default): the input rank."""
+    """Reductions with keepdims (the default): the input rank.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
     if attribute(node, "keepdims", 1) != 1 or not _known(inputs[0]):
         return None
     return [_ranked(inputs[0].elem_type, inputs[0].rank)]
@@ -391,7 +643,15 @@ _INTEGERS = {TensorProto.INT64: np.int64, TensorProto.INT32: np.int32}
 def fold(node: NodeProto, values: Sequence["np.ndarray | None"]) -> "np.ndarray | None":
     """The value of ``node``'s only output from its inputs' values (None for an absent optional input),
     when it is integer arithmetic or a shape op over at most FOLD_LIMIT int32/int64 elements; else None.
-    Exactly what ORT computes (Div truncates, Mod follows ``fmod``), or None where the op would fail."""
+    Exactly what ORT computes (Div truncates, Mod follows ``fmod``), or None where the op would fail.
+
+    Args:
+        node: the node.
+        values: its inputs' values, in order.
+
+    Returns:
+        The output's array, or None.
+    """
     if node.domain not in ("", "ai.onnx") or len(node.output) != 1:
         return None
     if node.op_type == "Cast":
@@ -429,7 +689,16 @@ def output_elem_types(node: NodeProto, input_types: list[int], opset: int) -> li
     """The element types of ``node``'s outputs by its op schema (ONNX's at ``opset`` for the ONNX domain,
     ORT's for the others): what a type parameter's known input binds (ort_optimizer.bound_output_types),
     Cast's ``to``. 0 where the schema does not tell; None without a schema. Independent of ranks, so that
-    an element type crosses ops whose shapes no layer knows (what follows a com.microsoft op)."""
+    an element type crosses ops whose shapes no layer knows (what follows a com.microsoft op).
+
+    Args:
+        node: the node.
+        input_types: its inputs' element types (TensorProto data types; 0 for unknown).
+        opset: the model's ONNX opset.
+
+    Returns:
+        One element type per output, or None.
+    """
     if node.domain not in ("", "ai.onnx"):
         return ort_optimizer.schema_output_types(node, input_types)
     if node.op_type == "Cast":
@@ -448,7 +717,16 @@ def output_elem_types(node: NodeProto, input_types: list[int], opset: int) -> li
 
 def apply_rank_rule(node: NodeProto, inputs: Sequence[TensorInfo | None], constants: Constants
                     ) -> list[TensorInfo] | None:
-    """The outputs' TensorInfo by the node's rank rule, or None (no rule, or it cannot tell)."""
+    """The outputs' TensorInfo by the node's rank rule, or None (no rule, or it cannot tell).
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None.
+    """
     rule = RANK_RULES.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
     if rule is None:
         return None
