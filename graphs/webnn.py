@@ -128,7 +128,16 @@ class Finding:
 
 def fix_input_shapes(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None) -> None:
     """Give every graph input of ``model`` (changed in place) a static shape: ``input_shapes[name]``, or
-    its own static dims. Raises NotStatic naming the inputs that still have symbolic dims."""
+    its own static dims. Raises NotStatic naming the inputs that still have symbolic dims.
+
+    Args:
+        model: the model, changed in place.
+        input_shapes: input name to its static dims; None or empty keeps every input's own dims.
+
+    Raises:
+        NotStatic: an input keeps symbolic or unknown dims, ``input_shapes`` gives a negative size or
+            more elements than int64 counts, or names no input of the model.
+    """
     input_shapes = input_shapes or {}
     initializers = {init.name for init in model.graph.initializer}
     symbolic = []
@@ -187,7 +196,16 @@ def fold_shape_arithmetic(model: ModelProto, external_data_folder: str | os.Path
     such values and constants) by a Constant: WebNN needs Reshape/Expand/Slice shapes constant, and the
     lowering needs static shapes. Integer and bool values only, so folding is exact; inputs of at most
     ``FOLD_LIMIT`` elements (read from ``external_data_folder``, the model's folder, if kept there).
-    Returns how many."""
+    Returns how many.
+
+    Args:
+        model: the model, changed in place (its input shapes fixed: ``fix_input_shapes``).
+        external_data_folder: the model's folder, where external constants are read; None when none is
+            needed.
+
+    Returns:
+        The number of nodes replaced by a Constant.
+    """
     from onnx.reference import ReferenceEvaluator
 
     infos = _static_infos(model)
@@ -942,9 +960,26 @@ class WebNNPass:
     drops_domain: ClassVar[bool] = True  # (the custom domain's import goes with its last node)
 
     def targets(self, node: NodeProto) -> bool:
+        """Whether the pass visits ``node``.
+
+        Args:
+            node: a node of any graph.
+
+        Returns:
+            True for a GatherMultiaxis node.
+        """
         return is_gather_multiaxis(node)
 
     def prepare(self, model: ModelProto) -> None:
+        """Fixes the input shapes, folds the static shape arithmetic (up to FOLD_ROUNDS times), and makes
+        the lowering.
+
+        Args:
+            model: the pass's copy of the model, changed in place.
+
+        Raises:
+            NotStatic: an input shape is not fixed (see ``fix_input_shapes``).
+        """
         fix_input_shapes(model, self.input_shapes)
         for _ in range(FOLD_ROUNDS):  # a folded shape can make the next value's shape static: fold again
             if not fold_shape_arithmetic(model, self.external_data_folder):
@@ -952,11 +987,35 @@ class WebNNPass:
         self.lowering = _WebNNLowering(model, self.report, self.external_data_folder)
 
     def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str) -> LoweredNode:
+        """The report's row for a visited node.
+
+        Args:
+            node: the GatherMultiaxis node.
+            path: the path of its graph in the model.
+            visit: the visit's change, or None when the node was left.
+            reason: why it was left (used when ``visit`` is None).
+
+        Returns:
+            The LoweredNode (source "semantics" when lowered).
+        """
         if visit is None:
             return LoweredNode(node.name, path, False, reason)
         return LoweredNode(node.name, path, True, visit.detail["reason"], visit.detail["form"], "semantics")
 
     def visit(self, node: NodeProto, scope: GraphScope) -> Visit:
+        """The WebNN lowering of a main-graph GatherMultiaxis ``node``, with the reshapes and Casts it
+        absorbs removed.
+
+        Args:
+            node: a GatherMultiaxis node.
+            scope: its graph's scope.
+
+        Returns:
+            The Visit, with the form and reason in ``detail``.
+
+        Raises:
+            NotChanged: the node is in a subgraph, or has no WebNN form (the message is the reason).
+        """
         if not scope.main:
             raise NotChanged("inside an If/Loop/Scan body (WebNN graphs have no control flow); lowered to standard "
                              "ONNX ops instead")
@@ -976,7 +1035,19 @@ def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] 
     """A copy of ``model`` (rewritten: holding GatherMultiaxis nodes) with its input shapes fixed and
     every GatherMultiaxis node of the main graph lowered for WebNN (see the module docstring), and the
     report. Raises NotStatic when an input shape is not fixed. A constant kept in an external file is
-    read, where its values are needed, from ``external_data_folder`` (the model's folder) only."""
+    read, where its values are needed, from ``external_data_folder`` (the model's folder) only.
+
+    Args:
+        model: the rewritten model; it is not changed.
+        input_shapes: input name to its static dims, for inputs with symbolic dims.
+        external_data_folder: the model's folder; None when no external constant is needed.
+
+    Returns:
+        The lowered copy (nodes without a WebNN form get the standard lowering) and the LowerReport.
+
+    Raises:
+        NotStatic: an input shape is not fixed.
+    """
     webnn = WebNNPass(input_shapes, external_data_folder)
     result = run_pass(model, webnn)
     report = webnn.report
@@ -995,7 +1066,16 @@ def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | No
                 external_data_folder: str | os.PathLike | None = None) -> list[Finding]:
     """Every node of ``model`` ORT's WebNN EP would not take, and why (see the module docstring). A
     constant whose values a check reads (a Reshape's shape) is read from ``external_data_folder``, the
-    model's folder, if kept in a file."""
+    model's folder, if kept in a file.
+
+    Args:
+        model: the model; it is not changed (the check works on a copy with its input shapes fixed).
+        input_shapes: input name to its static dims, for inputs with symbolic dims.
+        external_data_folder: the model's folder; None when no external constant is needed.
+
+    Returns:
+        One Finding per node and reason (a graph input left symbolic is a finding too, not an error).
+    """
     copy = ModelProto()
     copy.CopyFrom(model)
     findings: list[Finding] = []
@@ -1069,7 +1149,17 @@ def lowering_findings(lowered: ModelProto, report, input_shapes: dict[str, tuple
                       external_data_folder: str | os.PathLike | None = None) -> list[Finding]:
     """``webnn_check``'s findings on the nodes ``lower_for_webnn`` emitted (``report`` is its report; each
     emitted node is named after the node it replaces): what the lowering itself put outside WebNN's
-    subset. A tensor type WebNN lacks (bfloat16, say) is the model's own, not the lowering's."""
+    subset. A tensor type WebNN lacks (bfloat16, say) is the model's own, not the lowering's.
+
+    Args:
+        lowered: the model ``lower_for_webnn`` returned.
+        report: the LowerReport it returned.
+        input_shapes: the input shapes given to ``lower_for_webnn``.
+        external_data_folder: the model's folder; None when no external constant is needed.
+
+    Returns:
+        The Findings of the emitted nodes.
+    """
     prefixes = tuple(f"{o.node}/" for o in report.outcomes if o.lowered and o.node)
     return [f for f in webnn_check(lowered, input_shapes, external_data_folder)
             if f.node.startswith(prefixes) and _NO_SUCH_TENSORS not in f.reason]
