@@ -365,6 +365,8 @@ def _widened_float16(scope: GraphScope, name: str) -> bool:
 
 @dataclass
 class BoundNode:
+    """What the bind step did to one GatherMultiaxis node: bound or not, the op type it became, or why it was left."""
+
     node: str
     graph: str
     bound: bool        # its table is bound (GatherMultiaxisBound<Type>)
@@ -374,6 +376,8 @@ class BoundNode:
 
 @dataclass
 class BindReport(PassReport):
+    """The bind step's report: one BoundNode per GatherMultiaxis node."""
+
     outcomes: list[BoundNode] = field(default_factory=list)
     DONE: ClassVar[str] = "bound"
 
@@ -403,6 +407,7 @@ class BindPass:
 
     @property
     def narrow_float16(self) -> bool:
+        """Whether the op may return float16 and the ``float16_output`` bind form is on."""
         return self.float16_outputs and BIND_FORMS["float16_output"]
 
     def targets(self, node: onnx.NodeProto) -> bool:

@@ -38,6 +38,7 @@ class TensorInfo:
 
     @property
     def rank(self) -> int | None:
+        """The number of dims, or None when the shape is unknown."""
         return None if self.shape is None else len(self.shape)
 
 
@@ -169,6 +170,9 @@ def typing_copy(model: ModelProto) -> ModelProto:
 
 @dataclass
 class TypingCopier:
+    """Builds the typing copy graph by graph: ``names`` gives the stand-ins fresh names, ``hoisted`` collects the
+    bare inputs standing for large initializers."""
+
     names: NameScope
     hoisted: list[onnx.ValueInfoProto] = field(default_factory=list)
 

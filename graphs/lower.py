@@ -42,6 +42,9 @@ GENERAL = "general"  # the form name of the general decomposition
 
 @dataclass
 class LoweredNode:
+    """What the lowering did to one GatherMultiaxis node: lowered or left (with the reason), its form and where the
+    form came from."""
+
     node: str
     graph: str
     lowered: bool
@@ -52,11 +55,14 @@ class LoweredNode:
 
 @dataclass
 class LowerReport(PassReport):
+    """The lowering's report: one LoweredNode per GatherMultiaxis node."""
+
     outcomes: list[LoweredNode] = field(default_factory=list)
     DONE: ClassVar[str] = "lowered"
 
     @property
     def lowered(self) -> int:
+        """How many nodes were lowered."""
         return self.done()
 
     def forms(self) -> dict[str, int]:

@@ -218,6 +218,7 @@ class GraphScope:
 
     @cached_property
     def producers(self) -> dict[str, NodeProto]:
+        """The graph's own node that writes each name."""
         return {output: node for node in self.own_nodes() for output in node.output if output}
 
     @cached_property
@@ -243,6 +244,7 @@ class GraphScope:
 
     @cached_property
     def readers(self) -> dict[str, int]:
+        """Per name, how many nodes read it (see the class docstring)."""
         consumers, holders = self._direct_reads
         readers = {name: len(nodes) for name, nodes in consumers.items()}
         for node in holders:  # a name its subgraphs read and it does not read itself: one more reader
@@ -274,8 +276,11 @@ class Visit:
 
 
 class GraphPass(Protocol):
+    """What ``run_pass`` needs of a pass: its report, which nodes it visits, the visit, and the report's row."""
+
     @property
-    def report(self) -> PassReport: ...  # read-only here, so that a pass's report may be a PassReport subclass
+    def report(self) -> PassReport:  # read-only here, so that a pass's report may be a PassReport subclass
+        """The report the pass's outcomes go to."""
 
     def targets(self, node: NodeProto) -> bool:
         """Whether the pass visits ``node``.

@@ -68,6 +68,9 @@ OPT_IN_OPS = tuple(op for op, rule in RULES.items() if isinstance(rule, OptInRul
 
 @dataclass
 class NodeOutcome:
+    """What the rewrite did to one gather node: rewritten or left (with the reason), and whether it was aligned at
+    run time."""
+
     op_type: str
     node: str
     graph: str
@@ -78,15 +81,19 @@ class NodeOutcome:
 
 @dataclass
 class RewriteReport(PassReport):
+    """The rewrite's report: one NodeOutcome per gather node."""
+
     outcomes: list[NodeOutcome] = field(default_factory=list)
     DONE: ClassVar[str] = "rewritten"
 
     @property
     def rewritten(self) -> int:
+        """How many gathers were rewritten."""
         return self.done()
 
     @property
     def runtime_aligned(self) -> int:
+        """How many of the rewritten gathers were aligned at run time."""
         return sum(o.runtime_aligned for o in self.outcomes)
 
     def counts(self) -> dict[str, dict[str, int]]:

@@ -121,6 +121,8 @@ class NotStatic(ValueError):
 
 @dataclass
 class Finding:
+    """A node ORT's WebNN EP would not take: its name, its op type (domain-qualified outside ONNX), and why."""
+
     node: str
     op_type: str
     reason: str
