@@ -272,6 +272,9 @@ class _Comparison:
             data_set: the data set.
             want: the original model's outputs (None when it raised).
             want_error: the exception the original model raised, or None.
+
+        Returns:
+            True to go on with the next data set, False when the case has failed.
         """
         result, where = self.result, f"data set {number}: "
         report_phase(f"running the rewritten model (data set {number})")
