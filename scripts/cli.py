@@ -313,7 +313,8 @@ def run_lower(args) -> int:
         The exit status: 0, or 1 when a node was left unlowered.
 
     Raises:
-        CommandError: the input or output is unusable, a WebNN input shape is not static, or ``--input-shapes`` is given without ``--target webnn`` (``main`` prints it, exit status 2).
+        CommandError: the input or output is unusable, a WebNN input shape is not static, or ``--input-shapes`` is given without ``--target webnn``
+            (``main`` prints it, exit status 2).
     """
     if args.target == "webnn":
         from .graphs.webnn import NotStatic, lower_for_webnn
@@ -343,7 +344,8 @@ def run_webnn_check(args) -> int:
         The exit status: 0 or 1.
 
     Raises:
-        CommandError: the ``--json`` file would overwrite the model or cannot be written (``main`` prints it, exit status 2).
+        CommandError: the ``--json`` file would overwrite the model or cannot be written
+            (``main`` prints it, exit status 2).
     """
     from .graphs.webnn import webnn_check
 
@@ -505,7 +507,8 @@ def run_check(args) -> int:
         run ended.
 
     Raises:
-        CommandError: bad inputs, a missing ``--save-dir``, or a report file that cannot be written (``main`` prints it, exit status 2).
+        CommandError: bad inputs, a missing ``--save-dir``, or a report file that cannot be written
+            (``main`` prints it, exit status 2).
     """
     resume_into = args.resume and (args.json is None or Path(args.json) == Path(args.resume))
     report_path = args.resume if resume_into else args.json
@@ -732,7 +735,8 @@ def run_lowering_bench(args) -> int:
         The exit status: 0, or 1 as above.
 
     Raises:
-        CommandError: a path does not exist or holds no .onnx file, or there is nothing to measure (``main`` prints it, exit status 2).
+        CommandError: a path does not exist or holds no .onnx file, or there is nothing to measure
+            (``main`` prints it, exit status 2).
     """
     from .bench import end_to_end
     from .bench import lowering as lowering_bench
@@ -796,7 +800,8 @@ def run_policies(args) -> int:
         The exit status: 0 or 1.
 
     Raises:
-        CommandError: bad inputs, inputs that cannot be generated, or inputs the report refuses (``main`` prints it, exit status 2).
+        CommandError: bad inputs, inputs that cannot be generated, or inputs the report refuses
+            (``main`` prints it, exit status 2).
     """
     from .conformance import policies
 
@@ -859,7 +864,8 @@ def run_bench(args) -> int:
         The exit status of the job (the kernel bench: 0).
 
     Raises:
-        CommandError: an output would overwrite an input or an existing file, or ``--plot`` lacks matplotlib (``main`` prints it, exit status 2).
+        CommandError: an output would overwrite an input or an existing file, or ``--plot`` lacks matplotlib
+            (``main`` prints it, exit status 2).
     """
     if args.job is None:
         used = [flag for flag in _LEGACY_BENCH if getattr(args, flag)]
@@ -912,7 +918,8 @@ def run_example(args) -> int:
         The exit status: 0.
 
     Raises:
-        CommandError: the file cannot be written (or exists, without ``--force``) (``main`` prints it, exit status 2).
+        CommandError: the file cannot be written (or exists, without ``--force``)
+            (``main`` prints it, exit status 2).
     """
     try:
         write_bytes_atomic(Path(args.output), EXAMPLE_PATH.read_bytes(), overwrite=args.force)
