@@ -38,7 +38,14 @@ def _physical_memory() -> int | None:
 
 
 def zero_element(dtype: np.dtype):
-    """The value written for out-of-range indices in mode "zero": 0, False, or an empty string."""
+    """The value written for out-of-range indices in mode "zero": 0, False, or an empty string.
+
+    Args:
+        dtype: the output's NumPy dtype (``object`` for strings).
+
+    Returns:
+        A NumPy scalar of ``dtype`` equal to 0 (False for bool), or ``""`` for ``object``.
+    """
     if dtype == object:
         return ""
     return np.zeros((), dtype)[()]
@@ -154,6 +161,25 @@ def gather_multiaxis(input: ArrayLike, indices: ArrayLike, axes: Sequence[int], 
     element; ``"clamp"`` clamps to ``[0, dim - 1]``. Indexing an axis of size 0 with a non-empty set
     of coordinates is a ``GatherShapeError`` (in "error_nonempty" only when the output is not empty).
     Returns a new C-contiguous array of ``input``'s dtype.
+
+    Args:
+        input: the data array (anything ``np.asarray`` takes), of any element type.
+        indices: int32 or int64 array of the same rank as ``input``; for more than one axis its last
+            dimension holds the coordinate tuples.
+        axes: the distinct dimensions of ``input`` the indices address, each in ``[-rank, rank - 1]``.
+        mode: what an out-of-range index does: a ``Mode`` or one of its strings (``"error"``,
+            ``"error_nonempty"``, ``"zero"``, ``"clamp"``).
+
+    Returns:
+        A new C-contiguous ``np.ndarray`` of ``input``'s dtype, of the output shape stated above.
+
+    Raises:
+        ValueError: ``mode`` is not one of the modes.
+        TypeError: ``indices`` is not int32 or int64.
+        GatherIndexError: an index is out of range in mode "error" (or "error_nonempty" with a
+            non-empty output).
+        GatherShapeError: the shapes or axes break the shape contract, or an axis of size 0 is indexed.
+        MemoryError: the output has more elements than an int64 offset can address.
     """
     if mode not in MODES:
         Mode.from_any(mode)  # raises, naming the modes
@@ -233,7 +259,11 @@ class _Plan:
     cached_grid: np.ndarray | int | None = None
 
     def offset_grid(self):
-        """Offsets of the non-axis dimensions, broadcastable to ``lead_out`` (0 when there are none)."""
+        """Offsets of the non-axis dimensions, broadcastable to ``lead_out`` (0 when there are none).
+
+        Returns:
+            An int64 array broadcastable to ``lead_out``, or the int 0.
+        """
         if self.cached_grid is not None:
             return self.cached_grid
         return _build_grid(self.grid_terms, len(self.lead_out))
@@ -280,6 +310,11 @@ class PlanCache:
         return plan
 
     def info(self) -> dict:
+        """How full the cache is.
+
+        Returns:
+            A dict: ``plans`` (plans held), ``bytes`` (their size), ``max_plans`` and ``max_bytes`` (the limits).
+        """
         with self._lock:
             return {"plans": len(self._plans), "bytes": self._bytes, "max_plans": self.max_plans,
                     "max_bytes": self.max_bytes}

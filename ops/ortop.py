@@ -92,17 +92,35 @@ _bound_index: "weakref.WeakValueDictionary[str, BoundTable]" = weakref.WeakValue
 
 def publish_bound_tables(tables: dict[str, BoundTable]) -> None:
     """Let the op find ``tables`` (held by the session that bound them) by their keys, for as long as
-    that session holds them."""
+    that session holds them.
+
+    Args:
+        tables: the session's bound tables, keyed by the ``table`` attribute their nodes carry.
+
+    Returns:
+        None.
+    """
     _bound_index.update(tables)
 
 
 def bound_table(key: str) -> BoundTable | None:
-    """The table a bound node's ``table`` attribute names, or None once its session is gone."""
+    """The table a bound node's ``table`` attribute names, or None once its session is gone.
+
+    Args:
+        key: the value of the bound node's ``table`` attribute.
+
+    Returns:
+        The ``BoundTable``, or None when no live session holds it.
+    """
     return _bound_index.get(key)
 
 
 def bound_table_keys() -> frozenset[str]:
-    """The keys of every table a live session holds (for tests and diagnostics)."""
+    """The keys of every table a live session holds (for tests and diagnostics).
+
+    Returns:
+        A frozenset of the keys.
+    """
     return frozenset(_bound_index.keys())
 
 
@@ -132,9 +150,19 @@ class _ArrayHandback:
         self.shape = array.shape
 
     def flatten(self):
+        """The handback itself (the bridge calls ``rv.flatten().tolist()``).
+
+        Returns:
+            This object.
+        """
         return self
 
     def tolist(self):
+        """The wrapped array, which the bridge's C++ side copies in one memcpy.
+
+        Returns:
+            The wrapped ``np.ndarray``.
+        """
         return self.array
 
 
@@ -448,7 +476,11 @@ EARLY_REGISTRATION = (
 def library_registered_in_process() -> bool | None:
     """Whether onnxruntime-extensions' RegisterCustomOps has run in this process (None: cannot tell). Its
     exported GetActiveOrtAPIVersion answers its default (an old ORT minor version) until the first
-    registration caches the registering ORT's own minor version."""
+    registration caches the registering ORT's own minor version.
+
+    Returns:
+        True or False, or None when the library has no ``GetActiveOrtAPIVersion`` probe.
+    """
     import ctypes
 
     try:
@@ -466,6 +498,14 @@ def register(handback: bool | None = None, hook: bool | None = None) -> None:
     Idempotent. ``handback=False`` forces the bridge's default (list) output path; ``None`` uses the
     array handback when the installed bridge passes the self-test. ``hook=False`` puts
     onnxruntime-extensions' generic invoker back (``True`` or ``None``: the package's own hook).
+
+    Args:
+        handback: False: the bridge's list output path; True or None: the array handback when the bridge
+            passes the self-test (it is never used otherwise).
+        hook: False: onnxruntime-extensions' generic invoker; True or None: the package's own hook.
+
+    Returns:
+        None.
     """
     with _lock:
         if not _state["registered"]:
@@ -504,7 +544,14 @@ def register(handback: bool | None = None, hook: bool | None = None) -> None:
 
 
 def bridge_info() -> dict:
-    """What the registration found out about the installed bridge."""
+    """What the registration found out about the installed bridge.
+
+    Registers the op types first if that has not happened yet.
+
+    Returns:
+        A dict: ``registered``, ``handback_supported`` (the self-test passed), ``handback_active``,
+        ``own_hook`` (the package's hook is installed) and ``registrations`` (how many op definitions).
+    """
     register_if_needed = not _state["registered"]
     if register_if_needed:
         register()
@@ -517,7 +564,14 @@ def count_crossings(call):
     """``call()``'s result and how many times the bridge handed a call to Python meanwhile (a PyOp call:
     the package's op types and any other), for benchmarks (``bench end-to-end``'s crossings per run). The
     counting hook stands in for the installed one during ``call()``: nothing else in the process should run
-    PyOps meanwhile, or their calls are counted too."""
+    PyOps meanwhile, or their calls are counted too.
+
+    Args:
+        call: a callable taking no arguments.
+
+    Returns:
+        A tuple ``(call's result, number of PyOp calls)``.
+    """
     with _lock:
         register()
         installed = _invoke if _state["hook"] else _generic_invoker
@@ -539,11 +593,26 @@ _registered_options: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()
 
 
 def registered_by_us(options: ort.SessionOptions) -> bool:
+    """Whether ``register_library`` registered the extensions library on these options.
+
+    Args:
+        options: an ``onnxruntime.SessionOptions``.
+
+    Returns:
+        True when it did (and the options are still alive), else False.
+    """
     return options in _registered_options
 
 
 def register_library(options: ort.SessionOptions) -> ort.SessionOptions:
-    """Register the extensions library (with every GatherMultiaxis op type) on ``options`` once."""
+    """Register the extensions library (with every GatherMultiaxis op type) on ``options`` once.
+
+    Args:
+        options: the ``onnxruntime.SessionOptions`` to register the library on.
+
+    Returns:
+        The same ``options``.
+    """
     with _lock:
         if not _state["registered"]:
             register()
@@ -554,7 +623,15 @@ def register_library(options: ort.SessionOptions) -> ort.SessionOptions:
 
 
 def config_entry(options: ort.SessionOptions, key: str) -> str | None:
-    """A session config entry of ``options``, or None when it is not set (ORT raises for those)."""
+    """A session config entry of ``options``, or None when it is not set (ORT raises for those).
+
+    Args:
+        options: the ``onnxruntime.SessionOptions`` to read.
+        key: the session config key.
+
+    Returns:
+        The entry's string value, or None.
+    """
     try:
         return options.get_session_config_entry(key)
     except RuntimeError:
@@ -570,6 +647,17 @@ def session_options(options: ort.SessionOptions | None = None) -> ort.SessionOpt
     (registering the library twice would make session creation fail). Threading stays as the options
     say (ORT's defaults: see the README, "No threading changes"). The first call runs
     ``guard_onnxruntime_sessions()``. Thread-safe.
+
+    Args:
+        options: existing ``onnxruntime.SessionOptions`` to register the library on, or None for new ones.
+
+    Returns:
+        The ``onnxruntime.SessionOptions`` (``options`` itself when given).
+
+    Raises:
+        RuntimeError: ``options`` were given, are not already registered by this package, and the extensions
+            library was registered in this process before the op types were defined (such options would
+            crash ORT).
     """
     with _lock:
         if options is not None and not registered_by_us(options):

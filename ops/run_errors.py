@@ -50,13 +50,22 @@ class RunErrors:
         self._lendable: list[tuple[int, np.ndarray]] = []
 
     def new_token(self) -> int:
+        """A fresh run token (a counter: never one handed out before).
+
+        Returns:
+            The token, an int.
+        """
         return next(self._tokens)
 
     def lend_token(self) -> tuple[int, np.ndarray]:
         """A token no run in progress holds, with its int64 scalar array to feed, for a synchronous run that
         hands both back (``give_back``) once it has popped its error. ORT takes a fed array it has seen
         before ~1.3 us faster than a new one (measured on the tiny shape gather), so these are reused;
-        ``list.pop`` and ``list.append`` are atomic under the GIL, so concurrent runs never share one."""
+        ``list.pop`` and ``list.append`` are atomic under the GIL, so concurrent runs never share one.
+
+        Returns:
+            A tuple ``(token, its read-only int64 scalar array)``.
+        """
         try:
             return self._lendable.pop()
         except IndexError:
@@ -66,15 +75,39 @@ class RunErrors:
             return token, value
 
     def give_back(self, lent: tuple[int, np.ndarray]) -> None:
-        """Return a token from ``lend_token`` after its run ended and its error (if any) was popped."""
+        """Return a token from ``lend_token`` after its run ended and its error (if any) was popped.
+
+        Args:
+            lent: the ``(token, array)`` pair ``lend_token`` returned.
+
+        Returns:
+            None.
+        """
         if len(self._lendable) < 64:  # as many as runs were ever in progress at once, bounded
             self._lendable.append(lent)
 
     def record(self, token: int, error: BaseException) -> None:
+        """Keep ``error`` for run ``token``, unless that run already has one (the first error wins).
+
+        Args:
+            token: the run's token (the node's token input).
+            error: the exception the op raised.
+
+        Returns:
+            None.
+        """
         self._errors.setdefault(token, error)
 
     def pop(self, token: int) -> BaseException | None:
-        """The error of run ``token`` rebuilt to name the op, or None; forgets it."""
+        """The error of run ``token`` rebuilt to name the op, or None; forgets it.
+
+        Args:
+            token: the run's token.
+
+        Returns:
+            A new exception of the recorded one's type (RuntimeError if that type cannot be built from a
+            message), its message prefixed with the op type; or None.
+        """
         error = self._errors.pop(token, None)
         return None if error is None else _rebuilt(error)
 
@@ -97,6 +130,15 @@ class _ErrorChannel:
     MAX_UNATTRIBUTED = 64
 
     def record(self, error: BaseException) -> None:
+        """Keep ``error`` for the guarded run in progress on this thread (its first error wins), or, on a thread
+        with no guarded run (an ORT pool thread), in the unattributed queue.
+
+        Args:
+            error: the exception the op raised.
+
+        Returns:
+            None.
+        """
         if getattr(self._local, "depth", 0):
             if getattr(self._local, "error", None) is None:
                 self._local.error = error
@@ -121,7 +163,14 @@ class _ErrorChannel:
         return error
 
     def guard(self, run):
-        """Wrap a Session.run* method so that an error recorded during the run is raised from it."""
+        """Wrap a Session.run* method so that an error recorded during the run is raised from it.
+
+        Args:
+            run: an unbound run method of an onnxruntime session class.
+
+        Returns:
+            The wrapped method (``run`` itself when it is already wrapped).
+        """
         if getattr(run, "_gathermultiaxis_guard", False):
             return run
 
@@ -239,7 +288,11 @@ def guard_onnxruntime_sessions() -> None:
     The one process-wide change the package makes to onnxruntime: ``onnxruntime.InferenceSession.__init__``
     is wrapped so that such a session becomes an instance of a subclass with wrapped run methods. Other
     sessions are not slowed: they pay one set lookup at creation and nothing per run. Idempotent; never
-    called by import."""
+    called by import.
+
+    Returns:
+        None.
+    """
     with _lock:
         inference_session_class = session_internals().inference_session_class
         init = inference_session_class.__init__
@@ -249,7 +302,14 @@ def guard_onnxruntime_sessions() -> None:
 
 def guard_sessions_made_with(options: ort.SessionOptions) -> None:
     """Sessions created with ``options`` get the run wrappers that raise their op errors (and the
-    process-wide wrap of ``InferenceSession.__init__`` is installed, once)."""
+    process-wide wrap of ``InferenceSession.__init__`` is installed, once).
+
+    Args:
+        options: the ``onnxruntime.SessionOptions`` (held weakly).
+
+    Returns:
+        None.
+    """
     guard_onnxruntime_sessions()
     _guarded_options.add(options)
 

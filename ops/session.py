@@ -40,7 +40,16 @@ EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
 
 def evaluate_constants(model: ModelProto, base_dir: str | None) -> list[np.ndarray]:
     """The outputs of ``model`` (standard ONNX computing a table from constants, made by the bind step) as
-    ONNX Runtime's CPU kernels compute them: the values the unbound model would compute on every run."""
+    ONNX Runtime's CPU kernels compute them: the values the unbound model would compute on every run.
+
+    Args:
+        model: the constant-only ``onnx.ModelProto`` (no graph inputs).
+        base_dir: the folder its external data is read from, or None (no external data, or ORT's working
+            folder).
+
+    Returns:
+        The model's outputs, a list of ``np.ndarray`` in graph output order.
+    """
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.intra_op_num_threads = 1  # elementwise and copies: the same bits on any number of threads
@@ -52,7 +61,16 @@ def evaluate_constants(model: ModelProto, base_dir: str | None) -> list[np.ndarr
 
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True) -> PreparedModel:
     """The bind step (``graphs.bind.prepare_model``) for the installed PyOp bridge: float16 outputs where it
-    hands arrays back, tables computed from constants computed by ORT (``evaluate_constants``)."""
+    hands arrays back, tables computed from constants computed by ORT (``evaluate_constants``).
+
+    Args:
+        model: the ``onnx.ModelProto`` to prepare (a rewritten model with GatherMultiaxis nodes).
+        base_dir: the folder of the model file (for its external data), or None.
+        bind: False skips binding tables (the model is still prepared for the session).
+
+    Returns:
+        The ``PreparedModel`` from ``graphs.bind.prepare_model``.
+    """
     return bind_step.prepare_model(model, base_dir, bind, float16_outputs=ortop.bridge_info()["handback_supported"],
                                    evaluate=evaluate_constants)
 
@@ -157,7 +175,18 @@ def own_options(options: ort.SessionOptions | None) -> ort.SessionOptions:
     before gathermultiaxis defined its op types), and refuses options registered twice. A copy has
     neither problem; the library registered on it brings the extensions' own ops too. What ORT gives no
     way to read (initializers, free dimension overrides, custom op libraries added to ``options``) is
-    not copied: see the README."""
+    not copied: see the README.
+
+    Args:
+        options: the caller's ``onnxruntime.SessionOptions``, or None.
+
+    Returns:
+        The ``onnxruntime.SessionOptions`` the session is created with.
+
+    Raises:
+        ValueError: ``options`` ask ORT to save the optimized model (``optimized_model_filepath`` or
+            ``session.optimized_model_filepath``).
+    """
     if options is not None:
         _refuse_model_writing(options)
     if options is not None and ortop.registered_by_us(options):
@@ -320,6 +349,22 @@ class InferenceSession(ort.InferenceSession):
 
     def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
             run_options: ort.RunOptions | None = None) -> list[Any]:
+        """Mirrors ``onnxruntime.InferenceSession.run``. Added: the session's hidden run-token input is fed, string
+        inputs are checked for what cannot cross the PyOp bridge, and an error the GatherMultiaxis op raised
+        during the run (``GatherIndexError``, say) is raised itself rather than ORT's generic failure.
+
+        Args:
+            output_names: the names of the outputs to compute, or None for all of them.
+            input_feed: a dict from input name to value (an ``np.ndarray``, or an ``onnxruntime.OrtValue``).
+            run_options: ``onnxruntime.RunOptions``, or None.
+
+        Returns:
+            The outputs, a list (``np.ndarray`` for tensors) in the order of ``output_names``.
+
+        Raises:
+            ValueError: a string input holds a NUL character or a value the bridge cannot carry.
+            GatherIndexError: the op found an index out of range (other errors of the op likewise).
+        """
         name = self._gathermultiaxis_token_name
         if name is None:
             return _SESSION.run(self, output_names, input_feed, run_options)
@@ -360,6 +405,17 @@ class InferenceSession(ort.InferenceSession):
 
     def run_with_ort_values(self, output_names: Sequence[str] | None, input_dict_ort_values: Mapping[str, ort.OrtValue],
                             run_options: ort.RunOptions | None = None) -> list[ort.OrtValue]:
+        """Mirrors ``onnxruntime.InferenceSession.run_with_ort_values``. Added: the hidden run-token input is fed
+        and an error the GatherMultiaxis op raised during the run is raised itself.
+
+        Args:
+            output_names: the names of the outputs to compute, or None for all of them.
+            input_dict_ort_values: a dict from input name to ``onnxruntime.OrtValue``.
+            run_options: ``onnxruntime.RunOptions``, or None.
+
+        Returns:
+            The outputs, a list of ``onnxruntime.OrtValue``.
+        """
         name = self._gathermultiaxis_token_name
         if name is None:
             return _SESSION.run_with_ort_values(self, output_names, input_dict_ort_values, run_options)
@@ -369,6 +425,20 @@ class InferenceSession(ort.InferenceSession):
             lambda token: feed.__setitem__(name, ort.OrtValue.ortvalue_from_numpy(np.array(token, dtype=np.int64))))
 
     def run_with_iobinding(self, iobinding: ort.IOBinding, run_options: ort.RunOptions | None = None) -> None:
+        """Mirrors ``onnxruntime.InferenceSession.run_with_iobinding``. Added: the hidden run-token input is bound,
+        an error the GatherMultiaxis op raised is raised itself, and pre-allocated CPU outputs a PyOp node
+        writes are filled through ORT's own outputs and checked first (a wrong shape would end the process).
+
+        Args:
+            iobinding: the ``onnxruntime.IOBinding`` of this session, inputs and outputs bound.
+            run_options: ``onnxruntime.RunOptions``, or None.
+
+        Returns:
+            None (the outputs are in ``iobinding``).
+
+        Raises:
+            RuntimeError: a pre-allocated output does not match what the run produced.
+        """
         name = self._gathermultiaxis_token_name
         at_risk = self._gathermultiaxis_bridge_outputs
         if name is None:
@@ -389,6 +459,26 @@ class InferenceSession(ort.InferenceSession):
                                 feeds: Sequence[Any], fetch_names: Sequence[str], fetches: Any,
                                 fetch_devices: Sequence[Any]) -> None:
         # feeds: ORT's C-level OrtValues (OrtValue._ortvalue); fetches: the OrtValueVector the outputs go into
+        """Mirrors ``onnxruntime.InferenceSession.run_with_ortvaluevector`` (ORT's low-level path). Added: the
+        hidden run-token feed, the op's own error raised, and pre-allocated CPU fetches of PyOp-written outputs
+        checked before they are copied into.
+
+        Args:
+            run_options: ``onnxruntime.RunOptions``, or None.
+            feed_names: the input names, in the order of ``feeds``.
+            feeds: ORT's C-level OrtValues (``OrtValue._ortvalue``), one per name.
+            fetch_names: the output names to compute.
+            fetches: the ``OrtValueVector`` the outputs go into (pre-allocated or empty).
+            fetch_devices: the device of each fetch, as ORT takes them.
+
+        Returns:
+            None (the outputs are in ``fetches``).
+
+        Raises:
+            ValueError: ``feed_names`` and ``feeds`` differ in length, or pre-allocated fetches of PyOp-written
+                outputs are mixed with unallocated ones.
+            RuntimeError: a pre-allocated fetch does not match what the run produced.
+        """
         name = self._gathermultiaxis_token_name
         if name is None:
             return _SESSION.run_with_ortvaluevector(self, run_options, feed_names, feeds, fetch_names, fetches,
@@ -412,6 +502,24 @@ class InferenceSession(ort.InferenceSession):
     def run_async(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
                   callback: Callable[[Any, Any, str], None], user_data: Any,
                   run_options: ort.RunOptions | None = None) -> None:
+        """Mirrors ``onnxruntime.InferenceSession.run_async``. Added: string inputs are checked, the hidden
+        run-token input is fed, and an error the GatherMultiaxis op raised reaches ``callback``'s error string
+        (its type and message, then ORT's own message in parentheses).
+
+        Args:
+            output_names: the names of the outputs to compute, or None for all of them.
+            input_feed: a dict from input name to value.
+            callback: called as ``callback(results, user_data, err)`` when the run ends (``err`` a string,
+                empty on success).
+            user_data: passed to ``callback`` as is.
+            run_options: ``onnxruntime.RunOptions``, or None.
+
+        Returns:
+            None.
+
+        Raises:
+            ValueError: a string input holds a NUL character or a value the bridge cannot carry.
+        """
         name = self._gathermultiaxis_token_name
         if self._gathermultiaxis_string_inputs:
             self._check_strings(input_feed)

@@ -40,7 +40,11 @@ _tracing: list[list[Step]] = []
 
 @contextlib.contextmanager
 def trace() -> Iterator[list[Step]]:
-    """Collect a ``Step`` for every variant call made inside the ``with`` block."""
+    """Collect a ``Step`` for every variant call made inside the ``with`` block.
+
+    Returns:
+        A context manager; ``with trace() as steps`` gives the list the ``Step`` records are appended to.
+    """
     steps: list[Step] = []
     _tracing.append(steps)
     try:
@@ -88,18 +92,64 @@ def _crop(data: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
 # -- ONNX ----------------------------------------------------------------------------------------
 
 def onnx_gather(data: ArrayLike, indices: ArrayLike, axis: int = 0) -> np.ndarray:
+    """ONNX ``Gather`` (opset 13): ``output = data`` indexed by ``indices`` on ``axis``; negative indices count
+    from the end, out-of-range ones raise.
+
+    Args:
+        data: the data tensor, rank r >= 1.
+        indices: int32 or int64 tensor of any rank q.
+        axis: the axis of ``data`` to gather on, in ``[-r, r - 1]``.
+
+    Returns:
+        An array of rank q + r - 1 and ``data``'s dtype.
+
+    Raises:
+        GatherIndexError: an index is out of range.
+        GatherShapeError: the shapes or the axis do not fit together.
+    """
     data, indices = np.asarray(data), np.asarray(indices)
     return _one_gather("onnx_gather", data, indices, None,
                        alignment=gather_alignment(data.ndim, indices.ndim, axis))
 
 
 def onnx_gather_elements(data: ArrayLike, indices: ArrayLike, axis: int = 0) -> np.ndarray:
+    """ONNX ``GatherElements`` (opset 13): ``output[i][j][k] = data[index[i][j][k]][j][k]`` for ``axis=0``, and
+    so on; ``indices`` may be smaller than ``data`` on the other axes.
+
+    Args:
+        data: the data tensor, rank r >= 1.
+        indices: int32 or int64 tensor of rank r.
+        axis: the axis of ``data`` to gather on, in ``[-r, r - 1]``.
+
+    Returns:
+        An array of ``indices``' shape and ``data``'s dtype.
+
+    Raises:
+        GatherIndexError: an index is out of range.
+        GatherShapeError: the shapes or the axis do not fit together.
+    """
     data, indices = np.asarray(data), np.asarray(indices)
     return _one_gather("onnx_gather_elements", data, indices, None, crop=True,
                        alignment=gather_elements_alignment(data.ndim, indices.ndim, axis))
 
 
 def onnx_gather_nd(data: ArrayLike, indices: ArrayLike, batch_dims: int = 0) -> np.ndarray:
+    """ONNX ``GatherND`` (opset 13): the last dimension of ``indices`` holds coordinate tuples into ``data``
+    after its first ``batch_dims`` dimensions.
+
+    Args:
+        data: the data tensor, rank r >= 1.
+        indices: int64 (or int32) tensor of rank q >= 1; ``indices.shape[-1]`` <= r - batch_dims.
+        batch_dims: the number of leading batch dimensions ``data`` and ``indices`` share.
+
+    Returns:
+        An array of shape ``indices.shape[:-1] + data.shape[batch_dims + indices.shape[-1]:]`` and ``data``'s
+        dtype.
+
+    Raises:
+        GatherIndexError: an index is out of range.
+        GatherShapeError: the shapes or the axis do not fit together.
+    """
     data, indices = np.asarray(data), np.asarray(indices)
     alignment = gather_nd_alignment(data.ndim, indices.ndim, indices.shape[-1] if indices.ndim else 0, batch_dims)
     return _one_gather("onnx_gather_nd", data, indices, None, alignment=alignment)
@@ -111,7 +161,24 @@ def openvino_gather(data: ArrayLike, indices: ArrayLike, axis: int, batch_dims: 
                     version: int = 8) -> np.ndarray:
     """Gather-1 (no batch_dims), Gather-7 (batch_dims, negative ones counted from the indices rank) and
     Gather-8 (also negative indices, and out-of-range indices give 0). For Gather-1/7 the specs allow
-    indices in [0, dim-1] only; others raise here (OpenVINO's CPU plugin returns 0 for them)."""
+    indices in [0, dim-1] only; others raise here (OpenVINO's CPU plugin returns 0 for them).
+
+    Args:
+        data: the data tensor.
+        indices: the integer indices tensor.
+        axis: the axis of ``data`` to gather on.
+        batch_dims: the number of leading batch dimensions (Gather-7 and -8; negative counts from the rank
+            of ``indices``).
+        version: the OpenVINO opset version of Gather: 1, 7 or 8.
+
+    Returns:
+        An array of ``data``'s dtype.
+
+    Raises:
+        ValueError: ``version`` is not 1, 7 or 8, or ``batch_dims`` is given to Gather-1.
+        GatherIndexError: an index is out of range (Gather-1 and -7).
+        GatherShapeError: the shapes or the axis do not fit together.
+    """
     if version not in (1, 7, 8):
         raise ValueError(f"OpenVINO Gather has versions 1, 7 and 8, not {version}")
     data, indices = np.asarray(data), np.asarray(indices)
@@ -127,7 +194,22 @@ def openvino_gather(data: ArrayLike, indices: ArrayLike, axis: int, batch_dims: 
 def openvino_gather_nd(data: ArrayLike, indices: ArrayLike, batch_dims: int = 0, version: int = 8) -> np.ndarray:
     """GatherND-8 keeps the batch dimensions; GatherND-5 flattens them into one. Negative indices count
     from the end, as in OpenVINO's CPU plugin; out-of-range ones raise (the spec requires indices in
-    range, and the CPU plugin reads outside the data for them)."""
+    range, and the CPU plugin reads outside the data for them).
+
+    Args:
+        data: the data tensor.
+        indices: the integer indices tensor; its last dimension holds the coordinate tuples.
+        batch_dims: the number of leading batch dimensions ``data`` and ``indices`` share.
+        version: the OpenVINO opset version of GatherND: 5 or 8.
+
+    Returns:
+        An array of ``data``'s dtype (GatherND-5 with batch_dims: the batch dimensions flattened into one).
+
+    Raises:
+        ValueError: ``version`` is not 5 or 8.
+        GatherIndexError: an index is out of range.
+        GatherShapeError: the shapes do not fit together.
+    """
     if version not in (5, 8):
         raise ValueError(f"OpenVINO GatherND has versions 5 and 8, not {version}")
     data, indices = np.asarray(data), np.asarray(indices)
@@ -143,6 +225,21 @@ def openvino_gather_nd(data: ArrayLike, indices: ArrayLike, batch_dims: int = 0,
 # -- NumPy ---------------------------------------------------------------------------------------
 
 def numpy_take(a: ArrayLike, indices: ArrayLike, axis: int | None = None) -> np.ndarray:
+    """``numpy.take(a, indices, axis)`` (its default ``mode="raise"``): negative indices count from the end.
+
+    Args:
+        a: the source array.
+        indices: the integer indices, of any shape.
+        axis: the axis to take along; None: ``a`` flattened.
+
+    Returns:
+        An array of ``a``'s dtype: ``a.shape[:axis] + indices.shape + a.shape[axis + 1:]`` (``indices``'
+        shape when ``axis`` is None).
+
+    Raises:
+        GatherIndexError: an index is out of range.
+        GatherShapeError: the shapes or the axis do not fit together.
+    """
     a, indices = np.asarray(a), np.asarray(indices)
     if axis is None:
         return _one_gather("numpy_take (axis=None)", a, indices, None, data_shape=(-1,),
@@ -151,6 +248,20 @@ def numpy_take(a: ArrayLike, indices: ArrayLike, axis: int | None = None) -> np.
 
 
 def numpy_take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None) -> np.ndarray:
+    """``numpy.take_along_axis(arr, indices, axis)``.
+
+    Args:
+        arr: the source array.
+        indices: integer indices of ``arr``'s rank (1-D when ``axis`` is None), broadcast against ``arr``.
+        axis: the axis to take along; None: ``arr`` flattened.
+
+    Returns:
+        An array of ``arr``'s dtype.
+
+    Raises:
+        GatherIndexError: an index is out of range.
+        GatherShapeError: the shapes or the axis do not fit together.
+    """
     arr, indices = np.asarray(arr), np.asarray(indices)
     if axis is None:
         return _one_gather("numpy_take_along_axis (axis=None)", arr, indices, [0], data_shape=(-1,))
@@ -161,18 +272,60 @@ def numpy_take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None) 
 # -- PyTorch (NumPy arrays in, NumPy arrays out) --------------------------------------------------
 
 def torch_gather(input: ArrayLike, dim: int, index: ArrayLike) -> np.ndarray:
+    """``torch.gather(input, dim, index)``: ``out[i][j][k] = input[index[i][j][k]][j][k]`` for ``dim=0``, and so
+    on; ``index`` may be smaller than ``input`` on the other dimensions.
+
+    Args:
+        input: the source tensor (a NumPy array here).
+        dim: the dimension to index along.
+        index: integer indices of ``input``'s rank.
+
+    Returns:
+        An array of ``index``' shape and ``input``'s dtype.
+
+    Raises:
+        GatherIndexError: an index is out of range.
+        GatherShapeError: the shapes or the axis do not fit together.
+    """
     input, index = np.asarray(input), np.asarray(index)
     return _one_gather("torch_gather", input, index, None, crop=True,
                        alignment=gather_elements_alignment(input.ndim, index.ndim, dim))
 
 
 def torch_take(input: ArrayLike, index: ArrayLike) -> np.ndarray:
+    """``torch.take(input, index)``: ``input`` seen as 1-D.
+
+    Args:
+        input: the source tensor (a NumPy array here).
+        index: integer indices into the flattened ``input``, of any shape.
+
+    Returns:
+        An array of ``index``' shape and ``input``'s dtype.
+
+    Raises:
+        GatherIndexError: an index is out of range.
+        GatherShapeError: the shapes or the axis do not fit together.
+    """
     input, index = np.asarray(input), np.asarray(index)
     return _one_gather("torch_take", input, index, None, data_shape=(-1,),
                        alignment=gather_alignment(1, index.ndim, 0))
 
 
 def torch_take_along_dim(input: ArrayLike, indices: ArrayLike, dim: int | None = None) -> np.ndarray:
+    """``torch.take_along_dim(input, indices, dim)``.
+
+    Args:
+        input: the source tensor (a NumPy array here).
+        indices: integer indices of ``input``'s rank (any shape when ``dim`` is None).
+        dim: the dimension to take along; None: ``input`` and ``indices`` flattened.
+
+    Returns:
+        An array of ``input``'s dtype.
+
+    Raises:
+        GatherIndexError: an index is out of range.
+        GatherShapeError: the shapes or the axis do not fit together.
+    """
     input, indices = np.asarray(input), np.asarray(indices)
     if dim is None:
         return _one_gather("torch_take_along_dim (dim=None)", input, indices, [0], data_shape=(-1,),
@@ -182,6 +335,20 @@ def torch_take_along_dim(input: ArrayLike, indices: ArrayLike, dim: int | None =
 
 
 def torch_index_select(input: ArrayLike, dim: int, index: ArrayLike) -> np.ndarray:
+    """``torch.index_select(input, dim, index)``.
+
+    Args:
+        input: the source tensor (a NumPy array here).
+        dim: the dimension to select along.
+        index: 1-D (or scalar) integer indices.
+
+    Returns:
+        An array of ``input``'s rank and dtype, of size ``index.size`` on ``dim``.
+
+    Raises:
+        GatherIndexError: an index is out of range.
+        GatherShapeError: the shapes or the axis do not fit together.
+    """
     input, index = np.asarray(input), np.asarray(index)
     return _one_gather("torch_index_select", input, index, None, indices_shape=(-1,),
                        alignment=gather_alignment(input.ndim, 1, dim))
@@ -190,6 +357,22 @@ def torch_index_select(input: ArrayLike, dim: int, index: ArrayLike) -> np.ndarr
 # -- TensorFlow ----------------------------------------------------------------------------------
 
 def tf_gather(params: ArrayLike, indices: ArrayLike, axis: int | None = None, batch_dims: int = 0) -> np.ndarray:
+    """``tf.gather(params, indices, axis, batch_dims)``.
+
+    Args:
+        params: the source tensor.
+        indices: integer indices, of any rank >= ``batch_dims``.
+        axis: the axis of ``params`` to gather on; None: ``batch_dims``.
+        batch_dims: the number of leading batch dimensions (negative counts from the rank of ``indices``).
+
+    Returns:
+        An array of shape ``params.shape[:axis] + indices.shape[batch_dims:] + params.shape[axis + 1:]`` and
+        ``params``' dtype.
+
+    Raises:
+        GatherIndexError: an index is out of range.
+        GatherShapeError: the shapes or the axis do not fit together.
+    """
     params, indices = np.asarray(params), np.asarray(indices)
     if batch_dims < 0:
         batch_dims += indices.ndim
@@ -199,6 +382,21 @@ def tf_gather(params: ArrayLike, indices: ArrayLike, axis: int | None = None, ba
 
 
 def tf_gather_nd(params: ArrayLike, indices: ArrayLike, batch_dims: int = 0) -> np.ndarray:
+    """``tf.gather_nd(params, indices, batch_dims)``.
+
+    Args:
+        params: the source tensor.
+        indices: integer indices; the last dimension holds the coordinate tuples.
+        batch_dims: the number of leading batch dimensions.
+
+    Returns:
+        An array of shape ``indices.shape[:-1] + params.shape[batch_dims + indices.shape[-1]:]`` and
+        ``params``' dtype.
+
+    Raises:
+        GatherIndexError: an index is out of range.
+        GatherShapeError: the shapes or the axis do not fit together.
+    """
     params, indices = np.asarray(params), np.asarray(indices)
     return _one_gather("tf_gather_nd", params, indices, None,
                        alignment=gather_nd_alignment(params.ndim, indices.ndim, indices.shape[-1], batch_dims))
@@ -207,7 +405,19 @@ def tf_gather_nd(params: ArrayLike, indices: ArrayLike, batch_dims: int = 0) -> 
 # -- TOSA ----------------------------------------------------------------------------------------
 
 def tosa_gather(values: ArrayLike, indices: ArrayLike) -> np.ndarray:
-    """TOSA gather: values [N, K, C], indices [N, W] -> [N, W, C], output[n, w, c] = values[n, indices[n, w], c]."""
+    """TOSA gather: values [N, K, C], indices [N, W] -> [N, W, C], output[n, w, c] = values[n, indices[n, w], c].
+
+    Args:
+        values: the data, shape [N, K, C].
+        indices: integer indices into K, shape [N, W].
+
+    Returns:
+        An array of shape [N, W, C] and ``values``' dtype.
+
+    Raises:
+        ValueError: ``values`` is not rank 3 or ``indices`` not rank 2.
+        GatherIndexError: an index is out of range.
+    """
     values, indices = np.asarray(values), np.asarray(indices)
     if values.ndim != 3 or indices.ndim != 2:
         raise ValueError(f"TOSA gather takes values [N, K, C] and indices [N, W], got {list(values.shape)} "
@@ -240,7 +450,24 @@ def coreml_gather(x: ArrayLike, indices: ArrayLike, axis: int = 0, batch_dims: i
                   validate_indices: bool = False) -> np.ndarray:
     """MIL ``gather`` (iOS15-iOS17): output shape ``D[:axis] + N[batch_dims:] + D[axis+1:]``, the first
     ``batch_dims`` dims of ``x`` and ``indices`` paired (tf.gather's rule, a count in [0, axis]).
-    Out-of-range indices raise (CoreML leaves them undefined unless ``validate_indices``)."""
+    Out-of-range indices raise (CoreML leaves them undefined unless ``validate_indices``).
+
+    Args:
+        x: the data tensor.
+        indices: int32, int16, uint16, int8 or uint8 indices.
+        axis: the axis of ``x`` to gather on.
+        batch_dims: the number of leading batch dimensions, >= 0.
+        validate_indices: True: negative indices are out of bounds (iOS17's check).
+
+    Returns:
+        An array of ``x``'s dtype.
+
+    Raises:
+        TypeError: ``indices`` has another dtype.
+        ValueError: ``batch_dims`` is negative.
+        GatherIndexError: an index is out of range.
+        GatherShapeError: the shapes or the axis do not fit together.
+    """
     x = np.asarray(x)
     indices = _coreml_indices(indices, validate_indices)
     if batch_dims < 0:
@@ -252,7 +479,22 @@ def coreml_gather(x: ArrayLike, indices: ArrayLike, axis: int = 0, batch_dims: i
 def coreml_gather_along_axis(x: ArrayLike, indices: ArrayLike, axis: int = 0,
                              validate_indices: bool = False) -> np.ndarray:
     """MIL ``gather_along_axis``: take_along_axis with indices of x's rank and x's sizes on every dim
-    but ``axis`` (CoreML's type inference refuses smaller or broadcast ones)."""
+    but ``axis`` (CoreML's type inference refuses smaller or broadcast ones).
+
+    Args:
+        x: the data tensor.
+        indices: int32, int16, uint16, int8 or uint8 indices, of ``x``'s rank.
+        axis: the axis of ``x`` to gather along.
+        validate_indices: True: negative indices are out of bounds (iOS17's check).
+
+    Returns:
+        An array of ``indices``' shape and ``x``'s dtype.
+
+    Raises:
+        TypeError: ``indices`` has another dtype.
+        GatherShapeError: ``indices`` differs from ``x`` in size on a dimension other than ``axis``.
+        GatherIndexError: an index is out of range.
+    """
     x = np.asarray(x)
     indices = _coreml_indices(indices, validate_indices)
     alignment = gather_elements_alignment(x.ndim, indices.ndim, axis)
@@ -265,7 +507,23 @@ def coreml_gather_along_axis(x: ArrayLike, indices: ArrayLike, axis: int = 0,
 
 def coreml_gather_nd(x: ArrayLike, indices: ArrayLike, batch_dims: int = 0,
                      validate_indices: bool = False) -> np.ndarray:
-    """MIL ``gather_nd`` (batch_dims since iOS16): output shape ``K[:-1] + D[batch_dims + K[-1]:]``."""
+    """MIL ``gather_nd`` (batch_dims since iOS16): output shape ``K[:-1] + D[batch_dims + K[-1]:]``.
+
+    Args:
+        x: the data tensor.
+        indices: int32, int16, uint16, int8 or uint8 indices, rank >= 1; the last dimension holds the
+            coordinate tuples.
+        batch_dims: the number of leading batch dimensions.
+        validate_indices: True: negative indices are out of bounds (iOS17's check).
+
+    Returns:
+        An array of ``x``'s dtype.
+
+    Raises:
+        TypeError: ``indices`` has another dtype.
+        GatherShapeError: ``indices`` is a scalar, or the shapes do not fit together.
+        GatherIndexError: an index is out of range.
+    """
     x = np.asarray(x)
     indices = _coreml_indices(indices, validate_indices)
     if indices.ndim == 0:
@@ -286,6 +544,17 @@ class JaxGatherMode(enum.Enum):
 
     @classmethod
     def from_any(cls, mode) -> "JaxGatherMode":
+        """``mode`` as a JaxGatherMode.
+
+        Args:
+            mode: "clip", "fill" or "drop", or a member (of this enum or JAX's) named CLIP or FILL_OR_DROP.
+
+        Returns:
+            The JaxGatherMode.
+
+        Raises:
+            ValueError: any other mode, PROMISE_IN_BOUNDS and None included.
+        """
         name = mode.name if isinstance(mode, enum.Enum) else mode
         if name in ("CLIP", "clip"):
             return cls.CLIP
@@ -310,7 +579,18 @@ class GatherDimensionNumbers:
 
     @classmethod
     def from_any(cls, dimension_numbers) -> "GatherDimensionNumbers":
-        """Read the fields as tuples of ints; the two batching fields may be absent (older JAX)."""
+        """Read the fields as tuples of ints; the two batching fields may be absent (older JAX).
+
+        Args:
+            dimension_numbers: ``jax.lax.GatherDimensionNumbers``, a GatherDimensionNumbers, or any object with
+                these attributes.
+
+        Returns:
+            A GatherDimensionNumbers.
+
+        Raises:
+            TypeError: a required field is missing or is not a sequence of ints.
+        """
         fields = {}
         for name in ("offset_dims", "collapsed_slice_dims", "start_index_map", "operand_batching_dims",
                      "start_indices_batching_dims"):
@@ -348,7 +628,20 @@ class JaxGatherLayout:
     def infer(cls, operand_shape, indices_shape, dimension_numbers: GatherDimensionNumbers,
               slice_sizes) -> "JaxGatherLayout":
         """Check the call as JAX's shape rule does (StableHLO gather's constraints, with the index
-        vector last) and lay it out; raises GatherShapeError naming the field and the shapes."""
+        vector last) and lay it out; raises GatherShapeError naming the field and the shapes.
+
+        Args:
+            operand_shape: the operand's shape.
+            indices_shape: ``start_indices``' shape (the index vector last).
+            dimension_numbers: the call's GatherDimensionNumbers.
+            slice_sizes: the window size on each operand dimension.
+
+        Returns:
+            The JaxGatherLayout.
+
+        Raises:
+            GatherShapeError: the call breaks one of StableHLO gather's constraints.
+        """
         dn, rank = dimension_numbers, len(operand_shape)
         context = (f"(operand shape {list(operand_shape)}, start_indices shape {list(indices_shape)}, "
                    f"slice_sizes {list(slice_sizes)}, {dn})")
@@ -451,6 +744,26 @@ def jax_gather(operand: ArrayLike, start_indices: ArrayLike, dimension_numbers: 
     unsigned ones, True for bool). ``indices_are_sorted`` and ``unique_indices`` are
     promises that only let a compiler choose a faster path: accepted and not needed here.
     Returns a new array of the operand's dtype.
+
+    Args:
+        operand: the source array.
+        start_indices: integer start indices; the last dimension holds the index vectors.
+        dimension_numbers: ``jax.lax.GatherDimensionNumbers`` (or a GatherDimensionNumbers, or any object
+            with its fields).
+        slice_sizes: the window size on each operand dimension.
+        mode: "clip" or "fill" (or a ``GatherScatterMode``/JaxGatherMode member).
+        fill_value: the value of out-of-bounds windows in "fill" mode; None: JAX's default for the dtype.
+        indices_are_sorted: JAX's promise that the indices are sorted (unused).
+        unique_indices: JAX's promise that the indices are unique (unused).
+
+    Returns:
+        A new array of the operand's dtype.
+
+    Raises:
+        ValueError: ``mode`` is not "clip" or "fill".
+        TypeError: ``start_indices`` is not integer, ``dimension_numbers`` lacks a field, or "fill" mode has
+            no default fill value for the dtype.
+        GatherShapeError: the call breaks one of StableHLO gather's constraints.
     """
     mode = JaxGatherMode.from_any(mode)
     dimension_numbers = GatherDimensionNumbers.from_any(dimension_numbers)
@@ -491,7 +804,18 @@ def jax_gather(operand: ArrayLike, start_indices: ArrayLike, dimension_numbers: 
 
 def gather_xy_nchw(images: ArrayLike, points: ArrayLike) -> np.ndarray:
     """(x, y) points read from every channel of NCHW images: points [P, 2] -> output [N, C, P].
-    The axes [3, 2] read each pair's x into W and y into H (non-contiguous, swapped coordinates)."""
+    The axes [3, 2] read each pair's x into W and y into H (non-contiguous, swapped coordinates).
+
+    Args:
+        images: the NCHW images, shape [N, C, H, W].
+        points: int32 or int64 (x, y) pairs, shape [P, 2].
+
+    Returns:
+        An array of shape [N, C, P] and ``images``' dtype.
+
+    Raises:
+        GatherIndexError: a point lies outside the images.
+    """
     images, points = np.asarray(images), np.asarray(points)
     return _one_gather("gather_xy_nchw", images, points, [3, 2], indices_shape=(1, 1, points.shape[0], 2),
                        output_shape=(*images.shape[:2], points.shape[0]))
@@ -505,7 +829,11 @@ VARIANTS = {function.__name__: function for function in (
 
 
 def example_calls():
-    """One representative call per variant, for the mapping table."""
+    """One representative call per variant, for the mapping table.
+
+    Returns:
+        A list of ``(variant name, callable taking no arguments)`` pairs, one per variant in ``VARIANTS``.
+    """
     x, rng = np.arange(2 * 3 * 4).reshape(2, 3, 4), np.random.default_rng(0)
     return [
         ("onnx_gather", lambda: onnx_gather(x, np.zeros((5, 6), np.int64), axis=1)),
@@ -533,7 +861,11 @@ def example_calls():
 
 
 def mapping_table() -> str:
-    """The Markdown table of how each variant maps onto gatherMultiaxis, traced from example calls."""
+    """The Markdown table of how each variant maps onto gatherMultiaxis, traced from example calls.
+
+    Returns:
+        The table as one string, a row per variant.
+    """
     def shape(s):
         return "[" + ", ".join(map(str, s)) + "]"
 

@@ -47,7 +47,14 @@ from .harness import session_options
 
 def printable(text: str) -> str:
     """``text`` with the bytes of file names that are not UTF-8 (surrogate escapes) shown as ``\\xff``:
-    printable on any stream."""
+    printable on any stream.
+
+    Args:
+        text: the text to show.
+
+    Returns:
+        The text, every byte that is not UTF-8 written as a backslash escape.
+    """
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
@@ -59,6 +66,14 @@ class OneLineParser(argparse.ArgumentParser):
     """Bad arguments: one line on stderr (which command, what is wrong, where to look), exit status 2."""
 
     def error(self, message: str):
+        """Print the one line and exit.
+
+        Args:
+            message: argparse's description of what is wrong.
+
+        Returns:
+            Never: exits with status 2.
+        """
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
@@ -74,6 +89,16 @@ class Output:
         self._shown = False
 
     def progress(self, done: int, total: int | None, text: str) -> None:
+        """Show a progress line (nothing under ``-q``).
+
+        Args:
+            done: the items done so far.
+            total: the number of items, or None (or 0) when unknown.
+            text: what is being done (on a terminal, cut to 70 characters).
+
+        Returns:
+            None.
+        """
         if self.verbosity < 0:
             return
         of = f"/{total}" if total else ""
@@ -86,6 +111,11 @@ class Output:
             print(f"[{done}{of}] {text}", file=sys.stderr, flush=True)
 
     def end_progress(self) -> None:
+        """Erase the live progress line, if one is shown.
+
+        Returns:
+            None.
+        """
         if self._shown:
             sys.stderr.write("\r" + " " * 80 + "\r")
             sys.stderr.flush()
@@ -178,7 +208,15 @@ def _source_and_target(args) -> tuple[Path, Path]:
 
 
 def loads_in_ort(path, part=None):
-    """``graphs.modelfile.loads_in_ort`` with ``session_options``: the written model's load check."""
+    """``graphs.modelfile.loads_in_ort`` with ``session_options``: the written model's load check.
+
+    Args:
+        path: the written model file.
+        part: what of the model to load-check (``graphs.load_check.changed_part``), or None for the whole model.
+
+    Returns:
+        None.
+    """
     modelfile.loads_in_ort(path, part, session_options=session_options)
 
 
@@ -247,6 +285,17 @@ def _load_check(loaded, transformed, result, types):
 
 
 def run_rewrite(args) -> int:
+    """``rewrite IN -o OUT``: every ONNX gather (``--ops``) -> GatherMultiaxis.
+
+    Args:
+        args: the parsed command line (the ``argparse.Namespace`` of ``build_parser()``).
+
+    Returns:
+        The exit status: 0.
+
+    Raises:
+        CommandError: the input or output is unusable (``main`` prints it, exit status 2).
+    """
     _transform_file(args, lambda model, _: rewrite_model(model, args.ops or GATHER_OPS,
                                                       runtime_alignment=not args.static_ranks_only))
     return 0
@@ -255,7 +304,18 @@ def run_rewrite(args) -> int:
 def run_lower(args) -> int:
     """``lower IN -o OUT [--target webnn]``: GatherMultiaxis -> standard ONNX ops (or WebNN's subset). Exit
     1 (the model still written) when a node could not be lowered (for WebNN: to its subset), the report
-    saying why."""
+    saying why.
+
+    Args:
+        args: the parsed command line (the ``argparse.Namespace`` of ``build_parser()``).
+
+    Returns:
+        The exit status: 0, or 1 when a node was left unlowered.
+
+    Raises:
+        CommandError: the input or output is unusable, a WebNN input shape is not static, or ``--input-shapes`` is given without ``--target webnn``
+            (``main`` prints it, exit status 2).
+    """
     if args.target == "webnn":
         from .graphs.webnn import NotStatic, lower_for_webnn
 
@@ -275,7 +335,18 @@ def run_lower(args) -> int:
 
 def run_webnn_check(args) -> int:
     """``webnn-check MODEL``: the nodes outside what ORT's WebNN EP takes (graphs.webnn.webnn_check).
-    Exit 0 when there is none, 1 otherwise."""
+    Exit 0 when there is none, 1 otherwise.
+
+    Args:
+        args: the parsed command line (the ``argparse.Namespace`` of ``build_parser()``).
+
+    Returns:
+        The exit status: 0 or 1.
+
+    Raises:
+        CommandError: the ``--json`` file would overwrite the model or cannot be written
+            (``main`` prints it, exit status 2).
+    """
     from .graphs.webnn import webnn_check
 
     shapes = _input_shapes(args)
@@ -366,7 +437,14 @@ class CheckProgress:
                             leave=False)
 
     def result_line(self, text: str) -> None:
-        """A line on stdout (``-v``) that does not tear the bar."""
+        """A line on stdout (``-v``) that does not tear the bar.
+
+        Args:
+            text: the line.
+
+        Returns:
+            None.
+        """
         if self.bar is not None:
             self.bar.clear()
         self.output.end_progress()
@@ -375,6 +453,14 @@ class CheckProgress:
             self.bar.refresh()
 
     def advance(self, name: str) -> None:
+        """Count one case done and show the progress.
+
+        Args:
+            name: the case's name (shown without tqdm).
+
+        Returns:
+            None.
+        """
         self.done += 1
         if self.bar is not None:
             self.bar.update(1)
@@ -389,6 +475,11 @@ class CheckProgress:
             self.output.progress(self.done, self.total, name)
 
     def close(self) -> None:
+        """Remove the bar or the live line.
+
+        Returns:
+            None.
+        """
         if self.bar is not None:
             self.bar.close()
             self.bar = None
@@ -404,6 +495,21 @@ def _default_jobs() -> int:
 
 
 def run_check(args) -> int:
+    """``check [PATH...]``: run the conformance cases (the built-in suite, models, ``--fuzz``) and compare with
+    ORT's builtin kernels.
+
+    Args:
+        args: the parsed command line (the ``argparse.Namespace`` of ``build_parser()``).
+
+    Returns:
+        The exit status: ``check.Report.exit_status`` (0 passed, 1 failed, 3 not compared or not runnable,
+        4 no gather; 130 or 143 when Ctrl-C or SIGTERM interrupted it), or 143 when SIGTERM arrived as the
+        run ended.
+
+    Raises:
+        CommandError: bad inputs, a missing ``--save-dir``, or a report file that cannot be written
+            (``main`` prints it, exit status 2).
+    """
     resume_into = args.resume and (args.json is None or Path(args.json) == Path(args.resume))
     report_path = args.resume if resume_into else args.json
     if not resume_into:
@@ -467,7 +573,15 @@ LISTED_PASSES = 50  # more passed cases than this are counted, not listed, unles
 
 def print_table(results: list[check.CheckResult], verbosity: int) -> None:
     """-q: the failed cases; default: every case, or only those that did not pass when there are many
-    (a fuzz run); -v: every case."""
+    (a fuzz run); -v: every case.
+
+    Args:
+        results: the cases' results.
+        verbosity: -1 (``-q``), 0, or more (``-v``).
+
+    Returns:
+        None.
+    """
     if verbosity < 0:
         shown = [r for r in results if r.verdict == "failed"]
     elif verbosity == 0 and len(results) > LISTED_PASSES:
@@ -513,7 +627,17 @@ def _positive_float(text: str) -> float:
 # -- bench, example ------------------------------------------------------------------------------
 
 def run_big_model(args) -> int:
-    """bench big-model: peak memory of rewrite on a model over 2 GB (bigmodel.measure)."""
+    """bench big-model: peak memory of rewrite on a model over 2 GB (bigmodel.measure).
+
+    Args:
+        args: the parsed command line (the ``argparse.Namespace`` of ``build_parser()``).
+
+    Returns:
+        The exit status: 0 when the measured run succeeded and its rows match, else 1.
+
+    Raises:
+        CommandError: ``--big-model-folder`` is not a folder (``main`` prints it, exit status 2).
+    """
     from .bench import bigmodel
     if args.big_model_folder and not Path(args.big_model_folder).is_dir():
         raise CommandError(f"big-model --folder {args.big_model_folder}: no such folder")
@@ -526,7 +650,14 @@ def run_big_model(args) -> int:
 
 
 def run_big_graph(args) -> int:
-    """bench big-graph: rewrite time and peak memory on a model of many nodes (bigmodel.measure_big_graph)."""
+    """bench big-graph: rewrite time and peak memory on a model of many nodes (bigmodel.measure_big_graph).
+
+    Args:
+        args: the parsed command line (the ``argparse.Namespace`` of ``build_parser()``).
+
+    Returns:
+        The exit status: 0 when the output model loads, else 1.
+    """
     from .bench import bigmodel
     run = bigmodel.measure_big_graph(args.big_graph, repeats=args.repeats or 1)
     print(bigmodel.format_big_graph(run))
@@ -536,7 +667,17 @@ def run_big_graph(args) -> int:
 
 
 def run_build_exports(args) -> int:
-    """bench build-exports DIR: the real exports end-to-end times (exports.models.build_exports)."""
+    """bench build-exports DIR: the real exports end-to-end times (exports.models.build_exports).
+
+    Args:
+        args: the parsed command line (the ``argparse.Namespace`` of ``build_parser()``).
+
+    Returns:
+        The exit status: 0 when at least one export was written, else 1.
+
+    Raises:
+        CommandError: the folder does not exist (``main`` prints it, exit status 2).
+    """
     from .exports.models import build_exports
 
     folder = Path(args.build_exports)
@@ -553,7 +694,17 @@ def run_build_exports(args) -> int:
 
 
 def run_end_to_end(args) -> int:
-    """bench end-to-end MODEL|FOLDER...: whole models in fresh processes (end_to_end)."""
+    """bench end-to-end MODEL|FOLDER...: whole models in fresh processes (end_to_end).
+
+    Args:
+        args: the parsed command line (the ``argparse.Namespace`` of ``build_parser()``).
+
+    Returns:
+        The exit status: 0 when every row is bit-identical and was timed, else 1.
+
+    Raises:
+        CommandError: a path does not exist or holds no .onnx file (``main`` prints it, exit status 2).
+    """
     from .bench import end_to_end
 
     missing = [item for item in args.end_to_end if not Path(item).exists()]
@@ -575,7 +726,18 @@ def run_end_to_end(args) -> int:
 
 def run_lowering_bench(args) -> int:
     """bench lowering [MODEL|FOLDER...]: rewrite then lower, against the original and the builtin kernels
-    (bench.lowering). Exit 1 when a lowered model's outputs differ from the original's or a row failed."""
+    (bench.lowering). Exit 1 when a lowered model's outputs differ from the original's or a row failed.
+
+    Args:
+        args: the parsed command line (the ``argparse.Namespace`` of ``build_parser()``).
+
+    Returns:
+        The exit status: 0, or 1 as above.
+
+    Raises:
+        CommandError: a path does not exist or holds no .onnx file, or there is nothing to measure
+            (``main`` prints it, exit status 2).
+    """
     from .bench import end_to_end
     from .bench import lowering as lowering_bench
 
@@ -602,7 +764,14 @@ def run_lowering_bench(args) -> int:
 
 
 def run_runtime_bench(args) -> int:
-    """bench runtime: the models a user meets, through both entry points (bench.runtime)."""
+    """bench runtime: the models a user meets, through both entry points (bench.runtime).
+
+    Args:
+        args: the parsed command line (the ``argparse.Namespace`` of ``build_parser()``).
+
+    Returns:
+        The exit status: 0.
+    """
     from .bench import runtime as runtime_bench
     output = Output(args.verbose)
     results = runtime_bench.run_runtime_bench(args.repeats or 41, progress=lambda name: output.progress(0, None, name))
@@ -622,7 +791,18 @@ def run_runtime_bench(args) -> int:
 
 def run_policies(args) -> int:
     """policies MODEL: the out-of-range indices each gather gets, and each runtime policy's outputs
-    (policies.policy_report). Exit 0; 1 when no index was out of range or negative (nothing to compare)."""
+    (policies.policy_report). Exit 0; 1 when no index was out of range or negative (nothing to compare).
+
+    Args:
+        args: the parsed command line (the ``argparse.Namespace`` of ``build_parser()``).
+
+    Returns:
+        The exit status: 0 or 1.
+
+    Raises:
+        CommandError: bad inputs, inputs that cannot be generated, or inputs the report refuses
+            (``main`` prints it, exit status 2).
+    """
     from .conformance import policies
 
     shapes = _input_shapes(args)
@@ -675,7 +855,18 @@ def _bench_reads(args) -> dict[Path, str]:
 
 
 def run_bench(args) -> int:
-    """bench [JOB]: the jobs' handlers import their modules only when they run."""
+    """bench [JOB]: the jobs' handlers import their modules only when they run.
+
+    Args:
+        args: the parsed command line (the ``argparse.Namespace`` of ``build_parser()``).
+
+    Returns:
+        The exit status of the job (the kernel bench: 0).
+
+    Raises:
+        CommandError: an output would overwrite an input or an existing file, or ``--plot`` lacks matplotlib
+            (``main`` prints it, exit status 2).
+    """
     if args.job is None:
         used = [flag for flag in _LEGACY_BENCH if getattr(args, flag)]
         if used:
@@ -718,6 +909,18 @@ def run_bench(args) -> int:
 
 
 def run_example(args) -> int:
+    """``example OUT``: write the bundled example model to a file.
+
+    Args:
+        args: the parsed command line (the ``argparse.Namespace`` of ``build_parser()``).
+
+    Returns:
+        The exit status: 0.
+
+    Raises:
+        CommandError: the file cannot be written (or exists, without ``--force``)
+            (``main`` prints it, exit status 2).
+    """
     try:
         write_bytes_atomic(Path(args.output), EXAMPLE_PATH.read_bytes(), overwrite=args.force)
     except ModelFileError as error:
@@ -758,6 +961,12 @@ def _bench_options(parser: argparse.ArgumentParser, default, quick: bool = False
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``gathermultiaxis`` command line: its options and one subcommand per job, each with its ``run``
+    handler.
+
+    Returns:
+        The ``argparse.ArgumentParser``.
+    """
     common = OneLineParser(add_help=False)
     loudness = common.add_mutually_exclusive_group()
     loudness.add_argument("-q", "--quiet", dest="verbose", action="store_const", const=-1, default=0,
@@ -968,6 +1177,9 @@ def show_library_log(verbose: int) -> None:
 
     Args:
         verbose: -1 for ``-q``, 0 by default, the count of ``-v`` otherwise.
+
+    Returns:
+        None.
     """
     package_log = logging.getLogger("gathermultiaxis")
     package_log.setLevel(_LOG_LEVELS.get(verbose, logging.DEBUG))
@@ -976,6 +1188,18 @@ def show_library_log(verbose: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``gathermultiaxis`` command: parse ``argv``, run the chosen subcommand.
+
+    Args:
+        argv: the arguments after the program name, or None for ``sys.argv[1:]``.
+
+    Returns:
+        The exit status: the subcommand's, 0 when no subcommand is given (the help is printed), 2 on a
+        ``CommandError``, 130 on Ctrl-C.
+
+    Raises:
+        SystemExit: bad arguments (status 2), or ``--help`` (status 0), from argparse.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

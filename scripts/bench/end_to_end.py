@@ -51,7 +51,14 @@ class ModelRow:
 
 
 def model_paths(items: list[str]) -> list[Path]:
-    """Model files, a folder standing for the ``*.onnx`` files in it (sorted)."""
+    """Model files, a folder standing for the ``*.onnx`` files in it (sorted).
+
+    Args:
+        items: paths of model files or folders.
+
+    Returns:
+        A list of ``Path``, in the order of ``items``.
+    """
     paths: list[Path] = []
     for item in items:
         path = Path(item)
@@ -61,7 +68,18 @@ def model_paths(items: list[str]) -> list[Path]:
 
 def model_feeds(path: Path, model, batch: int, sequence: int) -> tuple[dict, str]:
     """The inputs a model is timed with, and where they come from: ``MODEL.inputs.npz`` beside it
-    ("inputs.npz"), else generated ones whose symbolic dims take (batch, sequence) ("[batch, sequence]")."""
+    ("inputs.npz"), else generated ones whose symbolic dims take (batch, sequence) ("[batch, sequence]").
+
+    Args:
+        path: the model file (its ``.inputs.npz`` is looked for beside it).
+        model: the loaded ``onnx.ModelProto``.
+        batch: the size of each input's first symbolic dim.
+        sequence: the size of its other symbolic dims (and the generator's sequence length).
+
+    Returns:
+        A tuple ``(feeds, source)``: a dict from input name to ``np.ndarray``, and "inputs.npz" or
+        "[batch, sequence]".
+    """
     saved = path.with_name(path.stem + ".inputs.npz")
     if saved.is_file():
         with np.load(saved) as arrays:
@@ -103,7 +121,20 @@ def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: i
     for tens of milliseconds after a run, so a second session timed right after another one in the same
     process shares the cores with the first one's spinning threads (measured: a 40 ms BERT ran 1.7x
     slower after another session's run, with or without a 20 ms pause). The outputs are compared with
-    the original's first, by a builtin session deleted (its threads joined) before the timing."""
+    the original's first, by a builtin session deleted (its threads joined) before the timing.
+
+    Args:
+        path: the model file.
+        repeats: how many timed runs.
+        batch: the batch size of generated inputs.
+        sequence: the sequence length of generated inputs.
+        column: "builtin", "rewritten" or "lowered" (``COLUMNS``).
+
+    Returns:
+        A JSON-ready dict: ``shape``, ``rewritten_gathers``, ``column``, ``bit_identical`` (None for the
+        builtin column, or a lowering that left a GatherMultiaxis), ``lowering_left``, ``samples`` (ms),
+        ``crossings`` and ``bound_tables`` (the rewritten column only, else None).
+    """
     from ..harness import bit_identical
 
     models, feeds, shape, report, lowering = _sessions_and_feeds(path, batch, sequence)
@@ -135,7 +166,16 @@ def _child_environment() -> dict[str, str]:
 def in_fresh_process(module: str, function: str, *arguments) -> dict:
     """``gathermultiaxis.<module>.<function>(*arguments)`` (arguments with a ``repr`` that Python reads
     back) in a fresh Python process, and the JSON object it returns; ``{"error": the last line of its
-    stderr}`` when the process fails."""
+    stderr}`` when the process fails.
+
+    Args:
+        module: the module path under ``gathermultiaxis``, e.g. "bench.end_to_end".
+        function: the function's name in that module.
+        *arguments: its positional arguments.
+
+    Returns:
+        The function's result as parsed from the child's last stdout line, or ``{"error": ...}``.
+    """
     code = (f"import json; from gathermultiaxis.{module} import {function}; "
             f"print(json.dumps({function}({', '.join(map(repr, arguments))})))")
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_child_environment())
@@ -151,7 +191,14 @@ def _measure_in_child(path: Path, repeats: int, batch: int, sequence: int, colum
 
 def busy_loops(count: int) -> list[subprocess.Popen]:
     """``count`` processes that spin in Python, the i-th pinned to core i (modulo the cores): with one
-    per core, every core the measured process may use has another process competing for it."""
+    per core, every core the measured process may use has another process competing for it.
+
+    Args:
+        count: how many processes (0: none).
+
+    Returns:
+        The started ``subprocess.Popen`` objects (the caller kills them).
+    """
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     loops = []
     for i in range(count):
@@ -165,7 +212,20 @@ def run(items: list[str], repeats: int = 201, processes: int = 2, batch: int = 1
     """Measure every model of ``items`` (files or folders): each column of each model in ``processes``
     fresh processes, run one after another in rounds (round 1: model A builtin, rewritten, lowered,
     model B ...; round 2: the same again), so drift of the machine falls on every column alike. With
-    ``load``, that many ``busy_loops`` run for the whole measurement."""
+    ``load``, that many ``busy_loops`` run for the whole measurement.
+
+    Args:
+        items: model files or folders of them.
+        repeats: timed runs per process.
+        processes: rounds (fresh processes per model and column).
+        batch: the batch size of generated inputs.
+        sequence: the sequence length of generated inputs.
+        progress: called with a line of text before each model's round, or None.
+        load: how many busy-loop processes to run beside.
+
+    Returns:
+        One ``ModelRow`` per model, in the order of ``model_paths(items)``.
+    """
     paths = model_paths(items)
     measured: dict[Path, list[dict[str, dict]]] = {path: [] for path in paths}
     loops = busy_loops(load)
@@ -211,17 +271,42 @@ def _row(path: Path, rounds: list[dict[str, dict]]) -> ModelRow:
 
 def round_ratios(samples: list[list[float]], baseline: list[list[float]]) -> tuple[float, float, float]:
     """The ratio of medians of each round (``samples[i]`` against ``baseline[i]``, both from round ``i``):
-    their median, lowest and highest."""
+    their median, lowest and highest.
+
+    Args:
+        samples: the timings (ms) of each round.
+        baseline: the baseline's timings of the same rounds.
+
+    Returns:
+        A tuple ``(median, lowest, highest)`` of the per-round ratios.
+    """
     per_round = [float(np.median(a) / np.median(b)) for a, b in zip(samples, baseline)]
     return float(np.median(per_round)), min(per_round), max(per_round)
 
 
 def geometric_mean(rows: list[ModelRow], key: str) -> float | None:
+    """The geometric mean of one ratio over the rows that have it.
+
+    Args:
+        rows: the models' rows.
+        key: the ratio, e.g. "rewritten / builtin".
+
+    Returns:
+        The mean, or None when no row has that ratio.
+    """
     values = [row.ratios[key] for row in rows if key in row.ratios]
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
 def format_rows(rows: list[ModelRow]) -> str:
+    """The report: a Markdown table (one row per model, then the geometric means), the notes and the goal lines.
+
+    Args:
+        rows: the models' rows.
+
+    Returns:
+        The report as one string.
+    """
     def ratio(row: ModelRow, key: str) -> str:
         if key not in row.ratios:
             return "n/a"
@@ -252,7 +337,14 @@ def format_rows(rows: list[ModelRow]) -> str:
 
 
 def goal_lines(rows: list[ModelRow]) -> list[str]:
-    """The goals for rewritten / builtin (``GOALS``) against this run, each ratio the worse round's."""
+    """The goals for rewritten / builtin (``GOALS``) against this run, each ratio the worse round's.
+
+    Args:
+        rows: the models' rows.
+
+    Returns:
+        The lines to print (["goals: nothing timed"] when no row was timed).
+    """
     key = "rewritten / builtin"
     timed = [row for row in rows if key in row.ratios]
     if not timed:
@@ -270,7 +362,14 @@ def goal_lines(rows: list[ModelRow]) -> list[str]:
 
 
 def versions_line(load: int | None = None) -> str:
-    """The machine and versions; with ``load`` (end-to-end), the busy-loop processes that ran beside."""
+    """The machine and versions; with ``load`` (end-to-end), the busy-loop processes that ran beside.
+
+    Args:
+        load: the number of busy-loop processes, or None to leave the load out.
+
+    Returns:
+        One line of text.
+    """
     import platform
 
     import onnx

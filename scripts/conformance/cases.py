@@ -116,7 +116,14 @@ def _node_testcases(modules: tuple[str, ...] | None) -> list:
 
 def default_suite(node_test_modules: tuple[str, ...] | None = NODE_TEST_MODULES) -> list[CheckCase]:
     """ONNX's own node test cases holding a gather anywhere (from ``node_test_modules``; None: from all),
-    plus the bundled example model."""
+    plus the bundled example model.
+
+    Args:
+        node_test_modules: names of ONNX's node test modules to collect from, or None for all.
+
+    Returns:
+        A list of ``CheckCase``, the node tests first, then the bundled example.
+    """
     testcases = _node_testcases(node_test_modules)
     cases = []
     for testcase in testcases:
@@ -140,7 +147,17 @@ def _default_suite_by_name() -> dict[str, CheckCase]:
 
 
 def default_suite_case(name: str) -> CheckCase:
-    """The default suite's case ``name`` (the suite is collected once per process)."""
+    """The default suite's case ``name`` (the suite is collected once per process).
+
+    Args:
+        name: the case's name.
+
+    Returns:
+        The ``CheckCase``.
+
+    Raises:
+        BadInput: the suite (of this onnx version) has no such case.
+    """
     try:
         return _default_suite_by_name()[name]
     except KeyError:
@@ -160,7 +177,17 @@ def _vet_model_file(path: Path) -> None:
 def find_sources(paths: list[str]) -> list[FileSource]:
     """The cases under ``paths``: .onnx files, backend-test folders, or folders holding many of
     either. Raises BadInput, before any model is read, for a missing path, a FIFO, a device, a
-    dangling link, or a folder with no model."""
+    dangling link, or a folder with no model.
+
+    Args:
+        paths: paths of model files or folders, as given on the command line.
+
+    Returns:
+        A list of ``FileSource``, in the order of ``paths`` (a folder's models sorted).
+
+    Raises:
+        BadInput: as said above, or for an empty file.
+    """
     sources = []
     for raw in paths:
         path = Path(raw)
@@ -198,7 +225,14 @@ def _numbered(folder: Path, prefix: str) -> list[Path]:
 
 
 def feed_names(model: ModelProto) -> list[str]:
-    """The graph inputs a run must feed (initializers listed as inputs are optional)."""
+    """The graph inputs a run must feed (initializers listed as inputs are optional).
+
+    Args:
+        model: the ``onnx.ModelProto``.
+
+    Returns:
+        The input names, in graph order.
+    """
     initializers = {init.name for init in model.graph.initializer}
     return [value.name for value in model.graph.input if value.name not in initializers]
 
@@ -213,7 +247,15 @@ def _backend_data_sets(folder: Path, names: list[str]) -> list[DataSet]:
 
 
 def load_case(source: FileSource) -> CheckCase:
-    """Read a model file or backend-test folder (in the runner's child process)."""
+    """Read a model file or backend-test folder (in the runner's child process).
+
+    Args:
+        source: the ``FileSource``.
+
+    Returns:
+        The ``CheckCase``: the model (external data left in its files), the backend folder's data sets
+        (none for a model file) and the external data folder.
+    """
     # External data stays in its files (ORT memory-maps it; a model over 2 GiB could not be serialized)
     if source.backend_folder:
         folder = Path(source.path)
@@ -235,7 +277,17 @@ def parse_input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
     """``NAME:[d0,d1,...]`` (polygraphy's form) for each spec: sizes are whole numbers from 0 to
     2**63-1 separated by commas (a trailing comma allowed, ``NAME:[]`` a scalar), each name given once.
     The one parser of ``--input-shapes`` for every command; raises BadInput naming the spec and what is
-    wrong."""
+    wrong.
+
+    Args:
+        specs: the ``--input-shapes`` strings.
+
+    Returns:
+        A dict from input name to shape (a tuple of ints).
+
+    Raises:
+        BadInput: a spec is malformed, a size is not a whole number or is over 2**63-1, or a name repeats.
+    """
     shapes = {}
     for spec in specs:
         match = _SHAPE.match(spec.strip())
@@ -268,6 +320,18 @@ class _LoadBudget:
         self.option, self.left = option, LOADED_BYTES_LIMIT
 
     def take(self, size: int, what: str) -> None:
+        """Count ``size`` bytes against the budget.
+
+        Args:
+            size: bytes the file or member will take.
+            what: what takes them (named in the error).
+
+        Returns:
+            None.
+
+        Raises:
+            BadInput: ``size`` is over what is left.
+        """
         if size > self.left:
             raise BadInput(f"{self.option}: {what} would take {size / 2**30:.2f} GiB, over the "
                            f"{LOADED_BYTES_LIMIT / 2**30:g} GiB limit on loaded inputs (all files together)")
@@ -280,7 +344,18 @@ def load_inputs(path: str) -> tuple[DataSet, ...]:
 
     At most ``LOADED_BYTES_LIMIT`` bytes in all, checked before reading (an .npz member's declared
     sizes, its .npy header's shape and type; a .pb file's size). A bare .npy file is refused: its array
-    has no name to match an input by."""
+    has no name to match an input by.
+
+    Args:
+        path: the .npz file or the folder (``--load-inputs``).
+
+    Returns:
+        A tuple of ``DataSet`` (feeds only, no expected outputs).
+
+    Raises:
+        BadInput: the path is missing or unreadable, holds no data set, is over the limit, or holds
+            unnamed tensors, a .npy file, or object arrays.
+    """
     location = Path(path)
     kind = path_kind(location)
     budget = _LoadBudget(f"--load-inputs {path}")
@@ -357,7 +432,16 @@ SHAPE_ONLY_OPS = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Cast"
 
 def index_source(producers: dict[str, NodeProto], name: str, through: frozenset[str]) -> str:
     """The value whose values ``name`` holds: followed back through ``producers`` (output name -> node) of
-    op types ``through`` (their first input)."""
+    op types ``through`` (their first input).
+
+    Args:
+        producers: output name -> the node producing it.
+        name: the value to follow back.
+        through: the op types to follow back through.
+
+    Returns:
+        The name of the value it comes from (``name`` itself when no such op produces it).
+    """
     seen = set()
     while name in producers and name not in seen:
         node = producers[name]
@@ -371,7 +455,16 @@ def index_source(producers: dict[str, NodeProto], name: str, through: frozenset[
 def index_bounds(model: ModelProto, sizes: dict[str, list[int]], through: frozenset[str] = frozenset()
                  ) -> dict[str, int]:
     """For graph inputs used as gather indices (directly, or through ops of ``through``: SHAPE_ONLY_OPS,
-    which pass the values on unchanged): the size of the axis they index."""
+    which pass the values on unchanged): the size of the axis they index.
+
+    Args:
+        model: the ``onnx.ModelProto``.
+        sizes: the shape of each graph input, by name.
+        through: op types the index values may pass through unchanged.
+
+    Returns:
+        A dict from input name to the smallest axis size it indexes (for GatherND, the smallest indexed dim).
+    """
     shapes = dict(sizes)
     for init in model.graph.initializer:
         shapes[init.name] = list(init.dims)
@@ -414,7 +507,15 @@ def _fed_tensor_dims(model: ModelProto, given: dict[str, tuple[int, ...]]):
 
 
 def symbolic_dim_names(model: ModelProto, given: dict[str, tuple[int, ...]]) -> list[str]:
-    """The names of the symbolic dims of the inputs to generate, in order of first appearance."""
+    """The names of the symbolic dims of the inputs to generate, in order of first appearance.
+
+    Args:
+        model: the ``onnx.ModelProto``.
+        given: input shapes given by the user (those inputs are not generated).
+
+    Returns:
+        The ``dim_param`` names.
+    """
     names: dict[str, None] = {}
     for dim in _fed_tensor_dims(model, given):
         if _static_size(dim) is None and dim.dim_param:
@@ -425,7 +526,19 @@ def symbolic_dim_names(model: ModelProto, given: dict[str, tuple[int, ...]]) -> 
 def sized_inputs(model: ModelProto, seed: int, shapes: dict[str, tuple[int, ...]]) -> Iterator[dict[str, np.ndarray]]:
     """Generated inputs, one size attempt after another (``symbolic_size_attempts``), for the caller to
     stop at the first the original accepts. An attempt over the memory cap is skipped; when every one
-    is, the first one's CannotGenerate says why."""
+    is, the first one's CannotGenerate says why.
+
+    Args:
+        model: the ``onnx.ModelProto``.
+        seed: the generator's seed.
+        shapes: input shapes given by the user.
+
+    Yields:
+        Feeds, a dict from input name to ``np.ndarray``, one per size attempt.
+
+    Raises:
+        CannotGenerate: an input cannot be generated at all, or every attempt is over the cap.
+    """
     too_large, generated = None, False
     for size, dim_sizes in symbolic_size_attempts(model, shapes):
         try:
@@ -446,7 +559,15 @@ def symbolic_size_attempts(model: ModelProto, given: dict[str, tuple[int, ...]])
     model accepts them: every name at SYMBOLIC_SIZES[0]; then one name at a time at another size, the
     others kept (a name's candidates: the sums of two other names' sizes first, as a total length is a
     past length plus a new one, then SYMBOLIC_SIZES); then every name at each of SYMBOLIC_SIZES, as
-    before names were kept apart. At most MAX_SIZE_ATTEMPTS."""
+    before names were kept apart. At most MAX_SIZE_ATTEMPTS.
+
+    Args:
+        model: the ``onnx.ModelProto``.
+        given: input shapes given by the user.
+
+    Returns:
+        A list of ``(default size, {dim name: size})`` pairs (one pair when no input has a symbolic dim).
+    """
     if not any(_static_size(dim) is None for dim in _fed_tensor_dims(model, given)):
         return [(SYMBOLIC_SIZES[0], {})]
     names = symbolic_dim_names(model, given)
@@ -491,7 +612,21 @@ def generated_inputs(model: ModelProto, seed: int = 0, symbolic_size: int = 3,
                      dim_sizes: dict[str, int] | None = None) -> dict[str, np.ndarray]:
     """Seeded inputs for a model without test data; index inputs of gathers stay in range. Symbolic dims
     named in ``dim_sizes`` take that size, the others ``symbolic_size``. Raises CannotGenerate for
-    inputs that are not tensors, have no shape, or would be too large."""
+    inputs that are not tensors, have no shape, or would be too large.
+
+    Args:
+        model: the ``onnx.ModelProto``.
+        seed: the generator's seed.
+        symbolic_size: the size of symbolic dims not in ``dim_sizes``.
+        given_shapes: input shapes given by the user, or None.
+        dim_sizes: a size per symbolic dim name, or None.
+
+    Returns:
+        A dict from input name to ``np.ndarray`` (0-d arrays for scalars).
+
+    Raises:
+        CannotGenerate: as said above.
+    """
     shapes = _input_shapes(model, symbolic_size, given_shapes or {}, dim_sizes)
     types = {value.name: value.type.tensor_type.elem_type for value in model.graph.input}
     dtypes = {name: np.dtype(object) if types[name] == TensorProto.STRING else

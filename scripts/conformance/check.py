@@ -66,9 +66,26 @@ class SigtermGuard:
         self.deferred = self.received = False
 
     def defer(self) -> None:
+        """From now on a SIGTERM is only noted.
+
+        Returns:
+            None.
+        """
         self.deferred = True
 
     def handle(self, number, frame) -> None:
+        """The SIGTERM handler: note the signal, and raise Terminated unless deferred.
+
+        Args:
+            number: the signal number (from ``signal``).
+            frame: the interrupted frame (from ``signal``).
+
+        Returns:
+            None.
+
+        Raises:
+            Terminated: before ``defer()``.
+        """
         self.received = True
         if not self.deferred:
             raise Terminated()
@@ -78,7 +95,11 @@ class SigtermGuard:
 def stop_on_sigterm() -> Iterator[SigtermGuard]:
     """Within: SIGTERM raises Terminated in the main thread (``run`` then stops its child and returns
     the partial report, exit status 143). Outside the main thread it does nothing (Python allows
-    signal handlers only there)."""
+    signal handlers only there).
+
+    Returns:
+        A context manager yielding the ``SigtermGuard``.
+    """
     guard = SigtermGuard()
     if threading.current_thread() is not threading.main_thread():
         yield guard
@@ -195,6 +216,18 @@ class _WebNNSessions:
         self.external_data_folder = external_data_folder  # the model's folder: its external data
 
     def run(self, output_names, feeds):
+        """Run the WebNN lowering for the feeds' shapes (lowered and its session made once per shape set).
+
+        Args:
+            output_names: the outputs to compute, or None for all (as ``onnxruntime.InferenceSession.run``).
+            feeds: a dict from input name to value.
+
+        Returns:
+            The outputs, a list of arrays.
+
+        Raises:
+            AssertionError: the lowering emitted a node outside WebNN's subset (the case fails).
+        """
         from ..graphs.webnn import lower_for_webnn, lowering_findings
 
         shapes = {name: np.asarray(value).shape for name, value in feeds.items()}
@@ -217,13 +250,32 @@ class _Comparison:
         self.agreements: list[str] = []
 
     def run_builtin(self, number: int, data_set: DataSet):
+        """Run one data set on the original model (builtin kernels), adding its time to the result.
+
+        Args:
+            number: the data set's number (for the progress phase).
+            data_set: the data set.
+
+        Returns:
+            A tuple ``(outputs, error)``: the outputs, or None and the exception ORT raised.
+        """
         report_phase(f"running the original model on ORT (data set {number})")
         want, error, elapsed = _timed_run(self.builtin, data_set.feeds)
         self.result.builtin_ms += elapsed
         return want, error
 
     def compare(self, number: int, data_set: DataSet, want, want_error) -> bool:
-        """Compare one data set; returns False when the case has failed (stop)."""
+        """Compare one data set; returns False when the case has failed (stop).
+
+        Args:
+            number: the data set's number (named in the verdict's detail).
+            data_set: the data set.
+            want: the original model's outputs (None when it raised).
+            want_error: the exception the original model raised, or None.
+
+        Returns:
+            True to go on with the next data set, False when the case has failed.
+        """
         result, where = self.result, f"data set {number}: "
         report_phase(f"running the rewritten model (data set {number})")
         got, got_error, elapsed = _timed_run(self.custom, data_set.feeds)
@@ -272,7 +324,16 @@ def _already_rewritten(model: ModelProto) -> bool:
 
 def check_case(case: CheckCase, options: InputOptions = InputOptions(),
                mode: CheckMode = CheckMode.GATHERS) -> CheckResult:
-    """The verdict on one case (see the module docstring), comparing as ``mode`` says."""
+    """The verdict on one case (see the module docstring), comparing as ``mode`` says.
+
+    Args:
+        case: the case (a model, its data sets and its external data folder).
+        options: how inputs are made (``--input-shapes``, ``--load-inputs``, the seed).
+        mode: what the model is compared as (``CheckMode``: rewritten, ORT-optimized, lowered, WebNN).
+
+    Returns:
+        The ``CheckResult``.
+    """
     result = CheckResult(case.name, "passed", source=case.source)
     report_phase("rewriting")
     rewritten_data_folder = case.external_data_folder
@@ -361,7 +422,15 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
 
 
 def check_source(task: tuple[Source, CheckMode, InputOptions]) -> CheckResult:
-    """The child process's task: read the source, then check it."""
+    """The child process's task: read the source, then check it.
+
+    Args:
+        task: a tuple ``(source, mode, options)``: a ``SuiteCase``, ``FuzzSeed``, ``FileSource`` or
+            ``CheckCase``; the ``CheckMode``; the ``InputOptions``.
+
+    Returns:
+        The ``CheckResult`` (a file that cannot be read: "not runnable").
+    """
     source, mode, options = task
     if isinstance(source, SuiteCase):
         report_phase("collecting the default suite")
@@ -399,9 +468,19 @@ class Report:
     versions: dict[str, str] = field(default_factory=versions)
 
     def counts(self) -> dict[str, int]:
+        """How many cases got each verdict.
+
+        Returns:
+            A dict from each of ``VERDICTS`` to its count.
+        """
         return {verdict: sum(r.verdict == verdict for r in self.results) for verdict in VERDICTS}
 
     def summary_line(self) -> str:
+        """The counts in one line (``"... passed, ... failed, ..."``; "no gather" only when there is one).
+
+        Returns:
+            The line, with " (interrupted)" when the run was.
+        """
         counts = self.counts()
         # "no gather" only when it happened: the five-verdict line users and the README quote stays as it was
         line = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v != "no gather" or counts[v])
@@ -412,7 +491,14 @@ class Report:
     def exit_status(self, allowed: Iterable[str] = ()) -> int:
         """0 when every case passed (or found ORT wrong); 1 on any failure; 3 on any case not compared
         or not runnable, else 4 on any case with no gather, unless that verdict is ``allowed``; when
-        interrupted, 130 (Ctrl-C) or 143 (SIGTERM), the shell's codes for a death by those signals."""
+        interrupted, 130 (Ctrl-C) or 143 (SIGTERM), the shell's codes for a death by those signals.
+
+        Args:
+            allowed: verdicts that do not make the status 3 or 4.
+
+        Returns:
+            The exit status, an int.
+        """
         if self.interrupted:
             return 143 if self.stopped_by == "SIGTERM" else 130
         counts = self.counts()
@@ -425,6 +511,11 @@ class Report:
         return 0
 
     def as_dict(self) -> dict:
+        """The report as written to ``--json``.
+
+        Returns:
+            A JSON-ready dict: summary, counts, interrupted, stopped_by, mode, command, versions and results.
+        """
         return {"summary": self.summary_line(), "counts": self.counts(), "interrupted": self.interrupted,
                 "stopped_by": self.stopped_by,
                 "mode": self.mode, "command": self.command, "versions": self.versions,
@@ -453,7 +544,14 @@ def _reference(source: Source) -> Source:
 
 def case_keys(sources: list[Source]) -> list[str]:
     """What names each source in a report, for ``--resume``: a fuzz case's seed ("fuzz seed 7"), a file's
-    path, a default-suite case's name; a key met again gets " #2", " #3"."""
+    path, a default-suite case's name; a key met again gets " #2", " #3".
+
+    Args:
+        sources: the run's sources, in order.
+
+    Returns:
+        One key per source, in the same order.
+    """
     keys, seen = list[str](), dict[str, int]()
     for source in sources:
         key = source.name if isinstance(source, (FuzzSeed, CheckCase, SuiteCase)) else source.path
@@ -475,7 +573,28 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
     ran and says it was interrupted.
 
     ``cluster``: the address of a Dask scheduler (``"local"``: a LocalCluster of ``jobs`` workers started
-    for this run), to which every case is sent by reference (``conformance.cluster``)."""
+    for this run), to which every case is sent by reference (``conformance.cluster``).
+
+    Args:
+        sources: the cases: ``CheckCase``, ``FileSource``, ``FuzzSeed`` or ``SuiteCase`` objects.
+        options: how inputs are made (``InputOptions``).
+        timeout: seconds each case may take in its child process.
+        fail_fast: stop at the first failed case (later cases are not reported).
+        on_result: called with each ``CheckResult`` as it finishes, or None.
+        command: the command line, recorded in the report.
+        isolate: run each case in a child process (False: in this process, without timeout).
+        mode: what the models are compared as (``CheckMode``).
+        jobs: how many cases run at a time.
+        finished: results of an earlier run to keep (``--resume``).
+        cluster: a Dask scheduler's address, "local", or None (no cluster).
+
+    Returns:
+        The ``Report``.
+
+    Raises:
+        ValueError: with ``cluster``, a case that is a model made in Python (not a file, fuzz seed or
+            default-suite case).
+    """
     sources = list(sources)
     keys = case_keys(sources)
     report = Report(command=list(command or []), mode=mode.value)
@@ -530,11 +649,29 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
 
 def fuzz_sources(count: int, seed: int, save_dir: str | Path | None = None) -> list[FuzzSeed]:
     """Fuzz cases ``seed`` to ``seed + count - 1``; failing ones are saved under ``save_dir`` (default:
-    a new temporary folder)."""
+    a new temporary folder).
+
+    Args:
+        count: how many fuzz cases.
+        seed: the first case's seed.
+        save_dir: the folder for reproducers of failing cases, or None.
+
+    Returns:
+        A list of ``FuzzSeed``.
+    """
     return [FuzzSeed(seed + offset, str(save_dir) if save_dir else None) for offset in range(count)]
 
 
 def format_table(results: list[CheckResult]) -> str:
+    """The results as a text table: one line per case, then its detail (when it did not pass) and the gathers
+    it left.
+
+    Args:
+        results: the results to list.
+
+    Returns:
+        The table as one string.
+    """
     width = max([len(r.name) for r in results] + [5])
     lines = [f"{'model':<{width}}  {'rewritten':>9} {'left':>4}  {'verdict':<13} {'expected':<8} "
              f"{'builtin ms':>10} {'rewritten ms':>12}"]

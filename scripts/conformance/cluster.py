@@ -26,7 +26,17 @@ _node = threading.local()  # the isolated child of each Dask worker thread, reus
 def check_on_node(function: Callable[[Any], Any], argument: Any, timeout: float,
                   stop_events: tuple[str, ...] = ()) -> Outcome:
     """Runs in a Dask worker: ``function(argument)`` in this thread's isolated child, killed when one
-    of the ``distributed.Event``s named ``stop_events`` is set."""
+    of the ``distributed.Event``s named ``stop_events`` is set.
+
+    Args:
+        function: the task, a picklable function of one argument.
+        argument: its argument.
+        timeout: seconds it may take.
+        stop_events: names of ``distributed.Event``s that stop it (checked every second).
+
+    Returns:
+        The ``isolation.Outcome``.
+    """
     worker = getattr(_node, "worker", None)
     if worker is None:
         worker = _node.worker = Worker()
@@ -79,6 +89,18 @@ class DaskPool:
         self._stop = f"gathermultiaxis-check-{uuid.uuid4().hex}"  # the run's Event; "{it}-{key}": a case's
 
     def cancel(self, keep: Callable[[Any], bool]) -> None:
+        """Drop the submitted tasks whose key ``keep`` refuses: running ones are stopped (their Event set), the
+        others never start.
+
+        Args:
+            keep: a function of a task's key, true for the tasks to keep.
+
+        Returns:
+            None.
+
+        Raises:
+            ImportError: Dask's distributed is not installed.
+        """
         distributed = _needs_distributed()
         dropped = {future.key: future for future, key in self._futures.items() if not keep(key)}
         if not dropped:
@@ -93,6 +115,20 @@ class DaskPool:
 
     def outcomes(self, function: Callable[[Any], Any], tasks: list[tuple[Any, tuple]], timeout: float,
                  shared: Any = None) -> Iterator[tuple[Any, Outcome]]:
+        """Submit every task and hand back each outcome as it finishes.
+
+        Args:
+            function: the task, a picklable function of one argument.
+            tasks: ``(key, argument)`` pairs; ``argument`` a tuple, ``shared`` appended to it.
+            timeout: seconds each task may take.
+            shared: a value sent to every node once (``Client.scatter``), or None.
+
+        Yields:
+            ``(key, isolation.Outcome)`` pairs, in the order the tasks finish (a lost worker: "crashed").
+
+        Raises:
+            ImportError: Dask's distributed is not installed.
+        """
         distributed = _needs_distributed()
         shared_on_nodes = self.client.scatter(shared, broadcast=True) if shared is not None else None
         self._futures = {self.client.submit(_with_shared, function, argument, shared_on_nodes, timeout,

@@ -32,7 +32,14 @@ _phase_sender = None
 
 
 def report_phase(text: str) -> None:
-    """Called by a task in the child: what it is doing now (no-op in the parent)."""
+    """Called by a task in the child: what it is doing now (no-op in the parent).
+
+    Args:
+        text: the phase, e.g. "rewriting" (named in the outcome if the child crashes or hangs).
+
+    Returns:
+        None.
+    """
     if _phase_sender is not None:
         _phase_sender.send(("phase", text))
 
@@ -60,7 +67,16 @@ def _die_with_parent(parent: int) -> None:
 
 def serve(task_fd: int, answer_fd: int, parent: int) -> None:
     """The child's loop (``python -m gathermultiaxis.conformance.worker``): take the caller's sys.path,
-    then run tasks until told to stop or the caller is gone."""
+    then run tasks until told to stop or the caller is gone.
+
+    Args:
+        task_fd: the file descriptor tasks arrive on (a ``multiprocessing`` connection, read end).
+        answer_fd: the file descriptor answers and phases go out on (write end).
+        parent: the caller's process id (the child ends when it ends).
+
+    Returns:
+        None.
+    """
     global _phase_sender
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -135,6 +151,11 @@ class Worker:
         self._process = self._tasks = self._answers = None
 
     def stop(self) -> None:
+        """Ask the child to stop, waiting up to 2 s before killing it (nothing when there is no child).
+
+        Returns:
+            None.
+        """
         if self._process is None:
             return
         try:
@@ -150,6 +171,11 @@ class Worker:
         self._close()
 
     def kill(self) -> None:
+        """Kill the child now and wait for it (nothing when there is none).
+
+        Returns:
+            None.
+        """
         if self._process is not None:
             self._process.kill()
             self._process.wait()
@@ -158,7 +184,18 @@ class Worker:
     def run(self, function: Callable[[Any], Any], argument: Any, timeout: float,
             cancel: threading.Event | None = None) -> Outcome:
         """Run ``function(argument)`` in the child (both must be picklable) within ``timeout`` seconds,
-        unless ``cancel`` is set meanwhile (the child is killed)."""
+        unless ``cancel`` is set meanwhile (the child is killed).
+
+        Args:
+            function: the task, a picklable function of one argument.
+            argument: its argument (picklable).
+            timeout: seconds the child may take.
+            cancel: an event that, once set, kills the child; or None.
+
+        Returns:
+            The ``Outcome``: "done" with the value, or "raised", "timed out", "crashed" or "cancelled" with
+            what happened and the last phase reported.
+        """
         if self._process is None or self._process.poll() is not None:
             if self._process is not None:
                 self._close()
@@ -242,6 +279,12 @@ class WorkerPool:
         self._threads: list[threading.Thread] = []
 
     def cancel(self, keep: Callable[[Any], bool]) -> None:
+        """Args:
+            keep: a function of a task's key, true for the tasks to keep.
+
+        Returns:
+            None.
+        """
         with self._lock:
             self._keep = keep
             for number, key in self._running.items():
@@ -249,6 +292,16 @@ class WorkerPool:
                     self._cancels[number].set()
 
     def outcomes(self, function: Callable[[Any], Any], tasks: list[tuple[Any, Any]], timeout: float):
+        """Run every task on the workers (at most ``jobs`` at once, each in its own child).
+
+        Args:
+            function: the task, a picklable function of one argument.
+            tasks: ``(key, argument)`` pairs, taken in order.
+            timeout: seconds each task may take.
+
+        Yields:
+            ``(key, Outcome)`` pairs, in the order the tasks finish (cancelled tasks give none).
+        """
         pending = iter(tasks)
         answers: queue.Queue = queue.Queue()
 

@@ -71,6 +71,12 @@ class PolicyReport:
         return sum(g.above + g.below for g in self.gathers)
 
     def table(self) -> str:
+        """The report as two Markdown tables: the indices each gather got, then each runtime's policy and what its
+        outputs give against the baseline.
+
+        Returns:
+            The tables as one string.
+        """
         lines = ["| gather | op | indices | >= dim | < -dim | negative in range |", "|---|---|---|---|---|---|"]
         lines += [f"| {g.node} | {g.op_type} | {g.indices} | {g.above} | {g.below} | {g.negative_in_range} |"
                   for g in self.gathers]
@@ -92,7 +98,15 @@ class PolicyReport:
 
 
 def with_mode(model: ModelProto, mode: Mode) -> ModelProto:
-    """A copy of a rewritten model whose every GatherMultiaxis node (subgraphs and functions too) has ``mode``."""
+    """A copy of a rewritten model whose every GatherMultiaxis node (subgraphs and functions too) has ``mode``.
+
+    Args:
+        model: the rewritten ``onnx.ModelProto``.
+        mode: the ``Mode`` to set.
+
+    Returns:
+        The copy.
+    """
     copy = ModelProto()
     copy.CopyFrom(model)
     for holder in node_holders(copy):
@@ -138,7 +152,19 @@ def policy_report(model: ModelProto, feeds: dict[str, np.ndarray], external_data
                   ) -> PolicyReport:
     """The gathers of ``model`` that get an index out of range (or negative) on ``feeds``, and what
     running the model under each of the operator's modes gives (see the module docstring). Tensors kept
-    in external files are read from ``external_data_folder``, the model's folder."""
+    in external files are read from ``external_data_folder``, the model's folder.
+
+    Args:
+        model: the original ``onnx.ModelProto`` (it is rewritten here).
+        feeds: the inputs, a dict from input name to array.
+        external_data_folder: the model's folder, or None.
+
+    Returns:
+        The ``PolicyReport``.
+
+    Raises:
+        RefusedInputs: the model does not run on ``feeds``.
+    """
     rewritten, _ = rewrite_model(model)
     report = PolicyReport()
     captured, captures = _captured(with_mode(rewritten, BASELINE))
@@ -178,7 +204,15 @@ def policy_report(model: ModelProto, feeds: dict[str, np.ndarray], external_data
 def out_of_range_bounds(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, int]:
     """The inputs ``--out-of-range`` pushes, and the size of the axis each indexes: every input whose
     values reach a main-graph gather's indices, directly or through ops that only move them
-    (``cases.SHAPE_ONLY_OPS``: a dynamo export's token ids reach the embedding through a Reshape)."""
+    (``cases.SHAPE_ONLY_OPS``: a dynamo export's token ids reach the embedding through a Reshape).
+
+    Args:
+        model: the ``onnx.ModelProto``.
+        feeds: the inputs, a dict from input name to array (their shapes are used).
+
+    Returns:
+        A dict from input name to the size of the axis it indexes.
+    """
     return index_bounds(model, {name: list(value.shape) for name, value in feeds.items()}, SHAPE_ONLY_OPS)
 
 
@@ -187,7 +221,21 @@ def policy_inputs(model: ModelProto, seed: int = 0, out_of_range: bool = False,
                   ) -> dict[str, np.ndarray]:
     """Generated inputs the original model accepts (sized as ``check`` sizes them); with
     ``out_of_range``, each index input (``out_of_range_bounds``) then gets its first value past the end
-    and its last before the start of the axis it indexes (2 and 3 beyond)."""
+    and its last before the start of the axis it indexes (2 and 3 beyond).
+
+    Args:
+        model: the original ``onnx.ModelProto``.
+        seed: the generator's seed.
+        out_of_range: push each index input's first and last values out of range.
+        shapes: input shapes given by the user, or None.
+        external_data_folder: the model's folder, or None.
+
+    Returns:
+        The feeds, a dict from input name to ``np.ndarray``.
+
+    Raises:
+        CannotGenerate: the inputs cannot be generated, or the original refuses every generated set.
+    """
     session = make_session(model, custom=False, external_data_folder=external_data_folder)
     for feeds in sized_inputs(model, seed, shapes or {}):
         try:

@@ -25,7 +25,17 @@ from .check import CheckResult, Report
 def read_report(path: str | os.PathLike) -> dict:
     """A ``check --json`` report as ``Report.as_dict`` gives it, from either form (see the module
     docstring); for the lines of a run killed outright, ``interrupted`` is true and ``stopped_by`` empty.
-    Raises BadInput when the file is neither."""
+    Raises BadInput when the file is neither.
+
+    Args:
+        path: the report file.
+
+    Returns:
+        The report as a dict (``Report.as_dict``'s form).
+
+    Raises:
+        BadInput: the file is not a check --json report.
+    """
     text = Path(path).read_text()
     try:
         document = json.loads(text)
@@ -62,7 +72,20 @@ def _known_fields(result: dict) -> dict:
 
 def resumed_results(path: str | os.PathLike, mode: str, keys: list[str]) -> list[CheckResult]:
     """The finished cases of the report at ``path`` (``--resume``), checked to belong to this run: the
-    same mode, and every case among ``keys`` (``check.case_keys`` of this run's sources)."""
+    same mode, and every case among ``keys`` (``check.case_keys`` of this run's sources).
+
+    Args:
+        path: the report file (``--resume``).
+        mode: this run's mode (a ``CheckMode`` value).
+        keys: this run's case keys.
+
+    Returns:
+        The report's results, a list of ``CheckResult``.
+
+    Raises:
+        BadInput: the file cannot be read or is no report, its mode differs, its results carry no case key,
+            or a case is not in this run.
+    """
     try:
         report = read_report(path)
     except (OSError, UnicodeDecodeError) as error:
@@ -91,6 +114,19 @@ class ReportFile:
         self._left_as: tuple[int, int] | None = None  # (inode, size) after our last write
 
     def start(self, report: Report, cases: int, finished: list[CheckResult]) -> None:
+        """Write the run's head line and the ``finished`` results, and open the file for ``add``.
+
+        Args:
+            report: the run's (empty) report: its mode, command and versions are written.
+            cases: the number of cases in the run.
+            finished: results kept from an earlier run (``--resume``).
+
+        Returns:
+            None.
+
+        Raises:
+            ModelFileError: the file exists (without ``overwrite``) or its folder is missing.
+        """
         head = {"run": {"mode": report.mode, "command": report.command, "versions": report.versions, "cases": cases}}
         lines = [json.dumps(head)] + [json.dumps({"result": asdict(r)}) for r in finished]
         write_bytes_atomic(self.path, ("\n".join(lines) + "\n").encode(), overwrite=self.overwrite)
@@ -103,12 +139,31 @@ class ReportFile:
         self._left_as = (status.st_ino, status.st_size)
 
     def add(self, result: CheckResult) -> None:
+        """Append one result line (flushed).
+
+        Args:
+            result: the case's result.
+
+        Returns:
+            None.
+        """
         assert self._stream is not None  # opened by start()
         self._stream.write(json.dumps({"result": asdict(result)}) + "\n")
         self._stream.flush()
         self._note()
 
     def finish(self, report: Report) -> None:
+        """Replace the lines with the final report document.
+
+        Args:
+            report: the finished report.
+
+        Returns:
+            None.
+
+        Raises:
+            ModelFileError: another run replaced the file meanwhile.
+        """
         if self._stream is not None:
             self._stream.close()
             self._stream = None

@@ -20,7 +20,17 @@ from .check import CheckMode, CheckResult, check_case
 def check_lowered(model: ModelProto, feeds: dict[str, np.ndarray] | Iterable[dict[str, np.ndarray]] | None = None,
                   name: str = "model", seed: int = 0) -> CheckResult:
     """Rewrite then lower ``model`` and compare it with the original on plain ORT, bit for bit, on
-    ``feeds`` (one dict or several; default: generated inputs from ``seed``)."""
+    ``feeds`` (one dict or several; default: generated inputs from ``seed``).
+
+    Args:
+        model: the original ``onnx.ModelProto``.
+        feeds: a dict from input name to array, several such dicts, or None (generated inputs).
+        name: the case's name in the result.
+        seed: the seed of generated inputs.
+
+    Returns:
+        The ``CheckResult`` (``CheckMode.LOWERED``).
+    """
     if feeds is None:
         data_sets = []
     else:  # inputs chosen by the caller: both sides raising on them is agreement

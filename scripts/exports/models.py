@@ -121,7 +121,20 @@ def decoder_step(path: Path, architecture: str, dynamo: bool, symbolic: bool = T
     generation: the TorchScript exporter names them (``batch``, ``sequence``, ``total_sequence`` for the
     mask, ``past_sequence``); the dynamo one is given ``Dim.AUTO`` and writes its own names (``s23``...),
     one per input dim it could not prove equal (the mask's length is one of them). The dynamo exporter
-    specialises dims of size 0 or 1, so give it ``batch`` and ``sequence`` of 2 or more."""
+    specialises dims of size 0 or 1, so give it ``batch`` and ``sequence`` of 2 or more.
+
+    Args:
+        path: where to write the ONNX model.
+        architecture: a key of ``_DECODERS``: "gpt2", "llama", "qwen2", "phi3" or "mistral".
+        dynamo: True: ``torch.onnx.export``'s dynamo exporter; False: the TorchScript one.
+        symbolic: export batch, sequence and past lengths as symbolic dims.
+        batch: the batch size of the example inputs.
+        sequence: the number of new tokens.
+        past: the number of cached positions.
+
+    Returns:
+        The example inputs, a dict from input name to ``np.ndarray``.
+    """
     import torch
     import transformers
 
@@ -349,7 +362,20 @@ DECODER_EXPORTS: dict[str, Callable[[Path], dict]] = {
 def build_exports(folder: str | Path, names: list[str] | None = None,
                   progress: Callable[[str], None] | None = None) -> tuple[list[Path], dict[str, str]]:
     """Write ``NAME.onnx`` and ``NAME.inputs.npz`` into ``folder`` for each of ``names`` (default: all of
-    ``EXPORTS``; ``TORCHSCRIPT_EXPORTS``, ``DECODER_EXPORTS`` and ``ENCODER_EXPORTS`` by name); returns the written models and, by name, why the others were not built."""
+    ``EXPORTS``; ``TORCHSCRIPT_EXPORTS``, ``DECODER_EXPORTS`` and ``ENCODER_EXPORTS`` by name); returns the written models and, by name, why the others were not built.
+
+    Args:
+        folder: the folder to write into (it must exist).
+        names: the export names, or None for every name of ``EXPORTS``.
+        progress: called with each name before it is built, or None.
+
+    Returns:
+        A tuple ``(written, skipped)``: the written model paths, and a dict from name to the reason it was
+        not built (a package not installed, or the exporter's error).
+
+    Raises:
+        KeyError: a name that is no export.
+    """
     import onnx
 
     folder = Path(folder)
