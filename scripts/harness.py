@@ -76,7 +76,7 @@ def session_options(options):
 
 def make_session(model: ModelProto, custom: bool, optimized: bool = False,
                  external_data_folder: str | os.PathLike | None = None,
-                 as_users_do: bool = False):
+                 as_users_do: bool = False, intra_op_threads: int | None = None):
     """A CPU session of ``model``: ``gathermultiaxis.InferenceSession`` when ``custom``, else plain ORT.
     Tensors of ``model`` kept in external files are read by ORT itself from ``external_data_folder``
     (memory-mapped, never serialized: a model over 2 GiB runs as it does from its path).
@@ -92,6 +92,7 @@ def make_session(model: ModelProto, custom: bool, optimized: bool = False,
         optimized: ORT's default graph optimizations (else all off).
         external_data_folder: the folder ``model``'s external data files are in (None: it has none).
         as_users_do: no options object at all (``optimized`` and ``external_data_folder`` then unused).
+        intra_op_threads: ORT's intra-op thread count (None: ORT's default, a thread per core).
 
     Returns:
         The session, on the CPU execution provider.
@@ -106,6 +107,8 @@ def make_session(model: ModelProto, custom: bool, optimized: bool = False,
         return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
     options = ort.SessionOptions()
+    if intra_op_threads is not None:
+        options.intra_op_num_threads = intra_op_threads
     if not optimized:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 4  # runs expected to fail would otherwise log errors to stderr

@@ -238,7 +238,8 @@ class _WebNNSessions:
             if outside:
                 raise AssertionError(f"the WebNN lowering emitted {outside[0].op_type} {outside[0].node!r} outside "
                                      f"WebNN's subset: {outside[0].reason}")
-            self.sessions[key] = make_session(lowered, custom=False, external_data_folder=self.external_data_folder)
+            self.sessions[key] = make_session(lowered, custom=False, external_data_folder=self.external_data_folder,
+                                              intra_op_threads=CASE_THREADS)
         return self.sessions[key].run(output_names, feeds)
 
 
@@ -316,6 +317,13 @@ class _Comparison:
         return True
 
 
+# ORT's intra-op threads of a case's sessions (both sides of a comparison alike). One: each case runs one
+# small model in its own child process, often several at once (--jobs), and ORT's default pool (a thread
+# per core) spins after each run, taking the cores the other workers need. Measured, --fuzz 2000 --seed 7
+# on 2 quiet cores: --jobs 1 58.6 s -> 46.3 s, --jobs 2 51.5 s -> 22.0 s; the same verdicts.
+CASE_THREADS = 1
+
+
 def _already_rewritten(model: ModelProto) -> bool:
     """Whether a GatherMultiaxis node is in ``model`` (a newcomer checks the file ``rewrite`` wrote)."""
     return any(node.op_type == OP_TYPE and node.domain == DOMAIN for holder in node_holders(model)
@@ -361,7 +369,7 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
         return result
     report_phase("loading the original model on ORT")
     try:
-        builtin = make_session(case.model, custom=False, optimized=mode.optimized,
+        builtin = make_session(case.model, custom=False, optimized=mode.optimized, intra_op_threads=CASE_THREADS,
                                external_data_folder=case.external_data_folder)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "not runnable", one_line(error)
@@ -381,7 +389,7 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     try:
         custom = _WebNNSessions(rewritten, rewritten_data_folder) if mode is CheckMode.WEBNN else make_session(
             rewritten, custom=mode is not CheckMode.LOWERED, optimized=mode.optimized,
-            external_data_folder=rewritten_data_folder)
+            external_data_folder=rewritten_data_folder, intra_op_threads=CASE_THREADS)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "failed", f"the rewritten model does not load: {one_line(error)}"
         return result
