@@ -489,20 +489,6 @@ def on_inputs(rule: RankRule, *positions: int) -> RankRule:
     return picked
 
 
-def matmul_n_bits(node, inputs, constants):
-    """com.microsoft MatMulNBits: A [..., K] times the quantized B [N, K]: [..., N], of A's type.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    return [_ranked(inputs[0].elem_type, inputs[0].rank)] if _known(inputs[0]) else None
-
-
 def gather_block_quantized(node, inputs, constants):
     """com.microsoft GatherBlockQuantized: a Gather of the (packed, same-rank) data, of the scales' type.
 
@@ -570,7 +556,8 @@ RANK_RULES: dict[tuple[str, str], RankRule] = {
     **{(_MICROSOFT, op): untyped(on_inputs(broadcast, 0, 3)) for op in ("QLinearAdd", "QLinearMul")},
     **{(_MICROSOFT, op): untyped(same_rank) for op in ("QLinearSoftmax", "QLinearSigmoid", "QLinearLeakyRelu")},
     (_MICROSOFT, "QGemm"): untyped(flatten),
-    (_MICROSOFT, "MatMulNBits"): matmul_n_bits, (_MICROSOFT, "GatherBlockQuantized"): gather_block_quantized,
+    (_MICROSOFT, "MatMulNBits"): same_rank,  # A [..., K] x B -> [..., N], of A's type
+    (_MICROSOFT, "GatherBlockQuantized"): gather_block_quantized,
 }
 
 
