@@ -63,6 +63,18 @@ def _mismatch(output: _Preallocated, got) -> str | None:
     return None
 
 
+def _copy_into_preallocated(preallocated, values) -> None:
+    """Check each value ORT allocated against the caller's buffer (ORT's own RuntimeError on a wrong shape
+    or type, before anything is written), then copy it into that buffer."""
+    for output in preallocated:
+        problem = _mismatch(output, values[output.index])
+        if problem is not None:
+            raise RuntimeError(f"Error in execution: {problem}")
+    for output in preallocated:
+        array = np.ascontiguousarray(values[output.index].numpy())
+        ctypes.memmove(output.data_ptr, array.ctypes.data, array.nbytes)
+
+
 def run_with_preallocated_outputs_checked(iobinding: ort.IOBinding, run: Callable, at_risk: Collection[str] | None):
     """``run()`` (a run of ``iobinding``), with the caller's pre-allocated CPU outputs named in ``at_risk``
     (None: every one) written by ORT into its own outputs first, checked and copied over.
@@ -95,14 +107,7 @@ def run_with_preallocated_outputs_checked(iobinding: ort.IOBinding, run: Callabl
         bound.bind_output(output.name, cpu)
     try:
         result = run()
-        outputs = bound.get_outputs()
-        for output in redirected:
-            problem = _mismatch(output, outputs[output.index])
-            if problem is not None:
-                raise RuntimeError(f"Error in execution: {problem}")
-        for output in redirected:
-            array = np.ascontiguousarray(outputs[output.index].numpy())
-            ctypes.memmove(output.data_ptr, array.ctypes.data, array.nbytes)
+        _copy_into_preallocated(redirected, bound.get_outputs())
         return result
     finally:
         for output in redirected:
@@ -141,11 +146,5 @@ def run_with_preallocated_fetches_checked(fetch_names, fetches, run: Callable, a
     expected = [_Preallocated(index, name, value, None) for index, (name, value) in enumerate(zip(fetch_names, held))]
     own = session_internals().ort_value_vector()
     result = run(own)
-    for output in expected:
-        problem = _mismatch(output, own[output.index])
-        if problem is not None:
-            raise RuntimeError(f"Error in execution: {problem}")
-    for output in expected:
-        array = np.ascontiguousarray(own[output.index].numpy())
-        ctypes.memmove(output.data_ptr, array.ctypes.data, array.nbytes)
+    _copy_into_preallocated(expected, own)
     return result
