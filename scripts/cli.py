@@ -27,6 +27,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -594,24 +595,21 @@ def print_table(results: list[check.CheckResult], verbosity: int) -> None:
         print(f"({len(results) - len(shown)} passed cases not listed; -v lists them)")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _whole_number_at_least(minimum: int, rule: str) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number of at least ``minimum``, else ``rule`` in the error."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{rule}, got {value}")
+        return value
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+_positive_int = _whole_number_at_least(1, "must be at least 1")
+_non_negative_int = _whole_number_at_least(0, "must be 0 or more")
 
 
 def _positive_float(text: str) -> float:
