@@ -5,6 +5,10 @@ runs what this returns).
 What it changes in the session's in-memory copy of the model (the file stays standard and
 self-contained):
 
+* With ``builtin_gathers`` (the session's default), every node that one standard ONNX gather computes
+  exactly becomes that gather first (``graphs.lower.lower_single_gathers``: the lowering's single-gather
+  forms, bit-identical and raising ORT's own out-of-range errors), run by ORT's builtin kernels with no
+  bridge crossing; what follows concerns the nodes left, those only the general decomposition computes.
 * Every GatherMultiaxis node gets one more input, a hidden int64 scalar graph input (``RUN_TOKEN``, or
   ``RUN_TOKEN_n`` when the model already has that name), and becomes ``GatherMultiaxisRun``, or
   ``GatherMultiaxisRunFixedAxes`` when its axes are constant (they travel as an attribute). Each run
@@ -76,6 +80,7 @@ class PreparedModel:
     # reads elsewhere: (array, ONNX type), handed to ORT with SessionOptions.add_initializer (one buffer)
     crossings: int = 0  # GatherMultiaxis nodes of the model, each a bridge crossing per call (counted in the
     # graph: a node in a Loop body counts once, both branches of an If count)
+    builtin_gathers: int = 0  # GatherMultiaxis nodes that became one standard gather (``builtin_gathers``)
 
 
 # ---------------------------------------------------------------- constant operands
@@ -706,7 +711,7 @@ def bridge_crossings(model: ModelProto) -> int:
 
 
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True, *,
-                  float16_outputs: bool, evaluate=None) -> PreparedModel:
+                  float16_outputs: bool, evaluate=None, builtin_gathers: bool = False) -> PreparedModel:
     """Turn ``model`` (changed in place: pass a copy) into what the session runs: see the module docstring.
     ``base_dir``: the folder external data is relative to (None: tables in external data are not bound).
     ``float16_outputs``: whether the op may return float16 (the installed PyOp bridge hands arrays back:
@@ -721,6 +726,8 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
             only gets the run token).
         float16_outputs: whether the op may return float16.
         evaluate: ``evaluate(model, base_dir)`` giving a small model's outputs as arrays, or None.
+        builtin_gathers: first turn every node that one standard gather computes into that gather
+            (``graphs.lower.lower_single_gathers``), so that only the others cross the bridge.
 
     Returns:
         The PreparedModel (holding the model unchanged when it has no GatherMultiaxis node).
@@ -730,10 +737,19 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
     """
     if not _holds_gather(model):  # nothing to bind: no walk, no names (a plain model's start-up)
         return PreparedModel(model)
+    lowered = 0
+    if builtin_gathers:
+        from .lower import lower_single_gathers  # here: a kernel-only session loads no lowering
+
+        model, lowering = lower_single_gathers(model, base_dir)
+        lowered = lowering.lowered
+        if not _holds_gather(model):
+            return PreparedModel(model, builtin_gathers=lowered)
     binding = BindPass(base_dir, bind, float16_outputs, evaluate=evaluate)
     model = run_pass(model, binding)
     prepared = binding.prepared
     assert prepared is not None  # made by binding.begin(), which run_pass calls
+    prepared.builtin_gathers = lowered
     if not prepared.tokened:  # GatherMultiaxis only in functions that nothing calls (inlined away)
         return prepared
     if binding.dropped_value_info:

@@ -16,6 +16,8 @@ from onnx import NodeProto, TensorProto, helper, numpy_helper
 
 from ..ops.contract import DOMAIN, OP_TYPE
 
+INT64_MAX = int(np.iinfo(np.int64).max)  # a Slice end meaning "to the end of the axis"
+
 
 @dataclass
 class NameScope:

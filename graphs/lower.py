@@ -38,6 +38,7 @@ from .report import PassReport
 from .walk import ONNX_DOMAINS, attribute, round_trip_cast
 
 GENERAL = "general"  # the form name of the general decomposition
+KEPT_FOR_KERNEL = "kept for the GatherMultiaxis kernel"  # lower_single_gathers' reason for a node it leaves
 
 
 @dataclass
@@ -193,6 +194,7 @@ class LowerPass:
 
     report: LowerReport = field(default_factory=LowerReport)
     external_data_folder: str | os.PathLike | None = None  # where the scope's constants read external data
+    single_gather_only: bool = False  # leave the nodes that only the general decomposition computes
     drops_domain: ClassVar[bool] = True
 
     def targets(self, node: NodeProto) -> bool:
@@ -252,6 +254,8 @@ class LowerPass:
         freed = {node.input[2]}
         try:
             if axes is None or (data.rank is None and indices.rank is None):
+                if self.single_gather_only:
+                    raise NotChanged(f"{KEPT_FOR_KERNEL}: axes or ranks known only at run time")
                 # axes computed by the model (an axes initializer that is also a graph input, whose value may be
                 # fed at run time) or no rank known
                 lower_gather_multiaxis_at_run_time(node, data.elem_type, builder)
@@ -281,6 +285,8 @@ class LowerPass:
                 builder.rename_last_output(node.output[0])
                 return Visit(builder.nodes, freed=freed | {node.input[1]},
                              detail={"form": FORM_NAMES[type(plan)], "source": "semantics"})
+            if self.single_gather_only:
+                raise NotChanged(f"{KEPT_FOR_KERNEL}: no single gather computes it: " + "; ".join(reasons))
             lower_gather_multiaxis(node, data, indices, axes, builder, narrow)
         except NotLowered as reason:
             raise NotChanged(str(reason)) from None
@@ -333,4 +339,23 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
     return result, lowering.report
 
 
-__all__ = ["GENERAL", "MIN_OPSET", "LowerPass", "LowerReport", "LoweredNode", "is_gather_multiaxis", "lower_model"]
+def lower_single_gathers(model: ModelProto, external_data_folder: str | os.PathLike | None = None
+                         ) -> tuple[ModelProto, LowerReport]:
+    """``lower_model`` restricted to the nodes that one standard gather computes (steps 1 and 2 of the
+    module docstring): what the package's session runs on ORT's builtin kernels. A node that needs the
+    general decomposition is left, with the reason (``KEPT_FOR_KERNEL``), for the GatherMultiaxis kernel.
+
+    Args:
+        model: the model; it is not changed.
+        external_data_folder: as ``lower_model``'s.
+
+    Returns:
+        The copy and the LowerReport (lowered: the nodes now one standard gather).
+    """
+    lowering = LowerPass(external_data_folder=external_data_folder, single_gather_only=True)
+    result = run_pass(model, lowering, repeat=True)
+    return result, lowering.report
+
+
+__all__ = ["GENERAL", "KEPT_FOR_KERNEL", "MIN_OPSET", "LowerPass", "LowerReport", "LoweredNode", "is_gather_multiaxis", "lower_model",
+           "lower_single_gathers"]

@@ -16,7 +16,6 @@ or left as it is, with the reason in the report; every replaced output gets a va
 from __future__ import annotations
 
 import itertools
-import math
 from collections import Counter
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field

@@ -12,19 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-import numpy as np
 from onnx import NodeProto, TensorProto
 
 from ..ops.contract import DATA_TYPES, Mode
 from ..ops.alignment import (Alignment, AlignmentError, gather_alignment, gather_elements_alignment,
                              gather_nd_alignment)
 from . import block_quantized, provenance, runtime_alignment
-from .builder import NodeBuilder
+from .builder import INT64_MAX, NodeBuilder
 from .inference import Dim, TensorInfo
 from .report import LeftUnchanged
 from .walk import attribute
 
-INT64_MAX = np.iinfo(np.int64).max  # "to the end" for Slice
 
 
 class _NeedsRuntime(Exception):

@@ -30,11 +30,10 @@ from dataclasses import dataclass
 import numpy as np
 from onnx import TensorProto, numpy_helper
 
-from .builder import NodeBuilder
+from .builder import INT64_MAX, NodeBuilder
 
 MIN_OPSET = 7               # Gather; GatherElements and GatherND exist from opset 11
 AXES_INPUT_OPSET = 13       # Unsqueeze/Squeeze take axes as an input; below it, Reshape to computed shapes
-_INT64_MAX = int(np.iinfo(np.int64).max)
 
 
 @dataclass(frozen=True)
@@ -133,8 +132,8 @@ def _gather_by_reshape(builder: NodeBuilder, data: str, indices: str, axis: int)
     q = builder.length(indices_shape, "indices_rank")
     a = m.axis(axis, r, "axis")
     head = m.cut(data_shape, 0, axis, "data_head") if axis != 0 else None   # data.shape[:axis]
-    tail = m.cut(data_shape, axis, _INT64_MAX, "data_tail")                 # data.shape[axis:]
-    rest = m.cut(tail, 1, _INT64_MAX, "data_rest")                           # data.shape[axis+1:]
+    tail = m.cut(data_shape, axis, INT64_MAX, "data_tail")                 # data.shape[axis:]
+    rest = m.cut(tail, 1, INT64_MAX, "data_rest")                           # data.shape[axis+1:]
     aligned_data = builder.concat([*([head] if head else []), m.ones_like(indices_shape, "data_ones"), tail],
                                   "data_aligned_shape")
     indices_parts = [m.ones_like(head, "indices_ones_head")] if head else []
@@ -199,14 +198,14 @@ def _gather_nd_by_reshape(builder: NodeBuilder, data: str, indices: str, batch_d
     r = builder.length(data_shape, "data_rank")
     q = builder.length(indices_shape, "indices_rank")
     b = m.const(batch_dims, "batch_dims")
-    last = m.cut(indices_shape, -1, _INT64_MAX, "coordinate_size_1d")
+    last = m.cut(indices_shape, -1, INT64_MAX, "coordinate_size_1d")
     b_k = m.add(b, builder.squeeze(last, [0], "coordinate_size"), "indexed_end")          # b+k
     short = m.sub(m.sub(q, m.const(1, "one"), "q_minus_one"), b_k, "index_dims_over_k")  # q-1-b-k
     below = builder.op("Less", [short, m.const(0, "zero")], "no_padding")
     pad = builder.op("Where", [below, m.const(0, "zero_pad"), short], "padding")         # M-k
     b_k_1d = m.vector(b_k, "indexed_end_1d")
     head = builder.slice(data_shape, m.const([0], "head_start"), b_k_1d, m.const([0], "head_axes"), "data_head")
-    tail = builder.slice(data_shape, b_k_1d, m.const([_INT64_MAX], "tail_end"), m.const([0], "tail_axes"),
+    tail = builder.slice(data_shape, b_k_1d, m.const([INT64_MAX], "tail_end"), m.const([0], "tail_axes"),
                          "data_tail")
     index_region = m.cut(indices_shape, 0, -1, "index_region")
     indices, no_coordinates = _empty_coordinates_as_one(builder, m, indices, last, q)
@@ -241,7 +240,7 @@ def gather_elements(builder: NodeBuilder, data: str, indices: str, axis: int) ->
     dims = m.range(m.const(0, "zero"), r, "dims")
     indices_shape = builder.shape(indices, "indices_shape")
     on_axis = builder.op("Equal", [dims, a], "on_axis")
-    ends = builder.op("Where", [on_axis, m.const(_INT64_MAX, "whole_axis"), indices_shape], "slice_ends")
+    ends = builder.op("Where", [on_axis, m.const(INT64_MAX, "whole_axis"), indices_shape], "slice_ends")
     starts = builder.op("Sub", [indices_shape, indices_shape], "slice_starts")
     data = builder.slice(data, starts, ends, dims, "fit_data")
     return RuntimeAlignment(data, indices, m.vector(a, "axes"), None)
@@ -268,7 +267,7 @@ def gather_nd(builder: NodeBuilder, data: str, indices: str, batch_dims: int) ->
     r, q = m.rank(data, "data_rank"), m.rank(indices, "indices_rank")
     b = m.const(batch_dims, "batch_dims")
     last = builder.slice(builder.shape(indices, "indices_shape"), m.const([-1], "last_start"),
-                         m.const([_INT64_MAX], "last_end"), m.const([0], "last_axes"), "coordinate_size_1d")
+                         m.const([INT64_MAX], "last_end"), m.const([0], "last_axes"), "coordinate_size_1d")
     k = builder.squeeze(last, [0], "coordinate_size")
     indices, _ = _empty_coordinates_as_one(builder, m, indices, last, q)
     q_index = m.sub(m.sub(q, m.const(1, "one"), "q_minus_one"), b, "index_dims")    # q-1-b

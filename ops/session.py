@@ -59,7 +59,8 @@ def evaluate_constants(model: ModelProto, base_dir: str | None) -> list[np.ndarr
     return session.run(None, {})
 
 
-def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True) -> PreparedModel:
+def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True,
+                  builtin_gathers: bool = False) -> PreparedModel:
     """The bind step (``graphs.bind.prepare_model``) for the installed PyOp bridge: float16 outputs where it
     hands arrays back, tables computed from constants computed by ORT (``evaluate_constants``).
 
@@ -67,12 +68,13 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
         model: the ``onnx.ModelProto`` to prepare (a rewritten model with GatherMultiaxis nodes).
         base_dir: the folder of the model file (for its external data), or None.
         bind: False skips binding tables (the model is still prepared for the session).
+        builtin_gathers: run the nodes one standard gather computes as that gather (see the session).
 
     Returns:
         The ``PreparedModel`` from ``graphs.bind.prepare_model``.
     """
     return bind_step.prepare_model(model, base_dir, bind, float16_outputs=ortop.bridge_info()["handback_supported"],
-                                   evaluate=evaluate_constants)
+                                   evaluate=evaluate_constants, builtin_gathers=builtin_gathers)
 
 
 def _load(path_or_bytes) -> tuple[ModelProto, str | None]:
@@ -244,9 +246,19 @@ def _result_or_run_error(token: int, call):
 class InferenceSession(ort.InferenceSession):
     """``onnxruntime.InferenceSession`` for models holding GatherMultiaxis nodes (see the module docstring).
 
-    Same arguments as ORT's (``path_or_bytes`` may also be a ``ModelProto``); ``bind_constants=False``
-    keeps every data operand on the bridge. The session runs on its own copy of ``sess_options`` (see
-    ``own_options``).
+    Same arguments as ORT's (``path_or_bytes`` may also be a ``ModelProto``), and two of its own:
+
+    * ``run_builtin_gathers`` (default True): a node that one standard ONNX gather computes exactly (a
+      rewritten Gather, GatherElements or GatherND, and most nodes from other frameworks' gathers) runs
+      as that gather on ORT's builtin kernel, in the session's in-memory model
+      (``graphs.lower.lower_single_gathers``). Bit for bit the kernel's results, without the PyOp
+      bridge's fixed cost per call (about 8-10 us, which is most of a small model's run time); an
+      out-of-range index then raises ORT's own error for that gather, as the original model did. Only
+      the nodes no single gather computes run on the GatherMultiaxis kernel. False: every node runs
+      on the kernel (its errors, its bound tables).
+    * ``bind_constants=False`` keeps every data operand of the kernel's nodes on the bridge.
+
+    The session runs on its own copy of ``sess_options`` (see ``own_options``).
     """
 
     _gathermultiaxis_run_tokens = True  # errors travel by run token (no per-thread channel)
@@ -256,7 +268,7 @@ class InferenceSession(ort.InferenceSession):
                  sess_options: ort.SessionOptions | None = None,
                  providers: Sequence[str | tuple[str, dict[Any, Any]]] | None = None,
                  provider_options: Sequence[dict[Any, Any]] | None = None, bind_constants: bool = True,
-                 **kwargs: Any) -> None:
+                 run_builtin_gathers: bool = True, **kwargs: Any) -> None:
         if isinstance(path_or_bytes, (str, os.PathLike)) and os.fspath(path_or_bytes).endswith(".ort"):
             raise ValueError("ORT format models are not supported: pass the ONNX model")
         if sess_options is not None:
@@ -264,7 +276,7 @@ class InferenceSession(ort.InferenceSession):
         model, model_folder = _load(path_or_bytes)
         folder = _external_data_folder(model_folder, sess_options)
         try:
-            prepared = prepare_model(model, folder, bind=bind_constants)
+            prepared = prepare_model(model, folder, bind=bind_constants, builtin_gathers=run_builtin_gathers)
         except ExternalDataError as error:  # ORT's exception type for the same refusal
             raise Fail(f"cannot load the model: {error}") from error
         self._gathermultiaxis_token_name = prepared.token if prepared.tokened else None
@@ -272,8 +284,9 @@ class InferenceSession(ort.InferenceSession):
         self._gathermultiaxis_bridge_outputs = _bridge_written_outputs(prepared.model)
         self._gathermultiaxis_tables = prepared.tables  # the session's own: the op finds them while it holds them
         self._gathermultiaxis_crossings = prepared.crossings
-        _log.debug("session: %d constant tables bound, %d bridge crossings a run", len(prepared.tables),
-                   prepared.crossings)
+        self._gathermultiaxis_builtin = prepared.builtin_gathers
+        _log.debug("session: %d nodes run as builtin gathers, %d constant tables bound, %d bridge crossings a run",
+                   prepared.builtin_gathers, len(prepared.tables), prepared.crossings)
         ortop.publish_bound_tables(prepared.tables)
         options = own_options(sess_options)
         self._gathermultiaxis_shared = []  # OrtValues over bound arrays that ORT reads too: alive with the session
@@ -326,6 +339,12 @@ class InferenceSession(ort.InferenceSession):
     def bound_tables(self) -> int:
         """How many constant data operands this session handed to the kernel."""
         return len(self._gathermultiaxis_tables)
+
+    @property
+    def builtin_gathers(self) -> int:
+        """How many GatherMultiaxis nodes this session runs as one standard ONNX gather (ORT's builtin
+        kernel; see the class docstring)."""
+        return self._gathermultiaxis_builtin
 
     @property
     def bridge_crossings(self) -> int:

@@ -1054,6 +1054,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="run the rewrite lowered for WebNN (`lower --target webnn`, each data set's input "
                               "shapes) on plain ORT; data sets the original refuses are not compared (WebNN "
                               "cannot raise)")
+    modes.add_argument("--session", dest="mode", action="store_const", const=check.CheckMode.SESSION,
+                         help="run the rewrite as users do: gathermultiaxis.InferenceSession with ORT's default "
+                              "options, nodes one standard gather computes run as that gather (the kernel "
+                              "elsewhere); the original also with ORT's defaults")
     checker.add_argument("--fail-fast", action="store_true", help="stop at the first failed case")
     checker.add_argument("--allow", action="append", choices=["not compared", "not runnable", "no gather"],
                          metavar="VERDICT",

@@ -76,7 +76,7 @@ def session_options(options):
 
 def make_session(model: ModelProto, custom: bool, optimized: bool = False,
                  external_data_folder: str | os.PathLike | None = None,
-                 as_users_do: bool = False, intra_op_threads: int | None = None):
+                 as_users_do: bool = False, intra_op_threads: int | None = None, run_builtin_gathers: bool | None = None):
     """A CPU session of ``model``: ``gathermultiaxis.InferenceSession`` when ``custom``, else plain ORT.
     Tensors of ``model`` kept in external files are read by ORT itself from ``external_data_folder``
     (memory-mapped, never serialized: a model over 2 GiB runs as it does from its path).
@@ -84,7 +84,9 @@ def make_session(model: ModelProto, custom: bool, optimized: bool = False,
     Comparisons run with graph optimizations off: with them on, ORT constant-folds shape arithmetic
     through a builtin Gather but not through a custom op, and the two foldings can round differently.
     Timings run with ORT's defaults (``optimized=True``); ``as_users_do``: with no options object at all,
-    as a user's ``InferenceSession(model)`` call (the benchmarks of what users meet).
+    as a user's ``InferenceSession(model)`` call (the benchmarks of what users meet), where the nodes one
+    standard gather computes run as that gather (``run_builtin_gathers``). The other custom sessions run
+    every GatherMultiaxis node on the package's kernel unless told otherwise: comparisons test the kernel.
 
     Args:
         model: the model to run.
@@ -93,17 +95,21 @@ def make_session(model: ModelProto, custom: bool, optimized: bool = False,
         external_data_folder: the folder ``model``'s external data files are in (None: it has none).
         as_users_do: no options object at all (``optimized`` and ``external_data_folder`` then unused).
         intra_op_threads: ORT's intra-op thread count (None: ORT's default, a thread per core).
+        run_builtin_gathers: the custom session's ``run_builtin_gathers`` (None: True with ``as_users_do``,
+            else False).
 
     Returns:
         The session, on the CPU execution provider.
     """
     import onnxruntime as ort  # here, not on import: see the module docstring
 
+    if run_builtin_gathers is None:
+        run_builtin_gathers = as_users_do
     if as_users_do:
         if custom:
             from .ops.session import InferenceSession
 
-            return InferenceSession(model, providers=["CPUExecutionProvider"])
+            return InferenceSession(model, providers=["CPUExecutionProvider"], run_builtin_gathers=run_builtin_gathers)
         return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
     options = ort.SessionOptions()
@@ -121,7 +127,7 @@ def make_session(model: ModelProto, custom: bool, optimized: bool = False,
 
         if external_data_folder is not None:  # options it keeps as they are, config entry included
             options = session_options(options)
-        return InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        return InferenceSession(model, options, providers=["CPUExecutionProvider"], run_builtin_gathers=run_builtin_gathers)
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 

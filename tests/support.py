@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 from hypothesis import strategies as st
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from gathermultiaxis.harness import IR_VERSION, difference
 
@@ -102,3 +102,18 @@ def assert_bit_identical(actual, expected):
     """Same dtype, shape, values and NaN positions (and the same bytes for non-object dtypes)."""
     problem = difference(actual, expected)
     assert problem is None, problem
+
+
+def reversal_model() -> onnx.ModelProto:
+    """Gather(x, Range(T-1, -1, -1)) along axis 0: x reversed. ORT 1.31's GatherToSliceFusion makes it
+    a Slice that selects nothing."""
+    def constant(name, value):
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(value, np.int64), name))
+
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]), constant("zero", 0), constant("one", 1),
+             constant("minus_one", -1), helper.make_node("Gather", ["shape", "zero"], ["length"], axis=0),
+             helper.make_node("Sub", ["length", "one"], ["start"]),
+             helper.make_node("Range", ["start", "minus_one", "minus_one"], ["reversed"]),
+             helper.make_node("Gather", ["x", "reversed"], ["y"], axis=0, name="reverse")]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["T", 4])])

@@ -1,15 +1,19 @@
 """``gathermultiaxis bench end-to-end MODEL|FOLDER ...``: whole models as users run them.
 
-Three columns per model, all with ORT's default session options: the original on plain ORT (builtin
-gathers); the ``rewrite --ort-optimize`` model in ``gathermultiaxis.InferenceSession``; and that rewrite
-lowered to standard ONNX ops (``graphs.lower_model``, static ranks only) on plain ORT. Each model is
-timed in ``processes`` rounds of fresh processes, one process per column (a slow state of one
-process counts; see ``measure_in_this_process`` for why one session per process), the rounds
-interleaving every model and column. Reported: medians over all repeats of all rounds; per model the
-ratio of medians of the worse round (a slow state of one process counts) and the spread (the lowest and
-highest ratio of one round); a geometric-mean row; the bridge crossings per run and the bound tables of
-the rewritten model's session; and the goals (printed, not asserted: ``GOALS``). ``load``: that many
-busy-loop processes (one per core, pinned) run during the measurement, for the figures of a busy machine.
+Five columns per model, all with ORT's default session options: the original on plain ORT (builtin
+gathers); the ``rewrite --ort-optimize`` model and the plain ``rewrite`` model, each in
+``gathermultiaxis.InferenceSession`` as users create it (nodes one standard gather computes run as that
+gather, the others on the kernel: ``run_builtin_gathers``); the ``--ort-optimize`` rewrite with every
+node on the kernel (``run_builtin_gathers=False``: the custom-op path itself); and that rewrite lowered
+to standard ONNX ops (``graphs.lower_model``, static ranks only) on plain ORT. Each model is timed in
+``processes`` rounds of fresh processes, one process per column (a slow state of one process counts;
+see ``measure_in_this_process`` for why one session per process), the rounds interleaving every model
+and column. Reported: medians over all repeats of all rounds; per model the ratio of medians of the
+worse round and the spread (the lowest and highest ratio of one round); "rewritten / builtin", the
+worse of the two rewrites (the goals' measure); a geometric-mean row; per session the nodes run as
+builtin gathers, the bridge crossings per run and the bound tables; and the goals (printed, not
+asserted: ``GOALS``). ``load``: that many busy-loop processes (one per core, pinned) run during the
+measurement, for the figures of a busy machine.
 
 Inputs: ``MODEL.inputs.npz`` beside the model when there is one (``gathermultiaxis bench
 build-exports`` writes them), else generated inputs whose symbolic dims take (batch, sequence).
@@ -29,7 +33,10 @@ import numpy as np
 
 from .timing import interleaved
 
-COLUMNS = ("builtin", "rewritten", "lowered")
+COLUMNS = ("builtin", "rewrite --ort-optimize", "rewrite", "kernel only", "lowered")
+SESSION_COLUMNS = COLUMNS[1:4]  # the columns run in gathermultiaxis.InferenceSession
+TIMED = COLUMNS[1:]  # each timed against "builtin"
+GOAL_KEY = "rewritten / builtin"  # per model the worse of the two rewrites in the default session
 # Issue 29's goals for rewritten / builtin, printed beside the table (a shared machine cannot assert them).
 GOALS = {"geometric mean": 1.4, "every model": 2.5}
 
@@ -38,15 +45,15 @@ GOALS = {"geometric mean": 1.4, "every model": 2.5}
 class ModelRow:
     model: str
     shape: str                    # "inputs.npz", or the (batch, sequence) given to symbolic dims
-    rewritten_gathers: int
-    bit_identical: bool           # rewritten (InferenceSession) against the original, every process
+    rewritten_gathers: int        # by ``rewrite --ort-optimize``
+    bit_identical: bool           # every session column against the original, every process
     lowered_bit_identical: bool | None  # None: lowering left a GatherMultiaxis (or failed)
     median_ms: dict[str, float] = field(default_factory=dict)
-    ratios: dict[str, float] = field(default_factory=dict)  # "rewritten / builtin", "lowered / builtin": median over rounds
+    ratios: dict[str, float] = field(default_factory=dict)  # "COLUMN / builtin" and GOAL_KEY: the worse round's
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)  # per-round ratio min, max
     processes: int = 0
-    crossings: int | None = None  # PyOp bridge calls in one run of the rewritten model's session
-    bound_tables: int | None = None  # constant tables that session bound (no bridge copy per call)
+    sessions: dict[str, dict[str, int]] = field(default_factory=dict)  # per session column: builtin_gathers,
+    # crossings (PyOp bridge calls in one run), bound_tables (constant tables bound: no bridge copy per call)
     notes: list[str] = field(default_factory=list)
 
 
@@ -101,16 +108,20 @@ def _sessions_and_feeds(path: str, batch: int, sequence: int):
     model = onnx.load(path)
     feeds, shape = model_feeds(Path(path), model, batch, sequence)
     rewritten, report = rewrite_model(model, ort_optimize=True, session_options=session_options)
+    plain, _ = rewrite_model(model)
     static, _ = rewrite_model(model, ort_optimize=True, runtime_alignment=False, session_options=session_options)
     lowered, lowering = lower_model(static)
-    return {"builtin": model, "rewritten": rewritten, "lowered": lowered}, feeds, shape, report, lowering
+    models = {"builtin": model, "rewrite --ort-optimize": rewritten, "rewrite": plain, "kernel only": rewritten,
+              "lowered": lowered}
+    return models, feeds, shape, report, lowering
 
 
 def _session(column: str, model):
-    """ORT's default options, as users run models (the package's session for the rewritten column)."""
+    """ORT's default options, as users run models (the package's session for the session columns)."""
     from ..harness import make_session
 
-    return make_session(model, custom=column == "rewritten", as_users_do=True)
+    return make_session(model, custom=column in SESSION_COLUMNS, as_users_do=True,
+                        run_builtin_gathers=column != "kernel only")
 
 
 def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: int = 16,
@@ -128,12 +139,12 @@ def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: i
         repeats: how many timed runs.
         batch: the batch size of generated inputs.
         sequence: the sequence length of generated inputs.
-        column: "builtin", "rewritten" or "lowered" (``COLUMNS``).
+        column: one of ``COLUMNS``.
 
     Returns:
         A JSON-ready dict: ``shape``, ``rewritten_gathers``, ``column``, ``bit_identical`` (None for the
         builtin column, or a lowering that left a GatherMultiaxis), ``lowering_left``, ``samples`` (ms),
-        ``crossings`` and ``bound_tables`` (the rewritten column only, else None).
+        ``session`` (the session columns only, else None: ``builtin_gathers``, ``crossings``, ``bound_tables``).
     """
     from ..harness import bit_identical
 
@@ -146,15 +157,15 @@ def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: i
     sess = _session(column, models[column])
     if column != "builtin" and not (column == "lowered" and lowering.left):
         same = all(bit_identical(a, b) for a, b in zip(sess.run(None, feeds), want))
-    crossings = bound = None
-    if column == "rewritten":  # counted on a run of its own, before the timing (the count hook costs)
+    facts = None
+    if column in SESSION_COLUMNS:  # counted on a run of its own, before the timing (the count hook costs)
         from ..ops.ortop import count_crossings
 
-        crossings = count_crossings(lambda: sess.run(None, feeds))[1]
-        bound = sess.bound_tables
+        facts = {"builtin_gathers": sess.builtin_gathers, "crossings": count_crossings(lambda: sess.run(None, feeds))[1],
+                 "bound_tables": sess.bound_tables}
     samples = interleaved({column: lambda: sess.run(None, feeds)}, repeats)[column]
     return {"shape": shape, "rewritten_gathers": report.rewritten, "column": column, "bit_identical": same,
-            "lowering_left": lowering.left, "samples": samples, "crossings": crossings, "bound_tables": bound}
+            "lowering_left": lowering.left, "samples": samples, "session": facts}
 
 
 def _child_environment() -> dict[str, str]:
@@ -246,26 +257,26 @@ def run(items: list[str], repeats: int = 201, processes: int = 2, batch: int = 1
 def _row(path: Path, rounds: list[dict[str, dict]]) -> ModelRow:
     runs = [run for one_round in rounds for run in one_round.values()]
     good = [one_round for one_round in rounds if not any("error" in r for r in one_round.values())]
-    first = good[0]["rewritten"] if good else {}
+    first = good[0]["rewrite --ort-optimize"] if good else {}
     lowering_left = bool(good) and any(r["lowering_left"] for one_round in good for r in one_round.values())
     row = ModelRow(path.name, first.get("shape", "-"), first.get("rewritten_gathers", 0),
-                   bool(good) and all(r["rewritten"]["bit_identical"] for r in good),
+                   bool(good) and all(r[column]["bit_identical"] for r in good for column in SESSION_COLUMNS),
                    None if not good or lowering_left else all(r["lowered"]["bit_identical"] for r in good),
                    processes=len(good))
-    if good:
-        row.crossings = good[0]["rewritten"].get("crossings")
-        row.bound_tables = good[0]["rewritten"].get("bound_tables")
     row.notes = [f"a process ({r['column']}) failed: {r['error']}" for r in runs if "error" in r]
     if not good:
         return row
+    row.sessions = {column: good[0][column]["session"] for column in SESSION_COLUMNS}
     if lowering_left:
         row.notes.append(f"lowering left {first['lowering_left']} GatherMultiaxis node(s)")
     for name in COLUMNS:
         row.median_ms[name] = float(np.median([s for r in good for s in r[name]["samples"]]))
-    for name in ("rewritten", "lowered"):
+    for name in TIMED:
         key = f"{name} / builtin"
         _, low, high = round_ratios([r[name]["samples"] for r in good], [r["builtin"]["samples"] for r in good])
         row.ratios[key], row.spread[key] = high, (low, high)  # the worse round counts
+    worse = max(("rewrite --ort-optimize / builtin", "rewrite / builtin"), key=lambda key: row.ratios[key])
+    row.ratios[GOAL_KEY], row.spread[GOAL_KEY] = row.ratios[worse], row.spread[worse]
     return row
 
 
@@ -316,28 +327,33 @@ def format_rows(rows: list[ModelRow]) -> str:
     def same(value: bool | None) -> str:
         return "n/a" if value is None else ("yes" if value else "NO")
 
-    def count(value: int | None) -> str:
-        return "n/a" if value is None else str(value)
+    def session(row: ModelRow, column: str) -> str:
+        facts = row.sessions.get(column)
+        return "n/a" if facts is None else (f"{facts['builtin_gathers']} / {facts['crossings']} / "
+                                            f"{facts['bound_tables']}")
 
-    lines = ["| model | inputs | gathers rewritten | bridge crossings / run | bound tables | "
-             "bit-identical (rewritten / lowered) | builtin ms | rewritten ms | lowered ms | "
-             "rewritten / builtin, worse round [per-round min-max] | lowered / builtin |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    ratio_keys = [GOAL_KEY] + [f"{name} / builtin" for name in TIMED]
+    lines = ["| model | inputs | gathers rewritten | session (--ort-optimize): builtin gathers / bridge crossings "
+             "/ bound tables | session (plain rewrite) | kernel only | bit-identical (sessions / lowered) | "
+             "builtin ms | " + " | ".join(ratio_keys) + " |",
+             "|---" * (7 + len(ratio_keys)) + "|"]
     for row in rows:
-        ms = (lambda name: f"{row.median_ms[name]:.3f}" if name in row.median_ms else "n/a")
-        lines.append(f"| {row.model} | {row.shape} | {row.rewritten_gathers} | {count(row.crossings)} | "
-                     f"{count(row.bound_tables)} | {same(row.bit_identical)} / "
-                     f"{same(row.lowered_bit_identical)} | {ms('builtin')} | {ms('rewritten')} | {ms('lowered')} | "
-                     f"{ratio(row, 'rewritten / builtin')} | {ratio(row, 'lowered / builtin')} |")
-    means = [geometric_mean(rows, key) for key in ("rewritten / builtin", "lowered / builtin")]
-    lines.append("| geometric mean | | | | | | | | | " + " | ".join("n/a" if m is None else f"{m:.2f}" for m in means)
+        lines.append(f"| {row.model} | {row.shape} | {row.rewritten_gathers} | "
+                     + " | ".join(session(row, column) for column in SESSION_COLUMNS)
+                     + f" | {same(row.bit_identical)} / {same(row.lowered_bit_identical)} | "
+                     + (f"{row.median_ms['builtin']:.3f}" if "builtin" in row.median_ms else "n/a") + " | "
+                     + " | ".join(ratio(row, key) for key in ratio_keys) + " |")
+    means = [geometric_mean(rows, key) for key in ratio_keys]
+    lines.append("| geometric mean |" + " |" * 6 + " " + " | ".join("n/a" if m is None else f"{m:.2f}" for m in means)
                  + " |")
+    lines.append(f"(ratios: the worse round's, [per-round min-max]; {GOAL_KEY}: per model the worse of the two "
+                 "rewrites, run as users run them)")
     notes = [f"{row.model}: {note}" for row in rows for note in row.notes]
     return "\n".join(lines + [f"note: {note}" for note in notes] + goal_lines(rows))
 
 
 def goal_lines(rows: list[ModelRow]) -> list[str]:
-    """The goals for rewritten / builtin (``GOALS``) against this run, each ratio the worse round's.
+    """The goals for ``GOAL_KEY`` (``GOALS``) against this run, each ratio the worse round's.
 
     Args:
         rows: the models' rows.
@@ -345,7 +361,7 @@ def goal_lines(rows: list[ModelRow]) -> list[str]:
     Returns:
         The lines to print (["goals: nothing timed"] when no row was timed).
     """
-    key = "rewritten / builtin"
+    key = GOAL_KEY
     timed = [row for row in rows if key in row.ratios]
     if not timed:
         return ["goals: nothing timed"]

@@ -2,7 +2,9 @@
 
 For every workload, in one process and interleaved round-robin (the machine is shared, so drift hits
 every entry alike): ORT's builtin kernels on the original model; the rewritten model through
-``gathermultiaxis.InferenceSession`` (constant tables bound once); the rewritten model through
+``gathermultiaxis.InferenceSession`` as users create it (nodes one standard gather computes run as that
+gather: ``run_builtin_gathers``); the same with every node on the kernel ("InferenceSession, kernel":
+``run_builtin_gathers=False``, constant tables bound once); the rewritten model through
 ``onnxruntime.InferenceSession`` with ``session_options()`` (every input copied through the bridge);
 and the copy floor, the least a PyOp can do (the gathers in NumPy plus one copy of their outputs into
 ORT). Medians with the spread (10th-90th percentile) and the same ratio from the odd and the even
@@ -33,7 +35,8 @@ from ..harness import IR_VERSION, bit_identical, make_session
 from .timing import interleaved
 
 OPSET = 17
-ENTRIES = ("builtin", "InferenceSession", "session_options", "copy floor")
+ENTRIES = ("builtin", "InferenceSession", "InferenceSession, kernel", "session_options", "copy floor")
+KERNEL = "InferenceSession, kernel"  # the entry that runs every node on the kernel (the custom-op path itself)
 
 
 @dataclass
@@ -176,9 +179,10 @@ def _sessions(workload: RuntimeWorkload):
     rewritten = rewrite_model(workload.model)[0]
     builtin = make_session(workload.model, custom=False, as_users_do=True)
     package = make_session(rewritten, custom=True, as_users_do=True)
+    kernel = make_session(rewritten, custom=True, as_users_do=True, run_builtin_gathers=False)
     plain = ort.InferenceSession(rewritten.SerializeToString(), session_options(ort.SessionOptions()),
                                  providers=["CPUExecutionProvider"])
-    return builtin, package, plain
+    return builtin, package, kernel, plain
 
 
 def measure(workload: RuntimeWorkload, repeats: int) -> RuntimeResult:
@@ -195,13 +199,14 @@ def measure(workload: RuntimeWorkload, repeats: int) -> RuntimeResult:
     Raises:
         AssertionError: a rewritten run's output is not bit-identical to builtin's.
     """
-    builtin, package, plain = _sessions(workload)
+    builtin, package, kernel, plain = _sessions(workload)
     expected = builtin.run(None, workload.feeds)
-    for sess in (package, plain):
+    for sess in (package, kernel, plain):
         if not all(bit_identical(a, e) for a, e in zip(sess.run(None, workload.feeds), expected)):
             raise AssertionError(f"{workload.name}: the rewritten model's output differs from the builtin one")
     calls = {"builtin": lambda: builtin.run(None, workload.feeds),
              "InferenceSession": lambda: package.run(None, workload.feeds),
+             KERNEL: lambda: kernel.run(None, workload.feeds),
              "session_options": lambda: plain.run(None, workload.feeds),
              "copy floor": workload.floor}
     samples = interleaved(calls, repeats, warmups=2)
@@ -209,12 +214,12 @@ def measure(workload: RuntimeWorkload, repeats: int) -> RuntimeResult:
     for name, values in samples.items():
         result.medians_ms[name] = float(np.median(values))
         result.spread_ms[name] = (float(np.percentile(values, 10)), float(np.percentile(values, 90)))
-    for name in ("InferenceSession", "session_options", "copy floor"):
+    for name in ENTRIES[1:]:
         result.ratios[f"{name} / builtin"] = result.medians_ms[name] / result.medians_ms["builtin"]
         halves = [float(np.median(samples[name][h::2]) / np.median(samples["builtin"][h::2])) for h in (0, 1)]
         result.halves[f"{name} / builtin"] = (halves[0], halves[1])
-    result.ratios["InferenceSession - builtin (us)"] = (result.medians_ms["InferenceSession"]
-                                                       - result.medians_ms["builtin"]) * 1e3
+    for name in ("InferenceSession", KERNEL):
+        result.ratios[f"{name} - builtin (us)"] = (result.medians_ms[name] - result.medians_ms["builtin"]) * 1e3
     return result
 
 
@@ -250,16 +255,17 @@ def format_runtime_report(results: list[RuntimeResult]) -> str:
         lines.append(r.name + (f"  (target: InferenceSession {r.target})" if r.target else ""))
         for name in ENTRIES:
             low, high = r.spread_ms[name]
-            lines.append(f"  {name:<18}{r.medians_ms[name]:10.4f} ms  [p10-p90 {low:.4f}-{high:.4f}]")
+            lines.append(f"  {name:<26}{r.medians_ms[name]:10.4f} ms  [p10-p90 {low:.4f}-{high:.4f}]")
         for name, (odd, even) in r.halves.items():
-            lines.append(f"  {name:<28}{r.ratios[name]:8.2f}  (odd repeats {odd:.2f}, even repeats {even:.2f})")
-        lines.append(f"  InferenceSession - builtin: {r.ratios['InferenceSession - builtin (us)']:.1f} us")
-    lines += ["", "| workload | builtin ms | InferenceSession / builtin | session_options / builtin | "
-                  "copy floor / builtin | target |", "|---|---|---|---|---|---|"]
+            lines.append(f"  {name:<36}{r.ratios[name]:8.2f}  (odd repeats {odd:.2f}, even repeats {even:.2f})")
+        for name in ("InferenceSession", KERNEL):
+            lines.append(f"  {name} - builtin: {r.ratios[f'{name} - builtin (us)']:.1f} us")
+    lines += ["", "| workload | builtin ms | " + " | ".join(f"{name} / builtin" for name in ENTRIES[1:]) + " | target |",
+              "|---" * (len(ENTRIES) + 2) + "|"]
     for r in results:
-        lines.append(f"| {r.name} | {r.medians_ms['builtin']:.4f} | {r.ratios['InferenceSession / builtin']:.2f} | "
-                     f"{r.ratios['session_options / builtin']:.2f} | {r.ratios['copy floor / builtin']:.2f} | "
-                     f"{r.target or '-'} |")
+        lines.append(f"| {r.name} | {r.medians_ms['builtin']:.4f} | "
+                     + " | ".join(f"{r.ratios[f'{name} / builtin']:.2f}" for name in ENTRIES[1:])
+                     + f" | {r.target or '-'} |")
     return "\n".join(lines)
 
 
@@ -292,8 +298,9 @@ def _switch(step: str, on: bool) -> None:
 
 def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
     """Calling-thread CPU time (time.thread_time) per run of tiny models, builtin against
-    gathermultiaxis.InferenceSession with every step of the call path, and with each step switched off
-    in turn (one session per variant, all interleaved).
+    gathermultiaxis.InferenceSession as users create it ("default session": the gathers run builtin) and
+    with every node on the kernel (``run_builtin_gathers=False``) with every step of the kernel's call path
+    ("all steps"), and with each step switched off in turn (one session per variant, all interleaved).
 
     Args:
         repeats: interleaved samples per variant.
@@ -309,10 +316,12 @@ def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
     for workload in _call_path_workloads(np.random.default_rng(0)):
         rewritten = rewrite_model(workload.model)[0]
         variants = {"builtin": make_session(workload.model, custom=False, as_users_do=True)}
-        variants["all steps"] = make_session(rewritten, custom=True, as_users_do=True)
+        variants["default session"] = make_session(rewritten, custom=True, as_users_do=True)
+        variants["all steps"] = make_session(rewritten, custom=True, as_users_do=True, run_builtin_gathers=False)
         for step in ("axes as an attribute", "alignment absorbed", "float16 output"):
             _switch(step, False)
-            variants[f"without {step}"] = make_session(rewritten, custom=True, as_users_do=True)
+            variants[f"without {step}"] = make_session(rewritten, custom=True, as_users_do=True,
+                                                       run_builtin_gathers=False)
             _switch(step, True)
         runtime_steps = {f"without {step}": step
                          for step in ("own invocation hook", "1-D take shortcut", "bound take shortcut")}
@@ -392,7 +401,7 @@ def _rss_child(path: str, runs: int) -> dict:
     ids = np.random.default_rng(0).integers(0, 1000, (8, 512))
     gc.collect()
     baseline = _resident_bytes()
-    sess = InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = InferenceSession(path, providers=["CPUExecutionProvider"], run_builtin_gathers=False)  # the bound table
     gc.collect()
     created = _resident_bytes()
     for _ in range(10):

@@ -119,9 +119,17 @@ class CheckMode(Enum):
     ORT_OPTIMIZED = "ort-optimized"  # the --ort-optimize rewrite vs original, both with ORT's defaults
     LOWERED = "lowered"              # rewrite then lower, on plain ORT (no custom op library), vs original
     WEBNN = "webnn"                  # rewrite then lower --target webnn per data set's shapes, on plain ORT
+    SESSION = "session"              # rewrite in InferenceSession as users run it (builtin gathers where
+    #                                  one computes a node, the kernel elsewhere) vs original, ORT's defaults
 
     @property
     def optimized(self) -> bool:
+        """Both sides run with ORT's default graph optimizations (else all off)."""
+        return self in (CheckMode.ORT_OPTIMIZED, CheckMode.SESSION)
+
+    @property
+    def ort_optimize_rewrite(self) -> bool:
+        """The rewrite of ORT's optimized model (``rewrite --ort-optimize``)."""
         return self is CheckMode.ORT_OPTIMIZED
 
 
@@ -337,7 +345,7 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     Args:
         case: the case (a model, its data sets and its external data folder).
         options: how inputs are made (``--input-shapes``, ``--load-inputs``, the seed).
-        mode: what the model is compared as (``CheckMode``: rewritten, ORT-optimized, lowered, WebNN).
+        mode: what the model is compared as (``CheckMode``: rewritten, ORT-optimized, lowered, WebNN, session).
 
     Returns:
         The ``CheckResult``.
@@ -346,7 +354,7 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     report_phase("rewriting")
     rewritten_data_folder = case.external_data_folder
     try:
-        model, optimize = case.model, mode.optimized
+        model, optimize = case.model, mode.ort_optimize_rewrite
         if optimize and case.external_data_folder:  # ORT's optimizer needs the folder: it reads the data in
             model = ort_optimize(model, case.external_data_folder, session_options=session_options)
             optimize, rewritten_data_folder = False, None
@@ -359,7 +367,7 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     result.left_reasons = [f"{o.op_type} {o.node!r}: {o.reason}" for o in report.outcomes if not o.rewritten]
     if not report.rewritten:
         result.verdict = "no gather"
-        result.folded_by_ort = mode.optimized and not report.left and holds_gather(case.model)
+        result.folded_by_ort = mode.ort_optimize_rewrite and not report.left and holds_gather(case.model)
         result.detail = ("nothing to compare: " + (
             f"{report.left} gather(s) left: {'; '.join(result.left_reasons)}" if report.left else
             "ONNX Runtime's optimizer folded every gather of the model away" if result.folded_by_ort else
@@ -389,7 +397,8 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     try:
         custom = _WebNNSessions(rewritten, rewritten_data_folder) if mode is CheckMode.WEBNN else make_session(
             rewritten, custom=mode is not CheckMode.LOWERED, optimized=mode.optimized,
-            external_data_folder=rewritten_data_folder, intra_op_threads=CASE_THREADS)
+            external_data_folder=rewritten_data_folder, intra_op_threads=CASE_THREADS,
+            run_builtin_gathers=mode is CheckMode.SESSION)
     except Exception as error:  # noqa: BLE001
         result.verdict, result.detail = "failed", f"the rewritten model does not load: {one_line(error)}"
         return result
@@ -449,7 +458,7 @@ def check_source(task: tuple[Source, CheckMode, InputOptions]) -> CheckResult:
         if result.verdict == "failed":
             folder = fuzz.save_reproducer(case, source.save_dir, source.seed)
             flag = {CheckMode.GATHERS: "", CheckMode.ORT_OPTIMIZED: " --ort-optimize", CheckMode.LOWERED: " --lowered",
-                    CheckMode.WEBNN: " --webnn"}
+                    CheckMode.WEBNN: " --webnn", CheckMode.SESSION: " --session"}
             result.detail += (f" (replay: gathermultiaxis check --fuzz 1 --seed {source.seed}{flag[mode]}; "
                               f"reproducer: {folder})")
         return result

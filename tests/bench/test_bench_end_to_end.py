@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from gathermultiaxis.bench import end_to_end
 from gathermultiaxis.cli import main
 from gathermultiaxis.examples import EXAMPLE_PATH
 
@@ -16,22 +17,27 @@ def test_end_to_end_bundled_example(tmp_path, capsys):
     [row] = json.loads(report.read_text())
     assert (row["model"], row["shape"], row["rewritten_gathers"], row["bit_identical"], row["processes"]) == (
         "gathers.onnx", "[1, 16]", 6, True, 1)
-    assert set(row["median_ms"]) == {"builtin", "rewritten", "lowered"} and min(row["median_ms"].values()) > 0
+    assert set(row["median_ms"]) == set(end_to_end.COLUMNS) and min(row["median_ms"].values()) > 0
     low, high = row["spread"]["rewritten / builtin"]
     assert low == row["ratios"]["rewritten / builtin"] == high  # one round
-    # crossings: one bridge call per GatherMultiaxis node left after ORT's folding (fewer once calls are grouped)
-    assert 1 <= row["crossings"] <= row["rewritten_gathers"] and 0 <= row["bound_tables"] <= row["rewritten_gathers"]
+    assert row["ratios"]["rewritten / builtin"] == max(row["ratios"]["rewrite --ort-optimize / builtin"],
+                                                       row["ratios"]["rewrite / builtin"])
+    # the example's gathers each have one standard gather: the sessions as users create them run them builtin,
+    # the kernel-only session makes one bridge call per node left after ORT's folding (fewer once grouped)
+    default, kernel = row["sessions"]["rewrite --ort-optimize"], row["sessions"]["kernel only"]
+    assert default["crossings"] == 0 and default["builtin_gathers"] >= 1
+    assert kernel["builtin_gathers"] == 0 and 1 <= kernel["crossings"] <= default["builtin_gathers"]
+    assert 0 <= kernel["bound_tables"] <= kernel["crossings"]
     out = capsys.readouterr().out
     [line] = [line for line in out.splitlines() if line.startswith("| gathers.onnx |")]
-    assert line.startswith(f"| gathers.onnx | [1, 16] | 6 | {row['crossings']} | {row['bound_tables']} | yes / ")
+    assert line.startswith(f"| gathers.onnx | [1, 16] | 6 | {default['builtin_gathers']} / 0 / 0 | ")
+    assert f"| 0 / {kernel['crossings']} / {kernel['bound_tables']} | yes / " in line
     assert "| geometric mean |" in out and "goal: geometric mean of rewritten / builtin <= 1.4x" in out
     assert "goal: no model over 2.5x: worst gathers.onnx" in out and "fewer than 2 rounds" in out
 
 
 def test_end_to_end_under_load_counts_the_worse_round(tmp_path, capsys, monkeypatch):
     """--load N runs N busy loops beside the measurement (and ends them); the ratio is the worse round's."""
-    from gathermultiaxis.bench import end_to_end
-
     started = []
     monkeypatch.setattr(end_to_end, "busy_loops", lambda count, make=end_to_end.busy_loops: started.extend(make(count)) or started)
     report = tmp_path / "e2e.json"
@@ -88,6 +94,6 @@ def test_bench_jobs_and_their_old_flags(tmp_path, capsys, argv, note):
     report = tmp_path / "e2e.json"
     assert main(argv + ["--json", str(report)]) == 0
     [row] = json.loads(report.read_text())
-    assert row["processes"] == 1 and row["bit_identical"] and len(row["spread"]) == 2
+    assert row["processes"] == 1 and row["bit_identical"] and len(row["spread"]) == len(end_to_end.TIMED) + 1
     err = capsys.readouterr().err
     assert ("note: `bench --end-to-end` is now `bench end-to-end MODEL|FOLDER...`" in err) == note

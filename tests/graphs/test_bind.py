@@ -35,7 +35,7 @@ def test_bound_float16_node_form_and_bits():
     prepared = prepare_model(onnx.ModelProto.FromString(rewritten.SerializeToString()))
     assert node_types(prepared.model) == ["GatherMultiaxisBoundFloat16"], node_types(prepared.model)
     assert list(prepared.model.graph.node[0].input) == ["ids", prepared.token]
-    sess = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"])
+    sess = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
     builtin = ort.InferenceSession(original.SerializeToString(), providers=["CPUExecutionProvider"])
     for ids in (np.array([[0, 1, 49, -50]]), np.arange(-50, 50).reshape(4, 25)):
         assert_bit_identical(sess.run(None, {"ids": ids})[0], builtin.run(None, {"ids": ids})[0])
@@ -48,7 +48,7 @@ def test_constant_axes_travel_as_an_attribute():
     node = next(n for n in prepared.model.graph.node if n.domain == "ai.onnx.contrib")
     assert node.op_type == "GatherMultiaxisRunFixedAxes" and len(node.input) == 3
     assert {a.name: a.s for a in node.attribute} == {"axes": b"1", "mode": b"error"}
-    sess = gathermultiaxis.InferenceSession(constant_axes_model(TensorProto.INT64))
+    sess = gathermultiaxis.InferenceSession(constant_axes_model(TensorProto.INT64), run_builtin_gathers=False)
     data = np.arange(6, dtype=np.int64).reshape(2, 3)
     np.testing.assert_array_equal(sess.run(None, {"input": data, "indices": np.array([[2, -3]])})[0], [[2, 0], [5, 3]])
     overridable = onnx.ModelProto()  # axes that a feed can override stay an input
@@ -68,7 +68,7 @@ def test_float16_input_comes_back_as_float16():
     prepared = prepare_model(onnx.ModelProto.FromString(rewritten.SerializeToString()))
     assert "GatherMultiaxisRunFixedAxesToFloat16" in node_types(prepared.model)
     assert node_types(prepared.model).count("Cast") == 1, node_types(prepared.model)  # the widening only
-    sess = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"])
+    sess = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
     builtin = ort.InferenceSession(original.SerializeToString(), providers=["CPUExecutionProvider"])
     data = np.array([[0x7E01, 0xFD00, 0x3C00], [0xFC00, 0x0001, 0x8000]], np.uint16).view(np.float16)
     feeds = {"data": data, "ids": np.array([2, 1, 0, -1])}
@@ -83,8 +83,8 @@ def three_ways(original, feeds_list, **kwargs):
     """The rewrite of ``original`` in a binding session, bit-identical to plain ORT on ``original`` and to the
     unbound session on every feed; the binding session is returned."""
     rewritten, _ = rewrite_model(original)
-    bound = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"], **kwargs)
-    unbound = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"], bind_constants=False)
+    bound = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"], **kwargs, run_builtin_gathers=False)
+    unbound = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"], bind_constants=False, run_builtin_gathers=False)
     builtin = ort.InferenceSession(original.SerializeToString(), providers=["CPUExecutionProvider"])
     for feeds in feeds_list:
         want = builtin.run(None, feeds)
@@ -212,9 +212,9 @@ def test_tables_are_computed_in_one_batch_unless_ort_refuses_one(monkeypatch):
     assert sess.bound_tables == 2 and sessions == [2], (sess.bound_tables, sessions)
     del sessions[:]
     rewritten = rewrite_model(bad)[0]
-    sess = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"])
+    sess = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
     assert sess.bound_tables == 2 and sessions == [3, 1, 1, 1], (sess.bound_tables, sessions)
-    unbound = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"], bind_constants=False)
+    unbound = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"], bind_constants=False, run_builtin_gathers=False)
     for run in (sess.run, unbound.run):
         with pytest.raises(Exception, match="(?i)reshape"):
             run(None, {"ids": np.array([0])})
@@ -227,7 +227,7 @@ def test_a_chain_ort_refuses_is_left_to_the_run():
                           [value("ids", TensorProto.INT64, [None])], [value("out0", 1, None)],
                           [numpy_helper.from_array(np.zeros((4, 3), np.float32), "t"),
                            numpy_helper.from_array(np.array([5, 2], np.int64), "shape")])
-    sess = gathermultiaxis.InferenceSession(rewrite_model(original)[0], providers=["CPUExecutionProvider"])
+    sess = gathermultiaxis.InferenceSession(rewrite_model(original)[0], providers=["CPUExecutionProvider"], run_builtin_gathers=False)
     assert sess.bound_tables == 0
     with pytest.raises(Exception, match="(?i)reshape"):
         sess.run(None, {"ids": np.array([0])})
@@ -284,7 +284,7 @@ def test_groups_hold_at_most_four_tables_of_float_and_int64():
 
 
 def test_grouping_is_not_done_without_binding():
-    sess = gathermultiaxis.InferenceSession(rewrite_model(tree_level_model())[0], bind_constants=False)
+    sess = gathermultiaxis.InferenceSession(rewrite_model(tree_level_model())[0], bind_constants=False, run_builtin_gathers=False)
     assert sess.bound_tables == 0 and sess.bridge_crossings == 4
 
 
@@ -300,8 +300,8 @@ def test_ort_warns_about_no_initializer_the_bind_step_leaves():
         from gathermultiaxis.examples import EXAMPLE_PATH
         from gathermultiaxis.graphs import rewrite_model
         rewritten, _ = rewrite_model(onnx.load(EXAMPLE_PATH))
-        gathermultiaxis.InferenceSession(rewritten)
-        gathermultiaxis.InferenceSession(rewritten, bind_constants=False)
+        gathermultiaxis.InferenceSession(rewritten, run_builtin_gathers=False)
+        gathermultiaxis.InferenceSession(rewritten, bind_constants=False, run_builtin_gathers=False)
         ort.InferenceSession(rewritten.SerializeToString(), gathermultiaxis.session_options())
         print("MARK", flush=True)
         import sys; sys.stderr.write("MARK\\n"); sys.stderr.flush()
@@ -371,14 +371,14 @@ def test_no_removing_initializer_warning_in_loop_scan_and_if_bodies(tmp_path):
         paths = {paths!r}
         for path in paths:
             model = onnx.load(path)
-            gathermultiaxis.InferenceSession(model)
-            gathermultiaxis.InferenceSession(model, bind_constants=False)
+            gathermultiaxis.InferenceSession(model, run_builtin_gathers=False)
+            gathermultiaxis.InferenceSession(model, bind_constants=False, run_builtin_gathers=False)
         print("MARK", flush=True)
         sys.stderr.write("MARK\\n"); sys.stderr.flush()
         loop = onnx.load(paths[0])
         loop.graph.node[0].attribute[0].g.initializer.append(
             onnx.helper.make_tensor("unread_one", onnx.TensorProto.FLOAT, [1], [1.0]))
-        gathermultiaxis.InferenceSession(loop)
+        gathermultiaxis.InferenceSession(loop, run_builtin_gathers=False)
     """)
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert child.returncode == 0 and "MARK" in child.stdout, child.stderr[-3000:]

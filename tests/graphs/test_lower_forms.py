@@ -11,7 +11,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from sessions import builtin_session, custom_session
-from support import assert_bit_identical, make_model
+from support import assert_bit_identical, make_model, reversal_model
 
 from gathermultiaxis.graphs import lower_model, rewrite_model
 from gathermultiaxis.graphs.provenance import KEY, replaced_gather
@@ -168,8 +168,6 @@ def test_run_time_aligned_nodes_lower_to_the_one_gather():
 def test_a_reversal_through_range_stays_right_under_ort_defaults():
     """ORT's GatherToSliceFusion gets Gather(x, Range(T-1, -1, -1)) wrong under its default options
     (README, "Upstream problems"); the lowering does not give that Gather back, so the right answer wins."""
-    from test_ort_optimizer import reversal_model
-
     model, x = reversal_model(), np.arange(12, dtype=np.float32).reshape(3, 4)
     assert default_options_session(model).run(None, {"x": x})[0].shape == (0, 4)  # ORT's bug, still there
     lowered, report = lower_model(rewrite_model(model)[0])

@@ -10,7 +10,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from sessions import builtin_session, custom_session, file_session
-from support import assert_bit_identical, make_model
+from support import assert_bit_identical, make_model, reversal_model
 from tiny_bert import HEADS, HIDDEN, SHIPPED, VOCAB
 
 from gathermultiaxis import session_options
@@ -72,21 +72,6 @@ def test_models_saved_by_ort_tools_rewrite_bit_exact_both_ways(tmp_path, saved_b
 
 
 # -- GatherToSliceFusion ---------------------------------------------------------------------------
-
-def reversal_model() -> onnx.ModelProto:
-    """Gather(x, Range(T-1, -1, -1)) along axis 0: x reversed. ORT 1.31's GatherToSliceFusion makes it
-    a Slice that selects nothing."""
-    def constant(name, value):
-        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(value, np.int64), name))
-
-    nodes = [helper.make_node("Shape", ["x"], ["shape"]), constant("zero", 0), constant("one", 1),
-             constant("minus_one", -1), helper.make_node("Gather", ["shape", "zero"], ["length"], axis=0),
-             helper.make_node("Sub", ["length", "one"], ["start"]),
-             helper.make_node("Range", ["start", "minus_one", "minus_one"], ["reversed"]),
-             helper.make_node("Gather", ["x", "reversed"], ["y"], axis=0, name="reverse")]
-    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", 4])],
-                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["T", 4])])
-
 
 def default_options_session(model, custom: bool) -> ort.InferenceSession:
     options = session_options(ort.SessionOptions()) if custom else ort.SessionOptions()

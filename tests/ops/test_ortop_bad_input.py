@@ -15,7 +15,7 @@ from gathermultiaxis import GatherIndexError, GatherShapeError, InferenceSession
 def make_session(entry, model):
     """Through both entry points: the package's InferenceSession and ORT's with session_options()."""
     if entry == "session":
-        return InferenceSession(model, providers=["CPUExecutionProvider"])
+        return InferenceSession(model, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
     return ort.InferenceSession(model.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
 
 

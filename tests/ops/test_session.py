@@ -60,7 +60,7 @@ def test_hidden_token_and_drop_in_methods(tmp_path):
     options = ort.SessionOptions()
     options.enable_profiling = True
     options.profile_file_prefix = str(tmp_path / "gathermultiaxis_profile")
-    sess = gathermultiaxis.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    sess = gathermultiaxis.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
     assert [i.name for i in sess.get_inputs()] == ["input", "indices", "axes"]
     assert RUN_TOKEN not in [i.name for i in sess.get_inputs()]
     assert [o.name for o in sess.get_outputs()] == ["output"]
@@ -80,7 +80,7 @@ def test_bound_tables_are_released_with_the_session():
     before = bound_table_keys()
     rewritten, _ = rewrite_model(embedding_model(table_tensor(TensorProto.FLOAT, [10, 4], np.random.default_rng(1)),
                                                  [2]))
-    sess = gathermultiaxis.InferenceSession(rewritten)
+    sess = gathermultiaxis.InferenceSession(rewritten, run_builtin_gathers=False)
     assert sess.bound_tables == 1 and len(bound_table_keys() - before) == 1
     [key] = bound_table_keys() - before
     assert bound_table(key) is not None  # what the op finds under the node's key
@@ -93,7 +93,7 @@ def test_options_from_session_options_are_used_as_they_are():
     options = gathermultiaxis.session_options(ort.SessionOptions())
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     sess = gathermultiaxis.InferenceSession(gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64), options,
-                                            providers=["CPUExecutionProvider"])
+                                            providers=["CPUExecutionProvider"], run_builtin_gathers=False)
     assert sess.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
     feeds = {"input": np.arange(6, dtype=np.float32).reshape(2, 3), "indices": np.array([[2, 0]]),
              "axes": np.array([1])}

@@ -26,12 +26,12 @@ def entry(sess, key):
 def test_threading_is_left_as_the_user_or_ort_sets_it():
     """No spinning or thread-count entry is added (ORT's defaults measured best, README "No threading
     changes"); the user's own entry reaches the session, and the caller's options are left as they were."""
-    sess = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"])
+    sess = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
     assert entry(sess, SPINNING) is None
     for value in ("0", "1"):
         options = ort.SessionOptions()
         options.add_session_config_entry(SPINNING, value)
-        sess = gathermultiaxis.InferenceSession(MODEL, options, providers=["CPUExecutionProvider"])
+        sess = gathermultiaxis.InferenceSession(MODEL, options, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
         assert entry(sess, SPINNING) == value
         assert ortop.config_entry(options, SPINNING) == value
         assert ortop.config_entry(gathermultiaxis.session_options(options), SPINNING) == value
@@ -46,7 +46,7 @@ def test_user_config_entries_and_properties_survive_the_copy():
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     options.intra_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_PARALLEL
-    sess = gathermultiaxis.InferenceSession(MODEL, options, providers=["CPUExecutionProvider"])
+    sess = gathermultiaxis.InferenceSession(MODEL, options, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
     assert entry(sess, "session.disable_prepacking") == "1"
     assert entry(sess, "session.use_env_allocators") == "1"
     assert entry(sess, "optimization.disable_specified_optimizers") == "ConstantFolding"
@@ -68,7 +68,7 @@ def test_optimized_model_filepath_is_refused(tmp_path):
     options = ort.SessionOptions()
     options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
     with pytest.raises(ValueError, match="cannot save its optimized model"):
-        gathermultiaxis.InferenceSession(MODEL, options)
+        gathermultiaxis.InferenceSession(MODEL, options, run_builtin_gathers=False)
     assert not (tmp_path / "optimized.onnx").exists()
 
 
@@ -78,12 +78,12 @@ def test_token_name_cannot_collide_and_stays_hidden():
     node = colliding.graph.node[0]
     node.input[0] = RUN_TOKEN  # the user's own input has the token's usual name
     colliding.graph.input[0].name = RUN_TOKEN
-    sess = gathermultiaxis.InferenceSession(colliding, providers=["CPUExecutionProvider"])
+    sess = gathermultiaxis.InferenceSession(colliding, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
     names = [value.name for value in sess.get_inputs()]
     assert names == [RUN_TOKEN, "indices", "axes"] and len(sess._inputs_meta) == 3
     feeds = {RUN_TOKEN: GOOD["input"], "indices": GOOD["indices"], "axes": GOOD["axes"]}
     np.testing.assert_array_equal(sess.run(None, feeds)[0], [[2, 0], [5, 3]])
-    plain = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"])
+    plain = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
     with pytest.raises(ValueError) as missing:
         plain.run(None, {"input": GOOD["input"], "axes": GOOD["axes"]})
     assert "indices" in str(missing.value) and "run_token" not in str(missing.value)
@@ -106,7 +106,7 @@ def test_nothing_changes_sessions_the_package_did_not_make():
     assert type(ours) is not ort.InferenceSession and type(ours).run is not Session.run
     with pytest.raises(gathermultiaxis.GatherIndexError, match="index 7 at"):
         ours.run(None, {**GOOD, "indices": np.array([[7, 0]])})
-    package = gathermultiaxis.InferenceSession(MODEL, options, providers=["CPUExecutionProvider"])
+    package = gathermultiaxis.InferenceSession(MODEL, options, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
     assert type(package) is gathermultiaxis.InferenceSession  # the package's own session raises by run token
 
 
@@ -115,7 +115,7 @@ def test_run_tokens_are_lent_and_an_error_stays_with_its_run():
     raised by the run that caused it and never by the next run, which holds the same token again."""
     from gathermultiaxis.ops.run_errors import RUN_ERRORS
 
-    sess = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"])
+    sess = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
     np.testing.assert_array_equal(sess.run(None, GOOD)[0], [[2, 0], [5, 3]])
     lent = RUN_ERRORS.lend_token()
     RUN_ERRORS.give_back(lent)
@@ -146,7 +146,7 @@ def test_fixed_axes_one_dimensional_shortcut_keeps_errors_and_strings():
                            [value("data", elem_type, [3]), value("i", TensorProto.INT64, [2])],
                            [value("out", elem_type, [2])])
         rewritten = rewrite_model(model)[0]
-        sess = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"])
+        sess = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
         assert any(node.op_type == "GatherMultiaxisRunFixedAxes" for node in
                    prepare_model(rewritten).model.graph.node)
         np.testing.assert_array_equal(sess.run(None, {"data": data, "i": np.array([2, -3])})[0], data[[2, 0]])
@@ -157,7 +157,7 @@ def test_fixed_axes_one_dimensional_shortcut_keeps_errors_and_strings():
 def test_count_crossings_counts_a_runs_bridge_calls_and_puts_the_hook_back():
     """bench end-to-end's crossings column: the calls one run makes, as the graph count says; afterwards the
     package's own hook answers again."""
-    sess = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"])
+    sess = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
     result, crossings = ortop.count_crossings(lambda: sess.run(None, GOOD))
     np.testing.assert_array_equal(result[0], [[2, 0], [5, 3]])
     assert crossings == sess.bridge_crossings == 1

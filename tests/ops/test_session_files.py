@@ -79,7 +79,7 @@ def plain_ort(path):
 
 
 def ours(path, **kwargs):
-    return outcome(lambda: gathermultiaxis.InferenceSession(str(path), providers=["CPUExecutionProvider"], **kwargs),
+    return outcome(lambda: gathermultiaxis.InferenceSession(str(path), providers=["CPUExecutionProvider"], **kwargs, run_builtin_gathers=False),
                    {"ids": IDS[:, None]})
 
 
@@ -154,9 +154,9 @@ def test_external_data_outside_the_folder_is_refused_as_ort_refuses_it(model_fol
         theirs = plain_ort(original)
         assert theirs[0] == "refused" and ort_says in theirs[1], theirs
         with pytest.raises(Fail, match="external data of 'table' points outside the model's folder"):
-            gathermultiaxis.InferenceSession(str(rewritten))
+            gathermultiaxis.InferenceSession(str(rewritten), run_builtin_gathers=False)
         with pytest.raises(Fail, match=ort_says):  # not bound: ORT's own check
-            gathermultiaxis.InferenceSession(str(rewritten), bind_constants=False)
+            gathermultiaxis.InferenceSession(str(rewritten), bind_constants=False, run_builtin_gathers=False)
 
 
 def test_malformed_entries_name_the_tensor_and_the_problem(model_folder):
@@ -170,7 +170,7 @@ def test_malformed_entries_name_the_tensor_and_the_problem(model_folder):
                               r"\(offset 56, length 48\) runs past the end of 'w.bin' \(96 bytes\)")):
         _, rewritten = model_files(model_folder, entries)
         with pytest.raises(Fail, match=message):
-            gathermultiaxis.InferenceSession(str(rewritten))
+            gathermultiaxis.InferenceSession(str(rewritten), run_builtin_gathers=False)
 
 
 FIFO_CHILD = """
@@ -182,8 +182,8 @@ import gathermultiaxis
 folder = Path({folder!r})
 os.mkfifo(folder / "fifo.bin")
 original, rewritten = model_files(folder, [("location", "fifo.bin")])
-for name, make in (("ours", lambda: gathermultiaxis.InferenceSession(str(rewritten))),
-                   ("ours, not bound", lambda: gathermultiaxis.InferenceSession(str(rewritten), bind_constants=False)),
+for name, make in (("ours", lambda: gathermultiaxis.InferenceSession(str(rewritten), run_builtin_gathers=False)),
+                   ("ours, not bound", lambda: gathermultiaxis.InferenceSession(str(rewritten), bind_constants=False, run_builtin_gathers=False)),
                    ("ort", lambda: ort.InferenceSession(str(original)))):
     try:
         make()
@@ -249,7 +249,7 @@ def test_weights_in_external_data_are_left_to_ort(tmp_path, monkeypatch):
         original_init(self, path_or_bytes, *args, **kwargs)
 
     monkeypatch.setattr(ort.InferenceSession, "__init__", spy)
-    sess = gathermultiaxis.InferenceSession(str(path))
+    sess = gathermultiaxis.InferenceSession(str(path), run_builtin_gathers=False)
     assert sess.bound_tables == 1 and handed and handed[0] < 16384, handed
     np.testing.assert_array_equal(sess.run(None, feeds)[0], expected)
 
@@ -260,14 +260,14 @@ def test_options_of_the_caller_get_their_external_data_folder_back(tmp_path):
     (tmp_path / "a").mkdir()
     path, feeds, expected = weight_model(tmp_path / "a", 64)
     options = gathermultiaxis.session_options(ort.SessionOptions())
-    sess = gathermultiaxis.InferenceSession(str(path), options)
+    sess = gathermultiaxis.InferenceSession(str(path), options, run_builtin_gathers=False)
     np.testing.assert_array_equal(sess.run(None, feeds)[0], expected)
     assert options.get_session_config_entry(EXTERNAL_DATA_FOLDER) == ""
     # a model given as bytes: ORT and the session find its external data through the caller's entry
     options = ort.SessionOptions()
     options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(tmp_path / "a"))
     model_bytes = path.read_bytes()
-    sess = gathermultiaxis.InferenceSession(model_bytes, options)
+    sess = gathermultiaxis.InferenceSession(model_bytes, options, run_builtin_gathers=False)
     assert sess.bound_tables == 1
     np.testing.assert_array_equal(sess.run(None, feeds)[0], expected)
     plain = ort.InferenceSession(model_bytes, gathermultiaxis.session_options(options))
@@ -281,7 +281,7 @@ def test_a_model_over_2_gib_opens_and_runs(tmp_path):
     ("Failed to serialize proto") or take minutes."""
     rows = (2 * 2**30 + 200 * 2**20) // (256 * 4)
     path, feeds, expected = weight_model(tmp_path, rows)
-    sess = gathermultiaxis.InferenceSession(str(path))
+    sess = gathermultiaxis.InferenceSession(str(path), run_builtin_gathers=False)
     np.testing.assert_array_equal(sess.run(None, feeds)[0], expected)
     assert os.stat(tmp_path / "weights.bin").st_size > 2**31
 
@@ -333,7 +333,7 @@ def plain_model():
 def test_errors_inside_functions_are_raised_by_their_own_run(where):
     """Issue 18 item 6: the out-of-range index raises in the run that gave it, every time; nothing is
     left behind for another session (a plain session_options() session then runs cleanly)."""
-    sess = gathermultiaxis.InferenceSession(function_model(where).SerializeToString())
+    sess = gathermultiaxis.InferenceSession(function_model(where).SerializeToString(), run_builtin_gathers=False)
     good = {"data": TABLE, "ids": np.array([[5], [0]])}
     bad = {"data": TABLE, "ids": np.array([[6], [0]])}
     np.testing.assert_array_equal(sess.run(None, good)[0], TABLE[[5, 0]])

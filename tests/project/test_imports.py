@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"scripts": "gathermultiaxis", "ops": "gathermultiaxis.ops", "graphs": "gathermultiaxis.graphs",
             "scripts/conformance": "gathermultiaxis.conformance", "scripts/bench": "gathermultiaxis.bench",
@@ -150,10 +152,13 @@ REWRITER_AND_LOWERINGS = {f"gathermultiaxis.graphs.{name}" for name in (
     "lower_forms", "lower_general", "webnn")}
 
 
-def test_running_a_rewritten_model_loads_neither_the_rewriter_nor_the_lowerings(tmp_path):
+@pytest.mark.parametrize("builtin_gathers", [False, True], ids=["kernel only", "default"])
+def test_running_a_rewritten_model_loads_neither_the_rewriter_nor_the_lowerings(tmp_path, builtin_gathers):
     """``gathermultiaxis.InferenceSession`` on a rewritten model, run once: the session's modules are the
-    runtime's and its bind step's; no rewriter, no lowering, and no GatherMultiaxis schema registered
-    with onnx (the rewriter and onnx's inference need it, running does not)."""
+    runtime's and its bind step's; no rewriter. With every node on the kernel, no lowering either, and no
+    GatherMultiaxis schema registered with onnx (the rewriter and onnx's inference need it, the kernel does
+    not); by default the single-gather lowering (graphs.lower and what it uses, the rewrite's records
+    included, and the schema for its shape inference), not the WebNN one."""
     import numpy as np
     import onnx
 
@@ -169,9 +174,10 @@ import sys
 import numpy as np
 import onnx.defs
 import gathermultiaxis
-session = gathermultiaxis.InferenceSession({str(tmp_path / "rewritten.onnx")!r})
+session = gathermultiaxis.InferenceSession({str(tmp_path / "rewritten.onnx")!r}, run_builtin_gathers={builtin_gathers})
 feeds = dict(np.load({str(tmp_path / "feeds.npz")!r}))
-assert session.bound_tables > 0 and session.run(None, feeds)
+assert (session.builtin_gathers > 0) if {builtin_gathers} else (session.bound_tables > 0)
+assert session.run(None, feeds)
 print(sorted(m for m in sys.modules if m.startswith("gathermultiaxis")))
 print(onnx.defs.has("GatherMultiaxis", "ai.onnx.contrib"))
 """
@@ -180,5 +186,7 @@ print(onnx.defs.has("GatherMultiaxis", "ai.onnx.contrib"))
     modules_line, schema_line = run.stdout.strip().splitlines()[-2:]
     modules = set(ast.literal_eval(modules_line))
     assert {"gathermultiaxis.ops.session", "gathermultiaxis.graphs.bind"} <= modules, modules  # what ran
-    assert modules & REWRITER_AND_LOWERINGS == set()
-    assert schema_line == "False"
+    lowering = {f"gathermultiaxis.graphs.{name}" for name in ("lower", "lower_forms", "lower_general", "provenance")}
+    assert modules & REWRITER_AND_LOWERINGS == (lowering & modules if builtin_gathers else set())
+    assert not builtin_gathers or "gathermultiaxis.graphs.lower" in modules
+    assert schema_line == str(builtin_gathers)  # the lowering infers shapes through GatherMultiaxis nodes
