@@ -45,6 +45,7 @@ from __future__ import annotations
 import itertools
 import os
 import stat
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar, cast
 
@@ -741,10 +742,18 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
     if builtin_gathers:
         from .lower import lower_single_gathers  # here: a kernel-only session loads no lowering
 
-        model, lowering = lower_single_gathers(model, base_dir)
-        lowered = lowering.lowered
-        if not _holds_gather(model):
-            return PreparedModel(model, builtin_gathers=lowered)
+        try:
+            with_builtins, lowering = lower_single_gathers(model, base_dir)
+        except ExternalDataError:
+            raise  # the model's own fault: the session refuses it as ORT would
+        except Exception as error:  # noqa: BLE001 - a speed-up that fails must not stop the session
+            warnings.warn(f"gathermultiaxis: every GatherMultiaxis node runs on the kernel: finding the nodes one "
+                          f"standard gather computes failed ({type(error).__name__}: {error})", RuntimeWarning,
+                          stacklevel=3)
+        else:
+            model, lowered = with_builtins, lowering.lowered
+            if not _holds_gather(model):
+                return PreparedModel(model, builtin_gathers=lowered)
     binding = BindPass(base_dir, bind, float16_outputs, evaluate=evaluate)
     model = run_pass(model, binding)
     prepared = binding.prepared

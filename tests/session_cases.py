@@ -1,7 +1,8 @@
 """Cases of the GatherMultiaxis runtime that could end the process, run one per child process by
 ops/test_session.py: ``python session_cases.py CASE ENTRY`` prints ``OK`` on success; an assertion or a
-crash shows in the exit code. ENTRY is ``session`` (gathermultiaxis.InferenceSession) or ``options``
-(onnxruntime.InferenceSession with gathermultiaxis.session_options())."""
+crash shows in the exit code. ENTRY is ``session`` (gathermultiaxis.InferenceSession, every node on the
+kernel), ``default`` (the same as users create it: nodes one standard gather computes run as that gather)
+or ``options`` (onnxruntime.InferenceSession with gathermultiaxis.session_options())."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
-from support import OPSET, assert_bit_identical, gather_multiaxis_model, make_model
+from support import assert_bit_identical, gather_multiaxis_model, make_model
 
 CONTRIB = [helper.make_opsetid("ai.onnx.contrib", 1)]
 GOOD = {"input": np.arange(6, dtype=np.float32).reshape(2, 3), "indices": np.array([[2, 0]]), "axes": np.array([1])}
@@ -23,10 +24,19 @@ GOOD = {"input": np.arange(6, dtype=np.float32).reshape(2, 3), "indices": np.arr
 def make_session(entry, model, options=None):
     import gathermultiaxis
 
-    if entry == "session":
-        return gathermultiaxis.InferenceSession(model, options, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
+    if entry in ("session", "default"):  # every node on the kernel / as users create it (builtin where exact)
+        return gathermultiaxis.InferenceSession(model, options, providers=["CPUExecutionProvider"],
+                                                run_builtin_gathers=entry == "default")
     return ort.InferenceSession(model.SerializeToString(), gathermultiaxis.session_options(options or ort.SessionOptions()),
                                 providers=["CPUExecutionProvider"])
+
+
+def index_error(entry):
+    """What an out-of-range index raises: the op's GatherIndexError on the kernel; where the default session
+    runs the node as a builtin gather, ORT's own error for it (docs/running.md)."""
+    from gathermultiaxis import GatherIndexError
+
+    return (GatherIndexError, ort.capi.onnxruntime_pybind11_state.InvalidArgument) if entry == "default" else GatherIndexError
 
 
 def expect_error(call, kind, text):
@@ -190,12 +200,12 @@ def scan_model():
 
 
 def case_scan(entry):
-    from gathermultiaxis import GatherIndexError
-
     sess = make_session(entry, scan_model())
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     np.testing.assert_array_equal(sess.run(None, {"x": x, "idx": np.array([2, -3])})[0], x[:, [2, 0]])
-    expect_error(lambda: sess.run(None, {"x": x, "idx": np.array([1, 3])}), GatherIndexError, "index 3 at indices[1]")
+    error = expect_error(lambda: sess.run(None, {"x": x, "idx": np.array([1, 3])}), index_error(entry),
+                         "index 3 at indices[1]" if entry != "default" else "")
+    assert entry != "default" or "idx=3 must be within the inclusive range [-3,2]" in str(error), str(error)
     np.testing.assert_array_equal(sess.run(None, {"x": x, "idx": np.array([1, 1])})[0], x[:, [1, 1]])
 
 
@@ -641,8 +651,8 @@ def case_own_hook(entry):
                         [value("t", TensorProto.FLOAT, None), value("c", TensorProto.INT64, None)],
                         [numpy_helper.from_array(thresholds, "thresholds"), numpy_helper.from_array(children, "children")])
     grouped = make_session(entry, rewrite_model(shared)[0])
-    if entry == "session":
-        assert grouped.bridge_crossings == 1, grouped.bridge_crossings
+    if entry != "options":  # one group on the kernel; none left by default (builtin Gathers)
+        assert grouped.bridge_crossings == (entry == "session"), grouped.bridge_crossings
     for hook, handback in ((True, None), (False, None), (False, False), (True, False), (True, None)):
         register(handback=handback, hook=hook)
         assert bridge_info()["own_hook"] is hook
@@ -654,7 +664,8 @@ def case_own_hook(entry):
         got_thresholds, got_children = grouped.run(None, {"ids": np.array([2, 0, -2])})
         assert_bit_identical(got_thresholds, thresholds[[2, 0, -2]])
         assert_bit_identical(got_children, children[[2, 0, -2]])
-        expect_error(lambda: grouped.run(None, {"ids": np.array([1, 3])}), GatherIndexError, "index 3 at")
+        expect_error(lambda: grouped.run(None, {"ids": np.array([1, 3])}), index_error(entry),
+                     "index 3 at" if entry != "default" else "idx=3 must be within the inclusive range [-3,2]")
 
 
 CASES = {name[len("case_"):]: function for name, function in globals().items() if name.startswith("case_")}

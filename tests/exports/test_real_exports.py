@@ -79,6 +79,9 @@ def test_rewrite_bind_lower_bit_exact(exports, name):
     else:
         assert _constant_data_gathers(model) > 0 and session.bound_tables > 0
     assert _same(session.run(None, feeds), want)
+    default = InferenceSession(rewritten, providers=PROVIDERS)  # as users create it: builtin where one gather does
+    assert default.builtin_gathers + default.bridge_crossings >= 1 and default.builtin_gathers > 0
+    assert _same(default.run(None, feeds), want)
 
     lowered, lowering = lower_model(rewritten)
     assert lowering.left == 0

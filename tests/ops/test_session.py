@@ -30,9 +30,11 @@ CASES = ["run_async", "iobinding", "parallel", "scan", "scan_varying", "strings"
          "extensions_before_passes", "binding", "ortvaluevector", "async_dropped", "own_hook"]
 
 
-@pytest.mark.parametrize("entry", ["session", "options"])
+@pytest.mark.parametrize("entry", ["session", "default", "options"])
 @pytest.mark.parametrize("case", CASES)
 def test_case_in_child_process(case, entry):
+    """``session``: every node on the kernel; ``default``: InferenceSession as users create it (nodes one
+    standard gather computes run builtin); ``options``: ORT's session with session_options()."""
     if entry == "options" and case in OPTIONS_PATH_LIMITS:
         pytest.skip(OPTIONS_PATH_LIMITS[case])
     child = subprocess.run([sys.executable, os.path.join(HERE, "session_cases.py"), case, entry], cwd=HERE,

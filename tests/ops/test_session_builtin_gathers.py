@@ -139,3 +139,46 @@ def test_check_session_mode_passes_the_default_suite_and_fuzz_cases():
         assert result.verdict != "builtin wrong" or "STRING" in result.name, (result.name, result.detail)
     print(f"check --session, default suite + fuzz seeds 0..299: {verdicts}")
     assert verdicts["passed"] >= 350
+
+
+def test_a_failing_lowering_leaves_every_node_on_the_kernel(monkeypatch):
+    """The single-gather step is a speed-up: if it fails (a bug of ours), the session says so in a
+    RuntimeWarning and runs every node on the kernel, still bit-exact."""
+    from gathermultiaxis.graphs import lower
+
+    def broken(model, folder=None):
+        raise AssertionError("a bug in the lowering")
+
+    monkeypatch.setattr(lower, "lower_single_gathers", broken)
+    model = embedding_model()
+    with pytest.warns(RuntimeWarning, match="every GatherMultiaxis node runs on the kernel.*a bug in the lowering"):
+        session = gathermultiaxis.InferenceSession(rewrite_model(model)[0], providers=["CPUExecutionProvider"])
+    assert (session.builtin_gathers, session.bridge_crossings) == (0, 2)
+    feeds = embedding_feeds(4)
+    for got, expected in zip(session.run(None, feeds), plain(model).run(None, feeds)):
+        assert_bit_identical(got, expected)
+
+
+def test_external_indices_outside_the_model_folder_are_refused(tmp_path):
+    """Constant indices the lowering would read from external data: only from the model's folder, and a
+    location outside it is refused with ORT's exception type, as for the kernel-only session."""
+    import onnx
+    from onnx.external_data_helper import set_external_data
+
+    indices = numpy_helper.from_array(np.array([[3, 1]], np.int64), "ids")
+    model = make_model([helper.make_node("Gather", ["x", "ids"], ["y"], axis=1)],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [indices], opset=18)
+    rewritten, _ = rewrite_model(model)
+    [ids] = [t for t in rewritten.graph.initializer if t.name == "ids"]
+    (tmp_path / "outside.bin").write_bytes(ids.raw_data or np.array([[3, 1]], np.int64).tobytes())
+    set_external_data(ids, location="../outside.bin")
+    ids.ClearField("raw_data")
+    folder = tmp_path / "model"
+    folder.mkdir()
+    onnx.save(rewritten, folder / "m.onnx")
+    for builtin in (True, False):
+        with pytest.raises(Exception, match="outside.bin") as caught:
+            gathermultiaxis.InferenceSession(str(folder / "m.onnx"), providers=["CPUExecutionProvider"],
+                                             run_builtin_gathers=builtin)
+        assert type(caught.value).__name__ == "Fail", caught.value
