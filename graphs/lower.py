@@ -317,8 +317,8 @@ def _narrow_source(x: str, data: TensorInfo, scope: GraphScope, builder: Lowerin
     return name, source.elem_type
 
 
-def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | None = None
-                ) -> tuple[ModelProto, LowerReport]:
+def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | None = None, *,
+                single_gather_only: bool = False) -> tuple[ModelProto, LowerReport]:
     """Return a copy of ``model`` with every GatherMultiaxis node replaced by standard ONNX ops, and the
     report of what happened to each (its form; a node is only ever replaced by an equivalent subgraph
     or left as it is, with the reason). See the module docstring for the steps. Constant indices kept in
@@ -328,11 +328,12 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
         model: the model; it is not changed.
         external_data_folder: the model's folder, where external constant indices are read; None when
             none is needed.
+        single_gather_only: lower only the nodes one standard gather computes (``lower_single_gathers``).
 
     Returns:
         The lowered copy and the LowerReport.
     """
-    lowering = LowerPass(external_data_folder=external_data_folder)
+    lowering = LowerPass(external_data_folder=external_data_folder, single_gather_only=single_gather_only)
     # Under onnx < 1.19 shape inference stops at a GatherMultiaxis (its schema has no inference there), so
     # ranks behind one are known only once it is lowered: the driver repeats while it lowers and leaves.
     result = run_pass(model, lowering, repeat=True)
@@ -352,9 +353,7 @@ def lower_single_gathers(model: ModelProto, external_data_folder: str | os.PathL
     Returns:
         The copy and the LowerReport (lowered: the nodes now one standard gather).
     """
-    lowering = LowerPass(external_data_folder=external_data_folder, single_gather_only=True)
-    result = run_pass(model, lowering, repeat=True)
-    return result, lowering.report
+    return lower_model(model, external_data_folder, single_gather_only=True)
 
 
 __all__ = ["GENERAL", "KEPT_FOR_KERNEL", "MIN_OPSET", "LowerPass", "LowerReport", "LoweredNode", "is_gather_multiaxis", "lower_model",

@@ -9,7 +9,7 @@ from onnx import TensorProto
 from sessions import builtin_session, custom_session
 
 from gathermultiaxis.graphs import rewrite_model
-from gathermultiaxis.harness import single_gather_model
+from gathermultiaxis.harness import make_session, single_gather_model
 
 DATA = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
 
@@ -71,3 +71,7 @@ def test_float16_nan_payloads_survive(bound):
     expected = builtin_session(model).run(None, feeds)[0]
     actual = custom_session(rewritten).run(None, feeds)[0]
     assert actual.view(np.uint16).tolist() == expected.view(np.uint16).tolist()
+    # the session as users create it runs the gather it replaced, on the float16 data itself
+    default = make_session(rewritten, custom=True, as_users_do=True)
+    assert default.builtin_gathers == 1
+    assert default.run(None, feeds)[0].view(np.uint16).tolist() == expected.view(np.uint16).tolist()
