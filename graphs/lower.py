@@ -272,6 +272,9 @@ class LowerPass:
             if plan is not None and mode in (Mode.CLAMP, Mode.ZERO) and not indices.elem_type:
                 plan = None
                 reasons.append("the indices' element type is not known (the bounds of 'clamp' and 'zero' need it)")
+            general_reason = "no single gather computes it: " + "; ".join(reasons)
+            if plan is None and self.single_gather_only:
+                raise NotChanged(f"{KEPT_FOR_KERNEL}: {general_reason}")
             # (in mode "zero" the values are zeroed in the input's own type: float32, which ORT's Where takes)
             narrow = _narrow_source(node.input[0], data, scope, builder) if mode != Mode.ZERO else None
             if narrow is not None:
@@ -285,13 +288,10 @@ class LowerPass:
                 builder.rename_last_output(node.output[0])
                 return Visit(builder.nodes, freed=freed | {node.input[1]},
                              detail={"form": FORM_NAMES[type(plan)], "source": "semantics"})
-            if self.single_gather_only:
-                raise NotChanged(f"{KEPT_FOR_KERNEL}: no single gather computes it: " + "; ".join(reasons))
             lower_gather_multiaxis(node, data, indices, axes, builder, narrow)
         except NotLowered as reason:
             raise NotChanged(str(reason)) from None
-        return Visit(builder.nodes, freed=freed, detail={"form": GENERAL, "source": "semantics",
-                                                         "reason": "no single gather computes it: " + "; ".join(reasons)})
+        return Visit(builder.nodes, freed=freed, detail={"form": GENERAL, "source": "semantics", "reason": general_reason})
 
 
 def _narrow_source(x: str, data: TensorInfo, scope: GraphScope, builder: LoweringBuilder) -> tuple[str, int] | None:
