@@ -99,21 +99,27 @@ def model_feeds(path: Path, model, batch: int, sequence: int) -> tuple[dict, str
     return generated_inputs(model, 0, sequence, shapes), f"[{batch}, {sequence}]"
 
 
-def _sessions_and_feeds(path: str, batch: int, sequence: int):
+def _column_model(path: str, batch: int, sequence: int, column: str):
+    """The original model, the model one column runs (only that column's rewrite or lowering is made:
+    each child process measures one column), its feeds, and what the rewrite and the lowering reported
+    (None where the column needs neither)."""
     import onnx
 
     from ..graphs import lower_model, rewrite_model
     from ..harness import session_options
 
-    model = onnx.load(path)
-    feeds, shape = model_feeds(Path(path), model, batch, sequence)
-    rewritten, report = rewrite_model(model, ort_optimize=True, session_options=session_options)
-    plain, _ = rewrite_model(model)
-    static, _ = rewrite_model(model, ort_optimize=True, runtime_alignment=False, session_options=session_options)
-    lowered, lowering = lower_model(static)
-    models = {"builtin": model, "rewrite --ort-optimize": rewritten, "rewrite": plain, "kernel only": rewritten,
-              "lowered": lowered}
-    return models, feeds, shape, report, lowering
+    original = model = onnx.load(path)
+    feeds, shape = model_feeds(Path(path), original, batch, sequence)
+    report = lowering = None
+    if column == "rewrite":
+        model, report = rewrite_model(original)
+    elif column == "lowered":
+        static, report = rewrite_model(original, ort_optimize=True, runtime_alignment=False,
+                                       session_options=session_options)
+        model, lowering = lower_model(static)
+    elif column != "builtin":  # "rewrite --ort-optimize" and "kernel only" run the same rewrite
+        model, report = rewrite_model(original, ort_optimize=True, session_options=session_options)
+    return original, model, feeds, shape, report, lowering
 
 
 def _session(column: str, model):
@@ -142,20 +148,22 @@ def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: i
         column: one of ``COLUMNS``.
 
     Returns:
-        A JSON-ready dict: ``shape``, ``rewritten_gathers``, ``column``, ``bit_identical`` (None for the
-        builtin column, or a lowering that left a GatherMultiaxis), ``lowering_left``, ``samples`` (ms),
+        A JSON-ready dict: ``shape``, ``rewritten_gathers`` (None for the builtin column), ``column``,
+        ``bit_identical`` (None for the builtin column, or a lowering that left a GatherMultiaxis),
+        ``lowering_left`` (the lowered column only, else None), ``samples`` (ms),
         ``session`` (the session columns only, else None: ``builtin_gathers``, ``crossings``, ``bound_tables``).
     """
     from ..harness import bit_identical
 
-    models, feeds, shape, report, lowering = _sessions_and_feeds(path, batch, sequence)
+    original, model, feeds, shape, report, lowering = _column_model(path, batch, sequence, column)
     same = None
-    if column != "builtin" and not (column == "lowered" and lowering.left):
-        reference = _session("builtin", models["builtin"])
+    compared = column != "builtin" and not (lowering is not None and lowering.left)
+    if compared:
+        reference = _session("builtin", original)
         want = reference.run(None, feeds)
         del reference
-    sess = _session(column, models[column])
-    if column != "builtin" and not (column == "lowered" and lowering.left):
+    sess = _session(column, model)
+    if compared:
         same = all(bit_identical(a, b) for a, b in zip(sess.run(None, feeds), want))
     facts = None
     if column in SESSION_COLUMNS:  # counted on a run of its own, before the timing (the count hook costs)
@@ -164,8 +172,9 @@ def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: i
         facts = {"builtin_gathers": sess.builtin_gathers, "crossings": count_crossings(lambda: sess.run(None, feeds))[1],
                  "bound_tables": sess.bound_tables}
     samples = interleaved({column: lambda: sess.run(None, feeds)}, repeats)[column]
-    return {"shape": shape, "rewritten_gathers": report.rewritten, "column": column, "bit_identical": same,
-            "lowering_left": lowering.left, "samples": samples, "session": facts}
+    return {"shape": shape, "rewritten_gathers": None if report is None else report.rewritten, "column": column,
+            "bit_identical": same, "lowering_left": None if lowering is None else lowering.left, "samples": samples,
+            "session": facts}
 
 
 def _child_environment() -> dict[str, str]:
@@ -258,7 +267,7 @@ def _row(path: Path, rounds: list[dict[str, dict]]) -> ModelRow:
     runs = [run for one_round in rounds for run in one_round.values()]
     good = [one_round for one_round in rounds if not any("error" in r for r in one_round.values())]
     first = good[0]["rewrite --ort-optimize"] if good else {}
-    lowering_left = bool(good) and any(r["lowering_left"] for one_round in good for r in one_round.values())
+    lowering_left = bool(good) and any(one_round["lowered"]["lowering_left"] for one_round in good)
     row = ModelRow(path.name, first.get("shape", "-"), first.get("rewritten_gathers", 0),
                    bool(good) and all(r[column]["bit_identical"] for r in good for column in SESSION_COLUMNS),
                    None if not good or lowering_left else all(r["lowered"]["bit_identical"] for r in good),
@@ -268,7 +277,7 @@ def _row(path: Path, rounds: list[dict[str, dict]]) -> ModelRow:
         return row
     row.sessions = {column: good[0][column]["session"] for column in SESSION_COLUMNS}
     if lowering_left:
-        row.notes.append(f"lowering left {first['lowering_left']} GatherMultiaxis node(s)")
+        row.notes.append(f"lowering left {good[0]['lowered']['lowering_left']} GatherMultiaxis node(s)")
     for name in COLUMNS:
         row.median_ms[name] = float(np.median([s for r in good for s in r[name]["samples"]]))
     for name in TIMED:
