@@ -5,9 +5,10 @@ time.
 The rewrite writes one entry into the node's ``metadata_props`` (NodeProto field 9, onnx >= 1.16; every
 tool that does not know the key ignores it, ORT included, and the model stays valid ONNX at any IR
 version): the replaced op, its integer attributes, the names of its data and indices inputs and of its
-output. The record is a claim, not a proof: ``graphs.lower`` uses it only after checking that the graph
-still has the shape the rewrite gave it (the mode the rewrite chose, the recorded inputs upstream of the
-node, the recorded output downstream through the rewrite's own tail of Squeeze / Reshape / Cast nodes).
+output. It replaces any record the replaced node carried (one record a node). The record is a claim, not
+a proof: it only says which form to try first, and ``graphs.form_check.recorded_form`` uses it only where
+the graph proves it. A record that is not one (another op or domain, an attribute the op does not have, a
+value that is no integer, two records on one node) is ignored, never an error.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 from onnx import NodeProto
 
 KEY = "gathermultiaxis.replaces"
+# The ops a record may name, with the integer attributes each has (ONNX's Gather, GatherElements, GatherND).
+RECORDED_ATTRIBUTES = {"Gather": ("axis",), "GatherElements": ("axis",), "GatherND": ("batch_dims",)}
 
 
 @dataclass(frozen=True)
@@ -52,31 +55,37 @@ class ReplacedGather:
             text: a ``metadata_props`` value under ``KEY``.
 
         Returns:
-            The record, or None for text that is not one (a hand-edited or foreign value is ignored).
+            The record, or None for text that is not one (see the module docstring).
         """
         try:
             value = json.loads(text)
             data, indices = value["inputs"]
-            attributes = {str(k): int(v) for k, v in value.get("attributes", {}).items()
-                          if isinstance(v, int) and not isinstance(v, bool)}
-            domain = value.get("domain")
-            record = cls(str(value["op_type"]), str(data), str(indices), str(value["output"]), attributes,
-                         str(value.get("name", "")), None if domain is None else str(domain))
+            op_type, output, domain, name = value["op_type"], value["output"], value.get("domain"), value.get("name", "")
+            attributes = value.get("attributes", {})
+            if (op_type not in RECORDED_ATTRIBUTES or domain not in (None, "", "ai.onnx")
+                    or not all(isinstance(n, str) and n for n in (data, indices, output))
+                    or not isinstance(name, str) or not isinstance(attributes, dict)
+                    or not set(attributes) <= set(RECORDED_ATTRIBUTES[op_type])
+                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in attributes.values())):
+                return None
+            return cls(op_type, data, indices, output, dict(attributes), name, domain)
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
-        return record
 
 
 def record(node: NodeProto, replaced: NodeProto) -> None:
     """Write onto GatherMultiaxis ``node`` that it replaces the gather ``replaced``; the replaced node's own
-    metadata (an exporter's source locations and scopes) and doc string travel with it.
+    metadata (an exporter's source locations and scopes, not a record it carried) and doc string travel
+    with it.
 
     Args:
         node: the GatherMultiaxis node the rewrite made; changed in place.
         replaced: the Gather, GatherElements or GatherND node it replaces (its first two inputs and first
             output are recorded, with its integer attributes).
     """
-    node.metadata_props.extend(replaced.metadata_props)
+    kept = [entry for entry in (*node.metadata_props, *replaced.metadata_props) if entry.key != KEY]
+    del node.metadata_props[:]
+    node.metadata_props.extend(kept)
     if replaced.doc_string:
         node.doc_string = replaced.doc_string
     attributes = {a.name: a.i for a in replaced.attribute if a.HasField("i")}
@@ -106,12 +115,10 @@ def replaced_gather(node: NodeProto) -> ReplacedGather | None:
         node: any node (one without ``metadata_props``, from an older onnx, holds no record).
 
     Returns:
-        The record, or None when the node holds none or its text is not one.
+        The record, or None when the node holds none, more than one, or text that is not one.
     """
-    for entry in getattr(node, "metadata_props", ()):
-        if entry.key == KEY:
-            return ReplacedGather.from_text(entry.value)
-    return None
+    texts = [entry.value for entry in getattr(node, "metadata_props", ()) if entry.key == KEY]
+    return ReplacedGather.from_text(texts[0]) if len(texts) == 1 else None
 
 
-__all__ = ["KEY", "ReplacedGather", "carry_metadata", "record", "replaced_gather"]
+__all__ = ["KEY", "RECORDED_ATTRIBUTES", "ReplacedGather", "carry_metadata", "record", "replaced_gather"]
