@@ -25,7 +25,9 @@ self-contained):
   returned as float16 (the Cast back is dropped); bfloat16 tables are gathered as they are and only the
   gathered output is widened to float32, which the Cast after the op turns back exactly. A float16
   graph input crossing the bridge (widened by ORT's exact Cast) comes back as float16 from
-  ``GatherMultiaxisRunFixedAxesToFloat16``. External-data tables are memory-mapped, after
+  ``GatherMultiaxisRunFixedAxesToFloat16`` (``GatherMultiaxisRunToFloat16`` where the axes are computed at
+  run time); the Cast back is found after moving ops (``walk.MOVING_OPS``: the rewrite's Squeeze of a
+  GatherND or scalar-index Gather output), which then move float16 values. External-data tables are memory-mapped, after
   ``graphs.modelfile.check_external_data`` has checked their entry as ORT would (ORT never sees a bound
   table). A table computed from constants only is bound too: ``VIEW_OPS`` as NumPy views (a mapped table
   stays mapped), a chain holding ``COMPUTED_OPS`` (DequantizeLinear, Cast, Concat) computed once by the
@@ -55,13 +57,13 @@ from onnx import ModelProto, TensorProto, helper, numpy_helper
 from onnx.external_data_helper import uses_external_data
 
 from ..ops.contract import DOMAIN, OP_TYPE
-from ..ops.run_ops import (FIXED_RUN_OP_TYPE, GROUP_MAX, GROUP_TYPES, NARROWING_RUN_OP_TYPE,
+from ..ops.run_ops import (FIXED_RUN_OP_TYPE, GROUP_MAX, GROUP_TYPES, NARROWING_AXES_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE,
                            RUN_OP_TYPE, BoundTable, axes_attribute, bound_op_type, group_attributes, group_op_type)
 from .modelfile import ExternalData, ExternalDataError, check_external_data
 from .passes import GraphScope, Visit, run_pass
 from .report import PassReport
-from .walk import (ONNX_DOMAINS, all_names, attribute, drop_unused, names_read, node_holders, round_trip_cast,
-                   subgraphs)
+from .walk import (MOVING_OPS, ONNX_DOMAINS, all_names, attribute, drop_unused, moves_elements, names_read,
+                   node_holders, round_trip_cast, subgraphs)
 
 RUN_TOKEN = "gathermultiaxis::run_token"
 _session_numbers = itertools.count(1)  # bound tables are keyed "session<n>/<node number>"
@@ -342,10 +344,32 @@ def _unsqueezed(scope: GraphScope, name: str) -> tuple[str, tuple[int, ...]] | N
     return None if axes is None else (node.input[0], tuple(axes))
 
 
-def _float16_cast_after(scope: GraphScope, name: str) -> onnx.NodeProto | None:
-    """The Cast to float16 that is the only reader of ``name`` (the rewriter's way back from float32)."""
+def _float16_cast_after(scope: GraphScope, name: str) -> tuple[onnx.NodeProto, list[onnx.NodeProto]] | None:
+    """The Cast to float16 after ``name`` (the rewriter's way back from float32) and the moving ops before it
+    (``MOVING_OPS``: the rewrite's Squeeze or Reshape of the output), each the only reader of the value
+    before it."""
+    moving: list[onnx.NodeProto] = []
     reader = _only_reader(scope, name)
-    return reader if round_trip_cast(reader, TensorProto.FLOAT16) else None
+    while moves_elements(reader, TensorProto.FLOAT16) and reader.input[0] == name and len(moving) < len(MOVING_OPS):
+        moving.append(reader)
+        name = reader.output[0]
+        reader = _only_reader(scope, name)
+    return (reader, moving) if round_trip_cast(reader, TensorProto.FLOAT16) else None
+
+
+def _narrowed_output(found: tuple[onnx.NodeProto, list[onnx.NodeProto]], output: str,
+                     dropped_value_info: set[str]) -> tuple[list[str], list[onnx.NodeProto]]:
+    """A float16 node writing ``output`` then: the node's outputs and the nodes that go. The Cast back goes; the
+    moving ops after the node move float16 values, the last writing the Cast's output (their float32 types
+    declared in value_info go)."""
+    cast, moving = found
+    dropped_value_info.add(output)
+    if not moving:
+        return [cast.output[0]], [cast]
+    for node in moving:
+        dropped_value_info.add(node.output[0])
+    moving[-1].output[0] = cast.output[0]
+    return [output], [cast]
 
 
 def _declared_types(scope: GraphScope) -> dict[str, int]:
@@ -362,9 +386,32 @@ def _declared_types(scope: GraphScope) -> dict[str, int]:
 
 
 def _widened_float16(scope: GraphScope, name: str) -> bool:
-    """Whether ``name`` is a Cast to float of a float16 value (exact: every value it holds is a float16 one)."""
+    """Whether ``name`` is a Cast to float of a float16 value, or moving ops (``MOVING_OPS``: the rewrite's
+    alignment) of one (exact: every value it holds is a float16 one)."""
     cast = scope.producers.get(name)
-    return round_trip_cast(cast) and _declared_types(scope).get(cast.input[0]) == TensorProto.FLOAT16
+    for _ in MOVING_OPS:
+        if not moves_elements(cast, TensorProto.FLOAT16):
+            break
+        cast = scope.producers.get(cast.input[0])
+    return round_trip_cast(cast) and _float16_value(scope, cast.input[0])
+
+
+def _float16_value(scope: GraphScope, name: str) -> bool:
+    """Whether ``name`` holds float16 values: so declared, or made by a Cast to float16, or by ops that keep
+    their input's type (``MOVING_OPS``, Slice: the rewrite's GatherElements Slice) from such a value."""
+    for _ in range(len(MOVING_OPS) + 2):
+        declared = _declared_types(scope).get(name)
+        if declared:
+            return declared == TensorProto.FLOAT16
+        producer = scope.producers.get(name)
+        if producer is None or producer.domain not in ONNX_DOMAINS:
+            return False
+        if producer.op_type == "Cast":
+            return attribute(producer, "to") == TensorProto.FLOAT16
+        if producer.op_type not in (*MOVING_OPS, "Slice"):
+            return False
+        name = producer.input[0]
+    return False
 
 
 # ---------------------------------------------------------------- the visit
@@ -575,17 +622,22 @@ class BindPass:
             self.freed_axes.add(node.input[2])
         if bound is None:
             self.crosses_bridge = True
+            found = (_float16_cast_after(scope, node.output[0])
+                     if scope.main and self.narrow_float16 and _widened_float16(scope, node.input[0]) else None)
             if axes is None or not BIND_FORMS["fixed_axes"]:
+                removes: list[onnx.NodeProto] = []
                 node.op_type = RUN_OP_TYPE
+                if found is not None and len(node.input) == 3:  # float16 data, widened: back to float16 in the op
+                    node.op_type = NARROWING_AXES_RUN_OP_TYPE
+                    outputs, removes = _narrowed_output(found, node.output[0], self.dropped_value_info)
+                    node.output[0] = outputs[0]
                 node.input.append(token)
-                return Visit(None, in_place=True, detail={"bound": False, "op_type": RUN_OP_TYPE})
+                return Visit(None, removes=removes, in_place=True, detail={"bound": False, "op_type": node.op_type})
             # constant axes travel as an attribute: one input less to copy per call
             op_type, outputs, removes = FIXED_RUN_OP_TYPE, list(node.output), []
-            cast = (_float16_cast_after(scope, outputs[0])
-                    if scope.main and self.narrow_float16 and _widened_float16(scope, node.input[0]) else None)
-            if cast is not None:  # float16 data, widened to cross the bridge: back to float16 in the op
-                op_type, outputs, removes = NARROWING_RUN_OP_TYPE, [cast.output[0]], [cast]
-                self.dropped_value_info.add(node.output[0])
+            if found is not None:  # float16 data, widened to cross the bridge: back to float16 in the op
+                op_type = NARROWING_RUN_OP_TYPE
+                outputs, removes = _narrowed_output(found, node.output[0], self.dropped_value_info)
             replacement = helper.make_node(op_type, [node.input[0], node.input[1], token], outputs, name=node.name,
                                            domain=DOMAIN, axes=axes_attribute(axes),
                                            **({} if mode is None else {"mode": mode}))
@@ -599,11 +651,10 @@ class BindPass:
             indices, indices_axes = unsqueezed
             self.chain.append(scope.producers[node.input[1]])
         outputs, removes = list(node.output), []
-        cast = _float16_cast_after(scope, outputs[0]) if widen == "float16" and self.narrow_float16 else None
-        if cast is not None:  # the gathered rows stay float16: no widening, no Cast back
+        found = _float16_cast_after(scope, outputs[0]) if widen == "float16" and self.narrow_float16 else None
+        if found is not None:  # the gathered rows stay float16: no widening, no Cast back
             widen = None
-            self.dropped_value_info.add(outputs[0])
-            outputs, removes = [cast.output[0]], [cast]
+            outputs, removes = _narrowed_output(found, node.output[0], self.dropped_value_info)
         assert axes is not None and self.prepared is not None  # bound: constant axes; prepared by begin()
         table = BoundTable(array, widen, axes, mode, indices_axes)
         key = f"session{self.session_number}/{number}"

@@ -162,6 +162,27 @@ def round_trip_cast(node: NodeProto | None, to: int = TensorProto.FLOAT) -> Type
     return any(a.name == "to" and a.i == to for a in node.attribute)
 
 
+# Ops that move a tensor's elements without computing them: a float16 or bfloat16 value passes through them
+# exactly as its float32 widening does, so the round trip's Cast back may go after them (ORT 1.32 has each
+# for both types but Expand, which it has for float16 only).
+MOVING_OPS = ("Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Expand")
+
+
+def moves_elements(node: NodeProto | None, elem_type: int) -> TypeGuard[NodeProto]:
+    """Whether ``node`` is one of ``MOVING_OPS`` that ORT runs on ``elem_type`` (float16 or bfloat16).
+
+    Args:
+        node: a node, or None.
+        elem_type: the narrow type its data input would hold.
+
+    Returns:
+        True for such a node of an ONNX domain.
+    """
+    if node is None or node.domain not in ONNX_DOMAINS or node.op_type not in MOVING_OPS:
+        return False
+    return node.op_type != "Expand" or elem_type == TensorProto.FLOAT16
+
+
 def constant_value(node: NodeProto) -> onnx.TensorProto | None:
     """The tensor of a Constant node given by its ``value`` attribute.
 
@@ -435,5 +456,5 @@ def drop_unused(graph: GraphProto, candidates: list[NodeProto], names: AbstractS
     return frozenset(freed) if dropped or removed_initializers else frozenset()
 
 
-__all__ = ["ONNX_DOMAINS", "ConstantView", "all_names", "attribute", "constant_value", "default_opset", "drop_unused", "holds_subgraph", "names_read",
-           "node_holders", "nodes_within", "round_trip_cast", "subgraphs", "tensor_array"]
+__all__ = ["MOVING_OPS", "ONNX_DOMAINS", "ConstantView", "all_names", "attribute", "constant_value", "default_opset", "drop_unused", "holds_subgraph", "names_read",
+           "moves_elements", "node_holders", "nodes_within", "round_trip_cast", "subgraphs", "tensor_array"]

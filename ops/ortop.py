@@ -7,6 +7,7 @@ errors, shape rule). More op types exist only inside the in-memory model of a ``
     output = GatherMultiaxisRun(input, indices, axes, run_token, mode)       # data through the bridge
     output = GatherMultiaxisRunFixedAxes(input, indices, run_token, mode, axes)  # the same, constant axes
     output = GatherMultiaxisRunFixedAxesToFloat16(input, indices, run_token, mode, axes)  # float -> float16
+    output = GatherMultiaxisRunToFloat16(input, indices, axes, run_token, mode)  # float -> float16, axes an input
     output = GatherMultiaxisBound<Type>(indices, run_token, table)             # data bound once (the session's)
     outputs... = GatherMultiaxisBoundGroup<Types>(indices, run_token, tables, slots)  # bound tables, shared indices
 
@@ -61,7 +62,8 @@ from .ort_internals import pyop_id, pyop_internals
 from .contract import DATA_TYPES, INDEX_TYPES, OP_TYPE, GatherIndexError, normalize_axes
 from .geometry import GatherGeometry
 from .kernel import gather_multiaxis
-from .run_ops import (BOUND_OUTPUT_TYPES, FIXED_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, RUN_OP_TYPE, BoundTable,
+from .run_ops import (BOUND_OUTPUT_TYPES, FIXED_RUN_OP_TYPE, NARROWING_AXES_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE,
+                      RUN_OP_TYPE, BoundTable,
                       bound_op_type, group_op_type, group_signatures, parse_axes, parse_group)
 from .run_errors import ERRORS, RUN_ERRORS, guard_onnxruntime_sessions, guard_sessions_made_with  # noqa: F401 - guard_onnxruntime_sessions: public here too (README)
 
@@ -392,6 +394,25 @@ def _compute_narrowing(input, indices, run_token, mode, axes):
         return _placeholder(exc, np.dtype(np.float16), input.shape, indices.shape, parse_axes(axes))
 
 
+def _hook_narrowing_axes(k_id, feed, attributes):
+    """``_hook_narrowing`` with the axes an input."""
+    input, indices, axes, token = feed
+    try:
+        output = _gather_call(input, indices, _axes_list(axes), attributes["mode"]).astype(np.float16)
+    except Exception as exc:  # noqa: BLE001
+        RUN_ERRORS.record(int(token), exc)
+        output = _placeholder_array(exc, np.dtype(np.float16), input.shape, indices.shape, axes.reshape(-1).tolist())
+    return _answer(k_id, output)
+
+
+def _compute_narrowing_axes(input, indices, axes, run_token, mode):
+    try:
+        return _handed_back(gather_multiaxis(input, indices, _axes_list(axes), mode).astype(np.float16))
+    except Exception as exc:  # noqa: BLE001
+        RUN_ERRORS.record(int(run_token), exc)
+        return _placeholder(exc, np.dtype(np.float16), input.shape, indices.shape, axes.reshape(-1).tolist())
+
+
 def _hook_bound(k_id, feed, attributes):
     indices, token = feed
     return _answer(k_id, _bound_output(indices, token, attributes["table"]))
@@ -525,6 +546,8 @@ def register(handback: bool | None = None, hook: bool | None = None) -> None:
             for index_type in (_BRIDGE_TYPES[t] for t in INDEX_TYPES):
                 _define(NARROWING_RUN_OP_TYPE, [PyCustomOpDef.dt_float, index_type, int64], PyCustomOpDef.dt_float16,
                         {"mode": string, "axes": string}, _compute_narrowing, _hook_narrowing)
+                _define(NARROWING_AXES_RUN_OP_TYPE, [PyCustomOpDef.dt_float, index_type, int64, int64],
+                        PyCustomOpDef.dt_float16, {"mode": string}, _compute_narrowing_axes, _hook_narrowing_axes)
             for elem_type in BOUND_OUTPUT_TYPES:
                 for index_type in (_BRIDGE_TYPES[t] for t in INDEX_TYPES):
                     _define(bound_op_type(elem_type), [index_type, int64], _BRIDGE_OUTPUT_TYPES[elem_type],

@@ -20,6 +20,7 @@ from .contract import DATA_TYPES
 RUN_OP_TYPE = "GatherMultiaxisRun"
 FIXED_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxes"
 NARROWING_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxesToFloat16"  # float32 data holding float16 values
+NARROWING_AXES_RUN_OP_TYPE = "GatherMultiaxisRunToFloat16"  # the same, axes an input (computed at run time)
 BOUND_OP_PREFIX = "GatherMultiaxisBound"
 
 # Output types a bound node may have beyond DATA_TYPES: float16 comes back through the bridge as it is.
@@ -174,5 +175,5 @@ class BoundTable:
 
 
 __all__ = ["BOUND_OP_PREFIX", "BOUND_OUTPUT_TYPES", "FIXED_RUN_OP_TYPE", "GROUP_MAX", "GROUP_OP_PREFIX", "GROUP_TYPES",
-           "NARROWING_RUN_OP_TYPE", "RUN_OP_TYPE", "BoundTable", "axes_attribute", "bound_op_type", "group_attributes",
+           "NARROWING_AXES_RUN_OP_TYPE", "NARROWING_RUN_OP_TYPE", "RUN_OP_TYPE", "BoundTable", "axes_attribute", "bound_op_type", "group_attributes",
            "group_op_type", "group_signatures", "parse_axes", "parse_group"]
