@@ -4,14 +4,19 @@ A visit over the pass driver (``graphs.passes.run_pass``) takes each node throug
 that applies deciding:
 
 1. **The gather it replaced.** A node the rewrite wrote records the one standard gather it stands for
-   (``graphs.provenance``); where the graph still has the rewrite's shape around it (the mode the
-   rewrite chose, the recorded inputs upstream, the recorded output downstream through the rewrite's
-   tail of Squeeze / Reshape / Cast nodes), that gather comes back and the alignment around it goes.
-   This is what lowers nodes the rewrite aligned at run time (unknown ranks) to one gather too.
+   (``graphs.provenance``); where the graph proves it (``graphs.form_check.recorded_form``: between the
+   record's names and the node, exactly what the rewrite writes for that gather), that gather comes back
+   and the alignment around it goes. This is what lowers nodes the rewrite aligned at run time (unknown
+   ranks) to one gather too.
 2. **One standard gather from the node's semantics** (``graphs.lower_forms``): Gather, GatherElements
    or GatherND, chosen from the axes, ranks, mode and the statically known sizes.
 3. **The general decomposition** (``graphs.lower_general``): flat offsets computed from the run-time
    shapes, for the nodes no single gather computes; the report says why for each.
+
+Every form's nodes pass ``graphs.form_check.check_emitted`` (ORT's GatherToSliceFusion) before they are
+used; one that fails gives way to the next. The float16/bfloat16 round trip of the rewrite is folded: the
+narrow input is gathered, and where the output only goes back to the narrow type through moving ops, the
+narrow values go there directly (no Cast from float32 quiets a NaN payload).
 
 In every step the model's own default opset decides what may be emitted. Models keep their IR version,
 opset imports (``ai.onnx.contrib`` is dropped when nothing uses it), inputs, outputs, initializers and
@@ -25,17 +30,18 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
-from onnx import ModelProto, NodeProto, TensorProto, helper
+from onnx import ModelProto, NodeProto, TensorProto
 
 from ..ops.contract import DOMAIN, OP_TYPE, Mode
 from .inference import TensorInfo
-from .lower_forms import FORM_NAMES, FormEmitter, Semantics, emit_form, plan_form
+from .form_check import check_emitted, recorded_form
+from .lower_forms import (FORM_NAMES, ElementsPlan, FormEmitter, GatherPlan, NDPlan, Semantics, emit_form,
+                          plan_forms)
 from .lower_general import (MIN_OPSET, LoweringBuilder, NotLowered, lower_gather_multiaxis,
                             lower_gather_multiaxis_at_run_time, lowerable)
 from .passes import GraphScope, NotChanged, Visit, run_pass
-from .provenance import carry_metadata, replaced_gather
 from .report import PassReport
-from .walk import ONNX_DOMAINS, attribute, round_trip_cast
+from .walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, round_trip_cast
 
 GENERAL = "general"  # the form name of the general decomposition
 KEPT_FOR_KERNEL = "kept for the GatherMultiaxis kernel"  # lower_single_gathers' reason for a node it leaves
@@ -115,74 +121,48 @@ def is_gather_multiaxis(node: NodeProto) -> bool:
 
 # -- step 1: the gather the rewrite replaced ------------------------------------------------------------
 
-# The modes the rewrite writes for each op (graphs.rules), and the first opset of each op's attributes.
-_REWRITE_MODES = {"Gather": Mode.ERROR, "GatherElements": Mode.ERROR, "GatherND": Mode.ERROR_NONEMPTY}
-_OP_OPSET = {"Gather": 1, "GatherElements": 11, "GatherND": 11}
-_TAIL_OPS = ("Squeeze", "Reshape", "Cast")  # what the rewrite writes after the node (rules.emit_replacement)
-_UPSTREAM_LIMIT = 256  # nodes searched above the node for the recorded inputs (the run-time alignment's few dozen)
+
+def _replaced_form(node: NodeProto, scope: GraphScope) -> Visit | None:
+    """Step 1: the recorded gather, where ``graphs.form_check.recorded_form`` finds the graph proves it."""
+    form = recorded_form(node, scope)
+    if form is None:
+        return None
+    return Visit([form.gather], removes=form.tail, freed={*node.input, *(i for n in form.tail for i in n.input)},
+                 detail={"form": form.gather.op_type, "source": "rewrite record"})
 
 
-def _derives_from(scope: GraphScope, name: str, source: str) -> bool:
-    """Whether ``name`` is ``source`` or computed from it within this graph."""
-    pending, seen = [name], set[str]()
-    while pending and len(seen) < _UPSTREAM_LIMIT:
-        current = pending.pop()
-        if current == source:
-            return True
-        if current in seen:
-            continue
-        seen.add(current)
-        producer = scope.producers.get(current)
-        if producer is not None:
-            pending.extend(i for i in producer.input if i)
-    return False
-
-
-def _tail(scope: GraphScope, node: NodeProto, output: str) -> list[NodeProto] | None:
-    """The rewrite's nodes from ``node``'s output to ``output``: each the only reader of the one before,
-    each a Squeeze, Reshape or Cast of it; None when the graph does not have that shape."""
-    chain, current = list[NodeProto](), node.output[0]
-    while current != output:
+def _narrow_tail(scope: GraphScope, name: str, elem_type: int) -> list[NodeProto] | None:
+    """The nodes from ``name`` to the Cast back to ``elem_type`` (the rewriter's float16/bfloat16 round trip):
+    moving ops (``graphs.walk.MOVING_OPS``), then the Cast, each the only reader of the value before it; None
+    when the graph does not have that shape."""
+    chain, current = list[NodeProto](), name
+    while len(chain) <= len(MOVING_OPS):
         readers = scope.consumers.get(current, [])
-        if len(readers) != 1 or scope.readers.get(current, 0) != 1 or len(chain) == len(_TAIL_OPS):
+        if len(readers) != 1 or scope.readers.get(current, 0) != 1:
             return None
         reader = readers[0]
-        if reader.op_type not in _TAIL_OPS or reader.domain not in ONNX_DOMAINS or reader.input[0] != current:
+        if reader.domain not in ONNX_DOMAINS or reader.input[0] != current or list(reader.input).count(current) != 1:
+            return None
+        if round_trip_cast(reader, elem_type):
+            return chain + [reader]
+        if not moves_elements(reader, elem_type):
             return None
         chain.append(reader)
         current = reader.output[0]
-    return chain
+    return None
 
 
-def _replaced_form(node: NodeProto, scope: GraphScope, mode: str | None) -> Visit | None:
-    """Step 1: the replaced gather, or None where the record is absent or the graph no longer bears it out.
-    What is checked is the graph's shape around the node (mode, upstream, tail), not the alignment nodes'
-    own attributes: an edit inside the rewrite's alignment is not seen."""
-    record = replaced_gather(node)
-    if record is None or _REWRITE_MODES.get(record.op_type) != mode or scope.opset < _OP_OPSET[record.op_type]:
-        return None
-    if record.op_type == "GatherND" and record.attributes.get("batch_dims", 0) and scope.opset < 12:
-        return None
-    data = scope.info(record.data)
-    if record.op_type == "Gather":
-        producer = scope.producers.get(record.indices)
-        if producer is not None and producer.op_type == "Range":
-            return None  # ORT's GatherToSliceFusion gets Gather(x, Range(T-1, -1, -1)) wrong: lowering/forms
-        axis = record.attributes.get("axis", 0)
-        if data.elem_type in (TensorProto.STRING, 0) and (data.shape is None or any(
-                size != 1 for size in data.shape[axis % len(data.shape) + 1:] if data.shape)):
-            return None  # ORT's string Gather is wrong for blocks of more than one element
-    if not (_derives_from(scope, node.input[0], record.data) and _derives_from(scope, node.input[1], record.indices)):
-        return None
-    tail = _tail(scope, node, record.output)
-    if tail is None:
-        return None
-    gather = helper.make_node(record.op_type, [record.data, record.indices], [record.output],
-                              name=record.name or None, domain=record.domain,
-                                  **record.attributes)  # type: ignore[arg-type]  # ints: node attributes, never doc_string
-    carry_metadata(node, gather)
-    return Visit([gather], removes=tail, freed={*node.input, *(i for n in tail for i in n.input)},
-                         detail={"form": record.op_type, "source": "rewrite record"})
+def _narrow_finish(builder: LoweringBuilder, values: str, tail: list[NodeProto]) -> None:
+    """The moving ops of ``tail`` again on the narrow gathered ``values``, the last writing the output of the
+    Cast back that ends ``tail`` (so that no Cast from float32 narrows them: ORT's drops NaN payloads)."""
+    for node in tail[:-1]:
+        copy = NodeProto()
+        copy.CopyFrom(node)
+        copy.input[0] = values
+        copy.output[0] = copy.name = values = builder.names.fresh(f"{builder.prefix}/narrow_{node.op_type.lower()}")
+        builder.nodes.append(copy)
+    producer = next(node for node in reversed(builder.nodes) if values in node.output)
+    producer.output[list(producer.output).index(values)] = tail[-1].output[0]
 
 
 # -- the visit --------------------------------------------------------------------------------------------
@@ -241,7 +221,7 @@ class LowerPass:
         """
         if len(node.input) != 3 or len(node.output) != 1:
             raise NotChanged("a GatherMultiaxis node takes 3 inputs and gives 1 output")
-        replaced = _replaced_form(node, scope, attribute(node, "mode", None))
+        replaced = _replaced_form(node, scope)
         if replaced is not None:
             return replaced
         data, indices = scope.info(node.input[0]), scope.info(node.input[1])
@@ -250,65 +230,118 @@ class LowerPass:
         if (axes is not None and (axes.ndim != 1 or axes.dtype != np.int64)) or axes_type not in (0, TensorProto.INT64):
             kind = f"{axes.ndim}-D {axes.dtype}" if axes is not None else TensorProto.DataType.Name(axes_type)
             raise NotChanged(f"axes {node.input[2]!r} are not a 1-D int64 tensor ({kind}; the op takes 1-D int64)")
-        builder = LoweringBuilder(scope.opset, scope.names, node.name or scope.names.fresh(f"{OP_TYPE}_{node.output[0]}"))
+        builder = self._builder(node, scope)
         freed = {node.input[2]}
         try:
-            if axes is None or (data.rank is None and indices.rank is None):
+            ranks = (data.rank, indices.rank)
+            if axes is None or ranks == (None, None) or (0 in ranks and None in ranks):  # (rank 0: no general form
+                # to check the other rank in)
                 if self.single_gather_only:
                     raise NotChanged(f"{KEPT_FOR_KERNEL}: axes or ranks known only at run time")
                 # axes computed by the model (an axes initializer that is also a graph input, whose value may be
                 # fed at run time) or no rank known
-                lower_gather_multiaxis_at_run_time(node, data.elem_type, builder)
-                return Visit(builder.nodes, freed=freed, detail={"form": GENERAL, "source": "semantics", "reason":
-                             "axes or ranks known only at run time"})
+                narrow = self._narrow(node, data, Mode.ERROR, scope, builder, freed)
+                lower_gather_multiaxis_at_run_time(node, data.elem_type, builder, narrow)
+                return self._general(node, scope, builder, narrow, freed, "axes or ranks known only at run time")
             mode, rank, axes = lowerable(node, data, indices, [int(a) for a in axes], scope.opset)
             if rank == 0:
                 lower_gather_multiaxis(node, data, indices, axes, builder)
                 return Visit(builder.nodes, freed=freed, detail={"form": "Identity", "source": "semantics"})
-            producer = scope.producers.get(node.input[1])
-            semantics = Semantics(rank, tuple(axes), mode, data, indices,
-                                  producer is not None and producer.op_type == "Range")
-            plan, reasons = plan_form(semantics, scope.opset)
-            if plan is not None and mode in (Mode.CLAMP, Mode.ZERO) and not indices.elem_type:
-                plan = None
+            semantics = Semantics(rank, tuple(axes), mode, data, indices)
+            plans, reasons = plan_forms(semantics, scope.opset)
+            if plans and mode in (Mode.CLAMP, Mode.ZERO) and not indices.elem_type:
+                plans = []
                 reasons.append("the indices' element type is not known (the bounds of 'clamp' and 'zero' need it)")
+            for number, plan in enumerate(plans):
+                builder = builder if number == 0 else self._builder(node, scope)
+                visit = self._single_gather(node, scope, semantics, plan, builder, set(freed))
+                why = check_emitted(visit.nodes or (), scope)
+                if why is None:
+                    return visit
+                reasons.append(f"{FORM_NAMES[type(plan)]}: {why}")
             general_reason = "no single gather computes it: " + "; ".join(reasons)
-            if plan is None and self.single_gather_only:
+            if self.single_gather_only:
                 raise NotChanged(f"{KEPT_FOR_KERNEL}: {general_reason}")
-            # (in mode "zero" the values are zeroed in the input's own type: float32, which ORT's Where takes)
-            narrow = _narrow_source(node.input[0], data, scope, builder) if mode != Mode.ZERO else None
-            if narrow is not None:
-                freed.add(node.input[0])  # the widened input: dropped if nothing else reads it
-            if plan is not None:
-                x, elem_type = (narrow[0], narrow[1]) if narrow is not None else (node.input[0], data.elem_type)
-                emitter = FormEmitter(builder, semantics, x, node.input[1], scope.constants, elem_type)
-                values = emit_form(plan, emitter)
-                if narrow is not None:
-                    values = builder.cast(values, data.elem_type, "widened")
-                builder.rename_last_output(node.output[0])
-                return Visit(builder.nodes, freed=freed | {node.input[1]},
-                             detail={"form": FORM_NAMES[type(plan)], "source": "semantics"})
+            builder = builder if not plans else self._builder(node, scope)
+            narrow = self._narrow(node, data, mode, scope, builder, freed)
             lower_gather_multiaxis(node, data, indices, axes, builder, narrow)
+            return self._general(node, scope, builder, narrow, freed, general_reason)
         except NotLowered as reason:
             raise NotChanged(str(reason)) from None
-        return Visit(builder.nodes, freed=freed, detail={"form": GENERAL, "source": "semantics", "reason": general_reason})
+
+    def _general(self, node: NodeProto, scope: GraphScope, builder: LoweringBuilder, narrow: tuple[str, int] | None,
+                 freed: set[str], reason: str) -> Visit:
+        """Step 3's Visit, its nodes checked as every form's are (``form_check.check_emitted``)."""
+        removes = self._narrow_output(node, scope, builder, narrow)
+        unfit = check_emitted(builder.nodes, scope)
+        if unfit is not None:
+            raise NotLowered(f"the general form: {unfit}")
+        return Visit(builder.nodes, removes=removes, freed=freed, detail={"form": GENERAL, "source": "semantics",
+                                                                          "reason": reason})
+
+    @staticmethod
+    def _builder(node: NodeProto, scope: GraphScope) -> LoweringBuilder:
+        return LoweringBuilder(scope.opset, scope.names, node.name or scope.names.fresh(f"{OP_TYPE}_{node.output[0]}"))
+
+    @staticmethod
+    def _narrow(node: NodeProto, data: TensorInfo, mode: Mode, scope: GraphScope, builder: LoweringBuilder,
+                freed: set[str]) -> tuple[str, int] | None:
+        """The float16/bfloat16 value the node's input widens (``_narrow_source``), which the form gathers
+        instead. Mode "zero" zeroes in the gathered type: float16 (ORT's Where has no bfloat16 kernel)."""
+        types = (TensorProto.FLOAT16,) if mode == Mode.ZERO else (TensorProto.FLOAT16, TensorProto.BFLOAT16)
+        narrow = _narrow_source(node.input[0], data, scope, builder, types)
+        if narrow is not None:
+            freed.add(node.input[0])  # the widened input: dropped if nothing else reads it
+        return narrow
+
+    @staticmethod
+    def _narrow_output(node: NodeProto, scope: GraphScope, builder: LoweringBuilder,
+                       narrow: tuple[str, int] | None) -> list[NodeProto]:
+        """Where the node's output only goes back to the narrow type (``_narrow_tail``), the narrow gathered
+        values go there directly instead of through float32 (the widening Cast ending ``builder``'s nodes
+        goes); returns the nodes of the graph that then go."""
+        tail = _narrow_tail(scope, node.output[0], narrow[1]) if narrow is not None else None
+        last = builder.nodes[-1] if builder.nodes else None
+        if tail is None or last is None or not round_trip_cast(last) or last.output[0] != node.output[0]:
+            return []
+        builder.nodes.pop()
+        _narrow_finish(builder, last.input[0], tail)
+        return tail
+
+    def _single_gather(self, node: NodeProto, scope: GraphScope, semantics: Semantics,
+                       plan: GatherPlan | ElementsPlan | NDPlan, builder: LoweringBuilder, freed: set[str]) -> Visit:
+        """Step 2: the nodes of ``plan``, on the narrow input where there is one."""
+        narrow = self._narrow(node, semantics.data, semantics.mode, scope, builder, freed)
+        x, elem_type = narrow if narrow is not None else (node.input[0], semantics.data.elem_type)
+        emitter = FormEmitter(builder, semantics, x, node.input[1], scope.constants, elem_type)
+        values = emit_form(plan, emitter)
+        if narrow is not None:
+            values = builder.cast(values, semantics.data.elem_type, "widened")
+        builder.rename_last_output(node.output[0])
+        removes = self._narrow_output(node, scope, builder, narrow)
+        return Visit(builder.nodes, removes=removes, freed=freed | {node.input[1]},
+                     detail={"form": FORM_NAMES[type(plan)], "source": "semantics"})
 
 
-def _narrow_source(x: str, data: TensorInfo, scope: GraphScope, builder: LoweringBuilder) -> tuple[str, int] | None:
-    """The rewriter's float16/bfloat16 round trip: ``x = [Unsqueeze](Cast(narrow, to=FLOAT))``. Then the
-    lowering gathers from (the Unsqueeze of) ``narrow`` and widens only what it read, instead of the
-    whole input on every run (a Cast is elementwise and exact, so the order does not matter)."""
-    node = scope.producers.get(x)
-    aligned = None
-    if node is not None and node.op_type == "Unsqueeze" and node.domain in ONNX_DOMAINS:
-        aligned, node = node, scope.producers.get(node.input[0])
-    if not round_trip_cast(node) or data.elem_type != TensorProto.FLOAT:
+def _narrow_source(x: str, data: TensorInfo, scope: GraphScope, builder: LoweringBuilder,
+                   types: tuple[int, ...] = (TensorProto.FLOAT16, TensorProto.BFLOAT16)) -> tuple[str, int] | None:
+    """The rewriter's float16/bfloat16 round trip: ``x`` is moving ops (``graphs.walk.MOVING_OPS``: the
+    rewrite's alignment) of ``Cast(narrow, to=FLOAT)``. Then the lowering gathers from (the moving ops again on)
+    ``narrow`` and widens only what it read, instead of the whole input on every run (a Cast is elementwise
+    and exact, so the order does not matter)."""
+    if data.elem_type != TensorProto.FLOAT:
+        return None
+    moving, node = list[NodeProto](), scope.producers.get(x)
+    while moves_elements(node, TensorProto.FLOAT16) and len(moving) < len(MOVING_OPS):
+        moving.append(node)
+        node = scope.producers.get(node.input[0])
+    if not round_trip_cast(node):
         return None
     source = scope.infos.get(node.input[0])
-    if source is None or source.elem_type not in (TensorProto.FLOAT16, TensorProto.BFLOAT16):
+    if source is None or source.elem_type not in types or not all(moves_elements(n, source.elem_type) for n in moving):
         return None
     name = node.input[0]
-    if aligned is not None:
+    for aligned in reversed(moving):
         copy = NodeProto()
         copy.CopyFrom(aligned)
         copy.input[0] = name

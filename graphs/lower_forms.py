@@ -42,6 +42,7 @@ import numpy as np
 from onnx import TensorProto
 
 from ..ops.contract import Mode
+from .form_check import possibly_string
 from .inference import TensorInfo
 from .lower_general import LoweringBuilder
 
@@ -76,7 +77,6 @@ class Semantics:
     mode: Mode
     data: TensorInfo
     indices: TensorInfo
-    indices_from_range: bool = False  # the indices are a Range's output (see GatherPlan)
 
     def input_size(self, d: int) -> int | None:
         """The input's size on ``d``, where it is a known integer.
@@ -167,10 +167,12 @@ def _unknown(semantics: Semantics, roles: dict[int, Role]) -> None:
 
 
 def _string_block(semantics: Semantics, after: int) -> None:
-    """ORT's string Gather copies only the first string of each block (docs/upstream.md)."""
-    if semantics.data.elem_type == TensorProto.STRING and any(
+    """ORT's string Gather copies only the first string of each block (docs/upstream.md); an element type
+    the graph does not prove may be string."""
+    if possibly_string(semantics.data.elem_type) and any(
             semantics.input_size(d) != 1 for d in range(after + 1, semantics.rank)):
-        raise NoForm("ORT's string Gather is wrong for blocks of more than one element")
+        raise NoForm("ORT's string Gather is wrong for blocks of more than one element"
+                     + ("" if semantics.data.elem_type else ", and the input's element type is not known"))
 
 
 @dataclass(frozen=True)
@@ -207,9 +209,6 @@ class GatherPlan:
         if apart:
             raise NoForm(f"the indices' own dimensions and the axis are not adjacent (dimension {apart[0]} "
                          f"copies the input between them)")
-        if semantics.indices_from_range:
-            # ORT's GatherToSliceFusion (default options) makes Gather(x, Range(T-1, -1, -1)) an empty Slice
-            raise NoForm("the indices are a Range's output, which ORT's GatherToSliceFusion turns into a wrong Slice")
         _string_block(semantics, high)
         copies = [d for d, role in roles.items() if role == Role.COPY]
         if semantics.mode == Mode.ERROR_NONEMPTY and not semantics.copy_sizes_nonzero(copies):
@@ -534,39 +533,47 @@ class FormEmitter:
         return self.zeroed(b.op("GatherND", [x, self.idx], "gathered", **attributes), mask)
 
 
-def plan_form(semantics: Semantics, opset: int) -> tuple[GatherPlan | ElementsPlan | NDPlan | None, list[str]]:
-    """The first form that computes the node exactly (Gather, GatherElements, GatherND), and why each
-    form before it does not (all of them when none does).
+def plan_forms(semantics: Semantics, opset: int) -> tuple[list[GatherPlan | ElementsPlan | NDPlan], list[str]]:
+    """Every form that computes the node exactly, in the order tried (Gather, GatherElements, GatherND), and
+    why each of the others does not. The lowering emits the first whose nodes pass
+    ``graphs.form_check.check_emitted``.
 
     Args:
         semantics: the node's facts.
         opset: the model's default-domain opset.
 
     Returns:
-        The plan (None when no form fits) and the reasons of the forms that did not.
+        The plans (none when no form fits) and the reasons of the forms that do not fit.
     """
     if not semantics.axes:
-        return None, ["no axes: the node broadcasts the input to the indices' shape, it gathers nothing"]
+        return [], ["no axes: the node broadcasts the input to the indices' shape, it gathers nothing"]
+    unproven = [what for what, info in (("input", semantics.data), ("indices", semantics.indices)) if info.shape is None]
+    if unproven:  # the op requires equal ranks: one known rank proves nothing of the other
+        return [], [f"the rank of the {' and the '.join(unproven)} is not known"]
+    last, k = semantics.indices_size(semantics.rank - 1), len(semantics.axes)
+    if k > 1 and last is not None and last % k:
+        return [], [f"the last indices dimension ({last}) is not a multiple of the {k} axes (the op raises)"]
     if semantics.mode == Mode.ZERO and semantics.data.elem_type not in (*WHERE_TYPES, TensorProto.BOOL):
-        return None, [f"ORT's Where has no kernel for {TensorProto.DataType.Name(semantics.data.elem_type)} (mode 'zero')"]
+        return [], [f"ORT's Where has no kernel for {TensorProto.DataType.Name(semantics.data.elem_type)} (mode 'zero')"]
     if semantics.mode in (Mode.CLAMP, Mode.ZERO) and opset < BOUNDS_OPSET:
-        return None, [f"mode {semantics.mode.value!r} needs Min / Max on integers (opset {BOUNDS_OPSET})"]
+        return [], [f"mode {semantics.mode.value!r} needs Min / Max on integers (opset {BOUNDS_OPSET})"]
+    plans: list[GatherPlan | ElementsPlan | NDPlan] = []
     reasons: list[str] = []
     for name, make in (("Gather", lambda: GatherPlan.of(semantics)),
                        ("GatherElements", lambda: ElementsPlan.of(semantics, opset)),
                        ("GatherND", lambda: NDPlan.of(semantics, opset))):
         try:
-            return make(), reasons
+            plans.append(make())
         except NoForm as why:
             reasons.append(f"{name}: {why}")
-    return None, reasons
+    return plans, reasons
 
 
 def emit_form(plan: GatherPlan | ElementsPlan | NDPlan, emitter: FormEmitter) -> str:
     """Emit the nodes of a plan.
 
     Args:
-        plan: from ``plan_form``.
+        plan: from ``plan_forms``.
         emitter: the node's emitter.
 
     Returns:
@@ -582,4 +589,4 @@ def emit_form(plan: GatherPlan | ElementsPlan | NDPlan, emitter: FormEmitter) ->
 FORM_NAMES = {GatherPlan: "Gather", ElementsPlan: "GatherElements", NDPlan: "GatherND"}
 
 __all__ = ["FORM_NAMES", "WHERE_TYPES", "ElementsPlan", "FormEmitter", "GatherPlan", "NDPlan", "NoForm", "Role", "Semantics",
-           "emit_form", "plan_form"]
+           "emit_form", "plan_forms"]

@@ -366,20 +366,30 @@ class _Lowering:
             start = max(start, self.rank - 1)
         return start
 
+    def _shape(self, name: str, info: TensorInfo, role: str) -> str:
+        """The shape of ``name``: a constant where static; where its rank is not known, a Reshape of it to the
+        node's rank, which raises for another rank (the op requires the input's and the indices' ranks equal,
+        and one known rank proves nothing of the other)."""
+        b = self.b
+        if _static(info):
+            # cast: _static(info) is what makes info.shape a tuple of ints, which mypy cannot see through a call
+            return b.constant(list(cast(tuple[int, ...], info.shape)), role)
+        shape = b.op("Shape", [name], role)
+        if info.shape is None:
+            shape = b.op("Reshape", [shape, b.constant([self.rank], "rank")], role + "_of_rank")
+        return shape
+
     def emit(self, output: str) -> None:
         b, r, k = self.b, self.rank, len(self.axes)
         one = b.constant([1], "one")
-        # cast: _static(info) is what makes info.shape a tuple of ints, which mypy cannot see through a call
-        x_shape, i_shape = (b.constant(list(cast(tuple[int, ...], info.shape)), role) if _static(info)
-                            else b.op("Shape", [name], role)
-                            for name, info, role in ((self.x, self.data, "input_shape"),
-                                                     (self.idx, self.indices, "indices_shape")))
+        x_shape, i_shape = (self._shape(name, info, role) for name, info, role in (
+            (self.x, self.data, "input_shape"), (self.idx, self.indices, "indices_shape")))
         x_dim = [b.op("Gather", [x_shape, b.constant([d], f"d{d}")], f"input_dim{d}") for d in range(r)]
         i_dim = [b.op("Gather", [i_shape, b.constant([d], f"d{d}")], f"indices_dim{d}") for d in range(r)]
         logical = list(i_dim)
         if k > 1:
             k_const = b.constant([k], "k")
-            logical[-1] = b.op("Div", [i_dim[-1], k_const], "logical_last")
+            logical[-1] = self._tuples_of(i_dim[-1], k_const)
             tuples = b.op("Reshape", [self.idx, b.concat(logical + [k_const], "tuple_shape")], "tuples")
             components = [b.op("Gather", [tuples, b.constant(j, f"component{j}")], f"coordinate{j}", axis=r)
                           for j in range(k)]
@@ -480,6 +490,15 @@ class _Lowering:
         b.op("If", [empty], "output", then_branch=branch(then_nodes, "if_empty"),
              else_branch=branch(else_nodes, "if_read"))
 
+    def _tuples_of(self, last: str, k: str) -> str:
+        """How many tuples of ``k`` components the last indices dimension holds; a remainder makes a Gather with
+        index 1 on a 1-element tensor raise, as the op does (even for an empty output)."""
+        b = self.b
+        count = b.op("Div", [last, k], "logical_last_unchecked")
+        exact = b.op("Equal", [b.op("Mul", [count, k], "tuples_size"), last], "tuples_fill_last")
+        bad = b.op("Cast", [b.op("Not", [exact], "tuples_remainder")], "tuples_check_index", to=TensorProto.INT64)
+        return b.op("Gather", [count, bad], "logical_last", axis=0)
+
     def _broadcast_dim(self, d: int, x_dim: str, l_dim: str) -> str:
         """The output size of non-axis dimension d: the broadcast of the input and logical indices sizes;
         sizes that do not broadcast make a Gather with index 1 on a 1-element tensor raise."""
@@ -550,7 +569,8 @@ def _raise_if(b: LoweringBuilder, count: str, role: str) -> str:
     return b.op("Gather", [b.constant([0], "zero"), index], role, axis=0)
 
 
-def lower_gather_multiaxis_at_run_time(node: NodeProto, elem_type: int, b: LoweringBuilder) -> None:
+def lower_gather_multiaxis_at_run_time(node: NodeProto, elem_type: int, b: LoweringBuilder,
+                                       narrow: tuple[str, int] | None = None) -> None:
     """Append a replacement that needs neither ranks nor axes statically (see the module docstring's
     last section); raises NotLowered. Every output element is read on its own: its output coordinates
     come from its flat position (Div/Mod by the output strides), its input offset is the sum of the
@@ -563,6 +583,8 @@ def lower_gather_multiaxis_at_run_time(node: NodeProto, elem_type: int, b: Lower
         node: the GatherMultiaxis node (its axes are an input computed at run time).
         elem_type: the input's element type.
         b: where the nodes go; the last writes the node's output.
+        narrow: as ``lower_gather_multiaxis``'s: the float16/bfloat16 value the input is an exact Cast of,
+            gathered instead (the gathered values are widened).
 
     Raises:
         NotLowered: no mode, a mode other than ``RUN_TIME_MODES``, or an opset below ``RUN_TIME_MIN_OPSET``.
@@ -580,11 +602,18 @@ def lower_gather_multiaxis_at_run_time(node: NodeProto, elem_type: int, b: Lower
         raise NotLowered("below opset 14 the lowering of run-time ranks needs the input's element type (for an If), "
                          "which is not known")
     x, idx, output = node.input[0], node.input[1], node.output[0]
+    widen = None
+    if narrow is not None:
+        x, widen, elem_type = narrow[0], elem_type, narrow[1]
     one_vector, int64 = b.constant([1], "one"), TensorProto.INT64
     x_shape, i_shape = b.op("Shape", [x], "input_shape"), b.op("Shape", [idx], "indices_shape")
+    # the op requires equal ranks: the indices' shape reshaped to the input's rank raises for another rank
+    i_shape = b.op("Reshape", [i_shape, b.op("Shape", [x_shape], "rank_1d")], "indices_shape_of_rank")
     dims = b.arange(b.length(x_shape, "rank"), "dimensions")
-    # Gather(Range(0, r), axes) counts negative axes from the end and refuses out-of-range ones.
-    axes = b.op("Gather", [dims, b.cast(node.input[2], int64, "axes_int64")], "axes", axis=0)
+    # GatherElements(Range(0, r), axes) counts negative axes from the end and refuses out-of-range ones. Not
+    # Gather: axes that are a Range's output (the rewrite's run-time GatherND alignment) would meet ORT's
+    # GatherToSliceFusion, whose Slice clamps an out-of-range axis instead of refusing it.
+    axes = b.op("GatherElements", [dims, b.cast(node.input[2], int64, "axes_int64")], "axes", axis=0)
     k = b.length(axes, "k")
     k_is_zero = b.op("Cast", [b.op("Equal", [k, b.constant(0, "zero_scalar")], "k_is_zero")], "k_is_zero_01", to=int64)
     tuple_size = b.unsqueeze(b.op("Add", [k, k_is_zero], "tuple_size_scalar"), [0], "tuple_size")  # max(k, 1)
@@ -682,6 +711,8 @@ def lower_gather_multiaxis_at_run_time(node: NodeProto, elem_type: int, b: Lower
 
         b.op("If", [empty], "output", then_branch=branch(then_nodes, "if_empty"),
              else_branch=branch(else_nodes, "if_read"))
+    if widen is not None:
+        b.cast(b.nodes[-1].output[0], widen, "widened")
     b.rename_last_output(output)
 
 

@@ -67,6 +67,7 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 from ..ops.contract import DOMAIN, OP_TYPE, GatherShapeError, Mode, logical_indices_dims, normalize_axes, output_dims
 from ..ops.kernel import gather_multiaxis
 from .builder import NameScope, NodeBuilder
+from .form_check import check_emitted, possibly_string
 from .inference import graph_infos, inferred, typing_copy
 from .lower import GENERAL, LoweredNode, LowerReport, is_gather_multiaxis, lower_model
 from .passes import GraphScope, NotChanged, Visit, run_pass
@@ -349,11 +350,16 @@ class _WebNNLowering:
         self.prepared: dict[tuple, str] = {}
         self.pending: dict[tuple, str] = {}
 
-    def node(self, node: NodeProto) -> tuple[list[NodeProto], str, str]:
+    def node(self, node: NodeProto, scope: GraphScope) -> tuple[list[NodeProto], str, str]:
         """The replacement of one main-graph GatherMultiaxis node, its form and (for the flat form) why no
-        single gather computes it; raises _NotLowered."""
+        single gather computes it; raises _NotLowered, also where the nodes fail ``form_check.check_emitted``."""
         self.pending = {}
+        absorbed, freed = set(self.absorbed), set(self.freed)
         nodes, form, reason = self._lower(node)
+        unfit = check_emitted(nodes, scope)
+        if unfit is not None:
+            self.absorbed, self.freed = absorbed, freed
+            raise _NotLowered(unfit)
         self.prepared.update(self.pending)  # (copies made for a node that was not lowered are gone)
         self.freed.update(node.input)  # the axes, and reshapes of data and indices a form read around
         return nodes, form, reason
@@ -384,6 +390,8 @@ class _WebNNLowering:
         elem_type = self.infos[data].elem_type
         if elem_type in NO_WEBNN_TYPES:
             raise _NotLowered(f"WebNN has no {NO_WEBNN_TYPES[elem_type]} tensors")
+        if possibly_string(elem_type):
+            raise _NotLowered("the input's element type is not known (it may be string, which WebNN has not)")
         raw_axes = [int(a) for a in self.constants[node.input[2]].reshape(-1)]
         try:
             out = output_dims(data_shape, indices_shape, raw_axes)
@@ -1024,7 +1032,7 @@ class WebNNPass:
         assert self.lowering is not None  # made by prepare(), which run_pass calls first
         absorbed = set(self.lowering.absorbed)
         try:
-            nodes, form, reason = self.lowering.node(node)
+            nodes, form, reason = self.lowering.node(node, scope)
         except _NotLowered as why:
             raise NotChanged(f"{why}; lowered to standard ONNX ops instead") from None
         # an absorbed reshape or Cast: the lowered node writes its output now

@@ -75,3 +75,22 @@ def test_float16_nan_payloads_survive(bound):
     default = make_session(rewritten, custom=True, as_users_do=True)
     assert default.builtin_gathers == 1
     assert default.run(None, feeds)[0].view(np.uint16).tolist() == expected.view(np.uint16).tolist()
+
+
+def test_orts_cast_from_float16_quiets_signalling_nans_in_blocks():
+    """ORT 1.32's Cast from float16 to float32 sets the quiet bit of a signalling NaN in its vectorised blocks
+    of 16 (0x7C01 becomes 0x7FC02000) and keeps it in the scalar tail (0x7F802000). float16 inputs reach the
+    kernel only through that Cast (the PyOp bridge takes no float16), so on the kernel path a signalling NaN
+    of a float16 graph input comes back quiet; quiet NaNs keep their payloads (docs/upstream.md). Fails the
+    day ORT keeps them."""
+    from onnx import helper
+
+    from gathermultiaxis.harness import IR_VERSION
+
+    graph = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)], "cast",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT16, None)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION)
+    x = np.full(17, 0x7C01, np.uint16).view(np.float16)
+    y = builtin_session(model).run(None, {"x": x})[0].view(np.uint32)
+    assert hex(y[0]) == "0x7fc02000" and hex(y[-1]) == "0x7f802000"

@@ -1,0 +1,306 @@
+"""graphs.form_check: the record proven by the graph's structure, the guards against ORT's known bugs through
+what ORT removes before it fuses, and the lowering's forms checked as emitted."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from support import assert_bit_identical, make_model
+
+import gathermultiaxis
+from gathermultiaxis.graphs import lower_model, rewrite_model
+from gathermultiaxis.graphs.form_check import reaches_range, recorded_form
+from gathermultiaxis.graphs.passes import NotChanged, Visit, run_pass
+from gathermultiaxis.graphs.provenance import KEY, replaced_gather
+
+CONTRIB = helper.make_opsetid("ai.onnx.contrib", 1)
+
+
+def constant(name, value, dtype=np.int64):
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(value, dtype), name))
+
+
+class _Probe:
+    """A pass that visits every GatherMultiaxis node and records what ``look(node, scope)`` says."""
+
+    def __init__(self, look):
+        from gathermultiaxis.graphs.lower import LowerReport
+
+        self.look, self.report, self.seen = look, LowerReport(), []
+
+    def targets(self, node):
+        return node.op_type == "GatherMultiaxis"
+
+    def visit(self, node, scope):
+        self.seen.append(self.look(node, scope))
+        raise NotChanged("probe")
+
+    def outcome(self, node, path, visit: Visit | None, reason):
+        from gathermultiaxis.graphs.lower import LoweredNode
+
+        return LoweredNode(node.name, path, False, reason)
+
+
+def probe(model, look):
+    visitor = _Probe(look)
+    run_pass(model, visitor)
+    return visitor.seen
+
+
+# -- reaches_range: what ORT removes before GatherToSliceFusion ------------------------------------------
+
+def range_then(*between, operand_value=None, operand_input=False):
+    """Range(0, n, 1) -> between... -> the indices of a GatherMultiaxis node (probed)."""
+    nodes = [constant("zero", 0), constant("one", 1), helper.make_node("Range", ["zero", "n", "one"], ["r0"])]
+    current = "r0"
+    for number, op in enumerate(between):
+        out = f"r{number + 1}"
+        if op in ("Add", "Mul"):
+            operand = "operand_in" if operand_input else f"c{number}"
+            if not operand_input:
+                nodes.append(constant(operand, operand_value))
+            nodes.append(helper.make_node(op, [current, operand], [out]))
+        elif op == "CastInt32":
+            nodes.append(helper.make_node("Cast", [current], [out], to=TensorProto.INT32))
+        elif op == "Cast":
+            nodes.append(helper.make_node("Cast", [current], [out], to=TensorProto.INT64))
+        elif op in ("Unsqueeze", "Squeeze"):
+            nodes += [constant(f"a{number}", [0]), helper.make_node(op, [current, f"a{number}"], [out])]
+        elif op == "Expand":
+            nodes += [constant(f"s{number}", [1]), helper.make_node("Expand", [current, f"s{number}"], [out])]
+        else:
+            nodes.append(helper.make_node(op, [current], [out]))
+        current = out
+    nodes += [constant("axes", [0]),
+              helper.make_node("GatherMultiaxis", ["x", current, "axes"], ["y"], domain="ai.onnx.contrib", mode="error")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T"]),
+              helper.make_tensor_value_info("n", TensorProto.INT64, []),
+              helper.make_tensor_value_info("operand_in", TensorProto.INT64, [])]
+    return make_model(nodes, inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                      extra_opsets=[CONTRIB])
+
+
+@pytest.mark.parametrize("between, reaches", [
+    ((), True),
+    (("Identity",), True),
+    (("Identity", "Identity", "Cast"), True),                    # a no-op Cast
+    (("CastInt32",), False),                                     # a Cast that changes the type stays
+    (("Unsqueeze", "Squeeze"), True),                            # a pair that undoes itself
+    (("Unsqueeze",), False),
+    (("Expand",), True),
+])
+def test_reaches_range_sees_through_what_ort_removes(between, reaches):
+    assert probe(range_then(*between), lambda node, scope: reaches_range(scope, node.input[1])) == [reaches]
+
+
+@pytest.mark.parametrize("op, value, reaches", [("Add", 0, True), ("Mul", 1, True), ("Add", 2, False),
+                                                ("Mul", -1, False)])
+def test_reaches_range_folds_the_operand_of_a_no_op(op, value, reaches):
+    model = range_then(op, operand_value=value)
+    assert probe(model, lambda node, scope: reaches_range(scope, node.input[1])) == [reaches]
+
+
+def test_an_operand_fed_at_run_time_is_never_folded_away():
+    model = range_then("Add", operand_input=True)
+    assert probe(model, lambda node, scope: reaches_range(scope, node.input[1])) == [False]
+
+
+@pytest.mark.parametrize("between", [("Identity",), ("Cast",), ("Add",), ("Mul",), ("Expand",)])
+def test_a_fusion_ort_makes_is_refused_by_every_path(between):
+    """ORT's GatherToSliceFusion through ``between`` (ORT removes it first): Gather(x, Range(T-1, -1, -1)) is
+    x reversed, and the default session and the lowered model must not become the empty Slice."""
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]), constant("zero", 0), constant("one", 1),
+             constant("minus_one", -1), helper.make_node("Gather", ["shape", "zero"], ["length"], axis=0),
+             helper.make_node("Sub", ["length", "one"], ["start"]),
+             helper.make_node("Range", ["start", "minus_one", "minus_one"], ["reversed"])]
+    op = between[0]
+    if op in ("Add", "Mul"):
+        nodes += [constant("neutral", 0 if op == "Add" else 1), helper.make_node(op, ["reversed", "neutral"], ["i"])]
+    elif op == "Expand":
+        nodes += [constant("one_shape", [1]), helper.make_node("Expand", ["reversed", "one_shape"], ["i"])]
+    elif op == "Cast":
+        nodes.append(helper.make_node("Cast", ["reversed"], ["i"], to=TensorProto.INT64))
+    else:
+        nodes.append(helper.make_node(op, ["reversed"], ["i"]))
+    nodes.append(helper.make_node("Gather", ["x", "i"], ["y"], axis=0))
+    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", 4])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    original = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert original[0].shape == (0, 4)  # ORT's bug, still there: the reason for the guard
+    rewritten, _ = rewrite_model(model)
+    session = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"])
+    assert_bit_identical(session.run(None, {"x": x})[0], x[::-1])
+    lowered, _ = lower_model(rewritten)
+    plain = ort.InferenceSession(lowered.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert_bit_identical(plain.run(None, {"x": x})[0], x[::-1])
+
+
+# -- the record, proven by the graph ---------------------------------------------------------------------
+
+def rewritten_gathers(shape_known=True):
+    """A Gather, GatherElements and GatherND, rewritten (statically, or at run time where no shape is known)."""
+    shape = (lambda dims: dims) if shape_known else (lambda dims: None)
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["rows"], axis=0, name="gather"),
+             helper.make_node("GatherElements", ["x", "order"], ["taken"], axis=1, name="elements"),
+             helper.make_node("GatherND", ["x", "pairs"], ["picked"], name="nd")]
+    inputs = [helper.make_tensor_value_info("table", TensorProto.FLOAT16, shape([10, 4])),
+              helper.make_tensor_value_info("ids", TensorProto.INT64, shape([2, 3])),
+              helper.make_tensor_value_info("x", TensorProto.FLOAT, shape([3, 5])),
+              helper.make_tensor_value_info("order", TensorProto.INT64, shape([3, 2])),
+              helper.make_tensor_value_info("pairs", TensorProto.INT64, shape([4, 2]))]
+    outputs = [helper.make_tensor_value_info(name, elem, None) for name, elem in
+               (("rows", TensorProto.FLOAT16), ("taken", TensorProto.FLOAT), ("picked", TensorProto.FLOAT))]
+    model = make_model(nodes, inputs, outputs, opset=17)
+    rewritten, report = rewrite_model(model)
+    assert report.runtime_aligned == (0 if shape_known else 3)
+    return model, rewritten
+
+
+@pytest.mark.parametrize("shape_known", [True, False])
+def test_the_rewrites_own_chain_is_recognised(shape_known):
+    _, rewritten = rewritten_gathers(shape_known)
+    found = probe(rewritten, lambda node, scope: recorded_form(node, scope))
+    assert [form.gather.op_type for form in found] == ["Gather", "GatherElements", "GatherND"]
+
+
+def test_a_static_chain_is_not_taken_where_the_graph_no_longer_proves_the_ranks():
+    _, rewritten = rewritten_gathers(shape_known=True)
+    for value in rewritten.graph.input:  # the ranks the rewrite aligned for are not proven any more
+        value.type.tensor_type.ClearField("shape")
+    del rewritten.graph.value_info[:]
+    found = probe(rewritten, lambda node, scope: recorded_form(node, scope))
+    assert found == [None, None, None]
+
+
+@pytest.mark.parametrize("edit", ["mode", "axes", "tail", "upstream"])
+def test_an_edit_of_the_chain_makes_the_record_not_hold(edit):
+    _, rewritten = rewritten_gathers()
+    node = next(n for n in rewritten.graph.node if n.op_type == "GatherMultiaxis" and n.name == "gather")
+    if edit == "mode":
+        node.attribute[0].s = b"clamp"
+    elif edit == "axes":
+        rewritten.graph.node.insert(0, constant("other_axes", [0]))
+        node = next(n for n in rewritten.graph.node if n.op_type == "GatherMultiaxis" and n.name == "gather")
+        node.input[2] = "other_axes"
+    elif edit == "tail":
+        reader = next(n for n in rewritten.graph.node if node.output[0] in n.input)
+        reader.op_type = "Identity" if reader.op_type != "Identity" else "Neg"
+        del reader.attribute[:]
+    else:
+        producer = next(n for n in rewritten.graph.node if node.input[0] in n.output)
+        producer.op_type = "Identity"  # the widening Cast of the float16 table becomes a plain copy
+        del producer.attribute[:]
+    found = probe(rewritten, lambda n, scope: recorded_form(n, scope))
+    assert found[0] is None and found[1:] != [None, None]
+
+
+def test_a_long_computation_of_the_indices_does_not_hide_the_record():
+    """The rewrite's chain is recognised by its structure, not by a search of everything upstream (BigBird's and
+    Funnel's GatherElements compute their indices through hundreds of nodes)."""
+    nodes = [constant("one", 1)]
+    current = "order"
+    for number in range(300):
+        nodes.append(helper.make_node("Add", [current, "one"] if number % 2 == 0 else [current, "minus"], [f"o{number}"]))
+        current = f"o{number}"
+    nodes.insert(0, constant("minus", -1))
+    nodes.append(helper.make_node("GatherElements", ["x", current], ["taken"], axis=1))
+    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 5]),
+                               helper.make_tensor_value_info("order", TensorProto.INT64, ["B", 2])],
+                       [helper.make_tensor_value_info("taken", TensorProto.FLOAT, None)])
+    rewritten, _ = rewrite_model(model)
+    lowered, report = lower_model(rewritten)
+    assert [(o.form, o.source) for o in report.outcomes] == [("GatherElements", "rewrite record")]
+    assert collections.Counter(n.op_type for n in lowered.graph.node) == collections.Counter(
+        n.op_type for n in model.graph.node)
+
+
+def test_the_rewrite_writes_one_record_and_drops_a_carried_one():
+    model, _ = rewritten_gathers()
+    for node in model.graph.node:
+        stale = node.metadata_props.add()
+        stale.key, stale.value = KEY, json.dumps({"op_type": "Gather", "inputs": ["a", "b"], "output": "c"})
+    rewritten, _ = rewrite_model(model)
+    records = [[e for e in n.metadata_props if e.key == KEY] for n in rewritten.graph.node
+               if n.op_type == "GatherMultiaxis"]
+    assert [len(r) for r in records] == [1, 1, 1]
+    assert [replaced_gather(n).data for n in rewritten.graph.node if n.op_type == "GatherMultiaxis"] == [
+        "table", "x", "x"]
+
+
+@pytest.mark.parametrize("text", [
+    '{"op_type":"Gather","inputs":["x","i"],"output":"y","attributes":{"axis":0},"domain":"com.microsoft"}',
+    '{"op_type":"Gather","inputs":["x","i"],"output":"y","attributes":{"axis":0,"mode":1}}',
+    '{"op_type":"Gather","inputs":["x","i"],"output":"y","attributes":{"axis":"0"}}',
+    '{"op_type":"Gather","inputs":["x","i"],"output":"y","attributes":{"axis":true}}',
+    '{"op_type":"Slice","inputs":["x","i"],"output":"y"}',
+    '{"op_type":"Gather","inputs":["x"],"output":"y"}',
+    '{not json',
+])
+def test_a_record_that_is_not_one_is_ignored(text):
+    node = helper.make_node("GatherMultiaxis", ["x", "i", "axes"], ["y"], domain="ai.onnx.contrib", mode="error")
+    entry = node.metadata_props.add()
+    entry.key, entry.value = KEY, text
+    assert replaced_gather(node) is None
+
+
+def test_two_records_on_one_node_are_ignored():
+    _, rewritten = rewritten_gathers()
+    node = next(n for n in rewritten.graph.node if n.op_type == "GatherMultiaxis")
+    assert replaced_gather(node) is not None
+    node.metadata_props.append(next(e for e in node.metadata_props if e.key == KEY))
+    assert replaced_gather(node) is None
+
+
+# -- float16: the Cast back never narrows in float32 ----------------------------------------------------
+
+HALF_NANS = np.array([0x7E01, 0xFE03, 0x7E55, 0x3C00], np.uint16).view(np.float16)
+
+
+def test_float16_nan_payloads_survive_the_forms_chosen_from_semantics():
+    """Without a record, the form is chosen from the node's semantics; the rewrite's Squeeze and Cast back go
+    after the narrow gathered values, so no float32 Cast quiets a payload."""
+    model = make_model([helper.make_node("GatherND", ["x", "i"], ["y"])],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 4]),
+                        helper.make_tensor_value_info("i", TensorProto.INT64, [3, 2])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT16, None)])
+    rewritten, _ = rewrite_model(model)
+    for node in rewritten.graph.node:
+        del node.metadata_props[:]
+    lowered, report = lower_model(rewritten)
+    assert report.outcomes[0].source == "semantics"
+    assert not any(n.op_type == "Cast" for n in lowered.graph.node)
+    feeds = {"x": np.stack([HALF_NANS, HALF_NANS[::-1]]), "i": np.array([[0, 0], [1, 1], [0, 2]])}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    for runner in (ort.InferenceSession(lowered.SerializeToString(), providers=["CPUExecutionProvider"]),
+                   gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"]),
+                   gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"],
+                                                    run_builtin_gathers=False)):
+        assert_bit_identical(runner.run(None, feeds)[0], want)
+
+
+
+def test_axes_out_of_range_raise_in_the_run_time_general_form_under_orts_defaults():
+    """Axes computed at run time by a Range (the rewrite's run-time GatherND alignment writes one) are checked
+    against the input's rank by GatherElements: a Gather of them would be a Slice under ORT's default options,
+    which clamps an out-of-range axis where the op raises."""
+    nodes = [constant("zero", 0), constant("one", 1), helper.make_node("Shape", ["i"], ["i_shape"]),
+             helper.make_node("Gather", ["i_shape", "zero"], ["count"], axis=0),  # 2 axes for 2 indices: a run-time Range
+             helper.make_node("Range", ["zero", "count", "one"], ["axes"]),
+             helper.make_node("GatherMultiaxis", ["x", "i", "axes"], ["y"], domain="ai.onnx.contrib", mode="error")]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"]),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, ["m"])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], extra_opsets=[CONTRIB])
+    lowered, report = lower_model(model)
+    assert [(o.lowered, o.form) for o in report.outcomes] == [(True, "general")]
+    feeds = {"x": np.arange(4, dtype=np.float32), "i": np.array([0, 2])}
+    with pytest.raises(Exception, match="out of range|out of data bounds|indices element"):
+        gathermultiaxis.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+    plain = ort.InferenceSession(lowered.SerializeToString(), providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception, match="Out of range value in index tensor"):  # GatherElements' own error
+        plain.run(None, feeds)
