@@ -32,7 +32,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from . import __version__  # bench/, exports/ and policies: imported by the commands that use them
-from .conformance import check
+from .conformance import check, mutate
 from .conformance.cases import (BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs,
                                 parse_input_shapes)
 from .conformance.reportfile import ReportFile, resumed_results
@@ -376,6 +376,18 @@ def _op_list(text: str) -> list[str]:
 def _check_sources(args) -> tuple[list, set[str]]:
     """The cases to check, and the verdicts that do not fail the run."""
     allowed = set(args.allow or ())
+    if args.mutate:
+        if args.fuzz:
+            raise CommandError("--mutate and --fuzz are two runs; run them separately")
+        if args.mode is not check.CheckMode.GATHERS:
+            raise CommandError(f"--mutate compares the default session, the kernel path and the lowered model "
+                               f"itself; it takes no --{args.mode.value}")
+        sources = find_sources(args.paths) if args.paths else []
+        _vet_named_models(sources, {str(Path(path)) for path in args.paths})
+        bases = (mutate.EXAMPLE, *(str(Path(source.path) / "model.onnx") if source.backend_folder else source.path
+                                   for source in sources))
+        args.mode = check.CheckMode.MUTATIONS
+        return check.mutation_sources(args.mutate, args.seed, bases, args.save_dir), allowed
     if args.fuzz:
         if args.paths:
             raise CommandError("--fuzz checks generated models and takes no PATH; run the paths separately")
@@ -405,6 +417,12 @@ def _check_reads(sources: list, report: str) -> dict[Path, str]:
                 files |= dict.fromkeys(folder.glob("test_data_set_*/*.pb"), f"test data of {folder}")
         elif getattr(source, "source", None) == str(EXAMPLE_PATH):
             files[EXAMPLE_PATH] = "the bundled example model"
+        elif isinstance(source, check.MutationSeed):
+            for base in source.bases:
+                if base == mutate.EXAMPLE:
+                    files[EXAMPLE_PATH] = "the bundled example model"
+                else:
+                    files |= _model_files(Path(base), "a model this check reads", with_data=False)
     return files
 
 
@@ -1032,8 +1050,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="an .onnx file, a backend-test folder (model.onnx + test_data_set_*), or a folder of them")
     checker.add_argument("--fuzz", type=_positive_int, default=0, metavar="N",
                          help="check N random single-node models instead (no PATH)")
-    checker.add_argument("--seed", type=int, default=0, help="seed of generated inputs and fuzz cases")
-    checker.add_argument("--save-dir", metavar="DIR", help="where --fuzz saves reproducers of failures (default: a temp dir)")
+    checker.add_argument("--mutate", type=_positive_int, default=0, metavar="N",
+                         help="check N rewritten models edited after the rewrite instead (fuzz models, the bundled "
+                              "example and each PATH model; ops inserted, records copied, attributes changed, "
+                              "Range indices, unknown types): the default session, the kernel path and the "
+                              "lowered model must agree bit for bit")
+    checker.add_argument("--seed", type=int, default=0, help="seed of generated inputs and of --fuzz and --mutate cases")
+    checker.add_argument("--save-dir", metavar="DIR",
+                         help="where --fuzz and --mutate save reproducers of failures (default: a temp dir)")
     checker.add_argument("--input-shapes", nargs="+", metavar="NAME:[DIMS]",
                          help="shapes of generated inputs, e.g. input_ids:[1,128] (symbolic dims otherwise take "
                               "3, then 1, 8, 64, 512, 4096 while the original model refuses them)")

@@ -22,6 +22,10 @@ Verdicts (``VERDICTS``):
 A ``passed`` case that also has gathers left (inside contrib ops, unsupported types) names them in
 its detail.
 
+A mutation case (``MutationSeed``, ``check --mutate``) is compared three ways instead: the edited rewrite's
+default session, kernel path and lowered model (``conformance.mutate``); passed when they agree bit for bit
+(raising on every side agrees too), else failed.
+
 ``run(sources, ...) -> Report``; ``Report.exit_status()`` maps the verdicts to the command's exit
 status (see ``gathermultiaxis.cli``).
 """
@@ -46,7 +50,7 @@ from ..graphs.walk import node_holders
 from ..ops.contract import DOMAIN, OP_TYPE
 from ..graphs.ort_optimizer import OrtOptimizeError, ort_optimize
 from ..harness import bit_identical, difference, make_session, session_options, versions
-from . import fuzz
+from . import fuzz, mutate
 from .cases import (DEFAULT_SUITE_SOURCES, CannotGenerate, CheckCase, DataSet, FileSource, InputOptions, default_suite_case, load_case,
                     sized_inputs)
 from .isolation import Outcome, WorkerPool, report_phase
@@ -121,6 +125,8 @@ class CheckMode(Enum):
     WEBNN = "webnn"                  # rewrite then lower --target webnn per data set's shapes, on plain ORT
     SESSION = "session"              # rewrite in InferenceSession as users run it (builtin gathers where
     #                                  one computes a node, the kernel elsewhere) vs original, ORT's defaults
+    MUTATIONS = "mutations"          # rewrites edited after the rewrite: default session vs kernel vs lowered
+    #                                  (conformance.mutate; the cases are MutationSeed sources)
 
     @property
     def optimized(self) -> bool:
@@ -164,6 +170,20 @@ class FuzzSeed:
 
 
 @dataclass(frozen=True)
+class MutationSeed:
+    """Mutation case ``seed`` (``mutate.mutation_case``) from the fuzz models and the real models at ``bases``
+    (``mutate.bases_from``); a failing one is saved under ``save_dir``."""
+
+    seed: int
+    bases: tuple[str, ...] = (mutate.EXAMPLE,)
+    save_dir: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"mutation seed {self.seed}"
+
+
+@dataclass(frozen=True)
 class SuiteCase:
     """A case of the default suite by its name, read where it runs (a cluster node): what a cluster is
     sent instead of the CheckCase and its model."""
@@ -171,7 +191,7 @@ class SuiteCase:
     name: str
 
 
-Source = Union[CheckCase, FileSource, FuzzSeed, SuiteCase]
+Source = Union[CheckCase, FileSource, FuzzSeed, MutationSeed, SuiteCase]
 
 
 # -- one case (in the child process) -------------------------------------------------------------
@@ -438,6 +458,36 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     return result
 
 
+def check_mutation_seed(source: MutationSeed) -> CheckResult:
+    """The verdict on one mutation case: passed when its default session, kernel path and lowered model agree
+    bit for bit (raising on every side agrees too), else failed, with what differs.
+
+    Args:
+        source: the MutationSeed.
+
+    Returns:
+        The ``CheckResult`` (``rewritten``: the edited model's GatherMultiaxis nodes).
+    """
+    report_phase("mutating a rewritten model")
+    try:
+        case = mutate.mutation_case(source.seed, mutate.bases_from(source.bases))
+    except Exception as error:  # noqa: BLE001
+        return CheckResult(source.name, "failed", detail=f"the mutated case could not be made: {one_line(error)}")
+    comparison = mutate.compare_sides(mutate.run_sides(case.model, case.feeds))
+    gathers = sum(node.op_type == OP_TYPE and node.domain == DOMAIN for holder in node_holders(case.model)
+                  for node in holder.node)
+    result = CheckResult(source.name, "passed" if comparison.equal else "failed", rewritten=gathers, compared=1,
+                         both_raised=int(all(comparison.raised.values())), source=case.base,
+                         detail="; ".join(case.mutations) + (f" | {comparison.detail}" if comparison.detail else ""))
+    if not comparison.equal:
+        folder = fuzz.save_reproducer(CheckCase(case.description, case.model, [DataSet(case.feeds)]), source.save_dir,
+                                      source.seed)
+        paths = "".join(f" {path}" for path in source.bases if path != mutate.EXAMPLE)
+        result.detail += (f" (replay: gathermultiaxis check --mutate 1 --seed {source.seed}{paths}; the edited model "
+                          f"and its inputs: {folder})")
+    return result
+
+
 def check_source(task: tuple[Source, CheckMode, InputOptions]) -> CheckResult:
     """The child process's task: read the source, then check it.
 
@@ -449,6 +499,8 @@ def check_source(task: tuple[Source, CheckMode, InputOptions]) -> CheckResult:
         The ``CheckResult`` (a file that cannot be read: "not runnable").
     """
     source, mode, options = task
+    if isinstance(source, MutationSeed):
+        return check_mutation_seed(source)
     if isinstance(source, SuiteCase):
         report_phase("collecting the default suite")
         source = default_suite_case(source.name)
@@ -571,7 +623,7 @@ def case_keys(sources: list[Source]) -> list[str]:
     """
     keys, seen = list[str](), dict[str, int]()
     for source in sources:
-        key = source.name if isinstance(source, (FuzzSeed, CheckCase, SuiteCase)) else source.path
+        key = source.name if isinstance(source, (FuzzSeed, MutationSeed, CheckCase, SuiteCase)) else source.path
         seen[key] = seen.get(key, 0) + 1
         keys.append(key if seen[key] == 1 else f"{key} #{seen[key]}")
     return keys
@@ -677,6 +729,24 @@ def fuzz_sources(count: int, seed: int, save_dir: str | Path | None = None) -> l
         A list of ``FuzzSeed``.
     """
     return [FuzzSeed(seed + offset, str(save_dir) if save_dir else None) for offset in range(count)]
+
+
+def mutation_sources(count: int, seed: int, bases: tuple[str, ...] = (mutate.EXAMPLE,),
+                     save_dir: str | Path | None = None) -> list[MutationSeed]:
+    """Mutation cases ``seed`` to ``seed + count - 1`` from the fuzz models and the real models at ``bases``
+    (``mutate.EXAMPLE`` or model files); failing ones are saved under ``save_dir`` (default: a new temporary
+    folder).
+
+    Args:
+        count: how many cases.
+        seed: the first case's seed.
+        bases: the real models mutated besides the fuzz models.
+        save_dir: the folder for the edited models of failing cases, or None.
+
+    Returns:
+        A list of ``MutationSeed``.
+    """
+    return [MutationSeed(seed + offset, tuple(bases), str(save_dir) if save_dir else None) for offset in range(count)]
 
 
 def format_table(results: list[CheckResult]) -> str:
