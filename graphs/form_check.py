@@ -26,7 +26,7 @@ node computes on every input the graph allows, and that ONNX Runtime computes it
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from onnx import NodeProto, TensorProto, helper, numpy_helper

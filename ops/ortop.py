@@ -373,44 +373,36 @@ def _hook_fixed(k_id, feed, attributes):
     return _answer(k_id, output)
 
 
-def _hook_narrowing(k_id, feed, attributes):
+def _narrowed_gather(input, indices, axes, mode: str, token) -> np.ndarray:
     """The input is float32 holding float16 values (ORT's exact Cast from float16): the gathered values go
-    back to float16 exactly, NaN payloads included (NumPy keeps them; ORT's Cast to float16 quiets them)."""
-    input, indices, token = feed
-    axes = parse_axes(attributes["axes"])
+    back to float16 exactly, NaN payloads included (NumPy keeps them; ORT's Cast to float16 quiets them).
+    ``axes``: the attribute's text, or the axes input. An error is recorded under the run's token (and a
+    placeholder returned: nothing may leave a PyOp)."""
     try:
-        output = _gather_call(input, indices, axes, attributes["mode"]).astype(np.float16)
+        listed = parse_axes(axes) if isinstance(axes, str) else _axes_list(axes)
+        return _gather_call(input, indices, listed, mode).astype(np.float16)
     except Exception as exc:  # noqa: BLE001
         RUN_ERRORS.record(int(token), exc)
-        output = _placeholder_array(exc, np.dtype(np.float16), input.shape, indices.shape, axes)
-    return _answer(k_id, output)
+        shown = parse_axes(axes) if isinstance(axes, str) else axes.reshape(-1).tolist()
+        return _placeholder_array(exc, np.dtype(np.float16), input.shape, indices.shape, shown)
+
+
+def _hook_narrowing(k_id, feed, attributes):
+    input, indices, token = feed
+    return _answer(k_id, _narrowed_gather(input, indices, attributes["axes"], attributes["mode"], token))
 
 
 def _compute_narrowing(input, indices, run_token, mode, axes):
-    try:
-        return _handed_back(gather_multiaxis(input, indices, parse_axes(axes), mode).astype(np.float16))
-    except Exception as exc:  # noqa: BLE001
-        RUN_ERRORS.record(int(run_token), exc)
-        return _placeholder(exc, np.dtype(np.float16), input.shape, indices.shape, parse_axes(axes))
+    return _handed_back(_narrowed_gather(input, indices, axes, mode, run_token))
 
 
 def _hook_narrowing_axes(k_id, feed, attributes):
-    """``_hook_narrowing`` with the axes an input."""
     input, indices, axes, token = feed
-    try:
-        output = _gather_call(input, indices, _axes_list(axes), attributes["mode"]).astype(np.float16)
-    except Exception as exc:  # noqa: BLE001
-        RUN_ERRORS.record(int(token), exc)
-        output = _placeholder_array(exc, np.dtype(np.float16), input.shape, indices.shape, axes.reshape(-1).tolist())
-    return _answer(k_id, output)
+    return _answer(k_id, _narrowed_gather(input, indices, axes, attributes["mode"], token))
 
 
 def _compute_narrowing_axes(input, indices, axes, run_token, mode):
-    try:
-        return _handed_back(gather_multiaxis(input, indices, _axes_list(axes), mode).astype(np.float16))
-    except Exception as exc:  # noqa: BLE001
-        RUN_ERRORS.record(int(run_token), exc)
-        return _placeholder(exc, np.dtype(np.float16), input.shape, indices.shape, axes.reshape(-1).tolist())
+    return _handed_back(_narrowed_gather(input, indices, axes, mode, run_token))
 
 
 def _hook_bound(k_id, feed, attributes):
