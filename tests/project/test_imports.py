@@ -155,10 +155,11 @@ REWRITER_AND_LOWERINGS = {f"gathermultiaxis.graphs.{name}" for name in (
 @pytest.mark.parametrize("builtin_gathers", [False, True], ids=["kernel only", "default"])
 def test_running_a_rewritten_model_loads_neither_the_rewriter_nor_the_lowerings(tmp_path, builtin_gathers):
     """``gathermultiaxis.InferenceSession`` on a rewritten model, run once: the session's modules are the
-    runtime's and its bind step's; no rewriter. With every node on the kernel, no lowering either, and no
+    runtime's and its bind step's; no rewrite pass. With every node on the kernel, no lowering either, and no
     GatherMultiaxis schema registered with onnx (the rewriter and onnx's inference need it, the kernel does
-    not); by default the single-gather lowering (graphs.lower and what it uses, the rewrite's records
-    included, and the schema for its shape inference), not the WebNN one."""
+    not); by default the single-gather lowering (graphs.lower and what it uses: the rewrite's records, the
+    rewrite's rules, whose replacement of a recorded gather form_check makes again to prove the record, the
+    small folder of rank_inference, and the schema for its shape inference), not the WebNN one."""
     import numpy as np
     import onnx
 
@@ -186,7 +187,9 @@ print(onnx.defs.has("GatherMultiaxis", "ai.onnx.contrib"))
     modules_line, schema_line = run.stdout.strip().splitlines()[-2:]
     modules = set(ast.literal_eval(modules_line))
     assert {"gathermultiaxis.ops.session", "gathermultiaxis.graphs.bind"} <= modules, modules  # what ran
-    lowering = {f"gathermultiaxis.graphs.{name}" for name in ("lower", "lower_forms", "lower_general", "provenance")}
+    lowering = {f"gathermultiaxis.graphs.{name}" for name in ("lower", "lower_forms", "lower_general", "provenance",
+                                                               "rules", "runtime_alignment", "block_quantized",
+                                                               "rank_inference")}
     assert modules & REWRITER_AND_LOWERINGS == (lowering & modules if builtin_gathers else set())
     assert not builtin_gathers or "gathermultiaxis.graphs.lower" in modules
     assert schema_line == str(builtin_gathers)  # the lowering infers shapes through GatherMultiaxis nodes
