@@ -18,7 +18,8 @@ import onnx
 import onnx.shape_inference
 from onnx import AttributeProto, GraphProto, ModelProto, TypeProto, helper, numpy_helper
 
-from ..ops.ort_internals import PrivateAPIError, partial_symbolic_inference
+from ..ops.ort_internals import (PrivateAPIError, partial_symbolic_inference, symbolic_shape_infer_module,
+                                 symbolic_shape_inference)
 from . import ort_optimizer
 from .builder import NameScope
 from .walk import ONNX_DOMAINS, all_names, constant_value, node_holders, subgraphs
@@ -491,9 +492,8 @@ def symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
     """
     register_schema()  # ORT's inference falls back to onnx's per node, GatherMultiaxis ones included
     try:
-        from onnxruntime.tools.symbolic_shape_infer import get_opset
-
-        if (get_opset(light) or 0) < 7:
+        symbolic_shape_inference()  # PrivateAPIError when the installed onnxruntime lacks a step
+        if (symbolic_shape_infer_module().get_opset(light) or 0) < 7:
             return {}
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             inferred = partial_symbolic_inference(light)  # the partial result, also where inference stops

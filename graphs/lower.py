@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
-from onnx import ModelProto, NodeProto, TensorProto
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
 from ..ops.contract import DOMAIN, OP_TYPE, Mode
 from .inference import TensorInfo
@@ -39,7 +39,8 @@ from .lower_forms import (FORM_NAMES, ElementsPlan, FormEmitter, GatherPlan, NDP
                           plan_forms)
 from .lower_general import (MIN_OPSET, LoweringBuilder, NotLowered, lower_gather_multiaxis,
                             lower_gather_multiaxis_at_run_time, lowerable)
-from .passes import GraphScope, NotChanged, Visit, run_pass
+from .passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
+from .rank_layers import RankLayers
 from .report import PassReport
 from .walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, round_trip_cast
 
@@ -168,6 +169,7 @@ def _narrow_finish(builder: LoweringBuilder, values: str, tail: list[NodeProto])
 # -- the visit --------------------------------------------------------------------------------------------
 
 
+
 @dataclass
 class LowerPass:
     """The lowering as a visit over ``graphs.passes.run_pass``."""
@@ -176,6 +178,20 @@ class LowerPass:
     external_data_folder: str | os.PathLike | None = None  # where the scope's constants read external data
     single_gather_only: bool = False  # leave the nodes that only the general decomposition computes
     drops_domain: ClassVar[bool] = True
+    layers: RankLayers = field(init=False)
+
+    def __post_init__(self) -> None:
+        # No layer 2: ORT's symbolic inference imports sympy (0.5-3 s), and the session lowers at start-up.
+        self.layers = RankLayers(None)
+
+    def scope_infos(self, graph: GraphProto, twin: InferredGraph, outer: dict[str, TensorInfo],
+                    main: bool) -> dict[str, TensorInfo]:
+        """Layer 1, then declared input ranks where it gives none."""
+        return self.layers.scope_infos(graph, twin, outer)
+
+    def observe(self, node: NodeProto, scope: GraphScope) -> None:
+        """Layer 3 and declared ranks, as the rewrite types ``node``'s outputs."""
+        self.layers.observe(node, scope)
 
     def targets(self, node: NodeProto) -> bool:
         """Whether the pass visits ``node``.

@@ -21,19 +21,17 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import numpy as np
-
 import onnx
-from onnx import GraphProto, ModelProto, NodeProto, helper, numpy_helper
+from onnx import GraphProto, ModelProto, NodeProto, helper
 
 from ..ops.contract import DOMAIN
 from . import ort_optimizer
 from .builder import NodeBuilder
-from .modelfile import ModelFileError, SessionOptionsFactory
-from .passes import ConstantView, GraphScope, InferredGraph, NotChanged, Visit, run_pass
-from .rank_inference import FOLD_LIMIT, FOLDABLE_OPS, apply_rank_rule, fold, output_elem_types
+from .modelfile import SessionOptionsFactory
+from .passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
+from .rank_layers import RankLayers
 from .report import PassReport
-from .inference import declared_ranks, known_rank, learn, symbolic_infos, with_elem_type
+from .inference import known_rank
 from .inference import TensorInfo
 from .rules import RULES, LeftUnchanged, OptInRule, emit_replacement
 from .walk import ONNX_DOMAINS, node_holders, nodes_within
@@ -175,9 +173,11 @@ class RewritePass:
     runtime_alignment: bool = True
     report: RewriteReport = field(default_factory=RewriteReport)
     keeps_types: ClassVar[bool] = True  # the load check of the written model reads layer 1 (graphs.load_check)
-    light: bytes = b""  # the typing copy, serialized until layer 2 needs it (a tenth of its parsed size)
-    _symbolic: dict[str, TensorInfo] | None = None
+    layers: RankLayers = field(init=False)
     _induced: dict[int, set[str]] = field(default_factory=dict)  # id(graph) -> names ranked by the Loop induction
+
+    def __post_init__(self) -> None:
+        self.layers = RankLayers(self._lacking)
 
     def targets(self, node: NodeProto) -> bool:
         """Whether the pass rewrites ``node`` (a rule exists for its op type and ``ops`` asks for it).
@@ -210,14 +210,7 @@ class RewritePass:
         """
         if not self.report.outcomes:  # inlined: what a function still holds is in one that is never called
             _report_function_gathers(model, self.ops, self.report, "in a model-local function that no node calls")
-        self.light = light.SerializeToString()
-
-    @property
-    def symbolic(self) -> dict[str, TensorInfo]:
-        """Layer 2, run once and only when a gather of some graph needs it (it costs ~0.5 s)."""
-        if self._symbolic is None:
-            self._symbolic = symbolic_infos(ModelProto.FromString(self.light))
-        return self._symbolic
+        self.layers.begin(light)
 
     def _lacking(self, graph: GraphProto, infos: dict[str, TensorInfo]) -> bool:
         """Whether a gather of ``graph`` lacks a rank after layer 1."""
@@ -244,20 +237,9 @@ class RewritePass:
         Returns:
             A new dict, name to TensorInfo.
         """
-        infos = dict(outer)
-        for name, info in twin.infos.items():
-            learn(infos, name, info)
         if twin.induced:
             self._induced[id(graph)] = twin.induced
-        if self._lacking(graph, infos):
-            for name, info in self.symbolic.items():  # layer 2 where layer 1 has no rank
-                if not known_rank(infos.get(name)):
-                    infos[name] = with_elem_type(info, infos.get(name))
-        declared = declared_ranks(graph)
-        for value in graph.input:  # a body input's declared rank, where inference says nothing
-            if not known_rank(infos.get(value.name)) and value.name in declared:
-                infos[value.name] = with_elem_type(declared[value.name], infos.get(value.name))
-        return infos
+        return self.layers.scope_infos(graph, twin, outer)
 
     def observe(self, node: NodeProto, scope: GraphScope) -> None:
         """Types ``node``'s outputs by the rank rules (layer 3) and declared ranks where nothing else did,
@@ -269,13 +251,7 @@ class RewritePass:
         """
         if (node.domain, node.op_type) in INTERNAL_GATHERS and _rule(node, self.ops) is None:
             scope.outcomes.append(_internal_gather_outcome(node, scope.path))
-        _apply_rank_rule(node, scope)  # layer 3 where layers 1 and 2 have no rank
-        declared = scope.cache.get("declared")
-        if declared is None:
-            declared = scope.cache["declared"] = declared_ranks(scope.graph)
-        for name in node.output:  # then a declared rank, where no inference layer says anything
-            if name in declared and not known_rank(scope.infos.get(name)):
-                scope.infos[name] = with_elem_type(declared[name], scope.infos.get(name))
+        self.layers.observe(node, scope)  # layer 3, then declared ranks, where layers 1 and 2 have no rank
 
     def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str) -> NodeOutcome:
         """The report's row for a visited gather.
@@ -366,70 +342,6 @@ def _why_rank_unknown(name: str, graph: GraphProto, original: int, infos: dict[s
         return (f"{current!r}{where} is an output of {op} node {node.name!r}, whose output rank neither ONNX's "
                 f"nor ORT's shape inference, nor a rank rule, nor a declared value_info gives")
     return f"{name!r} is computed in a cycle of unknown ranks"
-
-
-def _shape_vector(info: TensorInfo | None) -> bool:
-    """A 1-D integer vector whose length is not known: a rank rule may tell it (a Slice of a Shape with
-    constant bounds, a Concat of such pieces), and a Reshape's rank is that length."""
-    return (known_rank(info) and info.rank == 1 and not isinstance(info.shape[0], int)
-            and info.elem_type in (0, onnx.TensorProto.INT64, onnx.TensorProto.INT32))
-
-
-def _apply_rank_rule(node: NodeProto, scope: GraphScope) -> None:
-    """Layer 3 for one node: its rank rule where no layer knows an output's rank (or a shape vector's
-    length), the values of small integer constants it computes (``rank_inference.fold``: the bounds and
-    shapes later rules read), and its outputs' element types by its schema."""
-    infos, constants = scope.infos, scope.constants
-    folded = scope.cache.setdefault("folded", {})
-    if all(known_rank(infos.get(name)) and infos[name].elem_type and not _shape_vector(infos[name])
-           for name in node.output if name) and not _foldable(node):
-        return
-
-    def constant(name: str) -> np.ndarray | None:
-        if name in folded:
-            return folded[name]
-        tensor = constants.tensor(name)
-        return None if tensor is None or tensor.data_location == onnx.TensorProto.EXTERNAL else \
-            numpy_helper.to_array(tensor)
-
-    inputs = [infos.get(name) if name else None for name in node.input]
-    outputs = apply_rank_rule(node, inputs, constant)
-    for name, info in zip(node.output, outputs or ()):
-        if not name or info is None or info.shape is None:
-            continue
-        known = infos.get(name)
-        if not known_rank(known) or (_shape_vector(known) and info.rank == 1 and isinstance(info.shape[0], int)):
-            infos[name] = with_elem_type(info, known)
-    if _foldable(node):
-        values = [_small_constant(name, folded, constants) if name else None for name in node.input]
-        if all(value is not None for name, value in zip(node.input, values) if name):
-            value = fold(node, values)
-            if value is not None:
-                folded[node.output[0]] = value
-    if any(name and not (infos.get(name) and infos[name].elem_type) for name in node.output):
-        types = output_elem_types(node, [info.elem_type if info else 0 for info in inputs], scope.opset)
-        for name, elem_type in zip(node.output, types or ()):  # element types by the op's schema
-            known = infos.get(name)
-            if name and elem_type and not (known and known.elem_type):
-                infos[name] = TensorInfo(elem_type, known.shape if known else None)
-
-
-def _foldable(node: NodeProto) -> bool:
-    return node.domain in ONNX_DOMAINS and node.op_type in FOLDABLE_OPS
-
-
-def _small_constant(name: str, folded: dict[str, np.ndarray], constants: ConstantView) -> np.ndarray | None:
-    """The value of ``name`` when it is a folded value or a constant of at most FOLD_LIMIT integers (its
-    size and type read from the proto first: no larger payload is read)."""
-    if name in folded:
-        return folded[name]
-    size, dtype = constants.size(name), constants.dtype(name)
-    if size is None or size > FOLD_LIMIT or dtype not in (np.dtype(np.int64), np.dtype(np.int32)):
-        return None
-    try:
-        return constants[name]
-    except ModelFileError:  # external data that cannot be read here: no value, the rank stays unknown
-        return None
 
 
 @dataclass
