@@ -628,6 +628,7 @@ def _whole_number_at_least(minimum: int, rule: str) -> Callable[[str], int]:
 
 _positive_int = _whole_number_at_least(1, "must be at least 1")
 _non_negative_int = _whole_number_at_least(0, "must be 0 or more")
+_seed = _whole_number_at_least(0, "a seed is 0 or more (NumPy's generators take no negative seed)")  # every --seed
 
 
 def _positive_float(text: str) -> float:
@@ -1055,7 +1056,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "example and each PATH model; ops inserted, records copied, attributes changed, "
                               "Range indices, unknown types): the default session, the kernel path and the "
                               "lowered model must agree bit for bit")
-    checker.add_argument("--seed", type=int, default=0, help="seed of generated inputs and of --fuzz and --mutate cases")
+    checker.add_argument("--seed", type=_seed, default=0, help="seed of generated inputs and of --fuzz and --mutate cases")
     checker.add_argument("--save-dir", metavar="DIR",
                          help="where --fuzz and --mutate save reproducers of failures (default: a temp dir)")
     checker.add_argument("--input-shapes", nargs="+", metavar="NAME:[DIMS]",
@@ -1167,7 +1168,7 @@ def build_parser() -> argparse.ArgumentParser:
     policies.add_argument("--input-shapes", nargs="+", metavar="NAME:[DIMS]", help="shapes of generated inputs")
     policies.add_argument("--out-of-range", action="store_true",
                           help="push each generated index input past its bounds (first value above, last below)")
-    policies.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
+    policies.add_argument("--seed", type=_seed, default=0, help="seed of the generated inputs")
     policies.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     policies.add_argument("--force", action="store_true", help="overwrite an existing JSON report")
     policies.set_defaults(run=run_policies)
