@@ -32,7 +32,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from . import __version__  # bench/, exports/ and policies: imported by the commands that use them
-from .conformance import check, mutate
+from .conformance import check, cluster, mutate
 from .conformance.cases import (BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs,
                                 parse_input_shapes)
 from .conformance.reportfile import ReportFile, resumed_results
@@ -542,6 +542,7 @@ def run_check(args) -> int:
         finished = (resumed_results(args.resume, args.mode.value, check.case_keys(sources)) if args.resume else [])
     except BadInput as error:
         raise CommandError(str(error)) from None
+    cluster_timeout = _reachable_cluster(args)
     if _exists(report_path):  # only an existing file can be one the check reads
         option = "--json" if report_path == args.json else "--resume"
         _not_over(option, report_path, _check_reads(sources, report_path) | _inputs_read(args.load_inputs))
@@ -565,7 +566,7 @@ def run_check(args) -> int:
         try:
             report = check.run(sources, options=options, timeout=args.timeout, fail_fast=args.fail_fast,
                                on_result=on_result, command=command, mode=args.mode, jobs=args.jobs,
-                               finished=finished, cluster=args.cluster)
+                               finished=finished, cluster=args.cluster, cluster_timeout=cluster_timeout)
         finally:
             sigterm.defer()
             progress.close()
@@ -585,6 +586,21 @@ def run_check(args) -> int:
         # "no gather" still is.
         allowed = allowed | {"no gather"}
     return 143 if sigterm.received and not report.interrupted else report.exit_status(allowed)
+
+
+def _reachable_cluster(args) -> float:
+    """--cluster-timeout (or its default), once a scheduler answered at --cluster within it: an address
+    where none does is bad input (exit 2), found before the run instead of a traceback or a hang."""
+    if args.cluster is None:
+        if args.cluster_timeout is not None:
+            raise CommandError("--cluster-timeout goes with --cluster")
+        return cluster.DEFAULT_CONNECT_TIMEOUT_S
+    timeout = cluster.DEFAULT_CONNECT_TIMEOUT_S if args.cluster_timeout is None else args.cluster_timeout
+    try:
+        cluster.reach_scheduler(args.cluster, timeout)
+    except (cluster.NoScheduler, ImportError) as error:
+        raise CommandError(f"--cluster {args.cluster}: {error}") from None
+    return timeout
 
 
 LISTED_PASSES = 50  # more passed cases than this are counted, not listed, unless -v
@@ -1099,6 +1115,10 @@ def build_parser() -> argparse.ArgumentParser:
     checker.add_argument("--cluster", metavar="ADDRESS",
                          help="send the cases to a running Dask cluster (tcp://HOST:8786; 'local': start one of "
                               "--jobs worker processes for this run); needs pip install \"gathermultiaxis[cluster]\"")
+    checker.add_argument("--cluster-timeout", type=_positive_float, metavar="SECONDS",
+                         help=f"how long the --cluster scheduler may take to answer (default "
+                              f"{cluster.DEFAULT_CONNECT_TIMEOUT_S:g} s); an address where none answers in time "
+                              f"is bad input (exit 2), before the run")
     checker.add_argument("--resume", metavar="REPORT",
                          help="skip the cases a --json report of the same run already holds (a finished, "
                               "interrupted or killed run) and write the whole report to it (or to --json)")

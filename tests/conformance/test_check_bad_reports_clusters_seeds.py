@@ -100,3 +100,45 @@ def test_resume_from_a_fifo_is_refused_without_opening_it(tmp_path, capsys):
 def test_a_negative_seed_is_refused_when_parsed(args, capsys):
     one_line_exit_2(args, capsys, f"argument --seed: a seed is 0 or more (NumPy's generators take no negative "
                                   f"seed), got {args[-1]}")
+
+
+@pytest.fixture
+def silent_server():
+    """A TCP service that accepts connections and never says a word: the address of its port."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted, stop = [], threading.Event()
+
+    def serve():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"tcp://127.0.0.1:{server.getsockname()[1]}", accepted
+    stop.set()
+    thread.join()
+    for connection in accepted:
+        connection.close()
+    server.close()
+
+
+def test_an_address_with_no_dask_scheduler_is_refused_in_bounded_time(silent_server, tmp_path, capsys):
+    pytest.importorskip("distributed", reason="Dask's distributed is not installed (pip install \".[cluster]\"): "
+                                              "check --cluster is not tested")
+    address, accepted = silent_server
+    report = tmp_path / "r.json"
+    for where, message in [("nonsense", "--cluster nonsense: not a scheduler address (missing port number"),
+                           ("tcp://127.0.0.1:1", "--cluster tcp://127.0.0.1:1: no Dask scheduler answered within 1 s"),
+                           (address, f"--cluster {address}: no Dask scheduler answered within 1 s")]:
+        started = time.monotonic()
+        one_line_exit_2(["check", str(EXAMPLE_PATH), "--cluster", where, "--cluster-timeout", "1",
+                         "--json", str(report)], capsys, message)
+        assert time.monotonic() - started < 10, where  # the timeout, and a margin for a busy machine (not 30 s, not for good)
+        assert not report.exists()  # before the run: no report started
+    assert accepted  # the silent service was reached: its silence, not a refused connection, was timed
+    one_line_exit_2(["check", str(EXAMPLE_PATH), "--cluster-timeout", "1"], capsys,
+                    "--cluster-timeout goes with --cluster")
