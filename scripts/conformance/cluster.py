@@ -84,7 +84,7 @@ def reach_scheduler(address: str, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) ->
     would hold ``Client`` for good; here it costs ``timeout``.
 
     Args:
-        address: a scheduler's address, e.g. ``tcp://host:8786`` (``"local"``: nothing to ask).
+        address: a scheduler's address, e.g. ``tcp://host:8786`` (``"local"``: nothing to ask, only Dask to import).
         timeout: seconds to wait for the connection and the answer.
 
     Returns:
@@ -94,9 +94,9 @@ def reach_scheduler(address: str, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) ->
         NoScheduler: the address is malformed, nothing answers in time, or what answers is not a scheduler.
         ImportError: Dask's distributed is not installed.
     """
+    _needs_distributed()
     if address == "local":
         return
-    _needs_distributed()
     import asyncio
 
     from distributed.comm import connect

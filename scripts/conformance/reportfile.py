@@ -100,8 +100,9 @@ def _checked_run(path: str | os.PathLike, run: Any) -> dict:
     """The head line's run, checked to hold what ``ReportFile.start`` writes."""
     if not isinstance(run, dict):
         raise BadInput(f"{path}: line 1: the run is {_shown(run)}, not an object: not a check --json report")
-    for key, fits, what in (("mode", _KINDS[str][0], "a string"), ("command", _KINDS[list[str]][0], "a list of strings"),
-                            ("versions", lambda value: isinstance(value, dict), "an object")):
+    kinds = {"mode": _KINDS[str], "command": _KINDS[list[str]],
+             "versions": (lambda value: isinstance(value, dict), "an object")}
+    for key, (fits, what) in kinds.items():
         if key not in run:
             raise BadInput(f"{path}: line 1: the run has no {key!r}: not a check --json report")
         if not fits(run[key]):
@@ -151,7 +152,8 @@ def resumed_results(path: str | os.PathLike, mode: str, keys: list[str]) -> list
     """
     kind = path_kind(Path(path))
     if kind != "file":
-        what = {"missing": "no such file", "folder": "a folder, not a report file"}.get(kind, f"{kind}, not a report file")
+        what = {"missing": "no such file", "folder": "a folder, not a report file"}.get(kind,
+                                                                                       f"{kind}, not a report file")
         raise BadInput(f"--resume {path}: {what}")
     try:
         report, results = _read(path)

@@ -9,20 +9,10 @@ import threading
 import time
 
 import pytest
+from test_check_bad_input import one_line_exit_2
 
 from gathermultiaxis.cli import main
 from gathermultiaxis.examples import EXAMPLE_PATH
-
-
-def one_line_exit_2(args, capsys, *messages):
-    try:
-        status = main(args)
-    except SystemExit as exit_info:  # argparse's own errors
-        status = exit_info.code
-    err = capsys.readouterr().err
-    assert status == 2, err
-    assert all(message in err for message in messages) and err.count("\n") == 1, err
-    return err
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +68,8 @@ MALFORMED = [
 def test_a_malformed_report_is_refused_before_the_run(example_report, tmp_path, capsys, what, text, message):
     args = resume_with(tmp_path, text(example_report))
     before = (tmp_path / "resumed.json").read_bytes()
-    one_line_exit_2(args, capsys, f"--resume {tmp_path / 'resumed.json'}: ", message)
+    err = one_line_exit_2(args, capsys, message)
+    assert err.startswith(f"gathermultiaxis check: --resume {tmp_path / 'resumed.json'}: "), err
     assert (tmp_path / "resumed.json").read_bytes() == before  # the run, which rewrites it, never started
 
 
