@@ -8,7 +8,7 @@ version): the replaced op, its integer attributes, the names of its data and ind
 output. It replaces any record the replaced node carried (one record a node). The record is a claim, not
 a proof: it only says which form to try first, and ``graphs.form_check.recorded_form`` uses it only where
 the graph proves it. A record that is not one (another op or domain, an attribute the op does not have, a
-value that is no integer, two records on one node) is ignored, never an error.
+value that is no integer or lies outside int64's range, two records on one node) is ignored, never an error.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ class ReplacedGather:
                     or not all(isinstance(n, str) and n for n in (data, indices, output))
                     or not isinstance(name, str) or not isinstance(attributes, dict)
                     or not set(attributes) <= set(RECORDED_ATTRIBUTES[op_type])
-                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in attributes.values())):
+                    or not all(isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63
+                               for v in attributes.values())):  # an ONNX attribute holds an int64
                 return None
             return cls(op_type, data, indices, output, dict(attributes), name, domain)
         except (ValueError, KeyError, TypeError, AttributeError):

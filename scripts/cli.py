@@ -32,7 +32,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from . import __version__  # bench/, exports/ and policies: imported by the commands that use them
-from .conformance import check, mutate
+from .conformance import check, cluster, mutate
 from .conformance.cases import (BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs,
                                 parse_input_shapes)
 from .conformance.reportfile import ReportFile, resumed_results
@@ -542,6 +542,7 @@ def run_check(args) -> int:
         finished = (resumed_results(args.resume, args.mode.value, check.case_keys(sources)) if args.resume else [])
     except BadInput as error:
         raise CommandError(str(error)) from None
+    cluster_timeout = _reachable_cluster(args)
     if _exists(report_path):  # only an existing file can be one the check reads
         option = "--json" if report_path == args.json else "--resume"
         _not_over(option, report_path, _check_reads(sources, report_path) | _inputs_read(args.load_inputs))
@@ -565,7 +566,7 @@ def run_check(args) -> int:
         try:
             report = check.run(sources, options=options, timeout=args.timeout, fail_fast=args.fail_fast,
                                on_result=on_result, command=command, mode=args.mode, jobs=args.jobs,
-                               finished=finished, cluster=args.cluster)
+                               finished=finished, cluster=args.cluster, cluster_timeout=cluster_timeout)
         finally:
             sigterm.defer()
             progress.close()
@@ -585,6 +586,21 @@ def run_check(args) -> int:
         # "no gather" still is.
         allowed = allowed | {"no gather"}
     return 143 if sigterm.received and not report.interrupted else report.exit_status(allowed)
+
+
+def _reachable_cluster(args) -> float:
+    """--cluster-timeout (or its default), once a scheduler answered at --cluster within it: an address
+    where none does is bad input (exit 2), found before the run instead of a traceback or a hang."""
+    if args.cluster is None:
+        if args.cluster_timeout is not None:
+            raise CommandError("--cluster-timeout goes with --cluster")
+        return cluster.DEFAULT_CONNECT_TIMEOUT_S
+    timeout = cluster.DEFAULT_CONNECT_TIMEOUT_S if args.cluster_timeout is None else args.cluster_timeout
+    try:
+        cluster.reach_scheduler(args.cluster, timeout)
+    except (cluster.NoScheduler, ImportError) as error:
+        raise CommandError(f"--cluster {args.cluster}: {error}") from None
+    return timeout
 
 
 LISTED_PASSES = 50  # more passed cases than this are counted, not listed, unless -v
@@ -628,6 +644,7 @@ def _whole_number_at_least(minimum: int, rule: str) -> Callable[[str], int]:
 
 _positive_int = _whole_number_at_least(1, "must be at least 1")
 _non_negative_int = _whole_number_at_least(0, "must be 0 or more")
+_seed = _whole_number_at_least(0, "a seed is 0 or more (NumPy's generators take no negative seed)")  # every --seed
 
 
 def _positive_float(text: str) -> float:
@@ -1055,7 +1072,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "example and each PATH model; ops inserted, records copied, attributes changed, "
                               "Range indices, unknown types): the default session, the kernel path and the "
                               "lowered model must agree bit for bit")
-    checker.add_argument("--seed", type=int, default=0, help="seed of generated inputs and of --fuzz and --mutate cases")
+    checker.add_argument("--seed", type=_seed, default=0, help="seed of generated inputs and of --fuzz and --mutate cases")
     checker.add_argument("--save-dir", metavar="DIR",
                          help="where --fuzz and --mutate save reproducers of failures (default: a temp dir)")
     checker.add_argument("--input-shapes", nargs="+", metavar="NAME:[DIMS]",
@@ -1098,6 +1115,10 @@ def build_parser() -> argparse.ArgumentParser:
     checker.add_argument("--cluster", metavar="ADDRESS",
                          help="send the cases to a running Dask cluster (tcp://HOST:8786; 'local': start one of "
                               "--jobs worker processes for this run); needs pip install \"gathermultiaxis[cluster]\"")
+    checker.add_argument("--cluster-timeout", type=_positive_float, metavar="SECONDS",
+                         help=f"how long the --cluster scheduler may take to answer (default "
+                              f"{cluster.DEFAULT_CONNECT_TIMEOUT_S:g} s); an address where none answers in time "
+                              f"is bad input (exit 2), before the run")
     checker.add_argument("--resume", metavar="REPORT",
                          help="skip the cases a --json report of the same run already holds (a finished, "
                               "interrupted or killed run) and write the whole report to it (or to --json)")
@@ -1167,7 +1188,7 @@ def build_parser() -> argparse.ArgumentParser:
     policies.add_argument("--input-shapes", nargs="+", metavar="NAME:[DIMS]", help="shapes of generated inputs")
     policies.add_argument("--out-of-range", action="store_true",
                           help="push each generated index input past its bounds (first value above, last below)")
-    policies.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
+    policies.add_argument("--seed", type=_seed, default=0, help="seed of the generated inputs")
     policies.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     policies.add_argument("--force", action="store_true", help="overwrite an existing JSON report")
     policies.set_defaults(run=run_policies)

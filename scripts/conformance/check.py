@@ -53,6 +53,7 @@ from ..harness import bit_identical, difference, make_session, session_options, 
 from . import fuzz, mutate
 from .cases import (DEFAULT_SUITE_SOURCES, CannotGenerate, CheckCase, DataSet, FileSource, InputOptions, default_suite_case, load_case,
                     sized_inputs)
+from .cluster import DEFAULT_CONNECT_TIMEOUT_S  # (the module imports Dask only when a cluster is used)
 from .isolation import Outcome, WorkerPool, report_phase
 
 VERDICTS = ("passed", "failed", "not compared", "not runnable", "builtin wrong", "no gather")
@@ -632,7 +633,8 @@ def case_keys(sources: list[Source]) -> list[str]:
 def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), timeout: float = DEFAULT_TIMEOUT_S,
         fail_fast: bool = False, on_result: Callable[[CheckResult], None] | None = None,
         command: list[str] | None = None, isolate: bool = True, mode: CheckMode = CheckMode.GATHERS,
-        jobs: int = 1, finished: Iterable[CheckResult] = (), cluster: str | None = None) -> Report:
+        jobs: int = 1, finished: Iterable[CheckResult] = (), cluster: str | None = None,
+        cluster_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> Report:
     """Check every source, each in a child process with ``timeout`` seconds, ``jobs`` at a time
     (``isolate=False``: one after another in this process, without timeout). The report lists the cases
     in the order of ``sources`` whatever ``jobs`` is; ``on_result`` is called (in this thread) as each
@@ -656,6 +658,7 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
         jobs: how many cases run at a time.
         finished: results of an earlier run to keep (``--resume``).
         cluster: a Dask scheduler's address, "local", or None (no cluster).
+        cluster_timeout: seconds the scheduler at ``cluster`` may take to answer.
 
     Returns:
         The ``Report``.
@@ -663,6 +666,7 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
     Raises:
         ValueError: with ``cluster``, a case that is a model made in Python (not a file, fuzz seed or
             default-suite case).
+        cluster.NoScheduler: no Dask scheduler answers at ``cluster`` within ``cluster_timeout`` seconds.
     """
     sources = list(sources)
     keys = case_keys(sources)
@@ -698,7 +702,7 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
             from .cluster import DaskPool  # Dask is an extra: imported only here
 
             by_reference = [(number, (_reference(sources[number]), mode)) for number, _ in tasks]
-            with DaskPool(cluster, jobs) as pool:
+            with DaskPool(cluster, jobs, cluster_timeout) as pool:
                 for number, outcome in pool.outcomes(check_source, by_reference, timeout, shared=options):
                     if number < cutoff and outcome.status != "cancelled":  # cancelled: after the cutoff
                         finish(number, sources[number], outcome)

@@ -254,3 +254,13 @@ def test_a_case_made_in_python_is_not_sent_to_a_cluster(dask_cluster):
 
     with pytest.raises(ValueError, match="a model made in Python"):
         check.run([CheckCase("mine", onnx.load_model(str(EXAMPLE_PATH)))], cluster=dask_cluster)
+
+
+def test_a_dask_worker_s_address_is_not_taken_for_the_scheduler(dask_cluster, capsys):
+    from distributed import Client
+
+    with Client(dask_cluster) as client:
+        worker = next(iter(client.scheduler_info()["workers"]))
+    status = main(["check", str(EXAMPLE_PATH), "--cluster", worker])
+    err = capsys.readouterr().err
+    assert status == 2 and f"--cluster {worker}: a Dask worker, not the scheduler" in err and err.count("\n") == 1, err
