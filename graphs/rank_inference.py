@@ -303,7 +303,7 @@ def unsqueeze(node, inputs, constants):
 
 
 def squeeze(node, inputs, constants):
-    """Squeeze: the given axes removed (None without known axes).
+    """Squeeze: the given axes removed; empty axes, as ORT reads them, remove every dim of size 1.
 
     Args:
         node: the node.
@@ -317,6 +317,10 @@ def squeeze(node, inputs, constants):
     if not _known(inputs[0]) or axes is None:
         return None
     rank = inputs[0].rank
+    if not axes:  # an empty axes input: ORT squeezes every dim of size 1, as without axes
+        if not all(isinstance(d, int) for d in inputs[0].shape):
+            return None
+        return [TensorInfo(inputs[0].elem_type, tuple(d for d in inputs[0].shape if d != 1))]
     gone = {a % rank for a in axes}
     return [TensorInfo(inputs[0].elem_type, tuple(d for i, d in enumerate(inputs[0].shape) if i not in gone))]
 
@@ -616,7 +620,8 @@ _FOLDS: dict[str, Callable[..., "np.ndarray | None"]] = {
     "Reshape": _reshaped,
     "Unsqueeze": lambda node, a, axes=None: np.expand_dims(a, tuple(int(x) for x in (
         attribute(node, "axes") if axes is None else axes.reshape(-1)))),
-    "Squeeze": lambda node, a, axes=None: np.squeeze(a, None if axes is None and attribute(node, "axes") is None else tuple(
+    "Squeeze": lambda node, a, axes=None: np.squeeze(a, None if (axes is None and attribute(node, "axes") is None) or (
+        axes is not None and axes.size == 0) else tuple(  # ORT: empty axes squeeze every size-1 dim
         int(x) for x in (attribute(node, "axes") if axes is None else axes.reshape(-1)))),
     "Concat": lambda node, *values: np.concatenate(values, axis=attribute(node, "axis")),
     "Gather": lambda node, a, i: np.take(a, np.where(i < 0, i + a.shape[attribute(node, "axis", 0)], i),

@@ -33,7 +33,7 @@ from .modelfile import ModelFileError, SessionOptionsFactory
 from .passes import ConstantView, GraphScope, InferredGraph, NotChanged, Visit, run_pass
 from .rank_inference import FOLD_LIMIT, FOLDABLE_OPS, apply_rank_rule, fold, output_elem_types
 from .report import PassReport
-from .inference import declared_ranks, known_rank, learn, symbolic_infos, with_elem_type
+from .inference import SymbolicInference, declared_ranks, known_rank, learn, symbolic_inference, with_elem_type
 from .inference import TensorInfo
 from .rules import RULES, LeftUnchanged, OptInRule, emit_replacement
 from .walk import ONNX_DOMAINS, node_holders, nodes_within
@@ -176,7 +176,7 @@ class RewritePass:
     report: RewriteReport = field(default_factory=RewriteReport)
     keeps_types: ClassVar[bool] = True  # the load check of the written model reads layer 1 (graphs.load_check)
     light: bytes = b""  # the typing copy, serialized until layer 2 needs it (a tenth of its parsed size)
-    _symbolic: dict[str, TensorInfo] | None = None
+    _symbolic: SymbolicInference | None = None
     _induced: dict[int, set[str]] = field(default_factory=dict)  # id(graph) -> names ranked by the Loop induction
 
     def targets(self, node: NodeProto) -> bool:
@@ -213,10 +213,10 @@ class RewritePass:
         self.light = light.SerializeToString()
 
     @property
-    def symbolic(self) -> dict[str, TensorInfo]:
+    def symbolic(self) -> SymbolicInference:
         """Layer 2, run once and only when a gather of some graph needs it (it costs ~0.5 s)."""
         if self._symbolic is None:
-            self._symbolic = symbolic_infos(ModelProto.FromString(self.light))
+            self._symbolic = symbolic_inference(ModelProto.FromString(self.light))
         return self._symbolic
 
     def _lacking(self, graph: GraphProto, infos: dict[str, TensorInfo]) -> bool:
@@ -250,7 +250,7 @@ class RewritePass:
         if twin.induced:
             self._induced[id(graph)] = twin.induced
         if self._lacking(graph, infos):
-            for name, info in self.symbolic.items():  # layer 2 where layer 1 has no rank
+            for name, info in self.symbolic.infos.items():  # layer 2 where layer 1 has no rank
                 if not known_rank(infos.get(name)):
                     infos[name] = with_elem_type(info, infos.get(name))
         declared = declared_ranks(graph)
@@ -326,6 +326,8 @@ class RewritePass:
                 if missing is not None:
                     why = "; ".join(_why_rank_unknown(name, scope.graph, scope.original, infos)
                                     for name in node.input[:2] if not known_rank(infos.get(name)))
+                    if self._symbolic is not None and self._symbolic.failure:
+                        why += f" (ORT's symbolic shape inference gave up on the model: {self._symbolic.failure})"
                     detail = {"reason": f"{missing}: {why}" if why else missing, "runtime_aligned": True}
         except LeftUnchanged as reason:
             raise NotChanged(str(reason)) from None
