@@ -175,6 +175,7 @@ class TypingCopier:
 
     names: NameScope
     hoisted: list[onnx.ValueInfoProto] = field(default_factory=list)
+    constants: dict[str, onnx.TensorProto] = field(default_factory=dict)  # small integer ones of the graphs walked into
 
     def graph(self, graph: GraphProto, main: bool, outer: dict[str, tuple[int, ...] | None] | None = None
               ) -> GraphProto:
@@ -196,6 +197,19 @@ class TypingCopier:
                 if value.type.HasField("sequence_type"):
                     _clear_element_shape(value.type.sequence_type.elem_type)
         facts = _facts(graph, main, outer or {})
+        if not main:  # outer constants the body reads: ONNX's inference of a subgraph sees their types, not values
+            light.initializer.extend(self._outer_constants(graph))
+        enclosing = self.constants
+        self.constants = {name: tensor for name, tensor in enclosing.items() if name not in {v.name for v in graph.input}}
+        self.constants.update(_small_integer_constants(graph))
+        try:
+            return self._copy_graph(graph, main, light, facts)
+        finally:
+            self.constants = enclosing
+
+    def _copy_graph(self, graph: GraphProto, main: bool, light: GraphProto,
+                    facts: dict[str, tuple[int, ...] | None]) -> GraphProto:
+        """The rest of ``graph``'s copy into ``light``: value_info, initializers and nodes."""
         # A value_info entry for a fact (an initializer, a Constant output, an input) is left out: its
         # cleared shape would hide the fact (the dynamo exporter writes one for every initializer).
         fact_names = {init.name for init in graph.initializer} | {value.name for value in graph.input} | {
@@ -255,6 +269,21 @@ class TypingCopier:
         return light
 
 
+    def _outer_constants(self, graph: GraphProto) -> list[onnx.TensorProto]:
+        """Copies of the small constants of enclosing graphs that ``graph``'s own nodes read (an Unsqueeze's
+        or a reduction's axes), for ONNX's inference of ``graph``."""
+        own = {init.name for init in graph.initializer} | {value.name for value in graph.input} | {
+            name for node in graph.node for name in node.output}
+        copies = []
+        for name in dict.fromkeys(name for node in graph.node for name in node.input):
+            tensor = self.constants.get(name)
+            if name and name not in own and tensor is not None:
+                copy = onnx.TensorProto()
+                copy.CopyFrom(tensor)
+                copy.name = name
+                copies.append(copy)
+        return copies
+
     @staticmethod
     def _long_flat_shapes(graph: GraphProto) -> set[str]:
         """The constants of ``graph`` that are a Reshape's shape of one dim of over FLAT_LENGTH_LIMIT."""
@@ -285,6 +314,18 @@ def _facts(graph: GraphProto, main: bool, outer: dict[str, tuple[int, ...] | Non
         if value is not None:
             facts[node.output[0]] = tuple(value.dims)
     return facts
+
+
+def _small_integer_constants(graph: GraphProto) -> dict[str, onnx.TensorProto]:
+    """``graph``'s integer constants of at most 64 elements held in the model (axes, shapes, bounds)."""
+    found = {}
+    tensors = [(init.name, init) for init in graph.initializer]
+    tensors += [(node.output[0], value) for node in graph.node if (value := constant_value(node)) is not None]
+    for name, tensor in tensors:
+        if (tensor.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and math.prod(tensor.dims) <= 64
+                and tensor.data_location != onnx.TensorProto.EXTERNAL):
+            found[name] = tensor
+    return found
 
 
 def _clear_element_shape(type_proto: TypeProto) -> None:

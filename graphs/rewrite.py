@@ -31,7 +31,7 @@ from . import ort_optimizer
 from .builder import NodeBuilder
 from .modelfile import ModelFileError, SessionOptionsFactory
 from .passes import ConstantView, GraphScope, InferredGraph, NotChanged, Visit, run_pass
-from .rank_inference import FOLD_LIMIT, FOLDABLE_OPS, apply_rank_rule, fold, output_elem_types
+from .rank_inference import FOLD_LIMIT, FOLDABLE_OPS, apply_rank_rule, fold, holder_output_ranks, output_elem_types
 from .report import PassReport
 from .inference import SymbolicInference, declared_ranks, known_rank, learn, symbolic_inference, with_elem_type
 from .inference import TensorInfo
@@ -178,6 +178,9 @@ class RewritePass:
     light: bytes = b""  # the typing copy, serialized until layer 2 needs it (a tenth of its parsed size)
     _symbolic: SymbolicInference | None = None
     _induced: dict[int, set[str]] = field(default_factory=dict)  # id(graph) -> names ranked by the Loop induction
+    # id(subgraph) -> (the subgraph, its scope's types, filled by its walk): kept alive, so that protobuf gives
+    # the holder's attribute the same wrapper and the id stays the subgraph's
+    _subgraph_scopes: dict[int, tuple[GraphProto, dict[str, TensorInfo]]] = field(default_factory=dict)
 
     def targets(self, node: NodeProto) -> bool:
         """Whether the pass rewrites ``node`` (a rule exists for its op type and ``ops`` asks for it).
@@ -257,6 +260,8 @@ class RewritePass:
         for value in graph.input:  # a body input's declared rank, where inference says nothing
             if not known_rank(infos.get(value.name)) and value.name in declared:
                 infos[value.name] = with_elem_type(declared[value.name], infos.get(value.name))
+        if not main:
+            self._subgraph_scopes[id(graph)] = (graph, infos)
         return infos
 
     def observe(self, node: NodeProto, scope: GraphScope) -> None:
@@ -269,6 +274,8 @@ class RewritePass:
         """
         if (node.domain, node.op_type) in INTERNAL_GATHERS and _rule(node, self.ops) is None:
             scope.outcomes.append(_internal_gather_outcome(node, scope.path))
+        if node.op_type in ("If", "Loop", "Scan") and not all(known_rank(scope.infos.get(n)) for n in node.output if n):
+            self._type_holder_outputs(node, scope)
         _apply_rank_rule(node, scope)  # layer 3 where layers 1 and 2 have no rank
         declared = scope.cache.get("declared")
         if declared is None:
@@ -276,6 +283,17 @@ class RewritePass:
         for name in node.output:  # then a declared rank, where no inference layer says anything
             if name in declared and not known_rank(scope.infos.get(name)):
                 scope.infos[name] = with_elem_type(declared[name], scope.infos.get(name))
+
+    def _type_holder_outputs(self, node: NodeProto, scope: GraphScope) -> None:
+        """An If's, Loop's or Scan's outputs by ``holder_output_ranks``, from every layer's types of its
+        subgraphs (their walks are done: the driver walks a node's subgraphs before it observes the node)."""
+        bodies = {}
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH and id(attribute.g) in self._subgraph_scopes:
+                bodies[attribute.name] = self._subgraph_scopes.pop(id(attribute.g))
+        for name, info in zip(node.output, holder_output_ranks(node, bodies, scope.infos)):
+            if name and info is not None and not known_rank(scope.infos.get(name)):
+                scope.infos[name] = with_elem_type(info, scope.infos.get(name))
 
     def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str) -> NodeOutcome:
         """The report's row for a visited gather.

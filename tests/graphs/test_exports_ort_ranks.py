@@ -13,6 +13,7 @@ from collections import Counter
 
 import numpy as np
 import onnx
+import onnx.shape_inference
 import onnxruntime as ort
 import pytest
 from support import assert_bit_identical
@@ -117,3 +118,133 @@ def test_longformer_torchscript_under_ort_defaults(longformer):
     rewritten, _ = rewrite_model(model)
     want = ort.InferenceSession(model.SerializeToString(), providers=PROVIDERS).run(None, feeds)
     assert_same(InferenceSession(rewritten, providers=PROVIDERS).run(None, feeds), want)
+
+
+# ---- skl2onnx KNNImputer: model-local functions at an older opset than the model's -------------------------
+
+@pytest.fixture(scope="module")
+def knn_imputer():
+    """skl2onnx writes KNNImputer's 9 local functions at opset 21 in a model at 22."""
+    pytest.importorskip("sklearn", reason="scikit-learn is not installed (pip install scikit-learn)")
+    skl2onnx = pytest.importorskip("skl2onnx", reason="skl2onnx is not installed (pip install skl2onnx)")
+    from sklearn.impute import KNNImputer
+
+    rng = np.random.default_rng(0)
+    x = rng.random((20, 4)).astype(np.float32)
+    x[rng.random(x.shape) < 0.2] = np.nan
+    model = skl2onnx.to_onnx(KNNImputer(n_neighbors=3).fit(x), x[:1], target_opset=22)
+    return model, {model.graph.input[0].name: x}
+
+
+def different_rank_if_outputs(model: onnx.ModelProto) -> set[str]:
+    """The outputs of If nodes (in any graph) whose branches give different ranks by ONNX's inference."""
+    from gathermultiaxis.graphs.walk import node_holders
+
+    def rank(graph, name):
+        for value in (*graph.value_info, *graph.output):
+            if value.name == name and value.type.tensor_type.HasField("shape"):
+                return len(value.type.tensor_type.shape.dim)
+        return None
+
+    found = set()
+    for holder in node_holders(onnx.shape_inference.infer_shapes(model, strict_mode=False)):
+        for node in (n for n in holder.node if n.op_type == "If"):
+            branches = {a.name: a.g for a in node.attribute}
+            then, other = branches["then_branch"], branches["else_branch"]
+            found.update(name for k, name in enumerate(node.output)
+                         if rank(then, then.output[k].name) != rank(other, other.output[k].name))
+    return found
+
+
+@pytest.mark.slow
+def test_knn_imputer_functions_at_an_older_opset(knn_imputer):
+    """Before: 22 of 23 gathers left ("Model has functions with incompatible opset versions"). Each inlined
+    call holds an If whose branches give ranks 3 and 2 (a Gather of the donors, or the distances as they
+    are): the gathers computed from it are aligned at run time, since only the condition tells the rank."""
+    from gathermultiaxis.graphs.passes import pass_copy
+    from gathermultiaxis.graphs.rewrite import GATHER_OPS
+
+    model, feeds = knn_imputer
+    assert {o.version for f in model.functions for o in f.opset_import if o.domain in ("", "ai.onnx")} == {21}
+    rewritten, report = rewrite_model(model)
+    assert report.left == 0 and report.rewritten > 80, report.table()
+    # the original with its functions inlined, as the rewrite reads it: what the lowering gives back
+    inlined, failure = pass_copy(model, lambda node: node.op_type in GATHER_OPS and node.domain in ("", "ai.onnx"))
+    assert failure == ""
+    undecided = different_rank_if_outputs(inlined)
+    assert undecided
+    aligned = [o for o in report.outcomes if o.runtime_aligned]
+    assert aligned and all(any(repr(name) in o.reason for name in undecided) for o in aligned), report.table()
+    assert_exact_every_way(inlined, rewritten, feeds)
+    want = ort.InferenceSession(model.SerializeToString(), options_off(), providers=PROVIDERS).run(None, feeds)
+    assert_same(InferenceSession(rewritten, options_off(), providers=PROVIDERS, run_builtin_gathers=False).run(
+        None, feeds), want)
+
+
+# ---- Loop scan outputs, and bodies reading constants of the enclosing graph ----------------------------------
+
+def viterbi_scan_model() -> onnx.ModelProto:
+    """A CRF Viterbi decode written with onnx.helper at opset 21: the forward Loop's bodies read their axes
+    from the main graph's initializers and give the backpointers as a scan output, which the main graph
+    gathers and the backtrace Loop's body gathers from the enclosing graph."""
+    from onnx import TensorProto as T
+    from onnx import helper, numpy_helper
+
+    def tensor(name, values, dtype=np.int64):
+        return numpy_helper.from_array(np.array(values, dtype), name)
+
+    forward = helper.make_graph([
+        helper.make_node("Add", ["i", "one"], ["t"]),
+        helper.make_node("Gather", ["emissions", "t"], ["e_t"], axis=0),
+        helper.make_node("Unsqueeze", ["score_in", "axis2"], ["score3"]),
+        helper.make_node("Add", ["score3", "transitions"], ["total"]),
+        helper.make_node("ReduceMax", ["total", "axis1"], ["best"], keepdims=0),
+        helper.make_node("ArgMax", ["total"], ["pointer"], axis=1, keepdims=0),
+        helper.make_node("Add", ["best", "e_t"], ["score_out"]),
+        helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+    ], "forward", [helper.make_tensor_value_info("i", T.INT64, []), helper.make_tensor_value_info("cond_in", T.BOOL, []),
+                   helper.make_tensor_value_info("score_in", T.FLOAT, ["batch", 6])],
+        [helper.make_tensor_value_info("cond_out", T.BOOL, []), helper.make_tensor_value_info("score_out", T.FLOAT, None),
+         helper.make_tensor_value_info("pointer", T.INT64, None)])
+    backtrace = helper.make_graph([
+        helper.make_node("Sub", ["last_step", "j"], ["step"]),
+        helper.make_node("Gather", ["pointers", "step"], ["bp"], axis=0),
+        helper.make_node("GatherElements", ["bp", "tag_in"], ["tag_out"], axis=1),
+        helper.make_node("Identity", ["tag_out"], ["tag_scan"]),
+        helper.make_node("Identity", ["cond2_in"], ["cond2_out"]),
+    ], "backtrace", [helper.make_tensor_value_info("j", T.INT64, []), helper.make_tensor_value_info("cond2_in", T.BOOL, []),
+                     helper.make_tensor_value_info("tag_in", T.INT64, ["batch", 1])],
+        [helper.make_tensor_value_info("cond2_out", T.BOOL, []), helper.make_tensor_value_info("tag_out", T.INT64, None),
+         helper.make_tensor_value_info("tag_scan", T.INT64, None)])
+    nodes = [
+        helper.make_node("Shape", ["emissions"], ["shape"], start=0, end=1),
+        helper.make_node("Squeeze", ["shape"], ["steps"]),
+        helper.make_node("Sub", ["steps", "one"], ["trips"]),
+        helper.make_node("Sub", ["trips", "one"], ["last_step"]),
+        helper.make_node("Gather", ["emissions", "zero"], ["score0"], axis=0),
+        helper.make_node("Loop", ["trips", "true", "score0"], ["score", "pointers"], body=forward),
+        helper.make_node("ArgMax", ["score"], ["last_tag"], axis=1, keepdims=1),
+        helper.make_node("Loop", ["trips", "true", "last_tag"], ["first_tag", "path"], body=backtrace),
+        helper.make_node("Gather", ["pointers", "ends"], ["end_pointers"], axis=0),
+        helper.make_node("ReduceMax", ["score", "axis1"], ["best_score"], keepdims=0),
+    ]
+    rng = np.random.default_rng(0)
+    initializers = [tensor("transitions", rng.standard_normal((6, 6)), np.float32), tensor("one", 1), tensor("zero", 0),
+                    tensor("axis1", [1]), tensor("axis2", [2]), tensor("ends", [0, -1]), tensor("true", True, np.bool_)]
+    graph = helper.make_graph(nodes, "viterbi", [helper.make_tensor_value_info("emissions", T.FLOAT, ["steps", "batch", 6])],
+                              [helper.make_tensor_value_info(name, elem, None) for name, elem in (
+                                  ("path", T.INT64), ("first_tag", T.INT64), ("end_pointers", T.INT64),
+                                  ("best_score", T.FLOAT))], initializers)
+    return onnx.helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+@pytest.mark.parametrize("steps", [12, 3])
+def test_loop_scan_output_read_in_the_main_graph_and_a_body(steps):
+    """Before: the forward body's Unsqueeze read its axes from the main graph, which ONNX's inference of a
+    body does not see, so neither the backpointers nor the Loop's scan output had a rank, and the gathers
+    reading them (one in the main graph, one in the backtrace body) were aligned at run time."""
+    model = viterbi_scan_model()
+    feeds = {"emissions": np.random.default_rng(steps).standard_normal((steps, 2, 6)).astype(np.float32)}
+    rewritten, report = rewrite_model(model)
+    assert (report.rewritten, report.left, report.runtime_aligned) == (5, 0, 0), report.table()
+    assert_exact_every_way(model, rewritten, feeds)

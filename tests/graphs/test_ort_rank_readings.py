@@ -140,3 +140,82 @@ def test_reason_says_when_symbolic_inference_gave_up():
     aligned = [o for o in report.outcomes if o.runtime_aligned]
     assert aligned and all("ORT's symbolic shape inference gave up on the model" in o.reason for o in aligned), \
         report.table()
+
+
+# ---- layer 3: reductions with keepdims=0, and If outputs from every layer's types of the branches ------------
+
+@pytest.mark.parametrize("op, axes, attributes", [
+    ("ReduceMax", [1], {"keepdims": 0}), ("ReduceSum", [], {"keepdims": 0}),
+    ("ReduceSum", [], {"keepdims": 0, "noop_with_empty_axes": 1}), ("ReduceL2", [0, -1], {"keepdims": 0}),
+    ("ReduceMean", None, {"keepdims": 0}), ("ArgMin", None, {"axis": -1, "keepdims": 0}),
+    ("ReduceLogSumExp", [2], {}),
+])
+def test_reduce_rule_matches_ort(op, axes, attributes):
+    from gathermultiaxis.graphs.inference import TensorInfo
+    from gathermultiaxis.graphs.rank_inference import apply_rank_rule
+
+    inputs = ["x"] if axes is None else ["x", "axes"]
+    node = helper.make_node(op, inputs, ["y"], **attributes)
+    initializers = [] if axes is None else [const("axes", np.array(axes, np.int64))]
+    out_type = T.INT64 if op.startswith("Arg") else T.FLOAT
+    model = make_model([node], [value("x", T.FLOAT, [2, 3, 4])], [value("y", out_type, None)], initializers,
+                       opset=18)
+    ran = builtin_session(model).run(None, {"x": np.ones((2, 3, 4), np.float32)})[0]
+    constants = {"axes": None if axes is None else np.array(axes, np.int64)}
+    ruled = apply_rank_rule(node, [TensorInfo(T.FLOAT, (None, None, None)), None], constants.get)
+    assert ruled is not None and ruled[0].rank == ran.ndim
+
+
+def if_typed_by_rank_rules_model():
+    """An If whose then-branch ONNX's inference cannot type (a com.microsoft Gelu) and whose else-branch
+    gives the same rank."""
+    then_branch = helper.make_graph([helper.make_node("Gelu", ["x"], ["t"], domain="com.microsoft")], "then", [],
+                                    [value("t", T.FLOAT, None)])
+    else_branch = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [value("e", T.FLOAT, None)])
+    nodes = [helper.make_node("If", ["cond"], ["y"], then_branch=then_branch, else_branch=else_branch),
+             helper.make_node("Gather", ["y", "indices"], ["g"], axis=1)]
+    return make_model(nodes, [value("cond", T.BOOL, []), value("x", T.FLOAT, ["a", 4])], [value("g", T.FLOAT, None)],
+                      [const("indices", [[3], [-1]])], opset=18, extra_opsets=[helper.make_opsetid("com.microsoft", 1)])
+
+
+def test_if_output_rank_from_every_layer(monkeypatch):
+    """Before: the If's output had a rank only where ONNX's inference typed both branches, and the Gather was
+    aligned at run time. Without layer 2, the Gelu rank rule types the then-branch."""
+    from gathermultiaxis.graphs import rewrite as rewrite_module
+    from gathermultiaxis.graphs.inference import SymbolicInference
+
+    monkeypatch.setattr(rewrite_module, "symbolic_inference", lambda light: SymbolicInference({}))
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    report = assert_all_matches(if_typed_by_rank_rules_model(), [{"cond": np.array(c), "x": x} for c in (True, False)])
+    assert (report.rewritten, report.runtime_aligned) == (1, 0), report.table()
+
+
+def loop_scan_typed_by_rank_rules_model():
+    """A Loop whose scan output ONNX's inference cannot type (a com.microsoft Gelu of a row of an outer value),
+    gathered in the main graph."""
+    body = helper.make_graph([
+        helper.make_node("Gather", ["x", "i"], ["row"], axis=0),
+        helper.make_node("Gelu", ["row"], ["activated"], domain="com.microsoft"),
+        helper.make_node("Add", ["total_in", "activated"], ["total_out"]),
+        helper.make_node("Identity", ["cond"], ["cond_out"]),
+    ], "body", [value("i", T.INT64, []), value("cond", T.BOOL, []), value("total_in", T.FLOAT, None)],
+        [value("cond_out", T.BOOL, []), value("total_out", T.FLOAT, None), value("activated", T.FLOAT, None)])
+    nodes = [helper.make_node("Loop", ["trips", "", "start"], ["total", "rows"], body=body),
+             helper.make_node("Gather", ["rows", "indices"], ["picked"], axis=1)]
+    return make_model(nodes, [value("trips", T.INT64, []), value("x", T.FLOAT, [5, 4]), value("start", T.FLOAT, [4])],
+                      [value("picked", T.FLOAT, None), value("total", T.FLOAT, None)], [const("indices", [[3], [-1]])],
+                      opset=18, extra_opsets=[helper.make_opsetid("com.microsoft", 1)])
+
+
+def test_loop_outputs_rank_from_every_layer(monkeypatch):
+    """Before: a Loop's scan output had a rank only where ONNX's inference typed the body output; the Gather
+    was aligned at run time."""
+    from gathermultiaxis.graphs import rewrite as rewrite_module
+    from gathermultiaxis.graphs.inference import SymbolicInference
+
+    monkeypatch.setattr(rewrite_module, "symbolic_inference", lambda light: SymbolicInference({}))
+    feeds = {"trips": np.array(3, np.int64), "x": np.linspace(-2, 2, 20, dtype=np.float32).reshape(5, 4),
+             "start": np.ones(4, np.float32)}
+    report = assert_all_matches(loop_scan_typed_by_rank_rules_model(), [feeds])
+    gathers = [o for o in report.outcomes if o.graph == "main graph"]
+    assert len(gathers) == 1 and not gathers[0].runtime_aligned, report.table()
