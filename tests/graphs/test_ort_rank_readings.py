@@ -219,3 +219,44 @@ def test_loop_outputs_rank_from_every_layer(monkeypatch):
     report = assert_all_matches(loop_scan_typed_by_rank_rules_model(), [feeds])
     gathers = [o for o in report.outcomes if o.graph == "main graph"]
     assert len(gathers) == 1 and not gathers[0].runtime_aligned, report.table()
+
+
+# ---- model-local functions at another opset than the model's ----------------------------------------------
+
+def functions_model(ml_version: int = 2):
+    """Two functions at opset 21 in a model at 22 (as skl2onnx writes them), one holding a Gather, and one
+    calling ai.onnx.ml's LabelEncoder at ``ml_version`` where the model imports ai.onnx.ml 2."""
+    take = helper.make_function("local", "take_rows", ["table", "ids"], ["rows"],
+                                [helper.make_node("Gather", ["table", "ids"], ["rows"], axis=0)],
+                                [helper.make_opsetid("", 21)])
+    encode = helper.make_function("local", "encode", ["keys"], ["codes"],
+                                  [helper.make_node("LabelEncoder", ["keys"], ["codes_raw"], domain="ai.onnx.ml",
+                                                    keys_int64s=[1, 2], values_int64s=[10, 20]),
+                                   helper.make_node("Constant", [], ["zero"], value=const("zero", 0)),
+                                   helper.make_node("Gather", ["keys", "zero"], ["first"], axis=0),
+                                   helper.make_node("Add", ["codes_raw", "first"], ["codes"])],
+                                  [helper.make_opsetid("", 21), helper.make_opsetid("ai.onnx.ml", ml_version)])
+    nodes = [helper.make_node("take_rows", ["x", "ids"], ["y"], domain="local"),
+             helper.make_node("encode", ["ids"], ["codes"], domain="local")]
+    model = make_model(nodes, [value("x", T.FLOAT, [4, 3]), value("ids", T.INT64, [2])],
+                       [value("y", T.FLOAT, None), value("codes", T.INT64, None)], opset=22,
+                       extra_opsets=[helper.make_opsetid("local", 1), helper.make_opsetid("ai.onnx.ml", 2)])
+    model.functions.extend([take, encode])
+    return model
+
+
+def test_functions_at_an_older_opset_are_inlined():
+    """Before: "Model has functions with incompatible opset versions", every gather left."""
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(4, 3), "ids": np.array([2, 1], np.int64)}
+    report = assert_rewrite_matches(functions_model(), feeds)
+    assert (report.rewritten, report.left) == (2, 0), report.table()
+
+
+def test_function_whose_other_domain_ops_changed_is_set_aside():
+    """ai.onnx.ml's LabelEncoder changed between versions 1 and 2: that function is left, with the reason,
+    and the other is still inlined and rewritten."""
+    rewritten, report = rewrite_model(functions_model(ml_version=1))
+    left = [o for o in report.outcomes if not o.rewritten]
+    assert report.rewritten == 1 and len(left) == 1, report.table()
+    assert "encode" in left[0].reason and "ai.onnx.ml version 1, the model 2" in left[0].reason, left[0].reason
+    assert [f.name for f in rewritten.functions] == ["encode"]
