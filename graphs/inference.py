@@ -300,8 +300,8 @@ class TypingCopier:
 
 def _facts(graph: GraphProto, main: bool, outer: dict[str, tuple[int, ...] | None]
            ) -> dict[str, tuple[int, ...] | None]:
-    """What ORT enforces of the names ``graph`` sees: a constant's dims, or None for the dims of a main
-    graph input of declared rank (its sizes are the feed's). A subgraph input hides an outer name."""
+    """What ORT enforces of the names ``graph`` sees: a constant's dims, a main graph input's declared dims
+    (-1 where no size is fixed). A subgraph input hides an outer name."""
     facts = dict(outer)
     for value in graph.input:
         facts.pop(value.name, None)

@@ -175,7 +175,7 @@ def _changed_op(function: onnx.FunctionProto, domain: str, have: int, want: int)
         try:
             versions = {onnx.defs.get_schema(node.op_type, version, domain).since_version for version in (have, want)}
         except onnx.defs.SchemaError:
-            return f"{node.op_type} has no schema at both"
+            return f"{node.op_type} has no schema at one of them"
         if len(versions) > 1:
             return f"{node.op_type} differs between them"
     return ""
