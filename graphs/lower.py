@@ -187,7 +187,7 @@ class LowerPass:
     def scope_infos(self, graph: GraphProto, twin: InferredGraph, outer: dict[str, TensorInfo],
                     main: bool) -> dict[str, TensorInfo]:
         """Layer 1, then declared input ranks where it gives none."""
-        return self.layers.scope_infos(graph, twin, outer)
+        return self.layers.scope_infos(graph, twin, outer, main)
 
     def observe(self, node: NodeProto, scope: GraphScope) -> None:
         """Layer 3 and declared ranks, as the rewrite types ``node``'s outputs."""

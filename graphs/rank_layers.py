@@ -6,17 +6,17 @@ rewrite's records by them (``graphs.form_check``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 import onnx
 from onnx import GraphProto, ModelProto, NodeProto, numpy_helper
 
-from .inference import TensorInfo, declared_ranks, known_rank, learn, symbolic_infos, with_elem_type
+from .inference import SymbolicInference, TensorInfo, declared_ranks, known_rank, learn, symbolic_inference, with_elem_type
 from .modelfile import ModelFileError
 from .passes import ConstantView, GraphScope, InferredGraph
-from .rank_inference import FOLD_LIMIT, FOLDABLE_OPS, apply_rank_rule, fold, output_elem_types
+from .rank_inference import FOLD_LIMIT, FOLDABLE_OPS, apply_rank_rule, fold, holder_output_ranks, output_elem_types
 from .walk import ONNX_DOMAINS
 
 
@@ -29,7 +29,10 @@ class RankLayers:
 
     lacks_rank: Callable[[GraphProto, dict[str, TensorInfo]], bool] | None
     light: bytes = b""  # the typing copy, serialized until layer 2 needs it (a tenth of its parsed size)
-    _symbolic: dict[str, TensorInfo] | None = None
+    _symbolic: SymbolicInference | None = None
+    # id(subgraph) -> (the subgraph, its scope's types, filled by its walk): kept alive, so that protobuf gives
+    # the holder's attribute the same wrapper and the id stays the subgraph's
+    _subgraph_scopes: dict[int, tuple[GraphProto, dict[str, TensorInfo]]] = field(default_factory=dict)
 
     def begin(self, light: ModelProto | None) -> None:
         """Keeps the typing copy (``graphs.inference.typing_copy``) for layer 2."""
@@ -37,29 +40,41 @@ class RankLayers:
         self._symbolic = None
 
     @property
-    def symbolic(self) -> dict[str, TensorInfo]:
+    def symbolic(self) -> SymbolicInference:
         """Layer 2, run once and only when a graph needs it (it costs ~0.5 s)."""
         if self._symbolic is None:
-            self._symbolic = symbolic_infos(ModelProto.FromString(self.light)) if self.light else {}
+            self._symbolic = (symbolic_inference(ModelProto.FromString(self.light)) if self.light
+                              else SymbolicInference({}, "no typing copy"))
         return self._symbolic
 
-    def scope_infos(self, graph: GraphProto, twin: InferredGraph, outer: dict[str, TensorInfo]) -> dict[str, TensorInfo]:
-        """Layer 1 of ``graph`` over ``outer``, then layer 2 and declared input ranks where a rank lacks."""
+    @property
+    def symbolic_failure(self) -> str:
+        """Why layer 2 gave up on the model, if it ran and did ("" otherwise)."""
+        return self._symbolic.failure if self._symbolic is not None else ""
+
+    def scope_infos(self, graph: GraphProto, twin: InferredGraph, outer: dict[str, TensorInfo],
+                    main: bool) -> dict[str, TensorInfo]:
+        """Layer 1 of ``graph`` over ``outer``, then layer 2 and declared input ranks where a rank lacks; a
+        subgraph's types are kept for its holder's output rule (``observe``)."""
         infos = dict(outer)
         for name, info in twin.infos.items():
             learn(infos, name, info)
         if self.lacks_rank is not None and self.lacks_rank(graph, infos):
-            for name, info in self.symbolic.items():  # layer 2 where layer 1 has no rank
+            for name, info in self.symbolic.infos.items():  # layer 2 where layer 1 has no rank
                 if not known_rank(infos.get(name)):
                     infos[name] = with_elem_type(info, infos.get(name))
         declared = declared_ranks(graph)
         for value in graph.input:  # a body input's declared rank, where inference says nothing
             if not known_rank(infos.get(value.name)) and value.name in declared:
                 infos[value.name] = with_elem_type(declared[value.name], infos.get(value.name))
+        if not main:
+            self._subgraph_scopes[id(graph)] = (graph, infos)
         return infos
 
     def observe(self, node: NodeProto, scope: GraphScope) -> None:
         """Types ``node``'s outputs by its rank rule (layer 3), then by declared ranks, where nothing else did."""
+        if node.op_type in ("If", "Loop", "Scan") and not all(known_rank(scope.infos.get(n)) for n in node.output if n):
+            self._type_holder_outputs(node, scope)
         type_by_rank_rule(node, scope)
         declared = scope.cache.get("declared")
         if declared is None:
@@ -67,6 +82,17 @@ class RankLayers:
         for name in node.output:
             if name in declared and not known_rank(scope.infos.get(name)):
                 scope.infos[name] = with_elem_type(declared[name], scope.infos.get(name))
+
+    def _type_holder_outputs(self, node: NodeProto, scope: GraphScope) -> None:
+        """An If's, Loop's or Scan's outputs by ``holder_output_ranks``, from every layer's types of its
+        subgraphs (their walks are done: the driver walks a node's subgraphs before it observes the node)."""
+        bodies = {}
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH and id(attribute.g) in self._subgraph_scopes:
+                bodies[attribute.name] = self._subgraph_scopes.pop(id(attribute.g))
+        for name, info in zip(node.output, holder_output_ranks(node, bodies, scope.infos)):
+            if name and info is not None and not known_rank(scope.infos.get(name)):
+                scope.infos[name] = with_elem_type(info, scope.infos.get(name))
 
 
 def _shape_vector(info: TensorInfo | None) -> bool:

@@ -239,7 +239,7 @@ class RewritePass:
         """
         if twin.induced:
             self._induced[id(graph)] = twin.induced
-        return self.layers.scope_infos(graph, twin, outer)
+        return self.layers.scope_infos(graph, twin, outer, main)
 
     def observe(self, node: NodeProto, scope: GraphScope) -> None:
         """Types ``node``'s outputs by the rank rules (layer 3) and declared ranks where nothing else did,
@@ -302,6 +302,8 @@ class RewritePass:
                 if missing is not None:
                     why = "; ".join(_why_rank_unknown(name, scope.graph, scope.original, infos)
                                     for name in node.input[:2] if not known_rank(infos.get(name)))
+                    if self.layers.symbolic_failure:
+                        why += f" (ORT's symbolic shape inference gave up on the model: {self.layers.symbolic_failure})"
                     detail = {"reason": f"{missing}: {why}" if why else missing, "runtime_aligned": True}
         except LeftUnchanged as reason:
             raise NotChanged(str(reason)) from None

@@ -376,9 +376,10 @@ def contrib_model():
 def test_ranks_through_com_microsoft_ops(layers, monkeypatch):
     """Layers 2 and 3 each find these ranks on their own."""
     from gathermultiaxis.graphs import rank_layers
+    from gathermultiaxis.graphs.inference import SymbolicInference
 
     if layers == "without ORT's symbolic inference":
-        monkeypatch.setattr(rank_layers, "symbolic_infos", lambda light: {})
+        monkeypatch.setattr(rank_layers, "symbolic_inference", lambda light: SymbolicInference({}))
     if layers == "without the rank rules":
         monkeypatch.setattr(rank_layers, "apply_rank_rule", lambda node, inputs, constants: None)
     x = RNG.standard_normal((2, 4, 8)).astype(np.float32)
