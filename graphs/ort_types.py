@@ -15,7 +15,7 @@ optimized-model file does not serve: it writes no value_info for inferred values
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable
 from pathlib import Path
 
 from onnx import ModelProto, TensorProto, TypeProto, helper
@@ -43,20 +43,20 @@ def plain_session_options(options=None):
     return options if options is not None else ort.SessionOptions()
 
 
-def ort_value_types(model: ModelProto, elem_types: Mapping[str, int], *, session_options: SessionOptionsFactory,
+def ort_value_types(model: ModelProto, names: Iterable[str], *, session_options: SessionOptionsFactory,
                     external_data_folder: str | Path | None = None) -> dict[str, TypeProto]:
     """The type ORT's load-time inference gives each of the named values of ``model``'s main graph.
 
     Args:
         model: the model; it is not changed.
-        elem_types: the values to type (made by main-graph nodes), with their element types.
+        names: the values to type (made by main-graph nodes).
         session_options: the factory of ORT session options (``gathermultiaxis.session_options`` where the
             model holds GatherMultiaxis nodes).
         external_data_folder: the folder the model's external data locations are relative to.
 
     Returns:
         name -> TypeProto: the element type, and the shape where ORT knows the rank (unknown dims neither
-        a value nor a name). Values no main-graph node makes are left out.
+        a value nor a name). Left out: values no main-graph node makes, and those ORT gives no tensor type.
 
     Raises:
         OrtTypesError: ORT cannot load the model.
@@ -65,20 +65,21 @@ def ort_value_types(model: ModelProto, elem_types: Mapping[str, int], *, session
 
     made = {name for node in model.graph.node for name in node.output if name}
     outputs = {value.name for value in model.graph.output}
-    wanted = [name for name, elem_type in elem_types.items() if name in made and elem_type]
+    wanted = list(dict.fromkeys(name for name in names if name in made))
     if not wanted:
         return {}
     # Only the additions are built; protobuf merges a concatenated message into the model's bytes (the
-    # repeated node and output fields grow), so the model is never copied here.
+    # repeated node and output fields grow), so the model is never copied here. The outputs are declared
+    # with no type: ORT infers it.
     extra = ModelProto()
-    names = NameScope(all_names(model))
-    ranks: dict[str, str] = {}
+    taken = NameScope(all_names(model))
+    shapes_of: dict[str, str] = {}
     for name in wanted:
         if name not in outputs:
-            extra.graph.output.append(helper.make_tensor_value_info(name, elem_types[name], None))
-        ranks[name] = names.fresh(f"{name}/ort_type_shape")
-        extra.graph.node.append(helper.make_node("Shape", [name], [ranks[name]]))
-        extra.graph.output.append(helper.make_tensor_value_info(ranks[name], TensorProto.INT64, None))
+            extra.graph.output.add().name = name
+        shapes_of[name] = taken.fresh(f"{name}/ort_type_shape")
+        extra.graph.node.append(helper.make_node("Shape", [name], [shapes_of[name]]))
+        extra.graph.output.add().name = shapes_of[name]
     options = session_options(None)  # new options (see modelfile.SessionOptionsFactory)
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 4
@@ -90,17 +91,21 @@ def ort_value_types(model: ModelProto, elem_types: Mapping[str, int], *, session
                                        providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001 - ORT raises its own exception types
         raise OrtTypesError(one_line(error)) from None
-    shapes = {value.name: value.shape for value in session.get_outputs()}
+    seen = {value.name: (value.type, value.shape) for value in session.get_outputs()}
     del session
     types = {}
     for name in wanted:
+        kind, dims = seen[name]
+        elem_type = _ELEM_TYPES.get(kind)
+        rank = seen[shapes_of[name]][1]
+        if elem_type is None:
+            continue
         type_proto = TypeProto()
-        type_proto.tensor_type.elem_type = elem_types[name]
-        rank = shapes.get(ranks[name])
+        type_proto.tensor_type.elem_type = elem_type
         if rank and isinstance(rank[0], int):  # ORT knows the rank
             shape = type_proto.tensor_type.shape
             shape.SetInParent()  # a scalar: a shape with no dims
-            dims = shapes.get(name) or []
+            dims = dims or []
             for size in dims if len(dims) == rank[0] else [None] * rank[0]:
                 dim = shape.dim.add()
                 if isinstance(size, int):
@@ -109,6 +114,10 @@ def ort_value_types(model: ModelProto, elem_types: Mapping[str, int], *, session
                     dim.dim_param = size
         types[name] = type_proto
     return types
+
+
+# ORT's names of tensor types ("tensor(float16)") -> ONNX element types
+_ELEM_TYPES = {f"tensor({name.lower()})": value for name, value in TensorProto.DataType.items() if value}
 
 
 __all__ = ["OrtTypesError", "ort_value_types", "plain_session_options"]

@@ -181,8 +181,9 @@ class RewritePass:
     light: bytes = b""  # the typing copy, serialized until layer 2 needs it (a tenth of its parsed size)
     _symbolic: dict[str, TensorInfo] | None = None
     _induced: dict[int, set[str]] = field(default_factory=dict)  # id(graph) -> names ranked by the Loop induction
-    # the value_info the pass adds to the main graph: name -> element type (retyped by ORT's types afterwards)
-    declared: dict[str, int] = field(default_factory=dict)
+    # ORT's load-time types of main-graph gather outputs (graphs.ort_types), declared for them as they are
+    ort_types: dict[str, onnx.TypeProto] = field(default_factory=dict)
+    own_typed: int = 0  # main-graph outputs declared with the rewrite's own types (ORT's were not known)
 
     def targets(self, node: NodeProto) -> bool:
         """Whether the pass rewrites ``node`` (a rule exists for its op type and ``ops`` asks for it).
@@ -337,10 +338,11 @@ class RewritePass:
         declarations = scope.cache.get("declarations")
         if declarations is None:
             declarations = scope.cache["declarations"] = _Declared.of(scope.graph)
-        elem_type = _declare_output(scope.graph, node, infos, not scope.main, declarations,
-                                    self._induced.get(id(scope.graph), set()))
-        if elem_type and scope.main:
-            self.declared[node.output[0]] = elem_type
+        ort_type = self.ort_types.get(node.output[0]) if scope.main else None
+        if (_declare_output(scope.graph, node, infos, not scope.main, declarations,
+                            self._induced.get(id(scope.graph), set()), ort_type)
+                and scope.main and ort_type is None):
+            self.own_typed += 1
         return Visit(None, detail=detail)
 
 
@@ -457,14 +459,15 @@ class _Declared:
 
 
 def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorInfo], subgraph: bool,
-                    declared: _Declared, induced: AbstractSet[str] = frozenset()) -> int:
+                    declared: _Declared, induced: AbstractSet[str] = frozenset(),
+                    ort_type: onnx.TypeProto | None = None) -> bool:
     """Type a replaced node's output: a value_info with its element type (the data's) and what is known of
     its shape, unless the graph declares it already. A subgraph output declared without a shape gets its
     rank: ORT's Loop and Scan require a shape for every body output and infer none through a custom op.
     No shape for an output whose rank only the Loop induction gives (``induced``): ORT knows no such rank
     in the original, and what it infers from a declared one reaches a Loop's scan outputs, which come back
-    as [0] after zero iterations where nothing is known of them, as [0, 0, ...] where a rank is. Returns the
-    element type of the value_info added, 0 when none was."""
+    as [0] after zero iterations where nothing is known of them, as [0, 0, ...] where a rank is. ``ort_type``:
+    ORT's own type of the value in the original, declared as it is. Returns whether a value_info was added."""
     output = node.output[0]
     elem_type = infos.get(node.input[0], TensorInfo(0, None)).elem_type
     if isinstance(_rule(node, (node.op_type,)), OptInRule):  # typed by the rule, not by its data
@@ -478,12 +481,17 @@ def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorI
             # and a wrong one ends the process inside the PyOp bridge.
             typed = helper.make_tensor_value_info(output, tensor_type.elem_type or elem_type, [None] * len(shape))
             graph_output.type.CopyFrom(typed.type)
-        return 0
-    if output in declared.typed or not elem_type:
-        return 0
-    graph.value_info.append(helper.make_tensor_value_info(output, elem_type, None if shape is None else list(shape)))
+        return False
+    if output in declared.typed:
+        return False
+    if ort_type is not None:
+        graph.value_info.add(name=output).type.CopyFrom(ort_type)
+    elif elem_type:
+        graph.value_info.append(helper.make_tensor_value_info(output, elem_type, None if shape is None else list(shape)))
+    else:
+        return False
     declared.typed.add(output)
-    return elem_type
+    return True
 
 
 def _report_function_gathers(model: ModelProto, ops: tuple[str, ...], report: RewriteReport, reason: str) -> None:
@@ -542,36 +550,37 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
         raise ValueError(f"cannot rewrite {sorted(unknown_ops)}; the rewritable op types are "
                          f"{list(GATHER_OPS + OPT_IN_OPS)}")
     rewrite = RewritePass(ops, runtime_alignment)
+    value_types = "the rewrite's inference (ORT's types not asked for)"
+    if ort_value_types:
+        value_types = _read_ort_types(model, rewrite, session_options, external_data_folder)
     result = run_pass(model, rewrite)
     report = rewrite.report
-    if rewrite.declared:
-        report.value_types = _retype_as_ort(model, result.graph, rewrite.declared, ort_value_types,
-                                            session_options, external_data_folder)
+    report.value_types = value_types + (f" (the rewrite's inference for {rewrite.own_typed} values ORT cannot "
+                                        "see)" if rewrite.ort_types and rewrite.own_typed else "")
     if report.rewritten and not any(o.domain == DOMAIN for o in result.opset_import):
         result.opset_import.add(domain=DOMAIN, version=1)
     return result, report
 
 
-def _retype_as_ort(model: ModelProto, graph: GraphProto, declared: dict[str, int], wanted: bool,
-                   session_options: SessionOptionsFactory | None, external_data_folder: str | Path | None) -> str:
-    """Give the value_info the rewrite added to ``graph`` (``declared``) ORT's types of ``model``'s values;
-    returns the report's ``value_types``."""
-    if not wanted:
-        return "the rewrite's inference (ORT's types not asked for)"
+def _read_ort_types(model: ModelProto, rewrite: RewritePass, session_options: SessionOptionsFactory | None,
+                    external_data_folder: str | Path | None) -> str:
+    """Give ``rewrite`` ORT's types of the outputs of ``model``'s main-graph gathers that the model does not
+    declare (before the pass: ORT's session is gone before the pass's memory peaks); returns the report's
+    ``value_types``."""
+    declared = {value.name for value in (*model.graph.value_info, *model.graph.output)}
+    names = [node.output[0] for node in model.graph.node
+             if node.output and rewrite.targets(node) and node.output[0] not in declared]
+    if not names:
+        return "ONNX Runtime's load-time types"
     try:
-        types = ort_types.ort_value_types(model, declared, session_options=session_options or
-                                          ort_types.plain_session_options,
-                                          external_data_folder=external_data_folder)
+        rewrite.ort_types = ort_types.ort_value_types(
+            model, names, session_options=session_options or ort_types.plain_session_options,
+            external_data_folder=external_data_folder)
     except ImportError as error:
         return f"the rewrite's inference (onnxruntime cannot be imported: {error})"
     except ort_types.OrtTypesError as error:
         return f"the rewrite's inference (ONNX Runtime cannot load the model for its types: {error})"
-    for value in graph.value_info:
-        if value.name in types:
-            value.type.CopyFrom(types[value.name])
-    own = len(declared) - len(types)
-    return "ONNX Runtime's load-time types" + (f" (the rewrite's inference for {own} values ORT cannot see: made "
-                                               "in inlined functions)" if own else "")
+    return "ONNX Runtime's load-time types"
 
 
 __all__ = ["GATHER_OPS", "INTERNAL_GATHERS", "OPT_IN_OPS", "NodeOutcome", "RewriteReport", "holds_gather", "rewrite_model"]
