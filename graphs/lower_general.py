@@ -295,7 +295,7 @@ def lowerable(node: NodeProto, data: TensorInfo, indices: TensorInfo, axes: list
     mode = node_mode(node)
     if opset < MIN_OPSET or (mode != Mode.ERROR and opset < MODES_MIN_OPSET):
         needed = MIN_OPSET if mode == Mode.ERROR else MODES_MIN_OPSET
-        raise NotLowered(f"mode {mode!r} needs opset >= {needed} (the model's opset is {opset})")
+        raise NotLowered(f"mode {mode.value!r} needs opset >= {needed} (the model's opset is {opset})")
     rank = data.rank if data.rank is not None else indices.rank
     if rank is None:
         raise NotLowered("the rank of the input and of the indices is not known")

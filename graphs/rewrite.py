@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Set as AbstractSet
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -25,7 +26,7 @@ import onnx
 from onnx import GraphProto, ModelProto, NodeProto, helper
 
 from ..ops.contract import DOMAIN
-from . import ort_optimizer
+from . import ort_optimizer, ort_types
 from .builder import NodeBuilder
 from .modelfile import SessionOptionsFactory
 from .passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
@@ -81,6 +82,8 @@ class RewriteReport(PassReport):
     """The rewrite's report: one NodeOutcome per gather node."""
 
     outcomes: list[NodeOutcome] = field(default_factory=list)
+    # How the value_info of replaced main-graph outputs is typed: ORT's types of the original, or why not
+    value_types: str = ""
     DONE: ClassVar[str] = "rewritten"
 
     @property
@@ -108,11 +111,11 @@ class RewriteReport(PassReport):
         """The report as JSON-ready data (the commands' ``--json``).
 
         Returns:
-            ``rewritten``, ``left``, ``runtime_aligned``, ``by_op`` (``counts()``) and ``nodes`` (one dict per
-            outcome).
+            ``rewritten``, ``left``, ``runtime_aligned``, ``by_op`` (``counts()``), ``value_types`` and
+            ``nodes`` (one dict per outcome).
         """
         return {"rewritten": self.rewritten, "left": self.left, "runtime_aligned": self.runtime_aligned,
-                "by_op": self.counts(),
+                "by_op": self.counts(), "value_types": self.value_types,
                 "nodes": [vars(o) for o in self.outcomes]}
 
     def table(self) -> str:
@@ -175,6 +178,9 @@ class RewritePass:
     keeps_types: ClassVar[bool] = True  # the load check of the written model reads layer 1 (graphs.load_check)
     layers: RankLayers = field(init=False)
     _induced: dict[int, set[str]] = field(default_factory=dict)  # id(graph) -> names ranked by the Loop induction
+    # ORT's load-time types of main-graph gather outputs (graphs.ort_types), declared for them as they are
+    ort_types: dict[str, onnx.TypeProto] = field(default_factory=dict)
+    own_typed: int = 0  # main-graph outputs declared with the rewrite's own types (ORT's were not known)
 
     def __post_init__(self) -> None:
         self.layers = RankLayers(self._lacking)
@@ -310,8 +316,11 @@ class RewritePass:
         declarations = scope.cache.get("declarations")
         if declarations is None:
             declarations = scope.cache["declarations"] = _Declared.of(scope.graph)
-        _declare_output(scope.graph, node, infos, not scope.main, declarations,
-                        self._induced.get(id(scope.graph), set()))
+        ort_type = self.ort_types.get(node.output[0]) if scope.main else None
+        if (_declare_output(scope.graph, node, infos, not scope.main, declarations,
+                            self._induced.get(id(scope.graph), set()), ort_type)
+                and scope.main and ort_type is None):
+            self.own_typed += 1
         return Visit(None, detail=detail)
 
 
@@ -364,13 +373,15 @@ class _Declared:
 
 
 def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorInfo], subgraph: bool,
-                    declared: _Declared, induced: AbstractSet[str] = frozenset()) -> None:
+                    declared: _Declared, induced: AbstractSet[str] = frozenset(),
+                    ort_type: onnx.TypeProto | None = None) -> bool:
     """Type a replaced node's output: a value_info with its element type (the data's) and what is known of
     its shape, unless the graph declares it already. A subgraph output declared without a shape gets its
     rank: ORT's Loop and Scan require a shape for every body output and infer none through a custom op.
     No shape for an output whose rank only the Loop induction gives (``induced``): ORT knows no such rank
     in the original, and what it infers from a declared one reaches a Loop's scan outputs, which come back
-    as [0] after zero iterations where nothing is known of them, as [0, 0, ...] where a rank is."""
+    as [0] after zero iterations where nothing is known of them, as [0, 0, ...] where a rank is. ``ort_type``:
+    ORT's own type of the value in the original, declared as it is. Returns whether a value_info was added."""
     output = node.output[0]
     elem_type = infos.get(node.input[0], TensorInfo(0, None)).elem_type
     if isinstance(_rule(node, (node.op_type,)), OptInRule):  # typed by the rule, not by its data
@@ -384,12 +395,17 @@ def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorI
             # and a wrong one ends the process inside the PyOp bridge.
             typed = helper.make_tensor_value_info(output, tensor_type.elem_type or elem_type, [None] * len(shape))
             graph_output.type.CopyFrom(typed.type)
-        return
+        return False
     if output in declared.typed:
-        return
-    if elem_type:
+        return False
+    if ort_type is not None:
+        graph.value_info.add(name=output).type.CopyFrom(ort_type)
+    elif elem_type:
         graph.value_info.append(helper.make_tensor_value_info(output, elem_type, None if shape is None else list(shape)))
-        declared.typed.add(output)
+    else:
+        return False
+    declared.typed.add(output)
+    return True
 
 
 def _report_function_gathers(model: ModelProto, ops: tuple[str, ...], report: RewriteReport, reason: str) -> None:
@@ -401,12 +417,17 @@ def _report_function_gathers(model: ModelProto, ops: tuple[str, ...], report: Re
 
 def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_OPS,
                   ort_optimize: bool = False, runtime_alignment: bool = True, *,
-                  session_options: SessionOptionsFactory | None = None) -> tuple[ModelProto, RewriteReport]:
+                  session_options: SessionOptionsFactory | None = None, ort_value_types: bool = True,
+                  external_data_folder: str | Path | None = None) -> tuple[ModelProto, RewriteReport]:
     """Return a rewritten copy of ``model`` and the report of what happened to every gather node.
 
     The copy keeps the model's IR version, opset imports (plus ``ai.onnx.contrib`` 1 when a node was
     rewritten), graph inputs/outputs, initializers, value_info, metadata and doc strings; it adds a
-    value_info for every replaced output. With ``ort_optimize``, ORT's offline optimizer runs first (see
+    value_info for every replaced output. With ``ort_value_types`` (the default), those of the main graph
+    get the type ORT's own load-time inference gives the value in ``model`` (``graphs.ort_types``: a type
+    ORT did not know could enable a fusion the original does not meet); where ORT cannot say (it cannot
+    load the model, or a value from an inlined function), what the rewrite's inference knows, and the
+    report's ``value_types`` says so. With ``ort_optimize``, ORT's offline optimizer runs first (see
     graphs.ort_optimizer: the way to stay bit-identical to the original under ORT's default session options),
     on options ``session_options`` gives (``gathermultiaxis.session_options``, which the caller passes).
     With ``runtime_alignment=False``, a gather whose rank (or GatherND coordinate size) only the run
@@ -419,7 +440,11 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
         ort_optimize: run ORT's offline optimizer on the model first.
         runtime_alignment: align at run time a gather whose rank only the run time knows (else leave it).
         session_options: the factory of ORT session options (``gathermultiaxis.session_options``); needed
-            with ``ort_optimize``.
+            with ``ort_optimize``; without it, ORT's types are read on plain options (a model that holds
+            GatherMultiaxis nodes then falls back to the rewrite's own types).
+        ort_value_types: declare replaced main-graph outputs with ORT's types of the original.
+        external_data_folder: the folder ``model``'s external data locations are relative to (ORT reads
+            the model for its types).
 
     Returns:
         The rewritten copy and the RewriteReport.
@@ -432,18 +457,44 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
         if session_options is None:
             raise ValueError("ort_optimize needs session_options=gathermultiaxis.session_options (ORT loads the "
                              "model with the GatherMultiaxis op registered; the rewriter does not import ORT's runtime)")
-        model = ort_optimizer.ort_optimize(model, session_options=session_options)
+        model = ort_optimizer.ort_optimize(model, external_data_folder, session_options=session_options)
     ops = tuple(ops)
     unknown_ops = set(ops) - set(GATHER_OPS) - set(OPT_IN_OPS)
     if unknown_ops:
         raise ValueError(f"cannot rewrite {sorted(unknown_ops)}; the rewritable op types are "
                          f"{list(GATHER_OPS + OPT_IN_OPS)}")
     rewrite = RewritePass(ops, runtime_alignment)
+    value_types = "the rewrite's inference (ORT's types not asked for)"
+    if ort_value_types:
+        value_types = _read_ort_types(model, rewrite, session_options, external_data_folder)
     result = run_pass(model, rewrite)
     report = rewrite.report
+    report.value_types = value_types + (f" (the rewrite's inference for {rewrite.own_typed} values ORT cannot "
+                                        "see)" if rewrite.ort_types and rewrite.own_typed else "")
     if report.rewritten and not any(o.domain == DOMAIN for o in result.opset_import):
         result.opset_import.add(domain=DOMAIN, version=1)
     return result, report
+
+
+def _read_ort_types(model: ModelProto, rewrite: RewritePass, session_options: SessionOptionsFactory | None,
+                    external_data_folder: str | Path | None) -> str:
+    """Give ``rewrite`` ORT's types of the outputs of ``model``'s main-graph gathers that the model does not
+    declare (before the pass: ORT's session is gone before the pass's memory peaks); returns the report's
+    ``value_types``."""
+    declared = {value.name for value in (*model.graph.value_info, *model.graph.output)}
+    names = [node.output[0] for node in model.graph.node
+             if node.output and rewrite.targets(node) and node.output[0] not in declared]
+    if not names:
+        return "ONNX Runtime's load-time types"
+    try:
+        rewrite.ort_types = ort_types.ort_value_types(
+            model, names, session_options=session_options or ort_types.plain_session_options,
+            external_data_folder=external_data_folder)
+    except ImportError as error:
+        return f"the rewrite's inference (onnxruntime cannot be imported: {error})"
+    except ort_types.OrtTypesError as error:
+        return f"the rewrite's inference (ONNX Runtime cannot load the model for its types: {error})"
+    return "ONNX Runtime's load-time types"
 
 
 __all__ = ["GATHER_OPS", "INTERNAL_GATHERS", "OPT_IN_OPS", "NodeOutcome", "RewriteReport", "holds_gather", "rewrite_model"]

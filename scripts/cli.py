@@ -297,8 +297,10 @@ def run_rewrite(args) -> int:
     Raises:
         CommandError: the input or output is unusable (``main`` prints it, exit status 2).
     """
-    _transform_file(args, lambda model, _: rewrite_model(model, args.ops or GATHER_OPS,
-                                                      runtime_alignment=not args.static_ranks_only))
+    _transform_file(args, lambda model, folder: rewrite_model(model, args.ops or GATHER_OPS,
+                                                           runtime_alignment=not args.static_ranks_only,
+                                                           session_options=session_options,
+                                                           external_data_folder=folder))
     return 0
 
 

@@ -111,8 +111,6 @@ def test_longformer_torchscript_nonzero_as_tuple(longformer):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="the rewrite's value_info lets ORT fuse one more SkipLayerNormalization, "
-                                       "which rounds differently (the value_info must be ORT's own view)")
 def test_longformer_torchscript_under_ort_defaults(longformer):
     model, feeds = longformer
     rewritten, _ = rewrite_model(model)

@@ -305,3 +305,41 @@ def test_ir_version_of_a_helper_made_model_is_kept():
     model = single_node_model("Gather", 13, [3], [2], axis=0)
     model.ir_version = IR_VERSION
     assert rewrite_model(model)[0].ir_version == IR_VERSION
+
+
+def test_replaced_outputs_are_declared_with_orts_own_types():
+    """Each replaced main-graph output gets the type ORT's load-time inference gives it in the original: a scalar
+    keeps an empty shape, a value of unknown rank no shape, a symbolic dim ORT does not know stays unknown."""
+    nodes = [helper.make_node("Gather", ["v", "k"], ["scalar"], axis=0),
+             helper.make_node("Gather", ["u", "k"], ["unranked"], axis=0),
+             helper.make_node("Gather", ["x", "i"], ["rows"], axis=1),
+             helper.make_node("Neg", ["scalar"], ["a"]), helper.make_node("Neg", ["unranked"], ["b"]),
+             helper.make_node("Neg", ["rows"], ["c"])]
+    model = make_model(nodes, [helper.make_tensor_value_info("v", TensorProto.FLOAT, [5]),
+                               helper.make_tensor_value_info("k", TensorProto.INT64, []),
+                               helper.make_tensor_value_info("u", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 4]),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, [None, 2])],
+                       [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in "abc"])
+    rewritten, report = rewrite_model(model)
+    assert report.value_types == "ONNX Runtime's load-time types"
+    declared = {value.name: value.type.tensor_type for value in rewritten.graph.value_info}
+    assert declared["scalar"].HasField("shape") and not declared["scalar"].shape.dim
+    assert not declared["unranked"].HasField("shape")
+    dims = [(d.WhichOneof("value"), d.dim_value or d.dim_param) for d in declared["rows"].shape.dim]
+    assert dims == [("dim_param", "B"), (None, ""), ("dim_value", 2)]
+    assert all(t.elem_type == TensorProto.FLOAT for t in declared.values())
+
+
+def test_where_ort_cannot_load_the_model_the_rewrites_own_types_are_declared():
+    nodes = [helper.make_node("Gather", ["x", "i"], ["y"], axis=0),
+             helper.make_node("Unknown", ["y"], ["z"], domain="no.such.domain")]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 3]),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, [2])],
+                       [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+                       extra_opsets=[helper.make_opsetid("no.such.domain", 1)])
+    rewritten, report = rewrite_model(model)
+    assert report.rewritten == 1
+    assert report.value_types.startswith("the rewrite's inference (ONNX Runtime cannot load the model"), report.value_types
+    (value,) = [v for v in rewritten.graph.value_info if v.name == "y"]
+    assert [d.dim_value for d in value.type.tensor_type.shape.dim] == [2, 3]
