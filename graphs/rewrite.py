@@ -494,7 +494,7 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     rewritten), graph inputs/outputs, initializers, value_info, metadata and doc strings; it adds a
     value_info for every replaced output. With ``ort_optimize``, ORT's offline optimizer runs first (see
     graphs.ort_optimizer: the way to stay bit-identical to the original under ORT's default session options),
-    on options ``session_options`` gives (``gathermultiaxis.session_options``, which the caller passes).
+    on options ``session_options`` gives (by default ``gathermultiaxis.session_options``).
     With ``runtime_alignment=False``, a gather whose rank (or GatherND coordinate size) only the run
     time knows is left as it is instead of aligned at run time: for models to be lowered
     (``lower_model`` needs static axes), where the builtin gather is the portable form anyway.
@@ -504,20 +504,22 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
         ops: the op types to rewrite, from ``GATHER_OPS`` and ``OPT_IN_OPS``.
         ort_optimize: run ORT's offline optimizer on the model first.
         runtime_alignment: align at run time a gather whose rank only the run time knows (else leave it).
-        session_options: the factory of ORT session options (``gathermultiaxis.session_options``); needed
-            with ``ort_optimize``.
+        session_options: the factory of ORT session options for ``ort_optimize``; None: the package's own,
+            ``gathermultiaxis.session_options``.
 
     Returns:
         The rewritten copy and the RewriteReport.
 
     Raises:
-        ValueError: ``ort_optimize`` without ``session_options``, or an op type that cannot be rewritten.
+        ValueError: an op type that cannot be rewritten.
         OrtOptimizeError: ORT cannot load or optimize the model (with ``ort_optimize``).
     """
     if ort_optimize:
         if session_options is None:
-            raise ValueError("ort_optimize needs session_options=gathermultiaxis.session_options (ORT loads the "
-                             "model with the GatherMultiaxis op registered; the rewriter does not import ORT's runtime)")
+            # Imported here, on the one call that loads the model in ORT: the rewriter itself runs without
+            # ORT's runtime (tests/project/test_imports.py allows this one import in graphs/).
+            from ..ops.ortop import session_options as package_session_options
+            session_options = package_session_options
         model = ort_optimizer.ort_optimize(model, session_options=session_options)
     ops = tuple(ops)
     unknown_ops = set(ops) - set(GATHER_OPS) - set(OPT_IN_OPS)
