@@ -558,7 +558,8 @@ def run_check(args) -> int:
         if report_file is not None:
             report_file.add(result)
         if args.verbose > 0:
-            progress.result_line(f"{result.verdict:<13} {result.name}" + (f"  ({result.detail})" if result.detail else ""))
+            progress.result_line(f"{result.verdict:<13} {result.name}" + (f"  ({result.detail})" if result.detail else "")
+                                 + (f"\n{'':<14}inputs: {result.inputs}" if result.inputs else ""))
         progress.advance(result.name)
 
     with check.stop_on_sigterm() as sigterm:  # SIGTERM gets what Ctrl-C gets (exit status 143)

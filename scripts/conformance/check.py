@@ -52,7 +52,7 @@ from ..graphs.ort_optimizer import OrtOptimizeError, ort_optimize
 from ..harness import bit_identical, difference, make_session, session_options, versions
 from . import fuzz, mutate
 from .cases import (DEFAULT_SUITE_SOURCES, CannotGenerate, CheckCase, DataSet, FileSource, InputOptions, default_suite_case, load_case,
-                    sized_inputs)
+                    describe_feeds, sized_inputs)
 from .isolation import Outcome, WorkerPool, report_phase
 
 VERDICTS = ("passed", "failed", "not compared", "not runnable", "builtin wrong", "no gather")
@@ -152,6 +152,7 @@ class CheckResult:
     builtin_ms: float = 0.0
     rewritten_ms: float = 0.0
     left_reasons: list[str] = field(default_factory=list)
+    inputs: str = ""  # what the compared data set fed each input, and from where (``cases.describe_feeds``)
     source: str = ""
     folded_by_ort: bool = False  # "no gather" because ORT's optimizer (--ort-optimize) removed every gather
     case: str = ""  # which case of the run this is (``case_keys``): what ``--resume`` matches on
@@ -426,24 +427,32 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     given = case.data_sets or list(options.loaded)
     try:
         if given:
+            result.inputs = describe_feeds(case.model, given[0].feeds,
+                                           "test data" if case.data_sets else "loaded by --load-inputs")
+            if len(given) > 1:
+                result.inputs += f"; and {len(given) - 1} more data set(s)"
             for number, data_set in enumerate(given):
                 if not comparison.compare(number, data_set, *comparison.run_builtin(number, data_set)):
                     return result
         else:
-            first_refused, accepted = None, False
+            first_refused, accepted, attempts = None, False, 0
             for feeds in sized_inputs(case.model, options.seed, options.shapes):
-                data_set = DataSet(feeds)
+                data_set, attempts = DataSet(feeds), attempts + 1
                 want, want_error = comparison.run_builtin(0, data_set)
                 if want_error is None:
+                    result.inputs = describe_feeds(case.model, feeds, "generated", options.shapes)
                     if not comparison.compare(0, data_set, want, None):
                         return result
                     accepted = True
                     break
                 first_refused = first_refused or (data_set, want_error)
             # the original refused every attempt: the rewrite must refuse the first one too
-            if not accepted and first_refused and not comparison.compare(0, first_refused[0], None,
-                                                                         first_refused[1]):
-                return result
+            if not accepted and first_refused:
+                result.inputs = describe_feeds(case.model, first_refused[0].feeds, "generated", options.shapes)
+                if attempts > 1:
+                    result.inputs += f"; the first of {attempts} sizes tried, all refused"
+                if not comparison.compare(0, first_refused[0], None, first_refused[1]):
+                    return result
     except CannotGenerate as reason:
         result.verdict, result.detail = "not compared", str(reason)
         return result
@@ -454,7 +463,8 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     if result.compared == 0 and result.verdict == "passed":
         result.verdict = "not compared"
         result.detail = ("every data set raised on both sides, so nothing was compared (" + result.detail +
-                         "); give inputs the model accepts with --input-shapes or --load-inputs")
+                         f"); inputs: {result.inputs}; give inputs the model accepts with --input-shapes or "
+                         "--load-inputs")
     return result
 
 
