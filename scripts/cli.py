@@ -379,7 +379,7 @@ def _check_sources(args) -> tuple[list, set[str]]:
     if args.mutate:
         if args.fuzz:
             raise CommandError("--mutate and --fuzz are two runs; run them separately")
-        if args.mode is not check.CheckMode.GATHERS:
+        if args.mode is not check.CheckMode.DEFAULT:
             raise CommandError(f"--mutate compares the default session, the kernel path and the lowered model "
                                f"itself; it takes no --{args.mode.value}")
         sources = find_sources(args.paths) if args.paths else []
@@ -1070,7 +1070,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "'failed' (or 'not runnable' when the original hung)")
     modes = checker.add_mutually_exclusive_group()
     modes.add_argument("--ort-optimize", dest="mode", action="store_const", const=check.CheckMode.ORT_OPTIMIZED,
-                         default=check.CheckMode.GATHERS,
+                         default=check.CheckMode.DEFAULT,
                          help="compare the --ort-optimize rewrite with the original under ORT's default session "
                               "options (default: both with graph optimizations off)")
     modes.add_argument("--lowered", dest="mode", action="store_const", const=check.CheckMode.LOWERED,

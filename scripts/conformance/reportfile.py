@@ -70,6 +70,10 @@ def _known_fields(result: dict) -> dict:
     return {key: value for key, value in result.items() if key in names}
 
 
+# Reports written before the default mode was named as the docs name it ("default") say "gathers".
+OLD_MODE_NAMES = {"gathers": "default"}
+
+
 def resumed_results(path: str | os.PathLike, mode: str, keys: list[str]) -> list[CheckResult]:
     """The finished cases of the report at ``path`` (``--resume``), checked to belong to this run: the
     same mode, and every case among ``keys`` (``check.case_keys`` of this run's sources).
@@ -90,7 +94,7 @@ def resumed_results(path: str | os.PathLike, mode: str, keys: list[str]) -> list
         report = read_report(path)
     except (OSError, UnicodeDecodeError) as error:
         raise BadInput(f"--resume {path}: cannot read ({error})") from None
-    if report.get("mode") != mode:
+    if OLD_MODE_NAMES.get(report.get("mode"), report.get("mode")) != mode:
         raise BadInput(f"--resume {path}: that run compared in mode {report.get('mode')!r}, this one in {mode!r}")
     results = [CheckResult(**_known_fields(r)) for r in report["results"]]
     unnamed = [r.name for r in results if not r.case]
