@@ -30,6 +30,7 @@ from ..ops.contract import DOMAIN
 from . import ort_optimizer
 from .builder import NodeBuilder
 from .modelfile import ModelFileError, SessionOptionsFactory
+from .provenance import mark_rewritten
 from .passes import ConstantView, GraphScope, InferredGraph, NotChanged, Visit, run_pass
 from .rank_inference import FOLD_LIMIT, FOLDABLE_OPS, apply_rank_rule, fold, output_elem_types
 from .report import PassReport
@@ -491,8 +492,10 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     """Return a rewritten copy of ``model`` and the report of what happened to every gather node.
 
     The copy keeps the model's IR version, opset imports (plus ``ai.onnx.contrib`` 1 when a node was
-    rewritten), graph inputs/outputs, initializers, value_info, metadata and doc strings; it adds a
-    value_info for every replaced output. With ``ort_optimize``, ORT's offline optimizer runs first (see
+    rewritten), producer, graph inputs/outputs, initializers, value_info, metadata and doc strings; it adds a
+    value_info for every replaced output and, when a node was rewritten, a model-level ``metadata_props``
+    entry ``"gathermultiaxis"`` naming the package, its version and how to run or lower the file
+    (``graphs.provenance.mark_rewritten``). A model with nothing rewritten is returned unchanged. With ``ort_optimize``, ORT's offline optimizer runs first (see
     graphs.ort_optimizer: the way to stay bit-identical to the original under ORT's default session options),
     on options ``session_options`` gives (by default ``gathermultiaxis.session_options``).
     With ``runtime_alignment=False``, a gather whose rank (or GatherND coordinate size) only the run
@@ -531,6 +534,8 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     report = rewrite.report
     if report.rewritten and not any(o.domain == DOMAIN for o in result.opset_import):
         result.opset_import.add(domain=DOMAIN, version=1)
+    if report.rewritten:  # a model nothing was rewritten in stays as it was, metadata included
+        mark_rewritten(result)
     return result, report
 
 
