@@ -30,20 +30,56 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__  # bench/, exports/ and policies: imported by the commands that use them
-from .conformance import check, mutate
-from .conformance.cases import (BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs,
-                                parse_input_shapes)
-from .conformance.reportfile import ReportFile, resumed_results
-from .examples import EXAMPLE_PATH
-from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
-from .graphs.load_check import changed_part
-from .graphs import modelfile
-from .graphs.modelfile import (ModelFileError, check_target, external_data_files, load_model, read_model, same_file,
-                                save_model, write_bytes_atomic)
-from .graphs.ort_optimizer import ort_optimized
-from .harness import session_options
+from .conformance.isolation import DEFAULT_TIMEOUT_S
+
+if TYPE_CHECKING:  # imported by import_library() once the arguments are parsed
+    from .conformance import check, mutate
+    from .conformance.cases import (BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs,
+                                    parse_input_shapes)
+    from .conformance.reportfile import ReportFile, resumed_results
+    from .examples import EXAMPLE_PATH
+    from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
+    from .graphs.load_check import changed_part
+    from .graphs import modelfile
+    from .graphs.modelfile import (ModelFileError, check_target, external_data_files, load_model, read_model,
+                                    same_file, save_model, write_bytes_atomic)
+    from .graphs.ort_optimizer import ort_optimized
+    from .harness import session_options
+
+
+_library_imported = False
+
+
+def import_library() -> None:
+    """Import the library modules the commands use, as this module's names: ``main`` calls it once the
+    arguments are parsed, so that ``--help``, ``--version`` and a bad option load neither onnx nor the
+    passes nor the conformance runner (tests/project/test_imports.py pins what they load).
+
+    Returns:
+        None.
+    """
+    global _library_imported, check, mutate, BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs
+    global parse_input_shapes, ReportFile, resumed_results, EXAMPLE_PATH, GATHER_OPS, OPT_IN_OPS, lower_model
+    global rewrite_model, changed_part, modelfile, ModelFileError, check_target, external_data_files, load_model
+    global read_model, same_file, save_model, write_bytes_atomic, ort_optimized, session_options
+    if _library_imported:  # once: a name a caller replaced since (a test's monkeypatch) stays replaced
+        return
+    _library_imported = True
+    from .conformance import check, mutate
+    from .conformance.cases import (BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs,
+                                    parse_input_shapes)
+    from .conformance.reportfile import ReportFile, resumed_results
+    from .examples import EXAMPLE_PATH
+    from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
+    from .graphs.load_check import changed_part
+    from .graphs import modelfile
+    from .graphs.modelfile import (ModelFileError, check_target, external_data_files, load_model, read_model,
+                                    same_file, save_model, write_bytes_atomic)
+    from .graphs.ort_optimizer import ort_optimized
+    from .harness import session_options
 
 
 def printable(text: str) -> str:
@@ -364,6 +400,8 @@ def run_webnn_check(args) -> int:
 
 
 def _op_list(text: str) -> list[str]:
+    from .graphs import GATHER_OPS, OPT_IN_OPS  # parsing imports the library only for the option that needs it
+
     ops = [op.strip() for op in text.split(",") if op.strip()]
     unknown = [op for op in ops if op not in GATHER_OPS + OPT_IN_OPS]
     if unknown or not ops:
@@ -529,6 +567,7 @@ def run_check(args) -> int:
         CommandError: bad inputs, a missing ``--save-dir``, or a report file that cannot be written
             (``main`` prints it, exit status 2).
     """
+    args.mode = check.CheckMode(args.mode)  # parsed as its name: the parser imports no runner
     resume_into = args.resume and (args.json is None or Path(args.json) == Path(args.resume))
     report_path = args.resume if resume_into else args.json
     if not resume_into:
@@ -1065,21 +1104,21 @@ def build_parser() -> argparse.ArgumentParser:
     checker.add_argument("--load-inputs", metavar="FILE.npz|FOLDER",
                          help="inputs to use for models without test data: an .npz of arrays named after the "
                               "inputs, or a folder of .npz files or test_data_set_* folders")
-    checker.add_argument("--timeout", type=_positive_float, default=check.DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                         help=f"per model (default {check.DEFAULT_TIMEOUT_S:g} s); a model that takes longer is "
+    checker.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                         help=f"per model (default {DEFAULT_TIMEOUT_S:g} s); a model that takes longer is "
                               "'failed' (or 'not runnable' when the original hung)")
     modes = checker.add_mutually_exclusive_group()
-    modes.add_argument("--ort-optimize", dest="mode", action="store_const", const=check.CheckMode.ORT_OPTIMIZED,
-                         default=check.CheckMode.DEFAULT,
+    modes.add_argument("--ort-optimize", dest="mode", action="store_const", const="ort-optimized",
+                         default="default",
                          help="compare the --ort-optimize rewrite with the original under ORT's default session "
                               "options (default: both with graph optimizations off)")
-    modes.add_argument("--lowered", dest="mode", action="store_const", const=check.CheckMode.LOWERED,
+    modes.add_argument("--lowered", dest="mode", action="store_const", const="lowered",
                          help="run the rewrite lowered to standard ONNX (`lower`) on plain ORT, no custom op library")
-    modes.add_argument("--webnn", dest="mode", action="store_const", const=check.CheckMode.WEBNN,
+    modes.add_argument("--webnn", dest="mode", action="store_const", const="webnn",
                          help="run the rewrite lowered for WebNN (`lower --target webnn`, each data set's input "
                               "shapes) on plain ORT; data sets the original refuses are not compared (WebNN "
                               "cannot raise)")
-    modes.add_argument("--session", dest="mode", action="store_const", const=check.CheckMode.SESSION,
+    modes.add_argument("--session", dest="mode", action="store_const", const="session",
                          help="run the rewrite as users do: gathermultiaxis.InferenceSession with ORT's default "
                               "options, nodes one standard gather computes run as that gather (the kernel "
                               "elsewhere); the original also with ORT's defaults")
@@ -1232,6 +1271,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    import_library()
     if argv is not None and "argv" in args:
         args.argv = ["gathermultiaxis", *argv]
     show_library_log(getattr(args, "verbose", 0))

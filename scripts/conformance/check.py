@@ -52,7 +52,7 @@ from ..harness import bit_identical, difference, make_session, session_options, 
 from . import fuzz, mutate
 from .cases import (DEFAULT_SUITE_SOURCES, CannotGenerate, CheckCase, DataSet, FileSource, InputOptions, default_suite_case, load_case,
                     describe_feeds, sized_inputs)
-from .isolation import Outcome, WorkerPool, report_phase
+from .isolation import DEFAULT_TIMEOUT_S, Outcome, WorkerPool, report_phase
 
 VERDICTS = ("passed", "failed", "not compared", "not runnable", "builtin wrong", "no gather")
 
@@ -112,7 +112,6 @@ def stop_on_sigterm() -> Iterator[SigtermGuard]:
         yield guard
     finally:
         signal.signal(signal.SIGTERM, previous)
-DEFAULT_TIMEOUT_S = 600.0
 
 
 class CheckMode(Enum):

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
+DEFAULT_TIMEOUT_S = 600.0  # a task's time in the child before it counts as hung (check --timeout)
+
 _phase_sender = None
 
 

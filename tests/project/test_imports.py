@@ -41,6 +41,36 @@ print(sorted(m for m in sys.modules if m.startswith("onnxruntime")))
     assert lines[0] == "[[2, 0], [5, 3]]" and "rewrite" in run.stdout and lines[-1] == "[]"
 
 
+# What the command line loads before it parses: the package root (the kernel, NumPy), the command line and
+# the runner's child-process module (check's default timeout); onnx, the variants, the passes and the
+# conformance runner are imported once the arguments are parsed (cli.import_library).
+STARTUP_MODULES = {"gathermultiaxis", "gathermultiaxis.cli", "gathermultiaxis.ops",
+                   "gathermultiaxis.ops.contract", "gathermultiaxis.ops.geometry", "gathermultiaxis.ops.kernel",
+                   "gathermultiaxis.ops.ort_internals", "gathermultiaxis.conformance",
+                   "gathermultiaxis.conformance.isolation"}
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["check", "--help"], ["bench", "end-to-end", "--help"],
+                                  ["rewrite", "--no-such-option"]])
+def test_help_and_version_load_no_onnx_nor_the_runner(argv):
+    """``python -m gathermultiaxis --help`` (and --version, a sub-command's help, a bad option) loads only
+    STARTUP_MODULES of the package, and no onnx, onnxruntime or sympy."""
+    code = f"""
+import runpy, sys
+sys.argv = ["gathermultiaxis", *{argv!r}]
+try:
+    runpy.run_module("gathermultiaxis", run_name="__main__")
+except SystemExit:
+    pass
+print(sorted(m for m in sys.modules if m.startswith("gathermultiaxis")))
+print(sorted({{m.split(".")[0] for m in sys.modules}} & {{"onnx", "onnxruntime", "onnxruntime_extensions", "sympy"}}))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    modules, heavy = (ast.literal_eval(line) for line in run.stdout.strip().splitlines()[-2:])
+    assert set(modules) == STARTUP_MODULES and heavy == [], (modules, heavy)
+
+
 def test_using_the_op_without_onnxruntime_says_so():
     code = BLOCK_ORT + """
 import gathermultiaxis
