@@ -451,6 +451,8 @@ def _check_reads(sources: list, report: str) -> dict[Path, str]:
             model = folder / "model.onnx" if source.backend_folder else folder
             inside = Path(os.path.realpath(model.parent)) in report_folders
             files |= _model_files(model, "a model this check reads", with_data=inside)
+            if source.inputs:
+                files[Path(source.inputs)] = f"the inputs of {model}"
             if source.backend_folder and inside:
                 files |= dict.fromkeys(folder.glob("test_data_set_*/*.pb"), f"test data of {folder}")
         elif getattr(source, "source", None) == str(EXAMPLE_PATH):
@@ -906,7 +908,8 @@ def _bench_reads(args) -> dict[Path, str]:
     files: dict[Path, str] = {}
     for model in end_to_end.model_paths(items):
         files |= _model_files(model, "a model this bench reads", with_data=True)
-        files[model.with_name(model.stem + ".inputs.npz")] = f"the inputs of {model}"
+        for inputs in (model.with_name(model.stem + ".inputs.npz"), model.with_name("inputs.npz")):
+            files[inputs] = f"the inputs of {model}"
     return files
 
 

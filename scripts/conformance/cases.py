@@ -57,6 +57,7 @@ class CheckCase:
     data_sets: list[DataSet] = field(default_factory=list)  # none: generated (see generated_data_sets)
     source: str = ""
     external_data_folder: str | None = None  # where ORT reads the tensors the model keeps in files
+    data_sets_origin: str = "test data"  # where data_sets come from, for the user (``describe_feeds``)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class FileSource:
 
     path: str
     backend_folder: bool = False
+    inputs: str | None = None  # a model found in a folder: its own inputs file beside it (``inputs_beside``)
 
     @property
     def name(self) -> str:
@@ -174,10 +176,27 @@ def _vet_model_file(path: Path) -> None:
         raise BadInput(f"{path}: {'no such file or folder' if kind == 'missing' else kind + ', not a model file'}")
 
 
+def inputs_beside(model: Path) -> Path | None:
+    """A model's own inputs file: ``NAME.inputs.npz`` beside ``NAME.onnx`` (``bench build-exports`` writes
+    them), else ``inputs.npz`` in its folder (a folder per model, ``model.onnx`` and its inputs).
+
+    Args:
+        model: the model file.
+
+    Returns:
+        The inputs file, or None when there is neither.
+    """
+    for candidate in (model.with_name(model.stem + ".inputs.npz"), model.with_name("inputs.npz")):
+        if path_kind(candidate) == "file":
+            return candidate
+    return None
+
+
 def find_sources(paths: list[str]) -> list[FileSource]:
     """The cases under ``paths``: .onnx files, backend-test folders, or folders holding many of
-    either. Raises BadInput, before any model is read, for a missing path, a FIFO, a device, a
-    dangling link, or a folder with no model.
+    either; a model found in a folder takes its own inputs file when there is one (``inputs_beside``).
+    Raises BadInput, before any model is read, for a missing path, a FIFO, a device, a dangling link,
+    or a folder with no model.
 
     Args:
         paths: paths of model files or folders, as given on the command line.
@@ -208,7 +227,8 @@ def find_sources(paths: list[str]) -> list[FileSource]:
                     sources.append(FileSource(str(child.parent), backend_folder=True))
                     continue
                 _vet_model_file(child)
-                sources.append(FileSource(str(child)))
+                beside = inputs_beside(child)
+                sources.append(FileSource(str(child), inputs=str(beside) if beside else None))
         else:
             raise BadInput(f"{path}: {'no such file or folder' if kind == 'missing' else kind + ', not a model file or folder'}")
     return sources
@@ -254,7 +274,7 @@ def load_case(source: FileSource) -> CheckCase:
 
     Returns:
         The ``CheckCase``: the model (external data left in its files), the backend folder's data sets
-        (none for a model file) and the external data folder.
+        (a model file's own inputs file's, or none) and the external data folder.
     """
     # External data stays in its files (ORT memory-maps it; a model over 2 GiB could not be serialized)
     if source.backend_folder:
@@ -263,7 +283,9 @@ def load_case(source: FileSource) -> CheckCase:
         return CheckCase(source.name, model, _backend_data_sets(folder, feed_names(model)), source.path,
                          str(data_folder) if data_folder else None)
     model, data_folder = read_model(source.path)
-    return CheckCase(source.name, model, [], source.path, str(data_folder) if data_folder else None)
+    data_sets = list(load_inputs(source.inputs)) if source.inputs else []
+    return CheckCase(source.name, model, data_sets, source.path, str(data_folder) if data_folder else None,
+                     f"loaded from {source.inputs}")
 
 
 # -- options for inputs --------------------------------------------------------------------------
@@ -576,7 +598,7 @@ def describe_feeds(model: ModelProto, feeds: dict[str, np.ndarray], origin: str,
         how = "generated at the --input-shapes shape" if given and name in given else origin
         if name in declared and declared[name] != [str(size) for size in shape]:
             how += f"; declared [{', '.join(declared[name])}]"
-        elif name not in declared:
+        elif name not in {value.name for value in model.graph.input}:
             how += "; not an input of the model"
         parts.append(f"{name} {np.asarray(array).dtype}{shape} ({how})")
     return ", ".join(parts)

@@ -422,7 +422,7 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     try:
         if given:
             result.inputs = describe_feeds(case.model, given[0].feeds,
-                                           "test data" if case.data_sets else "loaded by --load-inputs")
+                                           case.data_sets_origin if case.data_sets else "loaded by --load-inputs")
             if len(given) > 1:
                 result.inputs += f"; and {len(given) - 1} more data set(s)"
             for number, data_set in enumerate(given):
