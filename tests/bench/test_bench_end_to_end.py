@@ -97,7 +97,7 @@ def test_end_to_end_on_a_real_export(tmp_path, capsys):
     assert main(["bench", "--end-to-end", str(tmp_path), "--repeats", "3", "--processes", "1",
                  "--json", str(report)]) == 0
     [row] = json.loads(report.read_text())
-    assert row["shape"] == "inputs.npz" and row["rewritten_gathers"] > 0 and row["bit_identical"]
+    assert row["shape"] == "gpt2_torchscript.inputs.npz" and row["rewritten_gathers"] > 0 and row["bit_identical"]
     assert "gpt2_torchscript.onnx" in capsys.readouterr().out
 
 
