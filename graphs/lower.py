@@ -358,7 +358,7 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
     or left as it is, with the reason). See the module docstring for the steps. Constant indices kept in
     an external file are read from ``external_data_folder``, the model's folder (and only there). A copy
     left with no GatherMultiaxis node loses the rewrite's model-level entry (``graphs.provenance.MODEL_KEY``):
-    it is plain ONNX.
+    it is plain ONNX (not with ``single_gather_only``, the session's lowering of the file it runs).
 
     Args:
         model: the model; it is not changed.
@@ -373,9 +373,10 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
     # Under onnx < 1.19 shape inference stops at a GatherMultiaxis (its schema has no inference there), so
     # ranks behind one are known only once it is lowered: the driver repeats while it lowers and leaves.
     result = run_pass(model, lowering, repeat=True)
-    if any(entry.key == MODEL_KEY for entry in result.metadata_props) and not any(
+    if not single_gather_only and any(entry.key == MODEL_KEY for entry in result.metadata_props) and not any(
             is_gather_multiaxis(node) for holder in node_holders(result) for node in holder.node):
-        # plain ONNX again: the rewrite's note on how to run the file no longer holds
+        # plain ONNX again: the rewrite's note on how to run the file no longer holds (the session's own
+        # single-gather lowering keeps it: its model stands for the rewritten file)
         if result is model:
             result = ModelProto()
             result.CopyFrom(model)

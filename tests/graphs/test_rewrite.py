@@ -316,6 +316,8 @@ def test_a_rewritten_model_says_what_made_it_and_what_runs_it(tmp_path):
     assert report.rewritten == 0 and unchanged == plain
     lowered, lowering = lower_model(rewritten)
     assert lowering.left == 0 and list(lowered.metadata_props) == list(model.metadata_props)
+    session = gathermultiaxis.InferenceSession(rewritten)  # the session lowers its copy to builtin gathers
+    assert session.builtin_gathers > 0 and session.get_modelmeta().custom_metadata_map["gathermultiaxis"] == notes[0]
     assert [e.key for e in rewritten.metadata_props][-1] == "gathermultiaxis"  # the input is not changed
     node = next(n for n in rewritten.graph.node if n.op_type == "GatherMultiaxis")
     next(a for a in node.attribute if a.name == "mode").s = b"nonsense"  # a node the lowering must leave
