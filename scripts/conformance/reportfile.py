@@ -94,7 +94,7 @@ def resumed_results(path: str | os.PathLike, mode: str, keys: list[str]) -> list
         report = read_report(path)
     except (OSError, UnicodeDecodeError) as error:
         raise BadInput(f"--resume {path}: cannot read ({error})") from None
-    if OLD_MODE_NAMES.get(report.get("mode"), report.get("mode")) != mode:
+    if report.get("mode") != mode and OLD_MODE_NAMES.get(str(report.get("mode"))) != mode:
         raise BadInput(f"--resume {path}: that run compared in mode {report.get('mode')!r}, this one in {mode!r}")
     results = [CheckResult(**_known_fields(r)) for r in report["results"]]
     unnamed = [r.name for r in results if not r.case]
