@@ -1105,8 +1105,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="shapes of generated inputs, e.g. input_ids:[1,128] (symbolic dims otherwise take "
                               "3, then 1, 8, 64, 512, 4096 while the original model refuses them)")
     checker.add_argument("--load-inputs", metavar="FILE.npz|FOLDER",
-                         help="inputs to use for models without test data: an .npz of arrays named after the "
-                              "inputs, or a folder of .npz files or test_data_set_* folders")
+                         help="inputs to use for models without test data (or, found in a folder, without an "
+                              "inputs file of their own: NAME.inputs.npz or inputs.npz beside them): an .npz of "
+                              "arrays named after the inputs, or a folder of .npz files or test_data_set_* folders")
     checker.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                          help=f"per model (default {DEFAULT_TIMEOUT_S:g} s); a model that takes longer is "
                               "'failed' (or 'not runnable' when the original hung)")
