@@ -92,7 +92,9 @@ def start_check(args, report: Path) -> subprocess.Popen:
 
 
 def wait_for_lines(child: subprocess.Popen, count: int) -> None:
-    for number, line in enumerate(child.stdout, 1):
+    """Wait for ``count`` result lines of ``check -v`` (not the indented inputs line under each)."""
+    results = (line for line in child.stdout if not line.startswith(" "))
+    for number, _ in enumerate(results, 1):
         if number == count:
             return
     pytest.fail("the run ended early: " + child.stderr.read())
