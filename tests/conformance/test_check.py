@@ -306,6 +306,19 @@ def test_models_in_a_folder_take_their_own_inputs_files(tmp_path, capsys):
     assert (status, report["results"][0]["verdict"]) == (3, "not compared")
 
 
+def test_the_table_has_no_timings():
+    """check's table and report hold no times: one cold run of cases checked side by side is no speed
+    measurement (``bench end-to-end`` is); docs/conformance.md explains the columns left."""
+    from dataclasses import fields
+
+    table = check.format_table([check.CheckResult("m.onnx", "passed", rewritten=2, expected="exact")])
+    assert table.splitlines()[0].split() == ["model", "rewritten", "left", "verdict", "expected"]
+    assert table.splitlines()[1].split() == ["m.onnx", "2", "0", "passed", "exact"]
+    assert not [f.name for f in fields(check.CheckResult) if f.name.endswith("_ms")]
+    columns = (Path(__file__).resolve().parents[2] / "docs" / "conformance.md").read_text()
+    assert all(f"| {column} |" in columns for column in ("model", "rewritten", "left", "verdict", "expected"))
+
+
 def test_builtin_wrong_is_its_own_verdict(tmp_path, capsys):
     """ORT 1.31's string Gather copies only the first string of each block (see the README)."""
     node = helper.make_node("Gather", ["data", "indices"], ["out"], axis=0)
