@@ -42,7 +42,8 @@ from .lower_general import (MIN_OPSET, LoweringBuilder, NotLowered, lower_gather
 from .passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
 from .rank_layers import RankLayers
 from .report import PassReport
-from .walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, round_trip_cast
+from .provenance import MODEL_KEY, unmark_rewritten
+from .walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, node_holders, round_trip_cast
 
 GENERAL = "general"  # the form name of the general decomposition
 KEPT_FOR_KERNEL = "kept for the GatherMultiaxis kernel"  # lower_single_gathers' reason for a node it leaves
@@ -371,7 +372,9 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
     """Return a copy of ``model`` with every GatherMultiaxis node replaced by standard ONNX ops, and the
     report of what happened to each (its form; a node is only ever replaced by an equivalent subgraph
     or left as it is, with the reason). See the module docstring for the steps. Constant indices kept in
-    an external file are read from ``external_data_folder``, the model's folder (and only there).
+    an external file are read from ``external_data_folder``, the model's folder (and only there). A copy
+    left with no GatherMultiaxis node loses the rewrite's model-level entry (``graphs.provenance.MODEL_KEY``):
+    it is plain ONNX (not with ``single_gather_only``, the session's lowering of the file it runs).
 
     Args:
         model: the model; it is not changed.
@@ -386,6 +389,14 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
     # Under onnx < 1.19 shape inference stops at a GatherMultiaxis (its schema has no inference there), so
     # ranks behind one are known only once it is lowered: the driver repeats while it lowers and leaves.
     result = run_pass(model, lowering, repeat=True)
+    if not single_gather_only and any(entry.key == MODEL_KEY for entry in result.metadata_props) and not any(
+            is_gather_multiaxis(node) for holder in node_holders(result) for node in holder.node):
+        # plain ONNX again: the rewrite's note on how to run the file no longer holds (the session's own
+        # single-gather lowering keeps it: its model stands for the rewritten file)
+        if result is model:
+            result = ModelProto()
+            result.CopyFrom(model)
+        unmark_rewritten(result)
     return result, lowering.report
 
 

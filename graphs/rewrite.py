@@ -31,6 +31,7 @@ from .builder import NodeBuilder
 from .modelfile import SessionOptionsFactory
 from .passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
 from .rank_layers import RankLayers
+from .provenance import mark_rewritten
 from .report import PassReport
 from .inference import known_rank
 from .inference import TensorInfo
@@ -422,14 +423,17 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     """Return a rewritten copy of ``model`` and the report of what happened to every gather node.
 
     The copy keeps the model's IR version, opset imports (plus ``ai.onnx.contrib`` 1 when a node was
-    rewritten), graph inputs/outputs, initializers, value_info, metadata and doc strings; it adds a
-    value_info for every replaced output. With ``ort_value_types`` (the default), those of the main graph
-    get the type ORT's own load-time inference gives the value in ``model`` (``graphs.ort_types``: a type
-    ORT did not know could enable a fusion the original does not meet); where ORT cannot say (it cannot
-    load the model, or a value from an inlined function), what the rewrite's inference knows, and the
-    report's ``value_types`` says so. With ``ort_optimize``, ORT's offline optimizer runs first (see
+    rewritten), producer, graph inputs/outputs, initializers, value_info, metadata and doc strings; it adds a
+    value_info for every replaced output and, when a node was rewritten, a model-level ``metadata_props``
+    entry ``"gathermultiaxis"`` naming the package, its version and how to run or lower the file
+    (``graphs.provenance.mark_rewritten``). A model with nothing rewritten is returned unchanged. With
+    ``ort_value_types`` (the default), replaced main-graph outputs get the type ORT's own load-time inference
+    gives the value in ``model`` (``graphs.ort_types``: a type ORT did not know could enable a fusion the
+    original does not meet); where ORT cannot say (it cannot load the model, or a value from an inlined
+    function), what the rewrite's inference knows, and the report's ``value_types`` says so. With
+    ``ort_optimize``, ORT's offline optimizer runs first (see
     graphs.ort_optimizer: the way to stay bit-identical to the original under ORT's default session options),
-    on options ``session_options`` gives (``gathermultiaxis.session_options``, which the caller passes).
+    on options ``session_options`` gives (by default ``gathermultiaxis.session_options``).
     With ``runtime_alignment=False``, a gather whose rank (or GatherND coordinate size) only the run
     time knows is left as it is instead of aligned at run time: for models to be lowered
     (``lower_model`` needs static axes), where the builtin gather is the portable form anyway.
@@ -439,8 +443,8 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
         ops: the op types to rewrite, from ``GATHER_OPS`` and ``OPT_IN_OPS``.
         ort_optimize: run ORT's offline optimizer on the model first.
         runtime_alignment: align at run time a gather whose rank only the run time knows (else leave it).
-        session_options: the factory of ORT session options (``gathermultiaxis.session_options``); needed
-            with ``ort_optimize``; without it, ORT's types are read on plain options (a model that holds
+        session_options: the factory of ORT session options (``gathermultiaxis.session_options``); None: the
+            package's own with ``ort_optimize``, else plain options for reading ORT's types (a model that holds
             GatherMultiaxis nodes then falls back to the rewrite's own types).
         ort_value_types: declare replaced main-graph outputs with ORT's types of the original.
         external_data_folder: the folder ``model``'s external data locations are relative to (ORT reads
@@ -450,13 +454,15 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
         The rewritten copy and the RewriteReport.
 
     Raises:
-        ValueError: ``ort_optimize`` without ``session_options``, or an op type that cannot be rewritten.
+        ValueError: an op type that cannot be rewritten.
         OrtOptimizeError: ORT cannot load or optimize the model (with ``ort_optimize``).
     """
     if ort_optimize:
         if session_options is None:
-            raise ValueError("ort_optimize needs session_options=gathermultiaxis.session_options (ORT loads the "
-                             "model with the GatherMultiaxis op registered; the rewriter does not import ORT's runtime)")
+            # Imported here, on the one call that loads the model in ORT: the rewriter itself runs without
+            # ORT's runtime (tests/project/test_imports.py allows this one import in graphs/).
+            from ..ops.ortop import session_options as package_session_options
+            session_options = package_session_options
         model = ort_optimizer.ort_optimize(model, external_data_folder, session_options=session_options)
     ops = tuple(ops)
     unknown_ops = set(ops) - set(GATHER_OPS) - set(OPT_IN_OPS)
@@ -473,6 +479,8 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
                                         "see)" if rewrite.ort_types and rewrite.own_typed else "")
     if report.rewritten and not any(o.domain == DOMAIN for o in result.opset_import):
         result.opset_import.add(domain=DOMAIN, version=1)
+    if report.rewritten:  # a model nothing was rewritten in stays as it was, metadata included
+        mark_rewritten(result)
     return result, report
 
 

@@ -30,20 +30,56 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__  # bench/, exports/ and policies: imported by the commands that use them
-from .conformance import check, cluster, mutate
-from .conformance.cases import (BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs,
-                                parse_input_shapes)
-from .conformance.reportfile import ReportFile, resumed_results
-from .examples import EXAMPLE_PATH
-from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
-from .graphs.load_check import changed_part
-from .graphs import modelfile
-from .graphs.modelfile import (ModelFileError, check_target, external_data_files, load_model, read_model, same_file,
-                                save_model, write_bytes_atomic)
-from .graphs.ort_optimizer import ort_optimized
-from .harness import session_options
+from .conformance.isolation import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S
+
+if TYPE_CHECKING:  # imported by import_library() once the arguments are parsed
+    from .conformance import check, cluster, mutate
+    from .conformance.cases import (BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs,
+                                    parse_input_shapes)
+    from .conformance.reportfile import ReportFile, resumed_results
+    from .examples import EXAMPLE_PATH
+    from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
+    from .graphs.load_check import changed_part
+    from .graphs import modelfile
+    from .graphs.modelfile import (ModelFileError, check_target, external_data_files, load_model, read_model,
+                                    same_file, save_model, write_bytes_atomic)
+    from .graphs.ort_optimizer import ort_optimized
+    from .harness import session_options
+
+
+_library_imported = False
+
+
+def import_library() -> None:
+    """Import the library modules the commands use, as this module's names: ``main`` calls it once the
+    arguments are parsed, so that ``--help``, ``--version`` and a bad option load neither onnx nor the
+    passes nor the conformance runner (tests/project/test_imports.py pins what they load).
+
+    Returns:
+        None.
+    """
+    global _library_imported, check, cluster, mutate, BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs
+    global parse_input_shapes, ReportFile, resumed_results, EXAMPLE_PATH, GATHER_OPS, OPT_IN_OPS, lower_model
+    global rewrite_model, changed_part, modelfile, ModelFileError, check_target, external_data_files, load_model
+    global read_model, same_file, save_model, write_bytes_atomic, ort_optimized, session_options
+    if _library_imported:  # once: a name a caller replaced since (a test's monkeypatch) stays replaced
+        return
+    _library_imported = True
+    from .conformance import check, cluster, mutate
+    from .conformance.cases import (BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs,
+                                    parse_input_shapes)
+    from .conformance.reportfile import ReportFile, resumed_results
+    from .examples import EXAMPLE_PATH
+    from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
+    from .graphs.load_check import changed_part
+    from .graphs import modelfile
+    from .graphs.modelfile import (ModelFileError, check_target, external_data_files, load_model, read_model,
+                                    same_file, save_model, write_bytes_atomic)
+    from .graphs.ort_optimizer import ort_optimized
+    from .harness import session_options
 
 
 def printable(text: str) -> str:
@@ -366,6 +402,8 @@ def run_webnn_check(args) -> int:
 
 
 def _op_list(text: str) -> list[str]:
+    from .graphs import GATHER_OPS, OPT_IN_OPS  # parsing imports the library only for the option that needs it
+
     ops = [op.strip() for op in text.split(",") if op.strip()]
     unknown = [op for op in ops if op not in GATHER_OPS + OPT_IN_OPS]
     if unknown or not ops:
@@ -381,7 +419,7 @@ def _check_sources(args) -> tuple[list, set[str]]:
     if args.mutate:
         if args.fuzz:
             raise CommandError("--mutate and --fuzz are two runs; run them separately")
-        if args.mode is not check.CheckMode.GATHERS:
+        if args.mode is not check.CheckMode.DEFAULT:
             raise CommandError(f"--mutate compares the default session, the kernel path and the lowered model "
                                f"itself; it takes no --{args.mode.value}")
         sources = find_sources(args.paths) if args.paths else []
@@ -415,6 +453,8 @@ def _check_reads(sources: list, report: str) -> dict[Path, str]:
             model = folder / "model.onnx" if source.backend_folder else folder
             inside = Path(os.path.realpath(model.parent)) in report_folders
             files |= _model_files(model, "a model this check reads", with_data=inside)
+            if source.inputs:
+                files[Path(source.inputs)] = f"the inputs of {model}"
             if source.backend_folder and inside:
                 files |= dict.fromkeys(folder.glob("test_data_set_*/*.pb"), f"test data of {folder}")
         elif getattr(source, "source", None) == str(EXAMPLE_PATH):
@@ -531,6 +571,7 @@ def run_check(args) -> int:
         CommandError: bad inputs, a missing ``--save-dir``, or a report file that cannot be written
             (``main`` prints it, exit status 2).
     """
+    args.mode = check.CheckMode(args.mode)  # parsed as its name: the parser imports no runner
     resume_into = args.resume and (args.json is None or Path(args.json) == Path(args.resume))
     report_path = args.resume if resume_into else args.json
     if not resume_into:
@@ -561,7 +602,8 @@ def run_check(args) -> int:
         if report_file is not None:
             report_file.add(result)
         if args.verbose > 0:
-            progress.result_line(f"{result.verdict:<13} {result.name}" + (f"  ({result.detail})" if result.detail else ""))
+            progress.result_line(f"{result.verdict:<13} {result.name}" + (f"  ({result.detail})" if result.detail else "")
+                                 + (f"\n{'':<14}inputs: {result.inputs}" if result.inputs else ""))
         progress.advance(result.name)
 
     with check.stop_on_sigterm() as sigterm:  # SIGTERM gets what Ctrl-C gets (exit status 143)
@@ -596,8 +638,8 @@ def _reachable_cluster(args) -> float:
     if args.cluster is None:
         if args.cluster_timeout is not None:
             raise CommandError("--cluster-timeout goes with --cluster")
-        return cluster.DEFAULT_CONNECT_TIMEOUT_S
-    timeout = cluster.DEFAULT_CONNECT_TIMEOUT_S if args.cluster_timeout is None else args.cluster_timeout
+        return DEFAULT_CONNECT_TIMEOUT_S
+    timeout = DEFAULT_CONNECT_TIMEOUT_S if args.cluster_timeout is None else args.cluster_timeout
     try:
         cluster.reach_scheduler(args.cluster, timeout)
     except (cluster.NoScheduler, ImportError) as error:
@@ -885,7 +927,8 @@ def _bench_reads(args) -> dict[Path, str]:
     files: dict[Path, str] = {}
     for model in end_to_end.model_paths(items):
         files |= _model_files(model, "a model this bench reads", with_data=True)
-        files[model.with_name(model.stem + ".inputs.npz")] = f"the inputs of {model}"
+        for inputs in (model.with_name(model.stem + ".inputs.npz"), model.with_name("inputs.npz")):
+            files[inputs] = f"the inputs of {model}"
     return files
 
 
@@ -1081,23 +1124,24 @@ def build_parser() -> argparse.ArgumentParser:
                          help="shapes of generated inputs, e.g. input_ids:[1,128] (symbolic dims otherwise take "
                               "3, then 1, 8, 64, 512, 4096 while the original model refuses them)")
     checker.add_argument("--load-inputs", metavar="FILE.npz|FOLDER",
-                         help="inputs to use for models without test data: an .npz of arrays named after the "
-                              "inputs, or a folder of .npz files or test_data_set_* folders")
-    checker.add_argument("--timeout", type=_positive_float, default=check.DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                         help=f"per model (default {check.DEFAULT_TIMEOUT_S:g} s); a model that takes longer is "
+                         help="inputs to use for models without test data (or, found in a folder, without an "
+                              "inputs file of their own: NAME.inputs.npz or inputs.npz beside them): an .npz of "
+                              "arrays named after the inputs, or a folder of .npz files or test_data_set_* folders")
+    checker.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                         help=f"per model (default {DEFAULT_TIMEOUT_S:g} s); a model that takes longer is "
                               "'failed' (or 'not runnable' when the original hung)")
     modes = checker.add_mutually_exclusive_group()
-    modes.add_argument("--ort-optimize", dest="mode", action="store_const", const=check.CheckMode.ORT_OPTIMIZED,
-                         default=check.CheckMode.GATHERS,
+    modes.add_argument("--ort-optimize", dest="mode", action="store_const", const="ort-optimized",
+                         default="default",
                          help="compare the --ort-optimize rewrite with the original under ORT's default session "
                               "options (default: both with graph optimizations off)")
-    modes.add_argument("--lowered", dest="mode", action="store_const", const=check.CheckMode.LOWERED,
+    modes.add_argument("--lowered", dest="mode", action="store_const", const="lowered",
                          help="run the rewrite lowered to standard ONNX (`lower`) on plain ORT, no custom op library")
-    modes.add_argument("--webnn", dest="mode", action="store_const", const=check.CheckMode.WEBNN,
+    modes.add_argument("--webnn", dest="mode", action="store_const", const="webnn",
                          help="run the rewrite lowered for WebNN (`lower --target webnn`, each data set's input "
                               "shapes) on plain ORT; data sets the original refuses are not compared (WebNN "
                               "cannot raise)")
-    modes.add_argument("--session", dest="mode", action="store_const", const=check.CheckMode.SESSION,
+    modes.add_argument("--session", dest="mode", action="store_const", const="session",
                          help="run the rewrite as users do: gathermultiaxis.InferenceSession with ORT's default "
                               "options, nodes one standard gather computes run as that gather (the kernel "
                               "elsewhere); the original also with ORT's defaults")
@@ -1119,7 +1163,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "--jobs worker processes for this run); needs pip install \"gathermultiaxis[cluster]\"")
     checker.add_argument("--cluster-timeout", type=_positive_float, metavar="SECONDS",
                          help=f"how long the --cluster scheduler may take to answer (default "
-                              f"{cluster.DEFAULT_CONNECT_TIMEOUT_S:g} s); an address where none answers in time "
+                              f"{DEFAULT_CONNECT_TIMEOUT_S:g} s); an address where none answers in time "
                               f"is bad input (exit 2), before the run")
     checker.add_argument("--resume", metavar="REPORT",
                          help="skip the cases a --json report of the same run already holds (a finished, "
@@ -1254,6 +1298,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    import_library()
     if argv is not None and "argv" in args:
         args.argv = ["gathermultiaxis", *argv]
     show_library_log(getattr(args, "verbose", 0))

@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -52,9 +51,8 @@ from ..graphs.ort_optimizer import OrtOptimizeError, ort_optimize
 from ..harness import bit_identical, difference, make_session, session_options, versions
 from . import fuzz, mutate
 from .cases import (DEFAULT_SUITE_SOURCES, CannotGenerate, CheckCase, DataSet, FileSource, InputOptions, default_suite_case, load_case,
-                    sized_inputs)
-from .cluster import DEFAULT_CONNECT_TIMEOUT_S  # (the module imports Dask only when a cluster is used)
-from .isolation import Outcome, WorkerPool, report_phase
+                    describe_feeds, sized_inputs)
+from .isolation import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S, Outcome, WorkerPool, report_phase
 
 VERDICTS = ("passed", "failed", "not compared", "not runnable", "builtin wrong", "no gather")
 
@@ -114,13 +112,13 @@ def stop_on_sigterm() -> Iterator[SigtermGuard]:
         yield guard
     finally:
         signal.signal(signal.SIGTERM, previous)
-DEFAULT_TIMEOUT_S = 600.0
 
 
 class CheckMode(Enum):
     """What is compared with what (see the README's table of guarantees)."""
 
-    GATHERS = "gathers"              # rewrite vs original, both with graph optimizations off
+    DEFAULT = "default"              # rewrite vs original, both with graph optimizations off
+    GATHERS = "default"              # an alias of DEFAULT (the mode that compares the gathers themselves)
     ORT_OPTIMIZED = "ort-optimized"  # the --ort-optimize rewrite vs original, both with ORT's defaults
     LOWERED = "lowered"              # rewrite then lower, on plain ORT (no custom op library), vs original
     WEBNN = "webnn"                  # rewrite then lower --target webnn per data set's shapes, on plain ORT
@@ -150,9 +148,8 @@ class CheckResult:
     expected: str = ""  # agreement with the expected outputs: exact / close / differs / "" (none given)
     compared: int = 0  # data sets compared (both sides ran, or both raised on inputs made to raise)
     both_raised: int = 0  # data sets on which both sides raised (not a comparison, unless made to raise)
-    builtin_ms: float = 0.0
-    rewritten_ms: float = 0.0
     left_reasons: list[str] = field(default_factory=list)
+    inputs: str = ""  # what the compared data set fed each input, and from where (``cases.describe_feeds``)
     source: str = ""
     folded_by_ort: bool = False  # "no gather" because ORT's optimizer (--ort-optimize) removed every gather
     case: str = ""  # which case of the run this is (``case_keys``): what ``--resume`` matches on
@@ -225,12 +222,12 @@ def _reference_sides_with_rewrite(model: ModelProto, feeds, got, differing: list
     return all(bit_identical(got[i], np.asarray(reference[i], dtype=np.asarray(got[i]).dtype)) for i in differing)
 
 
-def _timed_run(sess, feeds) -> tuple[list | None, BaseException | None, float]:
-    start = time.perf_counter()
+def _run(sess, feeds) -> tuple[list | None, BaseException | None]:
+    # Not timed: one cold run of cases checked side by side says nothing of speed (bench end-to-end does)
     try:
-        return sess.run(None, feeds), None, (time.perf_counter() - start) * 1e3
+        return sess.run(None, feeds), None
     except Exception as error:  # noqa: BLE001
-        return None, error, (time.perf_counter() - start) * 1e3
+        return None, error
 
 
 class _WebNNSessions:
@@ -280,7 +277,7 @@ class _Comparison:
         self.agreements: list[str] = []
 
     def run_builtin(self, number: int, data_set: DataSet):
-        """Run one data set on the original model (builtin kernels), adding its time to the result.
+        """Run one data set on the original model (builtin kernels).
 
         Args:
             number: the data set's number (for the progress phase).
@@ -290,9 +287,7 @@ class _Comparison:
             A tuple ``(outputs, error)``: the outputs, or None and the exception ORT raised.
         """
         report_phase(f"running the original model on ORT (data set {number})")
-        want, error, elapsed = _timed_run(self.builtin, data_set.feeds)
-        self.result.builtin_ms += elapsed
-        return want, error
+        return _run(self.builtin, data_set.feeds)
 
     def compare(self, number: int, data_set: DataSet, want, want_error) -> bool:
         """Compare one data set; returns False when the case has failed (stop).
@@ -308,8 +303,7 @@ class _Comparison:
         """
         result, where = self.result, f"data set {number}: "
         report_phase(f"running the rewritten model (data set {number})")
-        got, got_error, elapsed = _timed_run(self.custom, data_set.feeds)
-        result.rewritten_ms += elapsed
+        got, got_error = _run(self.custom, data_set.feeds)
         if want_error is not None and isinstance(self.custom, _WebNNSessions):
             # a WebNN graph cannot raise (what WebNN cannot take fell back to the standard lowering, which
             # may): the original's refusal is never compared
@@ -328,7 +322,7 @@ class _Comparison:
         if got_error is not None:
             result.verdict, result.detail = "failed", where + f"the rewrite raised: {one_line(got_error)}"
             return False
-        assert got is not None  # _timed_run returns outputs or an error
+        assert got is not None  # _run returns outputs or an error
         differing = [i for i, (g, w) in enumerate(zip(got, want)) if not bit_identical(g, w)]
         if differing:
             detail = where + f"output {differing[0]}: rewritten vs builtin {difference(got[differing[0]], want[differing[0]])}"
@@ -360,7 +354,7 @@ def _already_rewritten(model: ModelProto) -> bool:
 
 
 def check_case(case: CheckCase, options: InputOptions = InputOptions(),
-               mode: CheckMode = CheckMode.GATHERS) -> CheckResult:
+               mode: CheckMode = CheckMode.DEFAULT) -> CheckResult:
     """The verdict on one case (see the module docstring), comparing as ``mode`` says.
 
     Args:
@@ -427,24 +421,32 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     given = case.data_sets or list(options.loaded)
     try:
         if given:
+            result.inputs = describe_feeds(case.model, given[0].feeds,
+                                           case.data_sets_origin if case.data_sets else "loaded by --load-inputs")
+            if len(given) > 1:
+                result.inputs += f"; and {len(given) - 1} more data set(s)"
             for number, data_set in enumerate(given):
                 if not comparison.compare(number, data_set, *comparison.run_builtin(number, data_set)):
                     return result
         else:
-            first_refused, accepted = None, False
+            first_refused, accepted, attempts = None, False, 0
             for feeds in sized_inputs(case.model, options.seed, options.shapes):
-                data_set = DataSet(feeds)
+                data_set, attempts = DataSet(feeds), attempts + 1
                 want, want_error = comparison.run_builtin(0, data_set)
                 if want_error is None:
+                    result.inputs = describe_feeds(case.model, feeds, "generated", options.shapes)
                     if not comparison.compare(0, data_set, want, None):
                         return result
                     accepted = True
                     break
                 first_refused = first_refused or (data_set, want_error)
             # the original refused every attempt: the rewrite must refuse the first one too
-            if not accepted and first_refused and not comparison.compare(0, first_refused[0], None,
-                                                                         first_refused[1]):
-                return result
+            if not accepted and first_refused:
+                result.inputs = describe_feeds(case.model, first_refused[0].feeds, "generated", options.shapes)
+                if attempts > 1:
+                    result.inputs += f"; the first of {attempts} sizes tried, all refused"
+                if not comparison.compare(0, first_refused[0], None, first_refused[1]):
+                    return result
     except CannotGenerate as reason:
         result.verdict, result.detail = "not compared", str(reason)
         return result
@@ -455,7 +457,8 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     if result.compared == 0 and result.verdict == "passed":
         result.verdict = "not compared"
         result.detail = ("every data set raised on both sides, so nothing was compared (" + result.detail +
-                         "); give inputs the model accepts with --input-shapes or --load-inputs")
+                         f"); inputs: {result.inputs}; give inputs the model accepts with --input-shapes or "
+                         "--load-inputs")
     return result
 
 
@@ -510,7 +513,7 @@ def check_source(task: tuple[Source, CheckMode, InputOptions]) -> CheckResult:
         result = check_case(case, options, mode)
         if result.verdict == "failed":
             folder = fuzz.save_reproducer(case, source.save_dir, source.seed)
-            flag = {CheckMode.GATHERS: "", CheckMode.ORT_OPTIMIZED: " --ort-optimize", CheckMode.LOWERED: " --lowered",
+            flag = {CheckMode.DEFAULT: "", CheckMode.ORT_OPTIMIZED: " --ort-optimize", CheckMode.LOWERED: " --lowered",
                     CheckMode.WEBNN: " --webnn", CheckMode.SESSION: " --session"}
             result.detail += (f" (replay: gathermultiaxis check --fuzz 1 --seed {source.seed}{flag[mode]}; "
                               f"reproducer: {folder})")
@@ -533,7 +536,7 @@ class Report:
     results: list[CheckResult] = field(default_factory=list)
     interrupted: bool = False
     stopped_by: str = ""  # "SIGINT" (Ctrl-C) or "SIGTERM" when interrupted
-    mode: str = CheckMode.GATHERS.value
+    mode: str = CheckMode.DEFAULT.value
     command: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=versions)
 
@@ -632,7 +635,7 @@ def case_keys(sources: list[Source]) -> list[str]:
 
 def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), timeout: float = DEFAULT_TIMEOUT_S,
         fail_fast: bool = False, on_result: Callable[[CheckResult], None] | None = None,
-        command: list[str] | None = None, isolate: bool = True, mode: CheckMode = CheckMode.GATHERS,
+        command: list[str] | None = None, isolate: bool = True, mode: CheckMode = CheckMode.DEFAULT,
         jobs: int = 1, finished: Iterable[CheckResult] = (), cluster: str | None = None,
         cluster_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> Report:
     """Check every source, each in a child process with ``timeout`` seconds, ``jobs`` at a time
@@ -764,11 +767,9 @@ def format_table(results: list[CheckResult]) -> str:
         The table as one string.
     """
     width = max([len(r.name) for r in results] + [5])
-    lines = [f"{'model':<{width}}  {'rewritten':>9} {'left':>4}  {'verdict':<13} {'expected':<8} "
-             f"{'builtin ms':>10} {'rewritten ms':>12}"]
+    lines = [f"{'model':<{width}}  {'rewritten':>9} {'left':>4}  {'verdict':<13} expected"]
     for r in results:
-        lines.append(f"{r.name:<{width}}  {r.rewritten:>9} {r.left:>4}  {r.verdict:<13} {r.expected or '-':<8} "
-                     f"{r.builtin_ms:>10.2f} {r.rewritten_ms:>12.2f}")
+        lines.append(f"{r.name:<{width}}  {r.rewritten:>9} {r.left:>4}  {r.verdict:<13} {r.expected or '-'}")
         if r.verdict != "passed" and r.detail:  # failures, reasons, builtin bugs
             lines.append(f"{'':<{width}}    {r.detail}")
         lines.extend(f"{'':<{width}}    left {reason}" for reason in r.left_reasons)

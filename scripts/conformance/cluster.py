@@ -19,9 +19,8 @@ import uuid
 from typing import Any, Callable, Iterator
 
 from ..graphs.modelfile import one_line
-from .isolation import Outcome, Worker
+from .isolation import DEFAULT_CONNECT_TIMEOUT_S, Outcome, Worker
 
-DEFAULT_CONNECT_TIMEOUT_S = 10.0  # how long a scheduler may take to answer (check --cluster-timeout)
 
 _node = threading.local()  # the isolated child of each Dask worker thread, reused from case to case
 

@@ -133,6 +133,10 @@ def _checked_results(path: str | os.PathLike, results: Any) -> list[CheckResult]
     return checked
 
 
+# Reports written before the default mode was named as the docs name it ("default") say "gathers".
+OLD_MODE_NAMES = {"gathers": "default"}
+
+
 def resumed_results(path: str | os.PathLike, mode: str, keys: list[str]) -> list[CheckResult]:
     """The finished cases of the report at ``path`` (``--resume``), checked to belong to this run: the
     same mode, and every case among ``keys`` (``check.case_keys`` of this run's sources), once.
@@ -161,7 +165,7 @@ def resumed_results(path: str | os.PathLike, mode: str, keys: list[str]) -> list
         raise BadInput(f"--resume {path}: cannot read ({error})") from None
     except BadInput as error:
         raise BadInput(f"--resume {error}") from None
-    if report.get("mode") != mode:
+    if report.get("mode") != mode and OLD_MODE_NAMES.get(str(report.get("mode"))) != mode:
         raise BadInput(f"--resume {path}: that run compared in mode {report.get('mode')!r}, this one in {mode!r}")
     unnamed = [r.name for r in results if not r.case]
     if unnamed:

@@ -279,7 +279,9 @@ def test_nothing_is_lost_and_rewrite_is_idempotent():
     replaced = {n.output[0] for n in model.graph.node if n.op_type.startswith("Gather")} - graph_outputs - {"embedded"}
     assert {v.name for v in added_infos} == replaced and all(v.type.tensor_type.elem_type for v in added_infos)
     assert (rewritten.doc_string, rewritten.graph.doc_string) == (model.doc_string, model.graph.doc_string)
-    assert list(rewritten.metadata_props) == list(model.metadata_props)
+    # the model's own metadata kept, then the entry naming what made the file and what runs it
+    assert list(rewritten.metadata_props)[:-1] == list(model.metadata_props)
+    assert rewritten.metadata_props[-1].key == "gathermultiaxis"
     assert rewritten.producer_name == model.producer_name
     original_names = {n.name for n in model.graph.node}
     kept = {n.name for n in rewritten.graph.node}
@@ -289,6 +291,38 @@ def test_nothing_is_lost_and_rewrite_is_idempotent():
     twice, second_report = rewrite_model(rewritten)
     assert second_report.outcomes == []
     assert twice.SerializeToString() == rewritten.SerializeToString()
+
+
+def test_a_rewritten_model_says_what_made_it_and_what_runs_it(tmp_path):
+    """A model-level metadata entry names the package, its version and how to run or lower the file (once,
+    however often it is rewritten); the producer stays the exporter's; a model nothing was rewritten in is
+    not changed; a lowering that leaves no GatherMultiaxis node drops the entry, one that leaves one keeps it."""
+    import gathermultiaxis
+    from gathermultiaxis.examples import build_example_model
+    from gathermultiaxis.graphs import lower_model
+
+    model = build_example_model()
+    model.producer_name, model.producer_version = "pytorch", "2.13.0"
+    partly, _ = rewrite_model(model, ["GatherND"])
+    rewritten, _ = rewrite_model(partly)  # the rest: the entry is updated, not added twice
+    notes = [entry.value for entry in rewritten.metadata_props if entry.key == "gathermultiaxis"]
+    assert notes == [f"rewritten by gathermultiaxis {gathermultiaxis.__version__}: run with "
+                     "gathermultiaxis.InferenceSession, or `gathermultiaxis lower` it for plain ONNX runtimes"]
+    assert (rewritten.producer_name, rewritten.producer_version) == ("pytorch", "2.13.0")
+    plain = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                                                [helper.make_tensor_value_info("x", T.FLOAT, [2])],
+                                                [helper.make_tensor_value_info("y", T.FLOAT, [2])]))
+    unchanged, report = rewrite_model(plain)
+    assert report.rewritten == 0 and unchanged == plain
+    lowered, lowering = lower_model(rewritten)
+    assert lowering.left == 0 and list(lowered.metadata_props) == list(model.metadata_props)
+    session = gathermultiaxis.InferenceSession(rewritten)  # the session lowers its copy to builtin gathers
+    assert session.builtin_gathers > 0 and session.get_modelmeta().custom_metadata_map["gathermultiaxis"] == notes[0]
+    assert [e.key for e in rewritten.metadata_props][-1] == "gathermultiaxis"  # the input is not changed
+    node = next(n for n in rewritten.graph.node if n.op_type == "GatherMultiaxis")
+    next(a for a in node.attribute if a.name == "mode").s = b"nonsense"  # a node the lowering must leave
+    kept, lowering = lower_model(rewritten)
+    assert lowering.left >= 1 and [e.key for e in kept.metadata_props][-1] == "gathermultiaxis"
 
 
 def test_ops_selection():
