@@ -396,6 +396,11 @@ def _widened_float16(scope: GraphScope, name: str) -> bool:
     return round_trip_cast(cast) and _float16_value(scope, cast.input[0])
 
 
+# Contrib ops whose output holds input 0's elements, of its type (ORT's contrib_defs): the lowering's rank rules
+# type them so, and the kernel path must narrow what the lowering narrows
+_TYPE_KEEPING_CONTRIB_OPS = frozenset({("com.microsoft", "ExpandDims")})
+
+
 def _float16_value(scope: GraphScope, name: str) -> bool:
     """Whether ``name`` holds float16 values: so declared, or made by a Cast to float16, or by ops that keep
     their input's type (``MOVING_OPS``, Slice: the rewrite's GatherElements Slice) from such a value."""
@@ -404,6 +409,9 @@ def _float16_value(scope: GraphScope, name: str) -> bool:
         if declared:
             return declared == TensorProto.FLOAT16
         producer = scope.producers.get(name)
+        if producer is not None and (producer.domain, producer.op_type) in _TYPE_KEEPING_CONTRIB_OPS:
+            name = producer.input[0]
+            continue
         if producer is None or producer.domain not in ONNX_DOMAINS:
             return False
         if producer.op_type == "Cast":
