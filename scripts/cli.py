@@ -36,6 +36,7 @@ from .conformance import check, mutate
 from .conformance.cases import (BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs,
                                 parse_input_shapes)
 from .conformance.reportfile import ReportFile, resumed_results
+from .conformance.runtimes import RUNTIMES as RUNTIME_NAMES
 from .examples import EXAMPLE_PATH
 from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
 from .graphs.load_check import changed_part
@@ -529,6 +530,7 @@ def run_check(args) -> int:
         CommandError: bad inputs, a missing ``--save-dir``, or a report file that cannot be written
             (``main`` prints it, exit status 2).
     """
+    _check_runtime(args)
     resume_into = args.resume and (args.json is None or Path(args.json) == Path(args.resume))
     report_path = args.resume if resume_into else args.json
     if not resume_into:
@@ -565,7 +567,7 @@ def run_check(args) -> int:
         try:
             report = check.run(sources, options=options, timeout=args.timeout, fail_fast=args.fail_fast,
                                on_result=on_result, command=command, mode=args.mode, jobs=args.jobs,
-                               finished=finished, cluster=args.cluster)
+                               finished=finished, cluster=args.cluster, runtime=args.runtime)
         finally:
             sigterm.defer()
             progress.close()
@@ -588,6 +590,22 @@ def run_check(args) -> int:
 
 
 LISTED_PASSES = 50  # more passed cases than this are counted, not listed, unless -v
+
+
+def _check_runtime(args) -> None:
+    """``check --runtime``: only with --lowered or --webnn, not with --cluster, and installed (else exit 2)."""
+    if args.runtime == "ort":
+        return
+    if args.mode not in (check.CheckMode.LOWERED, check.CheckMode.WEBNN):
+        raise CommandError(f"--runtime {args.runtime} goes with --lowered or --webnn")
+    if args.cluster:
+        raise CommandError(f"--runtime {args.runtime} runs on this machine only, not with --cluster")
+    from .conformance.runtimes import RuntimeUnavailable, check_available
+
+    try:
+        check_available(args.runtime)
+    except RuntimeUnavailable as error:
+        raise CommandError(str(error)) from None
 
 
 def print_table(results: list[check.CheckResult], verbosity: int) -> None:
@@ -1082,11 +1100,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="run the rewrite as users do: gathermultiaxis.InferenceSession with ORT's default "
                               "options, nodes one standard gather computes run as that gather (the kernel "
                               "elsewhere); the original also with ORT's defaults")
+    checker.add_argument("--runtime", choices=RUNTIME_NAMES, default="ort",
+                         help="with --lowered or --webnn: run the original and the form both on this runtime "
+                              "(default ort; openvino, tract and web are extras: docs/conformance.md)")
     checker.add_argument("--fail-fast", action="store_true", help="stop at the first failed case")
-    checker.add_argument("--allow", action="append", choices=["not compared", "not runnable", "no gather"],
-                         metavar="VERDICT",
-                         help="do not fail the run (exit 3, or 4) for this verdict: 'not compared', 'not runnable' "
-                              "or 'no gather' "
+    checker.add_argument("--allow", action="append",
+                         choices=["not compared", "not runnable", "no gather", "nondeterministic"], metavar="VERDICT",
+                         help="do not fail the run (exit 3, or 4) for this verdict: 'not compared', 'not runnable', "
+                              "'nondeterministic' or 'no gather' "
                               "(repeatable; with no PATH, 'not runnable' is allowed)")
     checker.add_argument("--json", metavar="FILE",
                          help="also write the report as JSON: one line per case as it finishes (JSON Lines), "
