@@ -41,7 +41,7 @@ from .lower_general import (MIN_OPSET, LoweringBuilder, NotLowered, lower_gather
                             lower_gather_multiaxis_at_run_time, lowerable)
 from .passes import GraphScope, NotChanged, Visit, run_pass
 from .report import PassReport
-from .walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, round_trip_cast
+from .walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, node_holders, round_trip_cast
 
 GENERAL = "general"  # the form name of the general decomposition
 KEPT_FOR_KERNEL = "kept for the GatherMultiaxis kernel"  # lower_single_gathers' reason for a node it leaves
@@ -370,7 +370,33 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
     # Under onnx < 1.19 shape inference stops at a GatherMultiaxis (its schema has no inference there), so
     # ranks behind one are known only once it is lowered: the driver repeats while it lowers and leaves.
     result = run_pass(model, lowering, repeat=True)
+    unname_replaced_dims(model, result)
     return result, lowering.report
+
+
+def unname_replaced_dims(before: ModelProto, after: ModelProto) -> None:
+    """In ``after``, the value_info of each GatherMultiaxis output of ``before`` that no GatherMultiaxis
+    computes any more keeps its type, rank and sizes but loses its dim names. The rewrite declared those
+    names (``batch``), not the model's author; tract, which pins inputs to concrete sizes, refuses a
+    declared name that meets a size ("Impossible to unify Sym(batch) with Val(2)").
+
+    Args:
+        before: the model that was lowered.
+        after: its lowered copy, changed in place.
+
+    Returns:
+        None.
+    """
+    def outputs(model: ModelProto) -> set[str]:
+        return {node.output[0] for holder in node_holders(model) for node in holder.node if is_gather_multiaxis(node)}
+
+    replaced = outputs(before) - outputs(after)
+    for holder in node_holders(after):
+        for info in getattr(holder, "value_info", ()):  # functions declare none
+            if info.name in replaced and info.type.HasField("tensor_type"):
+                for dim in info.type.tensor_type.shape.dim:
+                    if dim.HasField("dim_param"):
+                        dim.ClearField("dim_param")
 
 
 def lower_single_gathers(model: ModelProto, external_data_folder: str | os.PathLike | None = None
@@ -390,4 +416,4 @@ def lower_single_gathers(model: ModelProto, external_data_folder: str | os.PathL
 
 
 __all__ = ["GENERAL", "KEPT_FOR_KERNEL", "MIN_OPSET", "LowerPass", "LowerReport", "LoweredNode", "is_gather_multiaxis", "lower_model",
-           "lower_single_gathers"]
+           "lower_single_gathers", "unname_replaced_dims"]

@@ -69,7 +69,7 @@ from ..ops.kernel import gather_multiaxis
 from .builder import NameScope, NodeBuilder
 from .form_check import check_emitted, possibly_string
 from .inference import graph_infos, inferred, typing_copy
-from .lower import GENERAL, LoweredNode, LowerReport, is_gather_multiaxis, lower_model
+from .lower import GENERAL, LoweredNode, LowerReport, is_gather_multiaxis, lower_model, unname_replaced_dims
 from .passes import GraphScope, NotChanged, Visit, run_pass
 from .walk import (ONNX_DOMAINS, ConstantView, all_names, default_opset, drop_unused, holds_subgraph, names_read,
                    node_holders, round_trip_cast)
@@ -1060,6 +1060,7 @@ def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] 
     """
     webnn = WebNNPass(input_shapes, external_data_folder)
     result = run_pass(model, webnn)
+    unname_replaced_dims(model, result)
     report = webnn.report
     # What WebNN cannot take still runs anywhere: the standard lowering (it stays outside WebNN's subset,
     # as the report says, and webnn_check lists it). Only where a node is left: its inference of the

@@ -1,0 +1,53 @@
+"""Lowered forms that other runtimes take: what OpenVINO, tract and onnxruntime-web refused, fixed in the lowering.
+
+Each runs on ORT (default optimizations, which are what removed a form's Expand) and, where the runtime that
+refused it is installed, there too; elsewhere that half skips, saying why.
+"""
+
+import importlib.util
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from support import assert_bit_identical, make_model
+
+from gathermultiaxis.conformance import runtimes
+from gathermultiaxis.examples import EXAMPLE_PATH, example_inputs
+from gathermultiaxis.graphs import lower_model, rewrite_model
+from gathermultiaxis.graphs.webnn import lower_for_webnn
+
+T = TensorProto
+
+
+def on(name: str):
+    """Runtime ``name``, or a skip saying what is missing."""
+    module = {"openvino": "openvino", "tract": "tract"}[name]
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"the {name} runtime needs the Python package {module!r} (an extra)")
+    return runtimes.runtime(name)
+
+
+def run_twice(name: str, original, form, feeds):
+    """The original and the form on runtime ``name`` (ORT: default optimizations), outputs bit for bit."""
+    target = runtimes.runtime("ort") if name == "ort" else on(name)
+    for want, got in zip(target.load(original).run(feeds), target.load(form).run(feeds)):
+        assert_bit_identical(got, want)
+
+
+@pytest.mark.parametrize("runtime", ["ort", "tract"])
+def test_lowered_outputs_keep_no_dim_names_the_rewrite_declared(runtime):
+    """The rewrite types each output it replaces with the inferred dims (``embedded: [batch, sequence, 8]``);
+    tract pins inputs to sizes and refuses a name meeting a size, so the lowered model keeps sizes, not names."""
+    original = onnx.load_model(str(EXAMPLE_PATH))
+    rewritten, _ = rewrite_model(original)
+    named = {info.name for info in rewritten.graph.value_info
+             if any(dim.HasField("dim_param") for dim in info.type.tensor_type.shape.dim)}
+    assert named, "the rewrite declared no dim names: nothing to test"
+    feeds = example_inputs(seed=0)
+    shapes = {name: value.shape for name, value in feeds.items()}
+    for form in (lower_model(rewritten)[0], lower_for_webnn(rewritten, shapes)[0]):
+        left = [info.name for info in form.graph.value_info if info.name in named
+                and any(dim.HasField("dim_param") for dim in info.type.tensor_type.shape.dim)]
+        assert left == []
+        run_twice(runtime, original, form, feeds)
