@@ -51,3 +51,22 @@ def test_lowered_outputs_keep_no_dim_names_the_rewrite_declared(runtime):
                 and any(dim.HasField("dim_param") for dim in info.type.tensor_type.shape.dim)]
         assert left == []
         run_twice(runtime, original, form, feeds)
+
+
+def empty_gather_cases():
+    """Fuzz cases whose GatherND output is empty (a size-0 dim), as the fuzzer draws them."""
+    from gathermultiaxis.conformance.fuzz import fuzz_case
+
+    return [fuzz_case(seed) for seed in (235, 379, 880)]
+
+
+@pytest.mark.parametrize("case", empty_gather_cases(), ids=lambda case: case.name)
+def test_webnn_form_of_an_empty_output_holds_no_expand_to_size_0(case):
+    """Once shapes are static, an Expand from size 1 to 0 is what ORT's optimizer removes (ExpandElimination
+    takes a target 0 for 1: a wrong shape, or a later GatherND reading a non-empty tensor and raising);
+    the WebNN form holds that empty tensor as a constant instead, and ORT's default session agrees."""
+    rewritten, _ = rewrite_model(case.model)
+    feeds = case.data_sets[0].feeds
+    form, _ = lower_for_webnn(rewritten, {name: value.shape for name, value in feeds.items()})
+    assert not [node.name for node in form.graph.node if node.op_type == "Expand"]
+    run_twice("ort", case.model, form, feeds)
