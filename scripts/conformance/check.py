@@ -18,11 +18,12 @@ Verdicts (``VERDICTS``):
 * ``no gather``: nothing was rewritten, so there is nothing to compare: the model holds no gather, or
   only gathers the rewriter leaves (e.g. inside com.microsoft ops; the detail lists them), or (with
   ``--ort-optimize``) ORT's optimizer folded all of them away (``folded_by_ort``);
-* ``nondeterministic`` (``--runtime`` other than ORT): two compilations of the original model on that
+* ``nondeterministic`` (``--runtime``): two compilations of the original model on that
   runtime give different outputs on inputs ORT accepts: the runtime's own, so the form is not judged.
 
-With ``--runtime R`` (``--lowered`` or ``--webnn``, R not ORT; ``conformance.runtimes``) both the original
-and the lowered or WebNN form run on R, the original twice (two compilations), and compare as above:
+With ``--runtime R`` (``--lowered`` or ``--webnn``; ``conformance.runtimes``) both the original and the
+lowered or WebNN form run on R as its users run it (ORT: default optimizations), the original twice (two
+compilations), and compare as above:
 R refusing the original is ``not runnable`` (R's message), R refusing the form or computing something else
 is ``failed``, and ``builtin wrong`` means R's kernel (onnx's reference evaluator gives what the form
 gives). Data sets ORT refuses on the original (an index out of range) are out of spec: not run on R, whose
@@ -200,8 +201,8 @@ class SuiteCase:
     name: str
 
 
-def _runtime_flag(runtime: str) -> str:
-    return "" if runtime == "ort" else f" --runtime {runtime}"
+def _runtime_flag(runtime: str | None) -> str:
+    return "" if runtime is None else f" --runtime {runtime}"
 
 
 Source = Union[CheckCase, FileSource, FuzzSeed, MutationSeed, SuiteCase]
@@ -376,15 +377,16 @@ def _already_rewritten(model: ModelProto) -> bool:
 
 
 def check_case(case: CheckCase, options: InputOptions = InputOptions(),
-               mode: CheckMode = CheckMode.GATHERS, runtime: str = "ort") -> CheckResult:
+               mode: CheckMode = CheckMode.GATHERS, runtime: str | None = None) -> CheckResult:
     """The verdict on one case (see the module docstring), comparing as ``mode`` says.
 
     Args:
         case: the case (a model, its data sets and its external data folder).
         options: how inputs are made (``--input-shapes``, ``--load-inputs``, the seed).
         mode: what the model is compared as (``CheckMode``: rewritten, ORT-optimized, lowered, WebNN, session).
-        runtime: where the original and the form run (``conformance.runtimes.RUNTIMES``; other than "ort"
-            only with ``CheckMode.LOWERED`` or ``CheckMode.WEBNN``).
+        runtime: where the original and the form both run (``conformance.runtimes.RUNTIMES``, only with
+            ``CheckMode.LOWERED`` or ``CheckMode.WEBNN``); None: the original and the form on ORT with graph
+            optimizations off, as ``mode`` says.
 
     Returns:
         The ``CheckResult``.
@@ -414,7 +416,7 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
             "model (the check rewrites it itself)" if _already_rewritten(case.model) else
             "the model holds no gather"))
         return result
-    if runtime != "ort":
+    if runtime is not None:
         return _check_on_runtime(case, options, mode, runtime, rewritten, rewritten_data_folder, result)
     report_phase("loading the original model on ORT")
     try:
@@ -665,13 +667,13 @@ def check_source(task: tuple) -> CheckResult:
     Args:
         task: a tuple ``(source, mode, options)`` or ``(source, mode, options, runtime)``: a ``SuiteCase``,
             ``FuzzSeed``, ``FileSource`` or ``CheckCase``; the ``CheckMode``; the ``InputOptions``; the
-            runtime's name (default "ort").
+            runtime's name (default None: ORT as ``mode`` says).
 
     Returns:
         The ``CheckResult`` (a file that cannot be read: "not runnable").
     """
     source, mode, options, *more = task
-    runtime = more[0] if more else "ort"
+    runtime = more[0] if more else None
     if isinstance(source, MutationSeed):
         return check_mutation_seed(source)
     if isinstance(source, SuiteCase):
@@ -707,7 +709,7 @@ class Report:
     interrupted: bool = False
     stopped_by: str = ""  # "SIGINT" (Ctrl-C) or "SIGTERM" when interrupted
     mode: str = CheckMode.GATHERS.value
-    runtime: str = "ort"  # where the lowered or WebNN form and the original ran (--runtime)
+    runtime: str = ""  # where the lowered or WebNN form and the original both ran (--runtime; "": ORT as mode says)
     command: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=versions)
 
@@ -814,7 +816,7 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
         fail_fast: bool = False, on_result: Callable[[CheckResult], None] | None = None,
         command: list[str] | None = None, isolate: bool = True, mode: CheckMode = CheckMode.GATHERS,
         jobs: int = 1, finished: Iterable[CheckResult] = (), cluster: str | None = None,
-        runtime: str = "ort") -> Report:
+        runtime: str | None = None) -> Report:
     """Check every source, each in a child process with ``timeout`` seconds, ``jobs`` at a time
     (``isolate=False``: one after another in this process, without timeout). The report lists the cases
     in the order of ``sources`` whatever ``jobs`` is; ``on_result`` is called (in this thread) as each
@@ -838,8 +840,8 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
         jobs: how many cases run at a time.
         finished: results of an earlier run to keep (``--resume``).
         cluster: a Dask scheduler's address, "local", or None (no cluster).
-        runtime: where the original and the lowered or WebNN form run (``conformance.runtimes.RUNTIMES``;
-            other than "ort": with ``mode`` LOWERED or WEBNN, without ``cluster``). On OpenVINO a case that
+        runtime: where the original and the lowered or WebNN form both run (``conformance.runtimes.RUNTIMES``,
+            with ``mode`` LOWERED or WEBNN, without ``cluster``), or None (ORT as ``mode`` says). On OpenVINO a case that
             did not pass is checked again in a fresh child process: OpenVINO corrupts its process's memory
             on some models, and the damage shows on later, innocent cases.
 
@@ -848,14 +850,14 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
 
     Raises:
         ValueError: with ``cluster``, a case that is a model made in Python (not a file, fuzz seed or
-            default-suite case), or ``cluster`` with a runtime other than "ort".
+            default-suite case), or ``cluster`` with a runtime.
     """
-    if cluster is not None and runtime != "ort":
+    if cluster is not None and runtime is not None:
         raise ValueError(f"--runtime {runtime} runs on this machine only, not with --cluster")
     sources = list(sources)
     keys = case_keys(sources)
-    report = Report(command=list(command or []), mode=mode.value, runtime=runtime)
-    if runtime != "ort":
+    report = Report(command=list(command or []), mode=mode.value, runtime=runtime or "")
+    if runtime is not None:
         from .runtimes import runtime_version
 
         report.versions[runtime] = runtime_version(runtime)
