@@ -560,10 +560,10 @@ def _check_on_runtime(case: CheckCase, options: InputOptions, mode: CheckMode, n
             continue
         try:
             report_phase(f"running the original model on {name} (data set {number}, first compilation)")
-            want, error, elapsed = _timed_call(lambda: first.run(feeds))
+            want, raised, elapsed = _timed_call(lambda: first.run(feeds))
             result.builtin_ms += elapsed
-            if error is not None:
-                raise error
+            if raised is not None:
+                raise raised
             report_phase(f"running the original model on {name} (data set {number}, second compilation)")
             again = second.run(feeds)
         except runtimes.Refused as error:
@@ -599,10 +599,10 @@ def _check_on_runtime(case: CheckCase, options: InputOptions, mode: CheckMode, n
                 report_phase(f"loading the {form_name} on {name}")
                 forms[key] = target.load(form)
             report_phase(f"running the {form_name} on {name} (data set {number})")
-            got, error, elapsed = _timed_call(lambda: forms[key].run(feeds))
+            got, raised, elapsed = _timed_call(lambda: forms[key].run(feeds))
             result.rewritten_ms += elapsed
-            if error is not None:
-                raise error
+            if raised is not None:
+                raise raised
         except runtimes.Refused as error:
             result.verdict, result.detail = "failed", where + f"{name} refuses the {form_name}: {error}"
             return result

@@ -29,7 +29,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 import onnx
@@ -181,7 +181,8 @@ class OpenVinoRuntime:
 
 class _OpenVinoModel:
     def __init__(self, core, model) -> None:
-        self.core, self.model, self.compiled = core, model, None
+        self.core, self.model = core, model
+        self.compiled: Any = None
 
     def _compile(self, feeds: dict[str, np.ndarray]):
         import openvino
@@ -312,11 +313,11 @@ class ReferenceRuntime:
 # -- onnxruntime-web in headless Chromium ---------------------------------------------------------
 
 # numpy dtype <-> onnxruntime-web's tensor type; float16 travels as its bits
-_WEB_TYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64", np.dtype(np.int8): "int8",
+_WEB_TYPES: dict[np.dtype, str] = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64", np.dtype(np.int8): "int8",
               np.dtype(np.uint8): "uint8", np.dtype(np.int16): "int16", np.dtype(np.uint16): "uint16",
               np.dtype(np.int32): "int32", np.dtype(np.uint32): "uint32", np.dtype(np.int64): "int64",
               np.dtype(np.uint64): "uint64", np.dtype(bool): "bool", np.dtype(np.float16): "float16"}
-_FROM_WEB = {name: dtype for dtype, name in _WEB_TYPES.items()}
+_FROM_WEB: dict[str, np.dtype] = {name: dtype for dtype, name in _WEB_TYPES.items()}
 
 
 def _pack(header: dict, chunks: list[bytes]) -> bytes:
@@ -343,7 +344,9 @@ def web_inputs(feeds: dict[str, np.ndarray]) -> tuple[list[dict], list[bytes]]:
     Raises:
         Refused: a type onnxruntime-web's JavaScript tensors cannot carry (bfloat16, complex).
     """
-    specs, chunks, offset = [], [], 0
+    specs: list[dict] = []
+    chunks: list[bytes] = []
+    offset = 0
     for name, value in feeds.items():
         value = np.asarray(value)
         dims = [int(d) for d in value.shape]
@@ -377,7 +380,7 @@ def web_outputs(specs: list[dict], payload: bytes) -> list[np.ndarray]:
         if spec["type"] == "string":
             arrays.append(np.array(spec["strings"], dtype=object).reshape(shape))
             continue
-        dtype = _FROM_WEB.get(spec["type"])
+        dtype: np.dtype | None = _FROM_WEB.get(spec["type"])
         if dtype is None:
             raise ValueError(f"output {spec['name']!r} of type {spec['type']} has no NumPy counterpart here")
         raw = payload[spec["offset"]:spec["offset"] + spec["nbytes"]]
