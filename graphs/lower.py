@@ -374,9 +374,14 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
     return result, lowering.report
 
 
+_RESTORING_OPS = {"Squeeze", "Unsqueeze", "Reshape", "Flatten", "Identity", "Cast", "Expand"}
+_RESTORING_DEPTH = 3  # the rewrite's restore: a Squeeze or Reshape, then the float16 Cast back
+
+
 def unname_replaced_dims(before: ModelProto, after: ModelProto) -> None:
     """In ``after``, the value_info of each GatherMultiaxis output of ``before`` that no GatherMultiaxis
-    computes any more keeps its type, rank and sizes but loses its dim names. The rewrite declared those
+    computes any more, and of what the rewrite's restoring ops write from it, keeps its type, rank and sizes
+    but loses its dim names. The rewrite declared those
     names (``batch``), not the model's author; tract, which pins inputs to concrete sizes, refuses a
     declared name that meets a size ("Impossible to unify Sym(batch) with Val(2)").
 
@@ -391,6 +396,17 @@ def unname_replaced_dims(before: ModelProto, after: ModelProto) -> None:
         return {node.output[0] for holder in node_holders(model) for node in holder.node if is_gather_multiaxis(node)}
 
     replaced = outputs(before) - outputs(after)
+    # and what the rewrite's restoring ops (Squeeze, Reshape, a Cast back) write from them: the replaced
+    # gather's own output, which the rewrite typed too
+    readers: dict[str, list[NodeProto]] = {}
+    for holder in node_holders(before):
+        for node in holder.node:
+            if node.input and node.op_type in _RESTORING_OPS:
+                readers.setdefault(node.input[0], []).append(node)
+    frontier = set(replaced)
+    for _ in range(_RESTORING_DEPTH):
+        frontier = {output for name in frontier for node in readers.get(name, ()) for output in node.output} - replaced
+        replaced |= frontier
     for holder in node_holders(after):
         for info in getattr(holder, "value_info", ()):  # functions declare none
             if info.name in replaced and info.type.HasField("tensor_type"):
