@@ -14,9 +14,11 @@ node computes on every input the graph allows, and that ONNX Runtime computes it
   alignment and compute something else); the run-time alignment holds for every rank. A record that does
   not hold is ignored.
 * **ONNX Runtime's known bugs** (docs/upstream.md), guarded through what ORT removes or folds before it
-  fuses: ``reaches_range`` (GatherToSliceFusion turns ``Gather(x, Range(...))`` into a Slice, wrong for a
-  descending Range; ORT removes Identity, no-op Casts, Dropout, ``Add 0`` / ``Mul 1``-style no-ops,
-  Expand and Slice that change nothing, and Unsqueeze / Squeeze pairs first, and folds constants),
+  fuses: ``reaches_range`` (GatherToSliceFusion turns ``Gather(x, Range(...))`` into a Slice, wrong where
+  the Range's start or limit is negative, and clamping out-of-range indices where Gather raises: only the
+  gather a model had passes, where its start and limit are provably >= 0; ORT removes Identity, no-op
+  Casts, Dropout, ``Add 0`` / ``Mul 1``-style no-ops, Expand and Slice that change nothing, and
+  Unsqueeze / Squeeze pairs first, and folds constants),
   ``possibly_string`` (ORT's string Gather copies one element of each block: an element type the graph
   does not prove may be string). Where a guard cannot decide, it refuses.
 * ``check_emitted``: every Gather a form emits, checked on the nodes as emitted (a Squeeze the form
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
+from ..ops.contract import DOMAIN, OP_TYPE
 from .builder import NameScope, NodeBuilder
 from .inference import TensorInfo
 from .passes import GraphScope
@@ -71,6 +74,7 @@ class _Search:
         self.budget = _SEARCH_LIMIT
         self.values: dict[str, np.ndarray | None] = {}
         self.foldable: dict[str, bool] = {}
+        self.signs: dict[str, bool] = {}
 
     def spent(self) -> bool:
         self.budget -= 1
@@ -154,18 +158,74 @@ class _Search:
             axes = None if value is None else [int(a) for a in value.reshape(-1)]
         return axes if isinstance(axes, list) else None
 
+    def nonnegative(self, name: str) -> bool:
+        """Whether every element of ``name`` is provably >= 0 (``_NONNEGATIVE`` and the rules below);
+        undecided: False."""
+        if name not in self.signs:
+            self.signs[name] = False  # (a cycle, or the search stopped: not proven)
+            value = self.value(name)
+            if value is not None:
+                self.signs[name] = value.dtype != object and bool(np.all(value >= 0))
+            elif not self.spent():
+                node = self.producer(name)
+                self.signs[name] = node is not None and self._nonnegative(node)
+        return self.signs[name]
+
+    def _nonnegative(self, node: NodeProto) -> bool:
+        op, inputs = node.op_type, [name for name in node.input if name]
+        if (node.domain, op) == (DOMAIN, OP_TYPE):  # selects its data's elements (or 0, or clamps to them)
+            return self.nonnegative(node.input[0])
+        if node.domain not in ONNX_DOMAINS:
+            return False
+        if op in _NONNEGATIVE:
+            return True
+        if op == "Cast":  # an integer widened (or kept): the same value; a float may be NaN, a narrowing may wrap
+            source = self.scope.info(node.input[0]).elem_type if node.input[0] not in self.emitted else 0
+            return source in _WIDENS.get(attribute(node, "to"), frozenset()) and self.nonnegative(node.input[0])
+        if op in _NONNEGATIVE_OF_ALL:
+            return bool(inputs) and all(self.nonnegative(name) for name in inputs)
+        if op == "Max":
+            return any(self.nonnegative(name) for name in inputs)
+        if op == "Where":
+            return len(inputs) == 3 and self.nonnegative(inputs[1]) and self.nonnegative(inputs[2])
+        if op in _NONNEGATIVE_OF_DATA:
+            return bool(inputs) and self.nonnegative(node.input[0])
+        return False
+
 
 _NEUTRAL = {"Add": 0, "Sub": 0, "Mul": 1, "Div": 1}
+# Integer values that are >= 0 whatever their inputs (not Abs: Abs of the lowest integer is itself), that
+# are when all their inputs are (Div truncates, Mod of non-negatives is non-negative), and that select,
+# move or reduce their data input's elements.
+_NONNEGATIVE = frozenset({"Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Relu"})
+_NONNEGATIVE_OF_ALL = frozenset({"Add", "Mul", "Sum", "Min", "Div", "Mod", "Concat"})
+_NONNEGATIVE_OF_DATA = frozenset({"Identity", "Squeeze", "Unsqueeze", "Reshape", "Flatten", "Expand", "Gather",
+                                  "GatherElements", "GatherND", "Slice", "Tile", "Transpose", "ReduceMax",
+                                  "ReduceMin", "ReduceSum", "Dropout"})
+_SMALL_INTEGERS = frozenset({TensorProto.BOOL, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16,
+                             TensorProto.UINT16, TensorProto.INT32})
+# Cast targets, and the source types whose every value they keep.
+_WIDENS = {TensorProto.INT64: _SMALL_INTEGERS | {TensorProto.UINT32, TensorProto.INT64},
+           TensorProto.INT32: _SMALL_INTEGERS}
 
 
-def reaches_range(scope: GraphScope, name: str, emitted: Mapping[str, NodeProto] | None = None) -> bool:
-    """Whether ORT may see ``name`` as the output of a ``Range`` once it has removed or folded what it removes
-    before GatherToSliceFusion (the module docstring); True where that cannot be decided.
+def reaches_range(scope: GraphScope, name: str, emitted: Mapping[str, NodeProto] | None = None, *,
+                  restores_original: bool = False) -> bool:
+    """Whether ORT may see ``name`` as the output of a ``Range`` that GatherToSliceFusion makes wrong, once it
+    has removed or folded what it removes before it fuses (the module docstring); True where that cannot be
+    decided.
+
+    The fused ``Slice(x, start, limit, axis, delta)`` computes the Gather on every in-range index when the
+    Range's start and limit are both >= 0 (Gather counts each negative index from the end, Slice its start
+    and its limit apart; the step's sign does not matter). It clamps an index that is out of range, where
+    the Gather raises: so such a Range passes only for the gather a model had (``restores_original``), which
+    ORT fuses alike in the model itself, never for a Gather the lowering introduces.
 
     Args:
         scope: the graph's scope.
         name: the indices a Gather would read.
         emitted: nodes written but not yet in the graph, by output name (a form's own nodes).
+        restores_original: the Gather is the one the rewrite replaced (its record), given back.
 
     Returns:
         True when a Range may reach ``name`` (a Gather of it may be fused into a wrong Slice).
@@ -183,18 +243,22 @@ def reaches_range(scope: GraphScope, name: str, emitted: Mapping[str, NodeProto]
         if node is None or node.domain not in ONNX_DOMAINS:
             continue
         if node.op_type == "Range":
-            return True
+            if not (restores_original and len(node.input) == 3
+                    and search.nonnegative(node.input[0]) and search.nonnegative(node.input[1])):
+                return True
+            continue
         pending.extend(search.passed_through(node))
     return False
 
 
-def check_emitted(nodes: Iterable[NodeProto], scope: GraphScope) -> str | None:
+def check_emitted(nodes: Iterable[NodeProto], scope: GraphScope, *, restores_original: bool = False) -> str | None:
     """Why the nodes a form emits may not be used, or None: a Gather among them whose indices ORT may see as a
-    Range's output (``reaches_range``, through the emitted nodes and the graph's).
+    Range's output that it fuses wrong (``reaches_range``, through the emitted nodes and the graph's).
 
     Args:
         nodes: the form's nodes.
         scope: the graph's scope.
+        restores_original: the nodes are the gather the rewrite replaced, given back (``reaches_range``).
 
     Returns:
         The reason, or None when every emitted Gather passes.
@@ -202,7 +266,8 @@ def check_emitted(nodes: Iterable[NodeProto], scope: GraphScope) -> str | None:
     nodes = list(nodes)
     emitted = {output: node for node in nodes for output in node.output if output}
     for node in nodes:
-        if node.op_type == "Gather" and node.domain in ONNX_DOMAINS and reaches_range(scope, node.input[1], emitted):
+        if (node.op_type == "Gather" and node.domain in ONNX_DOMAINS
+                and reaches_range(scope, node.input[1], emitted, restores_original=restores_original)):
             return ("its Gather's indices are (or ORT may make them) a Range's output, which ORT's "
                     "GatherToSliceFusion turns into a wrong Slice")
     return None
@@ -378,7 +443,7 @@ def recorded_form(node: NodeProto, scope: GraphScope) -> RecordedForm | None:
                               name=record.name or None, domain=record.domain,
                               **record.attributes)  # type: ignore[arg-type]  # ints: node attributes
     if record.op_type == "Gather":
-        if check_emitted([gather], scope) is not None:
+        if check_emitted([gather], scope, restores_original=True) is not None:
             return None
         if possibly_string(data.elem_type) and not _single_element_blocks(data, record.attributes.get("axis", 0)):
             return None  # ORT's string Gather is wrong for blocks of more than one element

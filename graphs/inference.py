@@ -18,10 +18,11 @@ import onnx
 import onnx.shape_inference
 from onnx import AttributeProto, GraphProto, ModelProto, TypeProto, helper, numpy_helper
 
-from ..ops.ort_internals import PrivateAPIError, partial_symbolic_inference
+from ..ops.ort_internals import (PrivateAPIError, partial_symbolic_inference, symbolic_shape_infer_module,
+                                 symbolic_shape_inference)
 from . import ort_optimizer
 from .builder import NameScope
-from .walk import ONNX_DOMAINS, all_names, constant_value, node_holders, subgraphs
+from .walk import ONNX_DOMAINS, all_names, attribute, constant_value, names_read, node_holders, subgraphs
 from .schema import register_schema
 
 _log = logging.getLogger(__name__)
@@ -175,13 +176,16 @@ class TypingCopier:
 
     names: NameScope
     hoisted: list[onnx.ValueInfoProto] = field(default_factory=list)
+    constants: dict[str, onnx.TensorProto] = field(default_factory=dict)  # small integer ones of the graphs walked into
 
-    def graph(self, graph: GraphProto, main: bool) -> GraphProto:
+    def graph(self, graph: GraphProto, main: bool, outer: dict[str, tuple[int, ...] | None] | None = None
+              ) -> GraphProto:
         """The typing copy of one graph (its subgraphs too); its large initializers go to ``hoisted``.
 
         Args:
             graph: a graph of the original model.
             main: whether ``graph`` is the main graph (its inputs keep their declared shapes).
+            outer: the enclosing graphs' facts (``_facts``), for the ORT readings of this graph's nodes.
 
         Returns:
             The new graph.
@@ -189,11 +193,29 @@ class TypingCopier:
         light = GraphProto(name=graph.name)
         light.input.extend(graph.input)
         light.output.extend(graph.output)
+        if main:  # ORT checks no element of a sequence input against its declared shape (FINDINGS A4)
+            for value in light.input:
+                if value.type.HasField("sequence_type"):
+                    _clear_element_shape(value.type.sequence_type.elem_type)
+        facts = _facts(graph, main, outer or {})
+        if not main:  # outer constants the body reads: ONNX's inference of a subgraph sees their types, not values
+            light.initializer.extend(self._outer_constants(graph))
+        enclosing = self.constants
+        self.constants = {name: tensor for name, tensor in enclosing.items() if name not in {v.name for v in graph.input}}
+        self.constants.update(_small_integer_constants(graph))
+        try:
+            return self._copy_graph(graph, main, light, facts)
+        finally:
+            self.constants = enclosing
+
+    def _copy_graph(self, graph: GraphProto, main: bool, light: GraphProto,
+                    facts: dict[str, tuple[int, ...] | None]) -> GraphProto:
+        """The rest of ``graph``'s copy into ``light``: value_info, initializers and nodes."""
         # A value_info entry for a fact (an initializer, a Constant output, an input) is left out: its
         # cleared shape would hide the fact (the dynamo exporter writes one for every initializer).
-        facts = {init.name for init in graph.initializer} | {value.name for value in graph.input} | {
+        fact_names = {init.name for init in graph.initializer} | {value.name for value in graph.input} | {
             node.output[0] for node in graph.node if constant_value(node) is not None}
-        light.value_info.extend(value for value in graph.value_info if value.name not in facts)
+        light.value_info.extend(value for value in graph.value_info if value.name not in fact_names)
         # Declared element types are kept, declared sizes not: ORT does not enforce value_info, graph
         # outputs, or Loop and Scan body inputs (their types come from the node's inputs).
         for value in (*light.output, *light.value_info, *(light.input if not main else ())):
@@ -226,22 +248,42 @@ class TypingCopier:
             if standard_op is not None:  # an ORT fused op: a standard op of the same output type and shape
                 light.node.append(standard_op)
                 continue
+            reading = ORT_READINGS.get(node.op_type) if node.domain in ONNX_DOMAINS else None
+            as_ort_reads = reading(node, facts, self) if reading is not None else None
+            if as_ort_reads is not None:  # ONNX's inference would state another rank than ORT's kernel gives
+                light.node.extend(as_ort_reads)
+                continue
             copy = light.node.add(op_type=node.op_type, domain=node.domain, name=node.name, overload=node.overload)
             copy.input.extend(node.input)
             copy.output.extend(node.output)
             for attribute in node.attribute:
                 if attribute.type == AttributeProto.GRAPH:
                     body = copy.attribute.add(name=attribute.name, type=attribute.type).g
-                    body.CopyFrom(self.graph(attribute.g, main=False))
+                    body.CopyFrom(self.graph(attribute.g, main=False, outer=facts))
                     if node.op_type == "Loop" and node.domain in ONNX_DOMAINS:
                         type_loop_counters(body)
                 elif attribute.type == AttributeProto.GRAPHS:
                     copy.attribute.add(name=attribute.name, type=attribute.type).graphs.extend(
-                        self.graph(sub, main=False) for sub in attribute.graphs)
+                        self.graph(sub, main=False, outer=facts) for sub in attribute.graphs)
                 else:
                     copy.attribute.append(attribute)
         return light
 
+
+    def _outer_constants(self, graph: GraphProto) -> list[onnx.TensorProto]:
+        """Copies of the small constants of enclosing graphs that ``graph``'s own nodes read (an Unsqueeze's
+        or a reduction's axes), for ONNX's inference of ``graph``."""
+        own = {init.name for init in graph.initializer} | {value.name for value in graph.input} | {
+            name for node in graph.node for name in node.output}
+        copies = []
+        for name in dict.fromkeys(name for node in graph.node for name in node.input):
+            tensor = self.constants.get(name)
+            if name and name not in own and tensor is not None:
+                copy = onnx.TensorProto()
+                copy.CopyFrom(tensor)
+                copy.name = name
+                copies.append(copy)
+        return copies
 
     @staticmethod
     def _long_flat_shapes(graph: GraphProto) -> set[str]:
@@ -255,6 +297,86 @@ class TypingCopier:
                     and int(numpy_helper.to_array(tensor)[0]) > FLAT_LENGTH_LIMIT):
                 long.add(name)
         return long
+
+
+def _facts(graph: GraphProto, main: bool, outer: dict[str, tuple[int, ...] | None]
+           ) -> dict[str, tuple[int, ...] | None]:
+    """What ORT enforces of the names ``graph`` sees: a constant's dims, a main graph input's declared dims
+    (-1 where no size is fixed). A subgraph input hides an outer name."""
+    facts = dict(outer)
+    for value in graph.input:
+        facts.pop(value.name, None)
+        info = tensor_info(value.type) if main else None
+        if info is not None and info.rank is not None:
+            facts[value.name] = tuple(d if isinstance(d, int) else -1 for d in info.shape or ())
+    facts.update((init.name, tuple(init.dims)) for init in graph.initializer)
+    for node in graph.node:
+        value = constant_value(node)
+        if value is not None:
+            facts[node.output[0]] = tuple(value.dims)
+    return facts
+
+
+def _small_integer_constants(graph: GraphProto) -> dict[str, onnx.TensorProto]:
+    """``graph``'s integer constants of at most 64 elements held in the model (axes, shapes, bounds)."""
+    found = {}
+    tensors = [(init.name, init) for init in graph.initializer]
+    tensors += [(node.output[0], value) for node in graph.node if (value := constant_value(node)) is not None]
+    for name, tensor in tensors:
+        if (tensor.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and math.prod(tensor.dims) <= 64
+                and tensor.data_location != onnx.TensorProto.EXTERNAL):
+            found[name] = tensor
+    return found
+
+
+def _clear_element_shape(type_proto: TypeProto) -> None:
+    if type_proto.HasField("tensor_type"):
+        type_proto.tensor_type.ClearField("shape")
+
+
+# ---- ORT readings -------------------------------------------------------------------------------------
+# Where ONNX's shape inference states another rank than ORT's kernel produces, the typing copy (inferred,
+# never run) holds a stand-in whose inference gives ORT's rank, or none where only the run time knows it.
+# Each rule: (node, the facts its graph sees, the copier) -> the stand-in nodes, or None to copy the node.
+# docs/upstream.md lists the disagreements these rules read as ORT does.
+
+def split_to_sequence_reading(node: onnx.NodeProto, facts: dict[str, tuple[int, ...] | None],
+                              copier: TypingCopier) -> list[onnx.NodeProto] | None:
+    """SplitToSequence with keepdims=0 and a scalar ``split``: ORT's kernel drops the split axis (it keeps
+    it only for a 1-D split), ONNX's inference keeps it. Stand-in: the node without ``split``, which ONNX
+    types as ORT runs it. A ``split`` of unknown rank: elements of unknown rank (a Reshape to a shape of
+    unknown length first)."""
+    if attribute(node, "keepdims", 1) != 0 or len(node.input) < 2 or not node.input[1]:
+        return None
+    dims = facts.get(node.input[1], ())
+    if node.input[1] in facts and dims is not None and len(dims) == 1:
+        return None  # a 1-D split: both keep the axis
+    inputs = [node.input[0]]
+    nodes = []
+    if node.input[1] not in facts or (dims is not None and len(dims) > 1):
+        shape = copier.names.fresh(node.input[1] + "/unknown_rank")
+        copier.hoisted.append(helper.make_tensor_value_info(shape, onnx.TensorProto.INT64, [shape + "/length"]))
+        unranked = copier.names.fresh(node.input[0] + "/unknown_rank")
+        nodes.append(helper.make_node("Reshape", [node.input[0], shape], [unranked]))
+        inputs = [unranked, node.input[1]]
+    nodes.append(helper.make_node("SplitToSequence", inputs, list(node.output), name=node.name,
+                                  axis=attribute(node, "axis", 0), keepdims=0))
+    return nodes
+
+
+def squeeze_reading(node: onnx.NodeProto, facts: dict[str, tuple[int, ...] | None],
+                    copier: TypingCopier) -> list[onnx.NodeProto] | None:
+    """Squeeze whose ``axes`` input is an empty constant: ORT squeezes every dim of size 1 (as without
+    axes), ONNX's inference squeezes nothing. Stand-in: the node without ``axes``."""
+    if len(node.input) < 2 or not node.input[1]:
+        return None
+    dims = facts.get(node.input[1])
+    if dims is None or math.prod(dims) != 0:
+        return None
+    return [helper.make_node("Squeeze", [node.input[0]], list(node.output), name=node.name)]
+
+
+ORT_READINGS = {"SplitToSequence": split_to_sequence_reading, "Squeeze": squeeze_reading}
 
 
 def type_loop_counters(body: GraphProto) -> None:
@@ -474,27 +596,36 @@ def _set_rank(value: onnx.ValueInfoProto, rank: int) -> None:
         shape.dim.add()
 
 
-def symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
+@dataclass
+class SymbolicInference:
+    """Layer 2's result: name to TensorInfo, and why ORT's symbolic shape inference gave up ("" when it did not)."""
+
+    infos: dict[str, TensorInfo]
+    failure: str = ""
+
+
+def symbolic_inference(light: ModelProto) -> SymbolicInference:
     """Layer 2: ORT's symbolic shape inference (knows Reshape/Flatten chains and com.microsoft ops).
 
-    Names from every graph; a name defined in two sibling subgraphs is ambiguous and dropped.
+    Names from every graph; a name defined in two sibling subgraphs is ambiguous and dropped. So is every
+    value whose rank rests on one that ORT's symbolic inference states where ORT's kernels may give
+    another (``_symbolic_unsure``): the outputs of those nodes and all that is computed from them.
 
     Args:
         light: the typing copy.
 
     Returns:
-        Name to TensorInfo for every name with a known rank; empty when ORT's inference gives up (or the
-        opset is below 7).
+        The SymbolicInference: name to TensorInfo for every name with a known rank (none when ORT's
+        inference gives up, or the opset is below 7) and the reason it gave up.
 
     Raises:
         PrivateAPIError: the installed onnxruntime's private inference steps changed.
     """
     register_schema()  # ORT's inference falls back to onnx's per node, GatherMultiaxis ones included
     try:
-        from onnxruntime.tools.symbolic_shape_infer import get_opset
-
-        if (get_opset(light) or 0) < 7:
-            return {}
+        symbolic_shape_inference()  # PrivateAPIError when the installed onnxruntime lacks a step
+        if (symbolic_shape_infer_module().get_opset(light) or 0) < 7:
+            return SymbolicInference({}, "the model's opset is below 7")
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             inferred = partial_symbolic_inference(light)  # the partial result, also where inference stops
     except (PrivateAPIError, MemoryError):
@@ -502,8 +633,9 @@ def symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
         # memory: not "no inference" (see ``inferred``)
         raise
     except Exception as error:  # noqa: BLE001 - it gives up on some graphs as a whole: the next layers take over
-        _log.debug("ORT's symbolic shape inference gave up on the model (%s: %s)", type(error).__name__, error)
-        return {}
+        failure = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+        _log.debug("ORT's symbolic shape inference gave up on the model (%s)", failure)
+        return SymbolicInference({}, failure)
     infos: dict[str, TensorInfo] = {}
     seen: Counter = Counter()
     for holder in node_holders(inferred):
@@ -513,7 +645,90 @@ def symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
                 if info is not None and info.rank is not None:
                     seen[value.name] += 1
                     infos[value.name] = info
-    return {name: info for name, info in infos.items() if seen[name] == 1}
+    unsure: set[str] = set()
+    _unsure_values(inferred.graph, {}, infos, unsure)
+    return SymbolicInference({name: info for name, info in infos.items() if seen[name] == 1 and name not in unsure})
+
+
+def symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
+    """Layer 2's ranks (``symbolic_inference``), without the reason it may have given up.
+
+    Args:
+        light: the typing copy.
+
+    Returns:
+        Name to TensorInfo.
+    """
+    return symbolic_inference(light).infos
+
+
+_REDUCTIONS = frozenset("ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum "
+                        "ReduceLogSumExp ReduceSumSquare".split())
+
+
+def _unsure_values(graph: GraphProto, outer: dict[str, tuple[int, ...]], infos: dict[str, TensorInfo],
+                   unsure: set[str]) -> None:
+    """Add to ``unsure`` the values of ``graph`` (subgraphs included, in graph order) whose symbolic rank
+    rests on one ``_symbolic_unsure`` doubts."""
+    constants = dict(outer)
+    constants.update((init.name, tuple(init.dims)) for init in graph.initializer)
+    for node in graph.node:
+        value = constant_value(node)
+        if value is not None:
+            constants[node.output[0]] = tuple(value.dims)
+        tainted = any(name in unsure for name in node.input)
+        branch_outputs = []
+        for attribute_proto in node.attribute:
+            for sub in subgraphs(attribute_proto):
+                _unsure_values(sub, constants, infos, unsure)
+                tainted = tainted or any(name in unsure for name in names_read(sub))
+                branch_outputs.append([value.name for value in sub.output])
+        if tainted:
+            unsure.update(name for name in node.output if name)
+            continue
+        for position in _symbolic_unsure(node, constants, infos, branch_outputs, unsure):
+            if position < len(node.output) and node.output[position]:
+                unsure.add(node.output[position])
+
+
+def _symbolic_unsure(node: onnx.NodeProto, constants: dict[str, tuple[int, ...]], infos: dict[str, TensorInfo],
+                     branch_outputs: list[list[str]], unsure: set[str]) -> list[int]:
+    """The outputs of ``node`` whose rank ORT's symbolic inference states where ORT's kernels may give
+    another (measured with onnxruntime 1.32; docs/upstream.md): an If whose branches' ranks are not known
+    and equal (it takes the then-branch's), a Squeeze without constant axes, a SequenceInsert (it takes the
+    first element's rank), a GatherND with batch_dims (it ignores them), SoftmaxCrossEntropyLoss, and a
+    reduction with keepdims=0 over empty or run-time axes."""
+    if node.domain not in ONNX_DOMAINS:
+        return []
+    everything = list(range(len(node.output)))
+    op = node.op_type
+    if op == "If":
+        if len(branch_outputs) != 2:
+            return everything
+
+        def rank(names: list[str], k: int) -> int | None:
+            info = infos.get(names[k]) if k < len(names) and names[k] not in unsure else None
+            return None if info is None else info.rank
+
+        then_outputs, else_outputs = branch_outputs
+        return [k for k in everything if rank(then_outputs, k) is None or rank(then_outputs, k) != rank(else_outputs, k)]
+    sized_axes = len(node.input) > 1 and node.input[1] in constants and math.prod(constants[node.input[1]]) > 0
+    if op == "Squeeze":
+        if len(node.input) > 1 and node.input[1]:
+            return [] if sized_axes else everything
+        if attribute(node, "axes") is not None:
+            return []
+        data = infos.get(node.input[0])  # no axes: every dim of size 1, known only where every size is
+        return [] if data is not None and data.shape is not None and all(isinstance(d, int) for d in data.shape) \
+            else everything
+    if op in ("SequenceInsert", "SoftmaxCrossEntropyLoss"):
+        return everything
+    if op == "GatherND":
+        return everything if attribute(node, "batch_dims", 0) else []
+    if op in _REDUCTIONS and attribute(node, "keepdims", 1) == 0:
+        if len(node.input) > 1 and node.input[1] and not sized_axes:
+            return everything
+    return []
 
 
 def known_rank(info: TensorInfo | None) -> TypeGuard[KnownRankInfo]:
@@ -543,6 +758,6 @@ def with_elem_type(info: TensorInfo, known: TensorInfo | None) -> TensorInfo:
     return TensorInfo(known.elem_type, info.shape)
 
 
-__all__ = ["FLAT_LENGTH_LIMIT", "LOOP_ROUNDS", "STRIP_ABOVE_BYTES", "Dim", "TensorInfo", "TypingCopier", "declared_ranks",
+__all__ = ["FLAT_LENGTH_LIMIT", "LOOP_ROUNDS", "ORT_READINGS", "STRIP_ABOVE_BYTES", "Dim", "SymbolicInference", "TensorInfo", "TypingCopier", "declared_ranks",
            "graph_infos", "induced_names", "inferred", "is_large", "known_rank", "learn", "loop_carried_ranks",
-           "symbolic_infos", "tensor_info", "typing_copy", "with_elem_type"]
+           "symbolic_inference", "symbolic_infos", "tensor_info", "typing_copy", "with_elem_type"]

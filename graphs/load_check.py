@@ -19,6 +19,7 @@ type-check on it. :func:`changed_part` builds the model that proves exactly that
 - each distinct replacement once: connected groups of new nodes that are the same nodes, attributes
   and wiring on the same input types, read by the same kind of nodes (only names differ), load alike.
 
+The part keeps the written model's own metadata_props (the rewrite adds an entry naming the package).
 When anything else differs (inputs, outputs, initializers, functions, opsets, a value_info of an
 unchanged name), a new node reuses a name the input model uses, a value someone reads lost its producer,
 or an input's type is unknown, there is no narrower proof: ``None``, and the whole model is loaded.
@@ -35,8 +36,9 @@ from .builder import NameScope
 from .inference import TensorInfo, graph_infos, inferred, is_large, typing_copy
 from .walk import constant_value, holds_subgraph, node_holders, nodes_within, subgraphs
 
+# The model-level metadata_props may differ (the rewrite names itself there): the part carries the written ones.
 _MODEL_FIELDS = ("ir_version", "producer_name", "producer_version", "domain", "model_version", "doc_string",
-                 "metadata_props", "functions", "training_info")
+                 "functions", "training_info")
 _GRAPH_FIELDS = ("name", "input", "output", "initializer", "sparse_initializer", "doc_string",
                  "quantization_annotation", "metadata_props")
 
@@ -220,6 +222,7 @@ def _part_model(written: ModelProto, loaded: ModelProto, new: list[NodeProto], m
     part.value_info.extend(value for name, value in value_info.items() if name in produced and name not in wanted)
     model = ModelProto(ir_version=written.ir_version)
     model.opset_import.extend(written.opset_import)
+    model.metadata_props.extend(written.metadata_props)
     model.graph.CopyFrom(part)
     return model
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
-from onnx import ModelProto, NodeProto, TensorProto
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
 from ..ops.contract import DOMAIN, OP_TYPE, Mode
 from .inference import TensorInfo
@@ -39,8 +39,10 @@ from .lower_forms import (FORM_NAMES, ElementsPlan, FormEmitter, GatherPlan, NDP
                           plan_forms)
 from .lower_general import (MIN_OPSET, LoweringBuilder, NotLowered, lower_gather_multiaxis,
                             lower_gather_multiaxis_at_run_time, lowerable)
-from .passes import GraphScope, NotChanged, Visit, run_pass
+from .passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
+from .rank_layers import RankLayers
 from .report import PassReport
+from .provenance import MODEL_KEY, unmark_rewritten
 from .walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, node_holders, round_trip_cast
 
 GENERAL = "general"  # the form name of the general decomposition
@@ -168,6 +170,7 @@ def _narrow_finish(builder: LoweringBuilder, values: str, tail: list[NodeProto])
 # -- the visit --------------------------------------------------------------------------------------------
 
 
+
 @dataclass
 class LowerPass:
     """The lowering as a visit over ``graphs.passes.run_pass``."""
@@ -176,6 +179,20 @@ class LowerPass:
     external_data_folder: str | os.PathLike | None = None  # where the scope's constants read external data
     single_gather_only: bool = False  # leave the nodes that only the general decomposition computes
     drops_domain: ClassVar[bool] = True
+    layers: RankLayers = field(init=False)
+
+    def __post_init__(self) -> None:
+        # No layer 2: ORT's symbolic inference imports sympy (0.5-3 s), and the session lowers at start-up.
+        self.layers = RankLayers(None)
+
+    def scope_infos(self, graph: GraphProto, twin: InferredGraph, outer: dict[str, TensorInfo],
+                    main: bool) -> dict[str, TensorInfo]:
+        """Layer 1, then declared input ranks where it gives none."""
+        return self.layers.scope_infos(graph, twin, outer, main)
+
+    def observe(self, node: NodeProto, scope: GraphScope) -> None:
+        """Layer 3 and declared ranks, as the rewrite types ``node``'s outputs."""
+        self.layers.observe(node, scope)
 
     def targets(self, node: NodeProto) -> bool:
         """Whether the pass visits ``node``.
@@ -355,7 +372,9 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
     """Return a copy of ``model`` with every GatherMultiaxis node replaced by standard ONNX ops, and the
     report of what happened to each (its form; a node is only ever replaced by an equivalent subgraph
     or left as it is, with the reason). See the module docstring for the steps. Constant indices kept in
-    an external file are read from ``external_data_folder``, the model's folder (and only there).
+    an external file are read from ``external_data_folder``, the model's folder (and only there). A copy
+    left with no GatherMultiaxis node loses the rewrite's model-level entry (``graphs.provenance.MODEL_KEY``):
+    it is plain ONNX (not with ``single_gather_only``, the session's lowering of the file it runs).
 
     Args:
         model: the model; it is not changed.
@@ -371,6 +390,14 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
     # ranks behind one are known only once it is lowered: the driver repeats while it lowers and leaves.
     result = run_pass(model, lowering, repeat=True)
     unname_replaced_dims(model, result)
+    if not single_gather_only and any(entry.key == MODEL_KEY for entry in result.metadata_props) and not any(
+            is_gather_multiaxis(node) for holder in node_holders(result) for node in holder.node):
+        # plain ONNX again: the rewrite's note on how to run the file no longer holds (the session's own
+        # single-gather lowering keeps it: its model stands for the rewritten file)
+        if result is model:
+            result = ModelProto()
+            result.CopyFrom(model)
+        unmark_rewritten(result)
     return result, lowering.report
 
 

@@ -252,6 +252,26 @@ class LoweringBuilder(NodeBuilder):
 
 
 
+def node_mode(node: NodeProto) -> Mode:
+    """The mode of a GatherMultiaxis node, for the lowerings.
+
+    Args:
+        node: a GatherMultiaxis node.
+
+    Returns:
+        Its ``Mode``.
+
+    Raises:
+        NotLowered: the node has no mode, or one that is none of ``MODES`` (bytes that are not UTF-8 included).
+    """
+    mode = attribute(node, "mode", None)
+    if mode is None:  # the schema and the custom op require it
+        raise NotLowered(f"no 'mode' attribute (required: one of {', '.join(MODES)})")
+    if mode not in MODES:
+        raise NotLowered(f"unknown mode {mode!r} (modes: {', '.join(MODES)})")
+    return Mode(mode)
+
+
 def lowerable(node: NodeProto, data: TensorInfo, indices: TensorInfo, axes: list[int],
               opset: int) -> tuple[Mode, int, list[int]]:
     """The node's mode, rank and non-negative axes, when some standard form of it exists at ``opset``;
@@ -272,14 +292,10 @@ def lowerable(node: NodeProto, data: TensorInfo, indices: TensorInfo, axes: list
             indices neither int32 nor int64, axes that are not unique axes of the rank, or mode zero with the
             input's element type unknown.
     """
-    mode = attribute(node, "mode", None)
-    if mode is None:  # the schema and the custom op require it
-        raise NotLowered(f"no 'mode' attribute (required: one of {', '.join(MODES)})")
-    if mode not in MODES:
-        raise NotLowered(f"unknown mode {mode!r} (modes: {', '.join(MODES)})")
+    mode = node_mode(node)
     if opset < MIN_OPSET or (mode != Mode.ERROR and opset < MODES_MIN_OPSET):
         needed = MIN_OPSET if mode == Mode.ERROR else MODES_MIN_OPSET
-        raise NotLowered(f"mode {mode!r} needs opset >= {needed} (the model's opset is {opset})")
+        raise NotLowered(f"mode {mode.value!r} needs opset >= {needed} (the model's opset is {opset})")
     rank = data.rank if data.rank is not None else indices.rank
     if rank is None:
         raise NotLowered("the rank of the input and of the indices is not known")

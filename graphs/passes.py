@@ -28,6 +28,7 @@ from functools import cached_property
 from typing import Callable, Iterator, Protocol, Sequence
 
 import onnx
+import onnx.defs
 import onnx.inliner
 from onnx import GraphProto, ModelProto, NodeProto
 
@@ -108,10 +109,76 @@ def inline_functions_holding(model: ModelProto, is_target: Callable[[NodeProto],
     if not holding:
         return model, ""
     _apply_attribute_defaults(model)
+    # onnx's inliner refuses the whole model when any function imports a domain at another version than the
+    # model; ORT runs a function's ONNX ops at the model's opset whatever the function imports, so that is the
+    # version to inline at. A function importing another domain at another version is set aside meanwhile.
+    set_aside = functions_at_model_opset(model)
+    blocked = sorted(key for key in holding if key in set_aside)
+    if set_aside:
+        kept = [f for f in model.functions if (f.domain, f.name) not in set_aside]
+        aside = [f for f in model.functions if (f.domain, f.name) in set_aside]
+        del model.functions[:]
+        model.functions.extend(kept)
     try:
-        return onnx.inliner.inline_selected_functions(model, sorted(holding)), ""
+        result = onnx.inliner.inline_selected_functions(model, sorted(holding - set_aside.keys()))
     except Exception as error:  # noqa: BLE001
-        return model, f"the function could not be inlined: {error}"
+        result, failure = model, f"the function could not be inlined: {error}"
+    else:
+        failure = "; ".join(f"the function {name} could not be inlined: {set_aside[domain, name]}"
+                            for domain, name in blocked)
+    if set_aside:
+        result.functions.extend(aside)
+    return result, failure
+
+
+def functions_at_model_opset(model: ModelProto) -> dict[tuple[str, str], str]:
+    """Bring every model-local function's opset imports to the model's versions, as ORT reads function
+    bodies: the ONNX domain always (ORT resolves a function's ONNX ops at the model's opset); another
+    domain only when none of the function's ops of that domain changed between the two versions. A domain
+    the model does not import is added to the model's imports.
+
+    Args:
+        model: the model, changed in place.
+
+    Returns:
+        (domain, name) to the reason, for each function left at another version than the model's.
+    """
+    imports = {_domain_key(o.domain): o.version for o in model.opset_import}
+    set_aside: dict[tuple[str, str], str] = {}
+    for function in model.functions:
+        for opset in function.opset_import:
+            domain = _domain_key(opset.domain)
+            want = imports.get(domain)
+            if want is None:
+                model.opset_import.add(domain=opset.domain, version=opset.version)
+                imports[domain] = opset.version
+            elif want != opset.version:
+                changed = "" if domain == "" else _changed_op(function, domain, opset.version, want)
+                if changed:
+                    set_aside[function.domain, function.name] = (
+                        f"it imports {domain} version {opset.version}, the model {want}, and {changed}")
+                else:
+                    opset.version = want
+    return set_aside
+
+
+def _domain_key(domain: str) -> str:
+    return "" if domain == "ai.onnx" else domain
+
+
+def _changed_op(function: onnx.FunctionProto, domain: str, have: int, want: int) -> str:
+    """"" when every op of ``domain`` in ``function`` has the same schema at versions ``have`` and ``want``,
+    else which one differs."""
+    for node in nodes_within(function.node):
+        if _domain_key(node.domain) != domain:
+            continue
+        try:
+            versions = {onnx.defs.get_schema(node.op_type, version, domain).since_version for version in (have, want)}
+        except onnx.defs.SchemaError:
+            return f"{node.op_type} has no schema at one of them"
+        if len(versions) > 1:
+            return f"{node.op_type} differs between them"
+    return ""
 
 
 class NotChanged(Exception):
@@ -528,4 +595,4 @@ def _log_outcomes(pass_name: str, report: PassReport, outcomes: list) -> None:
 
 
 __all__ = ["ConstantView", "GraphPass", "GraphScope", "InferredGraph", "NotChanged", "Visit", "drop_freed",
-           "drop_unused_domain", "inline_functions_holding", "pass_copy", "run_pass", "splice"]
+           "drop_unused_domain", "functions_at_model_opset", "inline_functions_holding", "pass_copy", "run_pass", "splice"]

@@ -8,7 +8,13 @@ version): the replaced op, its integer attributes, the names of its data and ind
 output. It replaces any record the replaced node carried (one record a node). The record is a claim, not
 a proof: it only says which form to try first, and ``graphs.form_check.recorded_form`` uses it only where
 the graph proves it. A record that is not one (another op or domain, an attribute the op does not have, a
-value that is no integer, two records on one node) is ignored, never an error.
+value that is no integer or lies outside int64's range, two records on one node) is ignored, never an error.
+
+The model itself says what made it and what runs it: a model the rewrite changed gets one model-level
+``metadata_props`` entry under ``MODEL_KEY`` (the package, its version, how to run or lower the file), for
+whoever meets the file without this package (plain ORT only says ``GatherMultiaxis(-1) is not a registered
+function/op``); the producer stays the exporter's. A model the rewrite does not change gets none, and a
+lowering that leaves no GatherMultiaxis node removes it (the file is plain ONNX again).
 """
 
 from __future__ import annotations
@@ -16,9 +22,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from onnx import NodeProto
+from onnx import ModelProto, NodeProto
+
+from .. import __version__
 
 KEY = "gathermultiaxis.replaces"
+MODEL_KEY = "gathermultiaxis"
 # The ops a record may name, with the integer attributes each has (ONNX's Gather, GatherElements, GatherND).
 RECORDED_ATTRIBUTES = {"Gather": ("axis",), "GatherElements": ("axis",), "GatherND": ("batch_dims",)}
 
@@ -66,7 +75,8 @@ class ReplacedGather:
                     or not all(isinstance(n, str) and n for n in (data, indices, output))
                     or not isinstance(name, str) or not isinstance(attributes, dict)
                     or not set(attributes) <= set(RECORDED_ATTRIBUTES[op_type])
-                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in attributes.values())):
+                    or not all(isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63
+                               for v in attributes.values())):  # an ONNX attribute holds an int64
                 return None
             return cls(op_type, data, indices, output, dict(attributes), name, domain)
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -121,4 +131,47 @@ def replaced_gather(node: NodeProto) -> ReplacedGather | None:
     return ReplacedGather.from_text(texts[0]) if len(texts) == 1 else None
 
 
-__all__ = ["KEY", "RECORDED_ATTRIBUTES", "ReplacedGather", "carry_metadata", "record", "replaced_gather"]
+def model_note() -> str:
+    """The text of the model-level entry: the package, its version, how to run or lower the file.
+
+    Returns:
+        One line.
+    """
+    return (f"rewritten by gathermultiaxis {__version__}: run with gathermultiaxis.InferenceSession, or "
+            f"`gathermultiaxis lower` it for plain ONNX runtimes")
+
+
+def mark_rewritten(model: ModelProto) -> None:
+    """Set ``model``'s entry under ``MODEL_KEY`` to ``model_note()`` (one entry, where it was or last).
+
+    Args:
+        model: a model the rewrite changed; changed in place.
+    """
+    entries = [(entry.key, entry.value) for entry in model.metadata_props]
+    keys = [key for key, _ in entries]
+    at = keys.index(MODEL_KEY) if MODEL_KEY in keys else len(entries)
+    others = [entry for entry in entries if entry[0] != MODEL_KEY]  # one entry under the key, never two
+    del model.metadata_props[:]
+    for key, value in others[:at] + [(MODEL_KEY, model_note())] + others[at:]:
+        model.metadata_props.add(key=key, value=value)
+
+
+def unmark_rewritten(model: ModelProto) -> bool:
+    """Remove ``model``'s entries under ``MODEL_KEY``.
+
+    Args:
+        model: a model that holds no GatherMultiaxis node any more; changed in place.
+
+    Returns:
+        Whether there was one.
+    """
+    kept = [entry for entry in model.metadata_props if entry.key != MODEL_KEY]
+    if len(kept) == len(model.metadata_props):
+        return False
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    return True
+
+
+__all__ = ["KEY", "MODEL_KEY", "RECORDED_ATTRIBUTES", "ReplacedGather", "carry_metadata", "mark_rewritten", "model_note",
+           "record", "replaced_gather", "unmark_rewritten"]

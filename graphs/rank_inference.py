@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable, Sequence, TypeGuard
 
 import numpy as np
 import onnx.defs
-from onnx import NodeProto, TensorProto
+from onnx import GraphProto, NodeProto, TensorProto
 
 from . import ort_optimizer
 from .inference import Dim, TensorInfo
@@ -303,7 +303,7 @@ def unsqueeze(node, inputs, constants):
 
 
 def squeeze(node, inputs, constants):
-    """Squeeze: the given axes removed (None without known axes).
+    """Squeeze: the given axes removed; empty axes, as ORT reads them, remove every dim of size 1.
 
     Args:
         node: the node.
@@ -317,6 +317,10 @@ def squeeze(node, inputs, constants):
     if not _known(inputs[0]) or axes is None:
         return None
     rank = inputs[0].rank
+    if not axes:  # an empty axes input: ORT squeezes every dim of size 1, as without axes
+        if not all(isinstance(d, int) for d in inputs[0].shape):
+            return None
+        return [TensorInfo(inputs[0].elem_type, tuple(d for d in inputs[0].shape if d != 1))]
     gone = {a % rank for a in axes}
     return [TensorInfo(inputs[0].elem_type, tuple(d for i, d in enumerate(inputs[0].shape) if i not in gone))]
 
@@ -506,7 +510,8 @@ def gather_block_quantized(node, inputs, constants):
 
 
 def reduce(node, inputs, constants):
-    """Reductions with keepdims (the default): the input rank.
+    """Reductions: the input rank with keepdims (the default); with keepdims=0 one less per reduced axis
+    (ArgMax/ArgMin: one), all of them for empty or absent axes unless noop_with_empty_axes, as ORT reads them.
 
     Args:
         node: the node.
@@ -516,9 +521,20 @@ def reduce(node, inputs, constants):
     Returns:
         One TensorInfo per output the rule types, or None when it cannot tell.
     """
-    if attribute(node, "keepdims", 1) != 1 or not _known(inputs[0]):
+    if not _known(inputs[0]):
         return None
-    return [_ranked(inputs[0].elem_type, inputs[0].rank)]
+    rank = inputs[0].rank
+    elem_type = TensorProto.INT64 if node.op_type in ("ArgMax", "ArgMin") else inputs[0].elem_type
+    if attribute(node, "keepdims", 1) == 1:
+        return [_ranked(elem_type, rank)]
+    if node.op_type in ("ArgMax", "ArgMin"):
+        return [_ranked(elem_type, rank - 1)] if rank else None
+    axes = _axes(node, inputs, constants)
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        return None  # axes known at run time only
+    if not axes:
+        return [_ranked(elem_type, rank if attribute(node, "noop_with_empty_axes", 0) else 0)]
+    return [_ranked(elem_type, rank - len({a % rank for a in axes}))] if rank else None
 
 
 _COMPARISONS = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "IsNaN", "IsInf"}
@@ -536,7 +552,8 @@ RANK_RULES: dict[tuple[str, str], RankRule] = {
     **{("", op): same_shape for op in _UNARY},
     **{("", op): same_rank for op in _SAME_RANK},
     **{("", op): broadcast for op in _BROADCAST},
-    **{("", op): reduce for op in "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ArgMax ArgMin".split()},
+    **{("", op): reduce for op in ("ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum "
+                                   "ReduceLogSumExp ReduceSumSquare ArgMax ArgMin").split()},
     ("", "IsNaN"): predicate, ("", "IsInf"): predicate,
     ("", "Cast"): cast, ("", "Shape"): shape, ("", "Size"): size, ("", "Flatten"): flatten,
     ("", "Reshape"): reshape, ("", "Expand"): expand, ("", "ConstantOfShape"): constant_of_shape,
@@ -560,6 +577,62 @@ RANK_RULES: dict[tuple[str, str], RankRule] = {
     (_MICROSOFT, "GatherBlockQuantized"): gather_block_quantized,
 }
 
+
+
+def holder_output_ranks(node: NodeProto, bodies: dict[str, tuple[GraphProto, dict[str, TensorInfo]]],
+                        outer: dict[str, TensorInfo]) -> list[TensorInfo | None]:
+    """The ranks of an If's, Loop's or Scan's outputs from what every layer knows of its subgraphs' outputs
+    (ORT's if.cc, loop.cc, scan_9.cc): an If output has a rank when both branches give it that same rank (ORT
+    runs one branch: otherwise the rank is the condition's); a Loop's or Scan's carried output has its
+    initial value's rank when the body gives that rank back; a scan output has the body output's rank plus
+    one (after zero iterations a Loop's is [0], rank 1, where ORT knows no shape of the body output: the
+    gathers reading it then fail in the original too, unless their indices are empty).
+
+    Args:
+        node: the If, Loop or Scan node.
+        bodies: attribute name to (its subgraph, the subgraph's name-to-TensorInfo after its walk).
+        outer: the types of the node's own graph.
+
+    Returns:
+        One TensorInfo (rank only) or None per output.
+    """
+    result: list[TensorInfo | None] = [None] * len(node.output)
+    if node.domain not in ("", "ai.onnx"):
+        return result
+
+    def body_output(name: str, k: int) -> TensorInfo | None:
+        graph, infos = bodies[name]
+        return infos.get(graph.output[k].name) if k < len(graph.output) else None
+
+    if node.op_type == "If" and {"then_branch", "else_branch"} <= bodies.keys():
+        for k in range(len(node.output)):
+            then, other = body_output("then_branch", k), body_output("else_branch", k)
+            if _known(then) and _known(other) and then.rank == other.rank:
+                result[k] = _ranked(then.elem_type or other.elem_type, then.rank)
+        return result
+    if node.op_type not in ("Loop", "Scan") or "body" not in bodies:
+        return result
+    if node.op_type == "Loop":
+        carried, initial_at, body_at = len(node.input) - 2, 2, 1
+    else:
+        carried = len(node.input) - int(attribute(node, "num_scan_inputs", 0))
+        initial_at, body_at = 0, 0
+        if len(bodies["body"][0].input) != len(node.input):
+            return result  # Scan 8 (a batch axis first): not read here
+    for k in range(len(node.output)):
+        out = body_output("body", body_at + k)
+        if not _known(out):
+            continue
+        if k < carried:  # by induction over the iterations, from the body input of the initial value's rank
+            initial = outer.get(node.input[initial_at + k])
+            graph, infos = bodies["body"]
+            body_input = infos.get(graph.input[initial_at + k].name)
+            if _known(initial) and initial.rank == out.rank and (body_input is None or body_input.rank in (
+                    None, initial.rank)):
+                result[k] = _ranked(initial.elem_type or out.elem_type, out.rank)
+        else:
+            result[k] = _ranked(out.elem_type, out.rank + 1)
+    return result
 
 # ---- values of small integer constants ----------------------------------------------------------------
 # Exporters compute a Slice's bounds or a Reshape's shape from constants (TorchScript's
@@ -616,7 +689,8 @@ _FOLDS: dict[str, Callable[..., "np.ndarray | None"]] = {
     "Reshape": _reshaped,
     "Unsqueeze": lambda node, a, axes=None: np.expand_dims(a, tuple(int(x) for x in (
         attribute(node, "axes") if axes is None else axes.reshape(-1)))),
-    "Squeeze": lambda node, a, axes=None: np.squeeze(a, None if axes is None and attribute(node, "axes") is None else tuple(
+    "Squeeze": lambda node, a, axes=None: np.squeeze(a, None if (axes is None and attribute(node, "axes") is None) or (
+        axes is not None and axes.size == 0) else tuple(  # ORT: empty axes squeeze every size-1 dim
         int(x) for x in (attribute(node, "axes") if axes is None else axes.reshape(-1)))),
     "Concat": lambda node, *values: np.concatenate(values, axis=attribute(node, "axis")),
     "Gather": lambda node, a, i: np.take(a, np.where(i < 0, i + a.shape[attribute(node, "axis", 0)], i),

@@ -18,22 +18,22 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Set as AbstractSet
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import numpy as np
-
 import onnx
-from onnx import GraphProto, ModelProto, NodeProto, helper, numpy_helper
+from onnx import GraphProto, ModelProto, NodeProto, helper
 
 from ..ops.contract import DOMAIN
-from . import ort_optimizer
+from . import ort_optimizer, ort_types
 from .builder import NodeBuilder
-from .modelfile import ModelFileError, SessionOptionsFactory
-from .passes import ConstantView, GraphScope, InferredGraph, NotChanged, Visit, run_pass
-from .rank_inference import FOLD_LIMIT, FOLDABLE_OPS, apply_rank_rule, fold, output_elem_types
+from .modelfile import SessionOptionsFactory
+from .passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
+from .rank_layers import RankLayers
+from .provenance import mark_rewritten
 from .report import PassReport
-from .inference import declared_ranks, known_rank, learn, symbolic_infos, with_elem_type
+from .inference import known_rank
 from .inference import TensorInfo
 from .rules import RULES, LeftUnchanged, OptInRule, emit_replacement
 from .walk import ONNX_DOMAINS, node_holders, nodes_within
@@ -83,6 +83,8 @@ class RewriteReport(PassReport):
     """The rewrite's report: one NodeOutcome per gather node."""
 
     outcomes: list[NodeOutcome] = field(default_factory=list)
+    # How the value_info of replaced main-graph outputs is typed: ORT's types of the original, or why not
+    value_types: str = ""
     DONE: ClassVar[str] = "rewritten"
 
     @property
@@ -110,11 +112,11 @@ class RewriteReport(PassReport):
         """The report as JSON-ready data (the commands' ``--json``).
 
         Returns:
-            ``rewritten``, ``left``, ``runtime_aligned``, ``by_op`` (``counts()``) and ``nodes`` (one dict per
-            outcome).
+            ``rewritten``, ``left``, ``runtime_aligned``, ``by_op`` (``counts()``), ``value_types`` and
+            ``nodes`` (one dict per outcome).
         """
         return {"rewritten": self.rewritten, "left": self.left, "runtime_aligned": self.runtime_aligned,
-                "by_op": self.counts(),
+                "by_op": self.counts(), "value_types": self.value_types,
                 "nodes": [vars(o) for o in self.outcomes]}
 
     def table(self) -> str:
@@ -175,9 +177,14 @@ class RewritePass:
     runtime_alignment: bool = True
     report: RewriteReport = field(default_factory=RewriteReport)
     keeps_types: ClassVar[bool] = True  # the load check of the written model reads layer 1 (graphs.load_check)
-    light: bytes = b""  # the typing copy, serialized until layer 2 needs it (a tenth of its parsed size)
-    _symbolic: dict[str, TensorInfo] | None = None
+    layers: RankLayers = field(init=False)
     _induced: dict[int, set[str]] = field(default_factory=dict)  # id(graph) -> names ranked by the Loop induction
+    # ORT's load-time types of main-graph gather outputs (graphs.ort_types), declared for them as they are
+    ort_types: dict[str, onnx.TypeProto] = field(default_factory=dict)
+    own_typed: int = 0  # main-graph outputs declared with the rewrite's own types (ORT's were not known)
+
+    def __post_init__(self) -> None:
+        self.layers = RankLayers(self._lacking)
 
     def targets(self, node: NodeProto) -> bool:
         """Whether the pass rewrites ``node`` (a rule exists for its op type and ``ops`` asks for it).
@@ -210,14 +217,7 @@ class RewritePass:
         """
         if not self.report.outcomes:  # inlined: what a function still holds is in one that is never called
             _report_function_gathers(model, self.ops, self.report, "in a model-local function that no node calls")
-        self.light = light.SerializeToString()
-
-    @property
-    def symbolic(self) -> dict[str, TensorInfo]:
-        """Layer 2, run once and only when a gather of some graph needs it (it costs ~0.5 s)."""
-        if self._symbolic is None:
-            self._symbolic = symbolic_infos(ModelProto.FromString(self.light))
-        return self._symbolic
+        self.layers.begin(light)
 
     def _lacking(self, graph: GraphProto, infos: dict[str, TensorInfo]) -> bool:
         """Whether a gather of ``graph`` lacks a rank after layer 1."""
@@ -244,20 +244,9 @@ class RewritePass:
         Returns:
             A new dict, name to TensorInfo.
         """
-        infos = dict(outer)
-        for name, info in twin.infos.items():
-            learn(infos, name, info)
         if twin.induced:
             self._induced[id(graph)] = twin.induced
-        if self._lacking(graph, infos):
-            for name, info in self.symbolic.items():  # layer 2 where layer 1 has no rank
-                if not known_rank(infos.get(name)):
-                    infos[name] = with_elem_type(info, infos.get(name))
-        declared = declared_ranks(graph)
-        for value in graph.input:  # a body input's declared rank, where inference says nothing
-            if not known_rank(infos.get(value.name)) and value.name in declared:
-                infos[value.name] = with_elem_type(declared[value.name], infos.get(value.name))
-        return infos
+        return self.layers.scope_infos(graph, twin, outer, main)
 
     def observe(self, node: NodeProto, scope: GraphScope) -> None:
         """Types ``node``'s outputs by the rank rules (layer 3) and declared ranks where nothing else did,
@@ -269,13 +258,7 @@ class RewritePass:
         """
         if (node.domain, node.op_type) in INTERNAL_GATHERS and _rule(node, self.ops) is None:
             scope.outcomes.append(_internal_gather_outcome(node, scope.path))
-        _apply_rank_rule(node, scope)  # layer 3 where layers 1 and 2 have no rank
-        declared = scope.cache.get("declared")
-        if declared is None:
-            declared = scope.cache["declared"] = declared_ranks(scope.graph)
-        for name in node.output:  # then a declared rank, where no inference layer says anything
-            if name in declared and not known_rank(scope.infos.get(name)):
-                scope.infos[name] = with_elem_type(declared[name], scope.infos.get(name))
+        self.layers.observe(node, scope)  # layer 3, then declared ranks, where layers 1 and 2 have no rank
 
     def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str) -> NodeOutcome:
         """The report's row for a visited gather.
@@ -326,14 +309,19 @@ class RewritePass:
                 if missing is not None:
                     why = "; ".join(_why_rank_unknown(name, scope.graph, scope.original, infos)
                                     for name in node.input[:2] if not known_rank(infos.get(name)))
+                    if self.layers.symbolic_failure:
+                        why += f" (ORT's symbolic shape inference gave up on the model: {self.layers.symbolic_failure})"
                     detail = {"reason": f"{missing}: {why}" if why else missing, "runtime_aligned": True}
         except LeftUnchanged as reason:
             raise NotChanged(str(reason)) from None
         declarations = scope.cache.get("declarations")
         if declarations is None:
             declarations = scope.cache["declarations"] = _Declared.of(scope.graph)
-        _declare_output(scope.graph, node, infos, not scope.main, declarations,
-                        self._induced.get(id(scope.graph), set()))
+        ort_type = self.ort_types.get(node.output[0]) if scope.main else None
+        if (_declare_output(scope.graph, node, infos, not scope.main, declarations,
+                            self._induced.get(id(scope.graph), set()), ort_type)
+                and scope.main and ort_type is None):
+            self.own_typed += 1
         return Visit(None, detail=detail)
 
 
@@ -368,70 +356,6 @@ def _why_rank_unknown(name: str, graph: GraphProto, original: int, infos: dict[s
     return f"{name!r} is computed in a cycle of unknown ranks"
 
 
-def _shape_vector(info: TensorInfo | None) -> bool:
-    """A 1-D integer vector whose length is not known: a rank rule may tell it (a Slice of a Shape with
-    constant bounds, a Concat of such pieces), and a Reshape's rank is that length."""
-    return (known_rank(info) and info.rank == 1 and not isinstance(info.shape[0], int)
-            and info.elem_type in (0, onnx.TensorProto.INT64, onnx.TensorProto.INT32))
-
-
-def _apply_rank_rule(node: NodeProto, scope: GraphScope) -> None:
-    """Layer 3 for one node: its rank rule where no layer knows an output's rank (or a shape vector's
-    length), the values of small integer constants it computes (``rank_inference.fold``: the bounds and
-    shapes later rules read), and its outputs' element types by its schema."""
-    infos, constants = scope.infos, scope.constants
-    folded = scope.cache.setdefault("folded", {})
-    if all(known_rank(infos.get(name)) and infos[name].elem_type and not _shape_vector(infos[name])
-           for name in node.output if name) and not _foldable(node):
-        return
-
-    def constant(name: str) -> np.ndarray | None:
-        if name in folded:
-            return folded[name]
-        tensor = constants.tensor(name)
-        return None if tensor is None or tensor.data_location == onnx.TensorProto.EXTERNAL else \
-            numpy_helper.to_array(tensor)
-
-    inputs = [infos.get(name) if name else None for name in node.input]
-    outputs = apply_rank_rule(node, inputs, constant)
-    for name, info in zip(node.output, outputs or ()):
-        if not name or info is None or info.shape is None:
-            continue
-        known = infos.get(name)
-        if not known_rank(known) or (_shape_vector(known) and info.rank == 1 and isinstance(info.shape[0], int)):
-            infos[name] = with_elem_type(info, known)
-    if _foldable(node):
-        values = [_small_constant(name, folded, constants) if name else None for name in node.input]
-        if all(value is not None for name, value in zip(node.input, values) if name):
-            value = fold(node, values)
-            if value is not None:
-                folded[node.output[0]] = value
-    if any(name and not (infos.get(name) and infos[name].elem_type) for name in node.output):
-        types = output_elem_types(node, [info.elem_type if info else 0 for info in inputs], scope.opset)
-        for name, elem_type in zip(node.output, types or ()):  # element types by the op's schema
-            known = infos.get(name)
-            if name and elem_type and not (known and known.elem_type):
-                infos[name] = TensorInfo(elem_type, known.shape if known else None)
-
-
-def _foldable(node: NodeProto) -> bool:
-    return node.domain in ONNX_DOMAINS and node.op_type in FOLDABLE_OPS
-
-
-def _small_constant(name: str, folded: dict[str, np.ndarray], constants: ConstantView) -> np.ndarray | None:
-    """The value of ``name`` when it is a folded value or a constant of at most FOLD_LIMIT integers (its
-    size and type read from the proto first: no larger payload is read)."""
-    if name in folded:
-        return folded[name]
-    size, dtype = constants.size(name), constants.dtype(name)
-    if size is None or size > FOLD_LIMIT or dtype not in (np.dtype(np.int64), np.dtype(np.int32)):
-        return None
-    try:
-        return constants[name]
-    except ModelFileError:  # external data that cannot be read here: no value, the rank stays unknown
-        return None
-
-
 @dataclass
 class _Declared:
     """What a graph declares, as the rewrite needs it per replaced node: its outputs by name (the first
@@ -450,13 +374,15 @@ class _Declared:
 
 
 def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorInfo], subgraph: bool,
-                    declared: _Declared, induced: AbstractSet[str] = frozenset()) -> None:
+                    declared: _Declared, induced: AbstractSet[str] = frozenset(),
+                    ort_type: onnx.TypeProto | None = None) -> bool:
     """Type a replaced node's output: a value_info with its element type (the data's) and what is known of
     its shape, unless the graph declares it already. A subgraph output declared without a shape gets its
     rank: ORT's Loop and Scan require a shape for every body output and infer none through a custom op.
     No shape for an output whose rank only the Loop induction gives (``induced``): ORT knows no such rank
     in the original, and what it infers from a declared one reaches a Loop's scan outputs, which come back
-    as [0] after zero iterations where nothing is known of them, as [0, 0, ...] where a rank is."""
+    as [0] after zero iterations where nothing is known of them, as [0, 0, ...] where a rank is. ``ort_type``:
+    ORT's own type of the value in the original, declared as it is. Returns whether a value_info was added."""
     output = node.output[0]
     elem_type = infos.get(node.input[0], TensorInfo(0, None)).elem_type
     if isinstance(_rule(node, (node.op_type,)), OptInRule):  # typed by the rule, not by its data
@@ -470,12 +396,17 @@ def _declare_output(graph: GraphProto, node: NodeProto, infos: dict[str, TensorI
             # and a wrong one ends the process inside the PyOp bridge.
             typed = helper.make_tensor_value_info(output, tensor_type.elem_type or elem_type, [None] * len(shape))
             graph_output.type.CopyFrom(typed.type)
-        return
+        return False
     if output in declared.typed:
-        return
-    if elem_type:
+        return False
+    if ort_type is not None:
+        graph.value_info.add(name=output).type.CopyFrom(ort_type)
+    elif elem_type:
         graph.value_info.append(helper.make_tensor_value_info(output, elem_type, None if shape is None else list(shape)))
-        declared.typed.add(output)
+    else:
+        return False
+    declared.typed.add(output)
+    return True
 
 
 def _report_function_gathers(model: ModelProto, ops: tuple[str, ...], report: RewriteReport, reason: str) -> None:
@@ -487,14 +418,22 @@ def _report_function_gathers(model: ModelProto, ops: tuple[str, ...], report: Re
 
 def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_OPS,
                   ort_optimize: bool = False, runtime_alignment: bool = True, *,
-                  session_options: SessionOptionsFactory | None = None) -> tuple[ModelProto, RewriteReport]:
+                  session_options: SessionOptionsFactory | None = None, ort_value_types: bool = True,
+                  external_data_folder: str | Path | None = None) -> tuple[ModelProto, RewriteReport]:
     """Return a rewritten copy of ``model`` and the report of what happened to every gather node.
 
     The copy keeps the model's IR version, opset imports (plus ``ai.onnx.contrib`` 1 when a node was
-    rewritten), graph inputs/outputs, initializers, value_info, metadata and doc strings; it adds a
-    value_info for every replaced output. With ``ort_optimize``, ORT's offline optimizer runs first (see
+    rewritten), producer, graph inputs/outputs, initializers, value_info, metadata and doc strings; it adds a
+    value_info for every replaced output and, when a node was rewritten, a model-level ``metadata_props``
+    entry ``"gathermultiaxis"`` naming the package, its version and how to run or lower the file
+    (``graphs.provenance.mark_rewritten``). A model with nothing rewritten is returned unchanged. With
+    ``ort_value_types`` (the default), replaced main-graph outputs get the type ORT's own load-time inference
+    gives the value in ``model`` (``graphs.ort_types``: a type ORT did not know could enable a fusion the
+    original does not meet); where ORT cannot say (it cannot load the model, or a value from an inlined
+    function), what the rewrite's inference knows, and the report's ``value_types`` says so. With
+    ``ort_optimize``, ORT's offline optimizer runs first (see
     graphs.ort_optimizer: the way to stay bit-identical to the original under ORT's default session options),
-    on options ``session_options`` gives (``gathermultiaxis.session_options``, which the caller passes).
+    on options ``session_options`` gives (by default ``gathermultiaxis.session_options``).
     With ``runtime_alignment=False``, a gather whose rank (or GatherND coordinate size) only the run
     time knows is left as it is instead of aligned at run time: for models to be lowered
     (``lower_model`` needs static axes), where the builtin gather is the portable form anyway.
@@ -504,32 +443,66 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
         ops: the op types to rewrite, from ``GATHER_OPS`` and ``OPT_IN_OPS``.
         ort_optimize: run ORT's offline optimizer on the model first.
         runtime_alignment: align at run time a gather whose rank only the run time knows (else leave it).
-        session_options: the factory of ORT session options (``gathermultiaxis.session_options``); needed
-            with ``ort_optimize``.
+        session_options: the factory of ORT session options (``gathermultiaxis.session_options``); None: the
+            package's own with ``ort_optimize``, else plain options for reading ORT's types (a model that holds
+            GatherMultiaxis nodes then falls back to the rewrite's own types).
+        ort_value_types: declare replaced main-graph outputs with ORT's types of the original.
+        external_data_folder: the folder ``model``'s external data locations are relative to (ORT reads
+            the model for its types).
 
     Returns:
         The rewritten copy and the RewriteReport.
 
     Raises:
-        ValueError: ``ort_optimize`` without ``session_options``, or an op type that cannot be rewritten.
+        ValueError: an op type that cannot be rewritten.
         OrtOptimizeError: ORT cannot load or optimize the model (with ``ort_optimize``).
     """
     if ort_optimize:
         if session_options is None:
-            raise ValueError("ort_optimize needs session_options=gathermultiaxis.session_options (ORT loads the "
-                             "model with the GatherMultiaxis op registered; the rewriter does not import ORT's runtime)")
-        model = ort_optimizer.ort_optimize(model, session_options=session_options)
+            # Imported here, on the one call that loads the model in ORT: the rewriter itself runs without
+            # ORT's runtime (tests/project/test_imports.py allows this one import in graphs/).
+            from ..ops.ortop import session_options as package_session_options
+            session_options = package_session_options
+        model = ort_optimizer.ort_optimize(model, external_data_folder, session_options=session_options)
     ops = tuple(ops)
     unknown_ops = set(ops) - set(GATHER_OPS) - set(OPT_IN_OPS)
     if unknown_ops:
         raise ValueError(f"cannot rewrite {sorted(unknown_ops)}; the rewritable op types are "
                          f"{list(GATHER_OPS + OPT_IN_OPS)}")
     rewrite = RewritePass(ops, runtime_alignment)
+    value_types = "the rewrite's inference (ORT's types not asked for)"
+    if ort_value_types:
+        value_types = _read_ort_types(model, rewrite, session_options, external_data_folder)
     result = run_pass(model, rewrite)
     report = rewrite.report
+    report.value_types = value_types + (f" (the rewrite's inference for {rewrite.own_typed} values ORT cannot "
+                                        "see)" if rewrite.ort_types and rewrite.own_typed else "")
     if report.rewritten and not any(o.domain == DOMAIN for o in result.opset_import):
         result.opset_import.add(domain=DOMAIN, version=1)
+    if report.rewritten:  # a model nothing was rewritten in stays as it was, metadata included
+        mark_rewritten(result)
     return result, report
+
+
+def _read_ort_types(model: ModelProto, rewrite: RewritePass, session_options: SessionOptionsFactory | None,
+                    external_data_folder: str | Path | None) -> str:
+    """Give ``rewrite`` ORT's types of the outputs of ``model``'s main-graph gathers that the model does not
+    declare (before the pass: ORT's session is gone before the pass's memory peaks); returns the report's
+    ``value_types``."""
+    declared = {value.name for value in (*model.graph.value_info, *model.graph.output)}
+    names = [node.output[0] for node in model.graph.node
+             if node.output and rewrite.targets(node) and node.output[0] not in declared]
+    if not names:
+        return "ONNX Runtime's load-time types"
+    try:
+        rewrite.ort_types = ort_types.ort_value_types(
+            model, names, session_options=session_options or ort_types.plain_session_options,
+            external_data_folder=external_data_folder)
+    except ImportError as error:
+        return f"the rewrite's inference (onnxruntime cannot be imported: {error})"
+    except ort_types.OrtTypesError as error:
+        return f"the rewrite's inference (ONNX Runtime cannot load the model for its types: {error})"
+    return "ONNX Runtime's load-time types"
 
 
 __all__ = ["GATHER_OPS", "INTERNAL_GATHERS", "OPT_IN_OPS", "NodeOutcome", "RewriteReport", "holds_gather", "rewrite_model"]

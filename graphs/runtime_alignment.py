@@ -128,9 +128,9 @@ def _gather_by_reshape(builder: NodeBuilder, data: str, indices: str, axis: int)
     indices.shape + [1] + ones(r-axis-1) for the indices, and the output reshaped to Gather's shape."""
     m = _Arith(builder)
     data_shape, indices_shape = builder.shape(data, "data_shape"), builder.shape(indices, "indices_shape")
-    r = builder.length(data_shape, "data_rank")
     q = builder.length(indices_shape, "indices_rank")
-    a = m.axis(axis, r, "axis")
+    # the data's rank only places a negative axis (nothing else reads it: no dead nodes for axis >= 0)
+    a = m.const(axis, "axis") if axis >= 0 else m.axis(axis, builder.length(data_shape, "data_rank"), "axis")
     head = m.cut(data_shape, 0, axis, "data_head") if axis != 0 else None   # data.shape[:axis]
     tail = m.cut(data_shape, axis, INT64_MAX, "data_tail")                 # data.shape[axis:]
     rest = m.cut(tail, 1, INT64_MAX, "data_rest")                           # data.shape[axis+1:]

@@ -134,13 +134,13 @@ def attribute(node: NodeProto, name: str, default=None):
         default: what to return when ``node`` has no such attribute.
 
     Returns:
-        The attribute's value (as onnx.helper.get_attribute_value gives it, bytes decoded to str), or
-        ``default``.
+        The attribute's value (as onnx.helper.get_attribute_value gives it, bytes decoded to str: bytes that
+        are not UTF-8 as backslash escapes, which match no name a pass looks for), or ``default``.
     """
     for proto in node.attribute:
         if proto.name == name:
             value = onnx.helper.get_attribute_value(proto)
-            return value.decode() if isinstance(value, bytes) else value
+            return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
     return default
 
 

@@ -75,8 +75,9 @@ from .form_check import check_emitted, possibly_string
 from .inference import graph_infos, inferred, typing_copy
 from .lower import GENERAL, LoweredNode, LowerReport, is_gather_multiaxis, lower_model, unname_replaced_dims
 from .passes import GraphScope, NotChanged, Visit, run_pass
-from .walk import (ONNX_DOMAINS, ConstantView, all_names, default_opset, drop_unused, holds_subgraph, names_read,
-                   node_holders, round_trip_cast)
+from .lower_general import NotLowered, node_mode
+from .walk import (ONNX_DOMAINS, ConstantView, all_names, attribute, default_opset, drop_unused, holds_subgraph,
+                   names_read, node_holders, round_trip_cast)
 
 MIN_OPSET = 11  # WebNN's gatherElements and gatherND map from ONNX opset 11; Where/Less on int64 from 9
 MAX_RANK = 5    # the ranks every WebNN backend supports
@@ -223,7 +224,7 @@ def fold_shape_arithmetic(model: ModelProto, external_data_folder: str | os.Path
         value = None
         if node.op_type == OP_TYPE and node.domain == DOMAIN:  # the shape gathers the rewrite made
             if all(_foldable_input(known, name) for name in node.input):
-                mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), None)
+                mode = attribute(node, "mode")
                 if mode is None:  # the schema requires it: not foldable, ORT refuses the node
                     continue
                 try:
@@ -384,10 +385,10 @@ class _WebNNLowering:
     def _facts(self, node: NodeProto) -> _Node:
         if self.opset < MIN_OPSET:
             raise _NotLowered(f"the WebNN target needs opset {MIN_OPSET} (the model has {self.opset})")
-        mode_attribute = next((a for a in node.attribute if a.name == "mode"), None)
-        if mode_attribute is None:
-            raise _NotLowered("the node has no mode")
-        mode = Mode.from_any(mode_attribute.s.decode())
+        try:
+            mode = node_mode(node)
+        except NotLowered as error:  # no mode, or an unknown one: the node is left, as plain lower leaves it
+            raise _NotLowered(str(error)) from None
         data, indices = node.input[0], node.input[1]
         data_shape, indices_shape = self._shape(data, "data"), self._shape(indices, "indices")
         if node.input[2] not in self.constants:
@@ -684,7 +685,7 @@ class _WebNNLowering:
             return None
         ranges = [self._value_range(i, depth + 1) if i else None for i in node.input]
         if node.op_type == OP_TYPE and node.domain == DOMAIN:  # the other GatherMultiaxis nodes
-            mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), None)
+            mode = attribute(node, "mode")
             return None if ranges[0] is None else _union(ranges[0], (0, 0)) if mode == Mode.ZERO else ranges[0]
         if node.domain not in ONNX_DOMAINS:
             return None

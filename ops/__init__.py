@@ -1,29 +1,31 @@
 """The GatherMultiaxis operator: its shape rules, its NumPy kernel and its ONNX Runtime registration.
 
-The kernel, the shape rules and the variants need NumPy only. The ONNX Runtime registration
-(``InferenceSession``, ``session_options``, ``register``, ``bridge_info``) imports onnxruntime and
-onnxruntime-extensions when first used, not on ``import gathermultiaxis``.
+The kernel, the shape rules and the variants need NumPy only (the variants are imported on first use). The
+ONNX Runtime registration (``InferenceSession``, ``session_options``, ``register``, ``bridge_info``) imports
+onnxruntime and onnxruntime-extensions when first used, not on ``import gathermultiaxis``.
 """
 
 from importlib import import_module
 
-from . import variants
-from .contract import MODES, GatherIndexError, GatherShapeError, Mode, normalize_axes
+from .contract import (DATA_TYPES, DOMAIN, INDEX_TYPES, MODES, OP_TYPE, GatherIndexError, GatherShapeError, Mode,
+                       normalize_axes)
 from .geometry import GatherGeometry
 from .kernel import gather_multiaxis
 from .ort_internals import PrivateAPIError
-from .variants import (gather_xy_nchw, numpy_take, numpy_take_along_axis, onnx_gather, onnx_gather_elements,
-                       onnx_gather_nd, openvino_gather, openvino_gather_nd, tf_gather, tf_gather_nd, torch_gather,
-                       torch_index_select, torch_take, torch_take_along_dim, tosa_gather, coreml_gather,
-                       coreml_gather_along_axis, coreml_gather_nd, jax_gather)
 
-# name -> module that defines it, imported on first access (PEP 562)
-from .contract import DATA_TYPES, DOMAIN, INDEX_TYPES, OP_TYPE  # noqa: E402 - NumPy and onnx only
-
-_LAZY = {"bridge_info": ".ortop", "register": ".ortop", "session_options": ".ortop", "InferenceSession": ".session"}
+_VARIANTS = ("gather_xy_nchw", "numpy_take", "numpy_take_along_axis", "onnx_gather", "onnx_gather_elements",
+             "onnx_gather_nd", "openvino_gather", "openvino_gather_nd", "tf_gather", "tf_gather_nd", "torch_gather",
+             "torch_index_select", "torch_take", "torch_take_along_dim", "tosa_gather", "coreml_gather",
+             "coreml_gather_along_axis", "coreml_gather_nd", "jax_gather")
+# name -> module that defines it, imported on first access (PEP 562): the variants too, so that the package
+# root, and the command line's --help, load only the kernel
+_LAZY = {"bridge_info": ".ortop", "register": ".ortop", "session_options": ".ortop", "InferenceSession": ".session",
+         **dict.fromkeys(_VARIANTS, ".variants")}
 
 
 def __getattr__(name: str):
+    if name == "variants":
+        return import_module(".variants", __name__)
     if name in _LAZY:
         return getattr(import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,14 +21,16 @@ import operator
 from typing import Sequence, overload
 
 import numpy as np
-from onnx import TensorProto
 
 DOMAIN = "ai.onnx.contrib"
 OP_TYPE = "GatherMultiaxis"
-DATA_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT8, TensorProto.INT16, TensorProto.INT32,
-              TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64,
-              TensorProto.BOOL, TensorProto.STRING)
-INDEX_TYPES = (TensorProto.INT32, TensorProto.INT64)
+# onnx.TensorProto.DataType's values (fixed by onnx.proto), written out so that the kernel and the command
+# line's --help import no onnx; tests/ops/test_contract.py checks them against onnx.
+_ELEM_TYPES = {"FLOAT": 1, "UINT8": 2, "INT8": 3, "UINT16": 4, "INT16": 5, "INT32": 6, "INT64": 7, "STRING": 8,
+               "BOOL": 9, "DOUBLE": 11, "UINT32": 12, "UINT64": 13}
+DATA_TYPES = tuple(_ELEM_TYPES[name] for name in ("FLOAT", "DOUBLE", "INT8", "INT16", "INT32", "INT64", "UINT8",
+                                                  "UINT16", "UINT32", "UINT64", "BOOL", "STRING"))
+INDEX_TYPES = (_ELEM_TYPES["INT32"], _ELEM_TYPES["INT64"])
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
 

@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
+import sys
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any, NamedTuple
 
 # The versions these names were checked on (pyproject's lower bounds and what CI installs).
@@ -209,6 +212,30 @@ def pyop_id(opdef: Any) -> int:
 
 
 _SYMBOLIC_STEPS = ("_preprocess", "_infer_impl", "_update_output_from_vi")
+_SYMBOLIC_MODULE = "onnxruntime.tools.symbolic_shape_infer"
+
+
+@functools.cache
+def symbolic_shape_infer_module() -> Any:
+    """ORT's ``onnxruntime/tools/symbolic_shape_infer.py``, loaded from its file alone, or None when absent.
+
+    Importing it by name first runs ``onnxruntime/tools/__init__.py``, which imports torch whenever torch is
+    installed (2-12 s here), though the module needs none of it; loaded from its file, it costs what its
+    own imports (sympy) cost. It is given a name of this package's, so that ``onnxruntime.tools`` stays as
+    its importer would find it.
+    """
+    if _SYMBOLIC_MODULE in sys.modules:
+        return sys.modules[_SYMBOLIC_MODULE]
+    root = importlib.util.find_spec("onnxruntime")
+    if root is None or root.origin is None:
+        return None
+    path = Path(root.origin).parent / "tools" / "symbolic_shape_infer.py"
+    spec = importlib.util.spec_from_file_location("gathermultiaxis.ort_symbolic_shape_infer", path)
+    if not path.is_file() or spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @functools.cache
@@ -219,8 +246,10 @@ def symbolic_shape_inference() -> type:
         PrivateAPIError: a step is missing from the installed onnxruntime.
     """
     lookup = _Lookup("run onnxruntime's symbolic shape inference")
-    module = lookup.module("onnxruntime.tools.symbolic_shape_infer")
-    inference_class = lookup.attribute(module, "SymbolicShapeInference", "onnxruntime.tools.symbolic_shape_infer")
+    module = symbolic_shape_infer_module()
+    if module is None:
+        lookup.missing.append(_SYMBOLIC_MODULE)
+    inference_class = lookup.attribute(module, "SymbolicShapeInference", _SYMBOLIC_MODULE)
     for step in _SYMBOLIC_STEPS:
         lookup.attribute(inference_class, step, "SymbolicShapeInference")
     lookup.done()
@@ -265,4 +294,5 @@ def probe_all() -> None:
 __all__ = ["TESTED_VERSIONS", "PrivateAPIError", "PyOpInternals", "SessionInternals", "c_cpu_device", "c_ort_value",
            "iobinding_state",
            "partial_symbolic_inference", "probe_all", "pyop_id", "pyop_internals", "session_internals",
-           "session_state", "set_inputs_meta", "symbolic_shape_inference"]
+           "session_state", "set_inputs_meta", "symbolic_shape_infer_module",
+           "symbolic_shape_inference"]

@@ -30,21 +30,59 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__  # bench/, exports/ and policies: imported by the commands that use them
-from .conformance import check, mutate
-from .conformance.cases import (BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs,
-                                parse_input_shapes)
-from .conformance.reportfile import ReportFile, resumed_results
-from .conformance.runtimes import RUNTIMES as RUNTIME_NAMES
-from .examples import EXAMPLE_PATH
-from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
-from .graphs.load_check import changed_part
-from .graphs import modelfile
-from .graphs.modelfile import (ModelFileError, check_target, external_data_files, load_model, read_model, same_file,
-                                save_model, write_bytes_atomic)
-from .graphs.ort_optimizer import ort_optimized
-from .harness import session_options
+from .conformance.isolation import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S
+
+# conformance.runtimes.RUNTIMES, written out: the parser imports no runner (tests/cli/test_cli.py holds them equal)
+RUNTIME_NAMES = ("ort", "openvino", "tract", "reference", "web")
+
+if TYPE_CHECKING:  # imported by import_library() once the arguments are parsed
+    from .conformance import check, cluster, mutate
+    from .conformance.cases import (BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs,
+                                    parse_input_shapes)
+    from .conformance.reportfile import ReportFile, resumed_results
+    from .examples import EXAMPLE_PATH
+    from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
+    from .graphs.load_check import changed_part
+    from .graphs import modelfile
+    from .graphs.modelfile import (ModelFileError, check_target, external_data_files, load_model, read_model,
+                                    same_file, save_model, write_bytes_atomic)
+    from .graphs.ort_optimizer import ort_optimized
+    from .harness import session_options
+
+
+_library_imported = False
+
+
+def import_library() -> None:
+    """Import the library modules the commands use, as this module's names: ``main`` calls it once the
+    arguments are parsed, so that ``--help``, ``--version`` and a bad option load neither onnx nor the
+    passes nor the conformance runner (tests/project/test_imports.py pins what they load).
+
+    Returns:
+        None.
+    """
+    global _library_imported, check, cluster, mutate, BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs
+    global parse_input_shapes, ReportFile, resumed_results, EXAMPLE_PATH, GATHER_OPS, OPT_IN_OPS, lower_model
+    global rewrite_model, changed_part, modelfile, ModelFileError, check_target, external_data_files, load_model
+    global read_model, same_file, save_model, write_bytes_atomic, ort_optimized, session_options
+    if _library_imported:  # once: a name a caller replaced since (a test's monkeypatch) stays replaced
+        return
+    _library_imported = True
+    from .conformance import check, cluster, mutate
+    from .conformance.cases import (BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs,
+                                    parse_input_shapes)
+    from .conformance.reportfile import ReportFile, resumed_results
+    from .examples import EXAMPLE_PATH
+    from .graphs import GATHER_OPS, OPT_IN_OPS, lower_model, rewrite_model
+    from .graphs.load_check import changed_part
+    from .graphs import modelfile
+    from .graphs.modelfile import (ModelFileError, check_target, external_data_files, load_model, read_model,
+                                    same_file, save_model, write_bytes_atomic)
+    from .graphs.ort_optimizer import ort_optimized
+    from .harness import session_options
 
 
 def printable(text: str) -> str:
@@ -298,8 +336,10 @@ def run_rewrite(args) -> int:
     Raises:
         CommandError: the input or output is unusable (``main`` prints it, exit status 2).
     """
-    _transform_file(args, lambda model, _: rewrite_model(model, args.ops or GATHER_OPS,
-                                                      runtime_alignment=not args.static_ranks_only))
+    _transform_file(args, lambda model, folder: rewrite_model(model, args.ops or GATHER_OPS,
+                                                           runtime_alignment=not args.static_ranks_only,
+                                                           session_options=session_options,
+                                                           external_data_folder=folder))
     return 0
 
 
@@ -365,6 +405,8 @@ def run_webnn_check(args) -> int:
 
 
 def _op_list(text: str) -> list[str]:
+    from .graphs import GATHER_OPS, OPT_IN_OPS  # parsing imports the library only for the option that needs it
+
     ops = [op.strip() for op in text.split(",") if op.strip()]
     unknown = [op for op in ops if op not in GATHER_OPS + OPT_IN_OPS]
     if unknown or not ops:
@@ -380,7 +422,7 @@ def _check_sources(args) -> tuple[list, set[str]]:
     if args.mutate:
         if args.fuzz:
             raise CommandError("--mutate and --fuzz are two runs; run them separately")
-        if args.mode is not check.CheckMode.GATHERS:
+        if args.mode is not check.CheckMode.DEFAULT:
             raise CommandError(f"--mutate compares the default session, the kernel path and the lowered model "
                                f"itself; it takes no --{args.mode.value}")
         sources = find_sources(args.paths) if args.paths else []
@@ -414,6 +456,8 @@ def _check_reads(sources: list, report: str) -> dict[Path, str]:
             model = folder / "model.onnx" if source.backend_folder else folder
             inside = Path(os.path.realpath(model.parent)) in report_folders
             files |= _model_files(model, "a model this check reads", with_data=inside)
+            if source.inputs:
+                files[Path(source.inputs)] = f"the inputs of {model}"
             if source.backend_folder and inside:
                 files |= dict.fromkeys(folder.glob("test_data_set_*/*.pb"), f"test data of {folder}")
         elif getattr(source, "source", None) == str(EXAMPLE_PATH):
@@ -530,6 +574,7 @@ def run_check(args) -> int:
         CommandError: bad inputs, a missing ``--save-dir``, or a report file that cannot be written
             (``main`` prints it, exit status 2).
     """
+    args.mode = check.CheckMode(args.mode)  # parsed as its name: the parser imports no runner
     _check_runtime(args)
     resume_into = args.resume and (args.json is None or Path(args.json) == Path(args.resume))
     report_path = args.resume if resume_into else args.json
@@ -544,6 +589,7 @@ def run_check(args) -> int:
         finished = (resumed_results(args.resume, args.mode.value, check.case_keys(sources)) if args.resume else [])
     except BadInput as error:
         raise CommandError(str(error)) from None
+    cluster_timeout = _reachable_cluster(args)
     if _exists(report_path):  # only an existing file can be one the check reads
         option = "--json" if report_path == args.json else "--resume"
         _not_over(option, report_path, _check_reads(sources, report_path) | _inputs_read(args.load_inputs))
@@ -560,14 +606,16 @@ def run_check(args) -> int:
         if report_file is not None:
             report_file.add(result)
         if args.verbose > 0:
-            progress.result_line(f"{result.verdict:<13} {result.name}" + (f"  ({result.detail})" if result.detail else ""))
+            progress.result_line(f"{result.verdict:<13} {result.name}" + (f"  ({result.detail})" if result.detail else "")
+                                 + (f"\n{'':<14}inputs: {result.inputs}" if result.inputs else ""))
         progress.advance(result.name)
 
     with check.stop_on_sigterm() as sigterm:  # SIGTERM gets what Ctrl-C gets (exit status 143)
         try:
             report = check.run(sources, options=options, timeout=args.timeout, fail_fast=args.fail_fast,
                                on_result=on_result, command=command, mode=args.mode, jobs=args.jobs,
-                               finished=finished, cluster=args.cluster, runtime=args.runtime)
+                               finished=finished, cluster=args.cluster, cluster_timeout=cluster_timeout,
+                               runtime=args.runtime)
         finally:
             sigterm.defer()
             progress.close()
@@ -587,6 +635,21 @@ def run_check(args) -> int:
         # "no gather" still is.
         allowed = allowed | {"no gather"}
     return 143 if sigterm.received and not report.interrupted else report.exit_status(allowed)
+
+
+def _reachable_cluster(args) -> float:
+    """--cluster-timeout (or its default), once a scheduler answered at --cluster within it: an address
+    where none does is bad input (exit 2), found before the run instead of a traceback or a hang."""
+    if args.cluster is None:
+        if args.cluster_timeout is not None:
+            raise CommandError("--cluster-timeout goes with --cluster")
+        return DEFAULT_CONNECT_TIMEOUT_S
+    timeout = DEFAULT_CONNECT_TIMEOUT_S if args.cluster_timeout is None else args.cluster_timeout
+    try:
+        cluster.reach_scheduler(args.cluster, timeout)
+    except (cluster.NoScheduler, ImportError) as error:
+        raise CommandError(f"--cluster {args.cluster}: {error}") from None
+    return timeout
 
 
 LISTED_PASSES = 50  # more passed cases than this are counted, not listed, unless -v
@@ -646,6 +709,7 @@ def _whole_number_at_least(minimum: int, rule: str) -> Callable[[str], int]:
 
 _positive_int = _whole_number_at_least(1, "must be at least 1")
 _non_negative_int = _whole_number_at_least(0, "must be 0 or more")
+_seed = _whole_number_at_least(0, "a seed is 0 or more (NumPy's generators take no negative seed)")  # every --seed
 
 
 def _positive_float(text: str) -> float:
@@ -884,7 +948,8 @@ def _bench_reads(args) -> dict[Path, str]:
     files: dict[Path, str] = {}
     for model in end_to_end.model_paths(items):
         files |= _model_files(model, "a model this bench reads", with_data=True)
-        files[model.with_name(model.stem + ".inputs.npz")] = f"the inputs of {model}"
+        for inputs in (model.with_name(model.stem + ".inputs.npz"), model.with_name("inputs.npz")):
+            files[inputs] = f"the inputs of {model}"
     return files
 
 
@@ -1073,30 +1138,31 @@ def build_parser() -> argparse.ArgumentParser:
                               "example and each PATH model; ops inserted, records copied, attributes changed, "
                               "Range indices, unknown types): the default session, the kernel path and the "
                               "lowered model must agree bit for bit")
-    checker.add_argument("--seed", type=int, default=0, help="seed of generated inputs and of --fuzz and --mutate cases")
+    checker.add_argument("--seed", type=_seed, default=0, help="seed of generated inputs and of --fuzz and --mutate cases")
     checker.add_argument("--save-dir", metavar="DIR",
                          help="where --fuzz and --mutate save reproducers of failures (default: a temp dir)")
     checker.add_argument("--input-shapes", nargs="+", metavar="NAME:[DIMS]",
                          help="shapes of generated inputs, e.g. input_ids:[1,128] (symbolic dims otherwise take "
                               "3, then 1, 8, 64, 512, 4096 while the original model refuses them)")
     checker.add_argument("--load-inputs", metavar="FILE.npz|FOLDER",
-                         help="inputs to use for models without test data: an .npz of arrays named after the "
-                              "inputs, or a folder of .npz files or test_data_set_* folders")
-    checker.add_argument("--timeout", type=_positive_float, default=check.DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                         help=f"per model (default {check.DEFAULT_TIMEOUT_S:g} s); a model that takes longer is "
+                         help="inputs to use for models without test data (or, found in a folder, without an "
+                              "inputs file of their own: NAME.inputs.npz or inputs.npz beside them): an .npz of "
+                              "arrays named after the inputs, or a folder of .npz files or test_data_set_* folders")
+    checker.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                         help=f"per model (default {DEFAULT_TIMEOUT_S:g} s); a model that takes longer is "
                               "'failed' (or 'not runnable' when the original hung)")
     modes = checker.add_mutually_exclusive_group()
-    modes.add_argument("--ort-optimize", dest="mode", action="store_const", const=check.CheckMode.ORT_OPTIMIZED,
-                         default=check.CheckMode.GATHERS,
+    modes.add_argument("--ort-optimize", dest="mode", action="store_const", const="ort-optimized",
+                         default="default",
                          help="compare the --ort-optimize rewrite with the original under ORT's default session "
                               "options (default: both with graph optimizations off)")
-    modes.add_argument("--lowered", dest="mode", action="store_const", const=check.CheckMode.LOWERED,
+    modes.add_argument("--lowered", dest="mode", action="store_const", const="lowered",
                          help="run the rewrite lowered to standard ONNX (`lower`) on plain ORT, no custom op library")
-    modes.add_argument("--webnn", dest="mode", action="store_const", const=check.CheckMode.WEBNN,
+    modes.add_argument("--webnn", dest="mode", action="store_const", const="webnn",
                          help="run the rewrite lowered for WebNN (`lower --target webnn`, each data set's input "
                               "shapes) on plain ORT; data sets the original refuses are not compared (WebNN "
                               "cannot raise)")
-    modes.add_argument("--session", dest="mode", action="store_const", const=check.CheckMode.SESSION,
+    modes.add_argument("--session", dest="mode", action="store_const", const="session",
                          help="run the rewrite as users do: gathermultiaxis.InferenceSession with ORT's default "
                               "options, nodes one standard gather computes run as that gather (the kernel "
                               "elsewhere); the original also with ORT's defaults")
@@ -1120,6 +1186,10 @@ def build_parser() -> argparse.ArgumentParser:
     checker.add_argument("--cluster", metavar="ADDRESS",
                          help="send the cases to a running Dask cluster (tcp://HOST:8786; 'local': start one of "
                               "--jobs worker processes for this run); needs pip install \"gathermultiaxis[cluster]\"")
+    checker.add_argument("--cluster-timeout", type=_positive_float, metavar="SECONDS",
+                         help=f"how long the --cluster scheduler may take to answer (default "
+                              f"{DEFAULT_CONNECT_TIMEOUT_S:g} s); an address where none answers in time "
+                              f"is bad input (exit 2), before the run")
     checker.add_argument("--resume", metavar="REPORT",
                          help="skip the cases a --json report of the same run already holds (a finished, "
                               "interrupted or killed run) and write the whole report to it (or to --json)")
@@ -1189,7 +1259,7 @@ def build_parser() -> argparse.ArgumentParser:
     policies.add_argument("--input-shapes", nargs="+", metavar="NAME:[DIMS]", help="shapes of generated inputs")
     policies.add_argument("--out-of-range", action="store_true",
                           help="push each generated index input past its bounds (first value above, last below)")
-    policies.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
+    policies.add_argument("--seed", type=_seed, default=0, help="seed of the generated inputs")
     policies.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     policies.add_argument("--force", action="store_true", help="overwrite an existing JSON report")
     policies.set_defaults(run=run_policies)
@@ -1253,6 +1323,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    import_library()
     if argv is not None and "argv" in args:
         args.argv = ["gathermultiaxis", *argv]
     show_library_log(getattr(args, "verbose", 0))

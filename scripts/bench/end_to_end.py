@@ -15,8 +15,10 @@ builtin gathers, the bridge crossings per run and the bound tables; and the goal
 asserted: ``GOALS``). ``load``: that many busy-loop processes (one per core, pinned) run during the
 measurement, for the figures of a busy machine.
 
-Inputs: ``MODEL.inputs.npz`` beside the model when there is one (``gathermultiaxis bench
-build-exports`` writes them), else generated inputs whose symbolic dims take (batch, sequence).
+Inputs: the model's own inputs file when there is one (``MODEL.inputs.npz`` beside it, as ``gathermultiaxis
+bench build-exports`` writes them, else ``inputs.npz`` in its folder: ``conformance.cases.inputs_beside``),
+else generated inputs whose symbolic dims take (batch, sequence). A folder stands for every ``.onnx`` file
+under it (folders of model folders included), each row named by its path relative to that folder.
 """
 
 from __future__ import annotations
@@ -57,8 +59,29 @@ class ModelRow:
     notes: list[str] = field(default_factory=list)
 
 
+def named_model_paths(items: list[str]) -> list[tuple[Path, str]]:
+    """Model files and the names their rows take: a file given as it is, named by its file name; a folder
+    standing for the ``.onnx`` files under it at any depth (sorted), each named by its path relative to
+    the folder (``gpt2/model.onnx``: the models of a folder of model folders keep apart).
+
+    Args:
+        items: paths of model files or folders.
+
+    Returns:
+        A list of ``(path, name)``, in the order of ``items``.
+    """
+    named: list[tuple[Path, str]] = []
+    for item in items:
+        path = Path(item)
+        if path.is_dir():
+            named.extend((model, model.relative_to(path).as_posix()) for model in sorted(path.rglob("*.onnx")))
+        else:
+            named.append((path, path.name))
+    return named
+
+
 def model_paths(items: list[str]) -> list[Path]:
-    """Model files, a folder standing for the ``*.onnx`` files in it (sorted).
+    """The model files of ``named_model_paths``.
 
     Args:
         items: paths of model files or folders.
@@ -66,32 +89,30 @@ def model_paths(items: list[str]) -> list[Path]:
     Returns:
         A list of ``Path``, in the order of ``items``.
     """
-    paths: list[Path] = []
-    for item in items:
-        path = Path(item)
-        paths.extend(sorted(path.glob("*.onnx")) if path.is_dir() else [path])
-    return paths
+    return [path for path, _ in named_model_paths(items)]
 
 
 def model_feeds(path: Path, model, batch: int, sequence: int) -> tuple[dict, str]:
-    """The inputs a model is timed with, and where they come from: ``MODEL.inputs.npz`` beside it
-    ("inputs.npz"), else generated ones whose symbolic dims take (batch, sequence) ("[batch, sequence]").
+    """The inputs a model is timed with, and where they come from: its own inputs file
+    (``conformance.cases.inputs_beside``: the file's name), else generated ones whose symbolic dims take
+    (batch, sequence) ("[batch, sequence]").
 
     Args:
-        path: the model file (its ``.inputs.npz`` is looked for beside it).
+        path: the model file (its inputs file is looked for beside it).
         model: the loaded ``onnx.ModelProto``.
         batch: the size of each input's first symbolic dim.
         sequence: the size of its other symbolic dims (and the generator's sequence length).
 
     Returns:
-        A tuple ``(feeds, source)``: a dict from input name to ``np.ndarray``, and "inputs.npz" or
-        "[batch, sequence]".
+        A tuple ``(feeds, source)``: a dict from input name to ``np.ndarray``, and "NAME.inputs.npz",
+        "inputs.npz" or "[batch, sequence]".
     """
-    saved = path.with_name(path.stem + ".inputs.npz")
-    if saved.is_file():
-        with np.load(saved) as arrays:
-            return {name: arrays[name] for name in arrays.files}, "inputs.npz"
-    from ..conformance.cases import generated_inputs
+    from ..conformance.cases import generated_inputs, inputs_beside
+
+    saved = inputs_beside(path)
+    if saved is not None:
+        with np.load(saved, allow_pickle=False) as arrays:
+            return {name: arrays[name] for name in arrays.files}, saved.name
 
     shapes = {value.name: tuple(d.dim_value if d.HasField("dim_value") else (batch if j == 0 else sequence)
                                 for j, d in enumerate(value.type.tensor_type.shape.dim))
@@ -246,29 +267,32 @@ def run(items: list[str], repeats: int = 201, processes: int = 2, batch: int = 1
     Returns:
         One ``ModelRow`` per model, in the order of ``model_paths(items)``.
     """
-    paths = model_paths(items)
+    names: dict[Path, str] = {}
+    for path, name in named_model_paths(items):
+        names.setdefault(path, name)  # a model given twice is measured once
+    paths = list(names)
     measured: dict[Path, list[dict[str, dict]]] = {path: [] for path in paths}
     loops = busy_loops(load)
     try:
         for round_number in range(processes):
             for path in paths:
                 if progress:
-                    progress(f"{path.name} (round {round_number + 1} of {processes})")
+                    progress(f"{path} (round {round_number + 1} of {processes})")
                 measured[path].append({column: _measure_in_child(path, repeats, batch, sequence, column)
                                        for column in COLUMNS})
     finally:
         for loop in loops:
             loop.kill()
             loop.wait()
-    return [_row(path, rounds) for path, rounds in measured.items()]
+    return [_row(names[path], rounds) for path, rounds in measured.items()]
 
 
-def _row(path: Path, rounds: list[dict[str, dict]]) -> ModelRow:
+def _row(name: str, rounds: list[dict[str, dict]]) -> ModelRow:
     runs = [run for one_round in rounds for run in one_round.values()]
     good = [one_round for one_round in rounds if not any("error" in r for r in one_round.values())]
     first = good[0]["rewrite --ort-optimize"] if good else {}
     lowering_left = bool(good) and any(one_round["lowered"]["lowering_left"] for one_round in good)
-    row = ModelRow(path.name, first.get("shape", "-"), first.get("rewritten_gathers", 0),
+    row = ModelRow(name, first.get("shape", "-"), first.get("rewritten_gathers", 0),
                    bool(good) and all(r[column]["bit_identical"] for r in good for column in SESSION_COLUMNS),
                    None if not good or lowering_left else all(r["lowered"]["bit_identical"] for r in good),
                    processes=len(good))
@@ -342,10 +366,10 @@ def format_rows(rows: list[ModelRow]) -> str:
                                             f"{facts['bound_tables']}")
 
     ratio_keys = [GOAL_KEY] + [f"{name} / builtin" for name in TIMED]
-    lines = ["| model | inputs | gathers rewritten | session (--ort-optimize): builtin gathers / bridge crossings "
-             "/ bound tables | session (plain rewrite) | kernel only | bit-identical (sessions / lowered) | "
-             "builtin ms | " + " | ".join(ratio_keys) + " |",
-             "|---" * (7 + len(ratio_keys)) + "|"]
+    headers = ["model", "inputs", "gathers rewritten", "session (--ort-optimize): builtin gathers / bridge crossings "
+               "/ bound tables", "session (plain rewrite)", "kernel only", "bit-identical (sessions / lowered)",
+               "builtin ms", *ratio_keys]
+    lines = ["| " + " | ".join(headers) + " |", "|---" * len(headers) + "|"]
     for row in rows:
         lines.append(f"| {row.model} | {row.shape} | {row.rewritten_gathers} | "
                      + " | ".join(session(row, column) for column in SESSION_COLUMNS)
@@ -353,8 +377,8 @@ def format_rows(rows: list[ModelRow]) -> str:
                      + (f"{row.median_ms['builtin']:.3f}" if "builtin" in row.median_ms else "n/a") + " | "
                      + " | ".join(ratio(row, key) for key in ratio_keys) + " |")
     means = [geometric_mean(rows, key) for key in ratio_keys]
-    lines.append("| geometric mean |" + " |" * 6 + " " + " | ".join("n/a" if m is None else f"{m:.2f}" for m in means)
-                 + " |")
+    lines.append("| " + " | ".join(["geometric mean"] + [""] * (len(headers) - 1 - len(means))
+                                   + ["n/a" if m is None else f"{m:.2f}" for m in means]) + " |")
     lines.append(f"(ratios: the worse round's, [per-round min-max]; {GOAL_KEY}: per model the worse of the two "
                  "rewrites, run as users run them)")
     notes = [f"{row.model}: {note}" for row in rows for note in row.notes]

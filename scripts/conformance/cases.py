@@ -57,6 +57,7 @@ class CheckCase:
     data_sets: list[DataSet] = field(default_factory=list)  # none: generated (see generated_data_sets)
     source: str = ""
     external_data_folder: str | None = None  # where ORT reads the tensors the model keeps in files
+    data_sets_origin: str = "test data"  # where data_sets come from, for the user (``describe_feeds``)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class FileSource:
 
     path: str
     backend_folder: bool = False
+    inputs: str | None = None  # a model found in a folder: its own inputs file beside it (``inputs_beside``)
 
     @property
     def name(self) -> str:
@@ -174,10 +176,27 @@ def _vet_model_file(path: Path) -> None:
         raise BadInput(f"{path}: {'no such file or folder' if kind == 'missing' else kind + ', not a model file'}")
 
 
+def inputs_beside(model: Path) -> Path | None:
+    """A model's own inputs file: ``NAME.inputs.npz`` beside ``NAME.onnx`` (``bench build-exports`` writes
+    them), else ``inputs.npz`` in its folder (a folder per model, ``model.onnx`` and its inputs).
+
+    Args:
+        model: the model file.
+
+    Returns:
+        The inputs file, or None when there is neither.
+    """
+    for candidate in (model.with_name(model.stem + ".inputs.npz"), model.with_name("inputs.npz")):
+        if path_kind(candidate) == "file":
+            return candidate
+    return None
+
+
 def find_sources(paths: list[str]) -> list[FileSource]:
     """The cases under ``paths``: .onnx files, backend-test folders, or folders holding many of
-    either. Raises BadInput, before any model is read, for a missing path, a FIFO, a device, a
-    dangling link, or a folder with no model.
+    either; a model found in a folder takes its own inputs file when there is one (``inputs_beside``).
+    Raises BadInput, before any model is read, for a missing path, a FIFO, a device, a dangling link,
+    or a folder with no model.
 
     Args:
         paths: paths of model files or folders, as given on the command line.
@@ -208,7 +227,8 @@ def find_sources(paths: list[str]) -> list[FileSource]:
                     sources.append(FileSource(str(child.parent), backend_folder=True))
                     continue
                 _vet_model_file(child)
-                sources.append(FileSource(str(child)))
+                beside = inputs_beside(child)
+                sources.append(FileSource(str(child), inputs=str(beside) if beside else None))
         else:
             raise BadInput(f"{path}: {'no such file or folder' if kind == 'missing' else kind + ', not a model file or folder'}")
     return sources
@@ -254,7 +274,7 @@ def load_case(source: FileSource) -> CheckCase:
 
     Returns:
         The ``CheckCase``: the model (external data left in its files), the backend folder's data sets
-        (none for a model file) and the external data folder.
+        (a model file's own inputs file's, or none) and the external data folder.
     """
     # External data stays in its files (ORT memory-maps it; a model over 2 GiB could not be serialized)
     if source.backend_folder:
@@ -263,7 +283,9 @@ def load_case(source: FileSource) -> CheckCase:
         return CheckCase(source.name, model, _backend_data_sets(folder, feed_names(model)), source.path,
                          str(data_folder) if data_folder else None)
     model, data_folder = read_model(source.path)
-    return CheckCase(source.name, model, [], source.path, str(data_folder) if data_folder else None)
+    data_sets = list(load_inputs(source.inputs)) if source.inputs else []
+    return CheckCase(source.name, model, data_sets, source.path, str(data_folder) if data_folder else None,
+                     f"loaded from {source.inputs}")
 
 
 # -- options for inputs --------------------------------------------------------------------------
@@ -506,8 +528,35 @@ def _fed_tensor_dims(model: ModelProto, given: dict[str, tuple[int, ...]]):
             yield from value.type.tensor_type.shape.dim
 
 
+def given_dim_sizes(model: ModelProto, given: dict[str, tuple[int, ...]]) -> dict[str, int]:
+    """The sizes the user's input shapes give symbolic dims: ``input_ids:[1,128]`` on an input declared
+    ``[batch, seq]`` fixes ``batch`` at 1 and ``seq`` at 128 for every generated input that names them
+    (``attention_mask``). A name given two sizes (by two inputs) is left to the generator, whose
+    attempts the original model then judges; so is an input given at another rank than declared.
+
+    Args:
+        model: the ``onnx.ModelProto``.
+        given: input shapes given by the user.
+
+    Returns:
+        A dict from ``dim_param`` name to size.
+    """
+    sizes: dict[str, set[int]] = {}
+    for value in model.graph.input:
+        if value.name not in given or not value.type.tensor_type.HasField("shape"):
+            continue
+        dims = value.type.tensor_type.shape.dim
+        if len(dims) != len(given[value.name]):
+            continue
+        for dim, size in zip(dims, given[value.name]):
+            if _static_size(dim) is None and dim.dim_param:
+                sizes.setdefault(dim.dim_param, set()).add(size)
+    return {name: next(iter(values)) for name, values in sizes.items() if len(values) == 1}
+
+
 def symbolic_dim_names(model: ModelProto, given: dict[str, tuple[int, ...]]) -> list[str]:
-    """The names of the symbolic dims of the inputs to generate, in order of first appearance.
+    """The names of the symbolic dims of the inputs to generate, in order of first appearance, without
+    those the given shapes fix (``given_dim_sizes``).
 
     Args:
         model: the ``onnx.ModelProto``.
@@ -516,11 +565,43 @@ def symbolic_dim_names(model: ModelProto, given: dict[str, tuple[int, ...]]) -> 
     Returns:
         The ``dim_param`` names.
     """
+    fixed = given_dim_sizes(model, given)
     names: dict[str, None] = {}
     for dim in _fed_tensor_dims(model, given):
-        if _static_size(dim) is None and dim.dim_param:
+        if _static_size(dim) is None and dim.dim_param and dim.dim_param not in fixed:
             names.setdefault(dim.dim_param)
     return list(names)
+
+
+def describe_feeds(model: ModelProto, feeds: dict[str, np.ndarray], origin: str,
+                   given: dict[str, tuple[int, ...]] | None = None) -> str:
+    """What a data set feeds each input, for the user: its type and shape, where it came from, and the
+    declared shape where that differs (the first thing to look at when ORT refuses the inputs).
+
+    Args:
+        model: the ``onnx.ModelProto``.
+        feeds: the data set's feeds.
+        origin: where the feeds came from ("generated", "loaded from FILE", "test data").
+        given: the user's input shapes: those inputs read "generated at the --input-shapes shape".
+
+    Returns:
+        One line, e.g. ``input_ids int64[1, 128] (generated at the --input-shapes shape; declared [batch,
+        seq]), attention_mask int64[1, 128] (generated; declared [batch, seq])``.
+    """
+    declared = {value.name: [str(_static_size(d)) if _static_size(d) is not None else (d.dim_param or "?")
+                             for d in value.type.tensor_type.shape.dim]
+                for value in model.graph.input
+                if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape")}
+    parts = []
+    for name, array in feeds.items():
+        shape = list(np.shape(array))
+        how = "generated at the --input-shapes shape" if given and name in given else origin
+        if name in declared and declared[name] != [str(size) for size in shape]:
+            how += f"; declared [{', '.join(declared[name])}]"
+        elif name not in {value.name for value in model.graph.input}:
+            how += "; not an input of the model"
+        parts.append(f"{name} {np.asarray(array).dtype}{shape} ({how})")
+    return ", ".join(parts)
 
 
 def sized_inputs(model: ModelProto, seed: int, shapes: dict[str, tuple[int, ...]]) -> Iterator[dict[str, np.ndarray]]:
@@ -568,7 +649,8 @@ def symbolic_size_attempts(model: ModelProto, given: dict[str, tuple[int, ...]])
     Returns:
         A list of ``(default size, {dim name: size})`` pairs (one pair when no input has a symbolic dim).
     """
-    if not any(_static_size(dim) is None for dim in _fed_tensor_dims(model, given)):
+    fixed = given_dim_sizes(model, given)
+    if not any(_static_size(dim) is None and dim.dim_param not in fixed for dim in _fed_tensor_dims(model, given)):
         return [(SYMBOLIC_SIZES[0], {})]
     names = symbolic_dim_names(model, given)
     start = {name: SYMBOLIC_SIZES[0] for name in names}
@@ -589,7 +671,7 @@ def _input_shapes(model: ModelProto, symbolic_size: int, given: dict[str, tuple[
                   dim_sizes: dict[str, int] | None = None) -> dict[str, list[int]]:
     shapes = {}
     fed = set(feed_names(model))
-    dim_sizes = dim_sizes or {}
+    dim_sizes = {**(dim_sizes or {}), **given_dim_sizes(model, given)}  # what the user's shapes fix wins
     for value in model.graph.input:
         if value.name not in fed:
             continue

@@ -48,7 +48,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -65,8 +64,8 @@ from ..graphs.ort_optimizer import OrtOptimizeError, ort_optimize
 from ..harness import bit_identical, difference, make_session, session_options, versions
 from . import fuzz, mutate
 from .cases import (DEFAULT_SUITE_SOURCES, CannotGenerate, CheckCase, DataSet, FileSource, InputOptions, default_suite_case, load_case,
-                    sized_inputs)
-from .isolation import Outcome, Worker, WorkerPool, report_phase
+                    describe_feeds, sized_inputs)
+from .isolation import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S, Outcome, Worker, WorkerPool, report_phase
 
 VERDICTS = ("passed", "failed", "not compared", "not runnable", "builtin wrong", "no gather", "nondeterministic")
 
@@ -126,13 +125,13 @@ def stop_on_sigterm() -> Iterator[SigtermGuard]:
         yield guard
     finally:
         signal.signal(signal.SIGTERM, previous)
-DEFAULT_TIMEOUT_S = 600.0
 
 
 class CheckMode(Enum):
     """What is compared with what (see the README's table of guarantees)."""
 
-    GATHERS = "gathers"              # rewrite vs original, both with graph optimizations off
+    DEFAULT = "default"              # rewrite vs original, both with graph optimizations off
+    GATHERS = "default"              # an alias of DEFAULT (the mode that compares the gathers themselves)
     ORT_OPTIMIZED = "ort-optimized"  # the --ort-optimize rewrite vs original, both with ORT's defaults
     LOWERED = "lowered"              # rewrite then lower, on plain ORT (no custom op library), vs original
     WEBNN = "webnn"                  # rewrite then lower --target webnn per data set's shapes, on plain ORT
@@ -162,9 +161,8 @@ class CheckResult:
     expected: str = ""  # agreement with the expected outputs: exact / close / differs / "" (none given)
     compared: int = 0  # data sets compared (both sides ran, or both raised on inputs made to raise)
     both_raised: int = 0  # data sets on which both sides raised (not a comparison, unless made to raise)
-    builtin_ms: float = 0.0
-    rewritten_ms: float = 0.0
     left_reasons: list[str] = field(default_factory=list)
+    inputs: str = ""  # what the compared data set fed each input, and from where (``cases.describe_feeds``)
     source: str = ""
     folded_by_ort: bool = False  # "no gather" because ORT's optimizer (--ort-optimize) removed every gather
     case: str = ""  # which case of the run this is (``case_keys``): what ``--resume`` matches on
@@ -241,16 +239,16 @@ def _reference_sides_with_rewrite(model: ModelProto, feeds, got, differing: list
     return all(bit_identical(got[i], np.asarray(reference[i], dtype=np.asarray(got[i]).dtype)) for i in differing)
 
 
-def _timed_run(sess, feeds) -> tuple[list | None, BaseException | None, float]:
-    return _timed_call(lambda: sess.run(None, feeds))
+def _run(sess, feeds) -> tuple[list | None, BaseException | None]:
+    return _call(lambda: sess.run(None, feeds))
 
 
-def _timed_call(call: Callable[[], list]) -> tuple[list | None, BaseException | None, float]:
-    start = time.perf_counter()
+def _call(call: Callable[[], list]) -> tuple[list | None, BaseException | None]:
+    # Not timed: one cold run of cases checked side by side says nothing of speed (bench end-to-end does)
     try:
-        return call(), None, (time.perf_counter() - start) * 1e3
+        return call(), None
     except Exception as error:  # noqa: BLE001
-        return None, error, (time.perf_counter() - start) * 1e3
+        return None, error
 
 
 class _WebNNSessions:
@@ -300,7 +298,7 @@ class _Comparison:
         self.agreements: list[str] = []
 
     def run_builtin(self, number: int, data_set: DataSet):
-        """Run one data set on the original model (builtin kernels), adding its time to the result.
+        """Run one data set on the original model (builtin kernels).
 
         Args:
             number: the data set's number (for the progress phase).
@@ -310,9 +308,7 @@ class _Comparison:
             A tuple ``(outputs, error)``: the outputs, or None and the exception ORT raised.
         """
         report_phase(f"running the original model on ORT (data set {number})")
-        want, error, elapsed = _timed_run(self.builtin, data_set.feeds)
-        self.result.builtin_ms += elapsed
-        return want, error
+        return _run(self.builtin, data_set.feeds)
 
     def compare(self, number: int, data_set: DataSet, want, want_error) -> bool:
         """Compare one data set; returns False when the case has failed (stop).
@@ -328,8 +324,7 @@ class _Comparison:
         """
         result, where = self.result, f"data set {number}: "
         report_phase(f"running the rewritten model (data set {number})")
-        got, got_error, elapsed = _timed_run(self.custom, data_set.feeds)
-        result.rewritten_ms += elapsed
+        got, got_error = _run(self.custom, data_set.feeds)
         if want_error is not None and isinstance(self.custom, _WebNNSessions):
             # a WebNN graph cannot raise (what WebNN cannot take fell back to the standard lowering, which
             # may): the original's refusal is never compared
@@ -348,7 +343,7 @@ class _Comparison:
         if got_error is not None:
             result.verdict, result.detail = "failed", where + f"the rewrite raised: {one_line(got_error)}"
             return False
-        assert got is not None  # _timed_run returns outputs or an error
+        assert got is not None  # _run returns outputs or an error
         differing = [i for i, (g, w) in enumerate(zip(got, want)) if not bit_identical(g, w)]
         if differing:
             detail = where + f"output {differing[0]}: rewritten vs builtin {difference(got[differing[0]], want[differing[0]])}"
@@ -380,7 +375,7 @@ def _already_rewritten(model: ModelProto) -> bool:
 
 
 def check_case(case: CheckCase, options: InputOptions = InputOptions(),
-               mode: CheckMode = CheckMode.GATHERS, runtime: str | None = None) -> CheckResult:
+               mode: CheckMode = CheckMode.DEFAULT, runtime: str | None = None) -> CheckResult:
     """The verdict on one case (see the module docstring), comparing as ``mode`` says.
 
     Args:
@@ -446,24 +441,32 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     given = case.data_sets or list(options.loaded)
     try:
         if given:
+            result.inputs = describe_feeds(case.model, given[0].feeds,
+                                           case.data_sets_origin if case.data_sets else "loaded by --load-inputs")
+            if len(given) > 1:
+                result.inputs += f"; and {len(given) - 1} more data set(s)"
             for number, data_set in enumerate(given):
                 if not comparison.compare(number, data_set, *comparison.run_builtin(number, data_set)):
                     return result
         else:
-            first_refused, accepted = None, False
+            first_refused, accepted, attempts = None, False, 0
             for feeds in sized_inputs(case.model, options.seed, options.shapes):
-                data_set = DataSet(feeds)
+                data_set, attempts = DataSet(feeds), attempts + 1
                 want, want_error = comparison.run_builtin(0, data_set)
                 if want_error is None:
+                    result.inputs = describe_feeds(case.model, feeds, "generated", options.shapes)
                     if not comparison.compare(0, data_set, want, None):
                         return result
                     accepted = True
                     break
                 first_refused = first_refused or (data_set, want_error)
             # the original refused every attempt: the rewrite must refuse the first one too
-            if not accepted and first_refused and not comparison.compare(0, first_refused[0], None,
-                                                                         first_refused[1]):
-                return result
+            if not accepted and first_refused:
+                result.inputs = describe_feeds(case.model, first_refused[0].feeds, "generated", options.shapes)
+                if attempts > 1:
+                    result.inputs += f"; the first of {attempts} sizes tried, all refused"
+                if not comparison.compare(0, first_refused[0], None, first_refused[1]):
+                    return result
     except CannotGenerate as reason:
         result.verdict, result.detail = "not compared", str(reason)
         return result
@@ -474,7 +477,8 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     if result.compared == 0 and result.verdict == "passed":
         result.verdict = "not compared"
         result.detail = ("every data set raised on both sides, so nothing was compared (" + result.detail +
-                         "); give inputs the model accepts with --input-shapes or --load-inputs")
+                         f"); inputs: {result.inputs}; give inputs the model accepts with --input-shapes or "
+                         "--load-inputs")
     return result
 
 
@@ -514,7 +518,7 @@ def _runtime_data_sets(case: CheckCase, options: InputOptions, oracle) -> list[D
     first = None
     for feeds in sized_inputs(case.model, options.seed, options.shapes):
         first = first or DataSet(feeds)
-        if oracle is None or _timed_run(oracle, feeds)[1] is None:
+        if oracle is None or _run(oracle, feeds)[1] is None:
             return [DataSet(feeds)]
     return [first] if first else []
 
@@ -581,13 +585,12 @@ def _check_on_runtime(case: CheckCase, options: InputOptions, mode: CheckMode, n
         return result
     for number, data_set in enumerate(data_sets):
         where, feeds = f"data set {number}: ", data_set.feeds
-        if oracle is not None and _timed_run(oracle, feeds)[1] is not None:
+        if oracle is not None and _run(oracle, feeds)[1] is not None:
             out_of_spec += 1
             continue
         try:
             report_phase(f"running the original model on {name} (data set {number}, first compilation)")
-            want, raised, elapsed = _timed_call(lambda: first.run(feeds))
-            result.builtin_ms += elapsed
+            want, raised = _call(lambda: first.run(feeds))
             if raised is not None:
                 raise raised
             report_phase(f"running the original model on {name} (data set {number}, second compilation)")
@@ -625,8 +628,7 @@ def _check_on_runtime(case: CheckCase, options: InputOptions, mode: CheckMode, n
                 report_phase(f"loading the {form_name} on {name}")
                 forms[key] = target.load(form)
             report_phase(f"running the {form_name} on {name} (data set {number})")
-            got, raised, elapsed = _timed_call(lambda: forms[key].run(feeds))
-            result.rewritten_ms += elapsed
+            got, raised = _call(lambda: forms[key].run(feeds))
             if raised is not None:
                 raise raised
         except runtimes.Refused as error:
@@ -722,7 +724,7 @@ def check_source(task: tuple) -> CheckResult:
         result = check_case(case, options, mode, runtime)
         if result.verdict == "failed":
             folder = fuzz.save_reproducer(case, source.save_dir, source.seed)
-            flag = {CheckMode.GATHERS: "", CheckMode.ORT_OPTIMIZED: " --ort-optimize", CheckMode.LOWERED: " --lowered",
+            flag = {CheckMode.DEFAULT: "", CheckMode.ORT_OPTIMIZED: " --ort-optimize", CheckMode.LOWERED: " --lowered",
                     CheckMode.WEBNN: " --webnn", CheckMode.SESSION: " --session"}
             result.detail += (f" (replay: gathermultiaxis check --fuzz 1 --seed {source.seed}{flag[mode]}"
                               f"{_runtime_flag(runtime)}; "
@@ -746,7 +748,7 @@ class Report:
     results: list[CheckResult] = field(default_factory=list)
     interrupted: bool = False
     stopped_by: str = ""  # "SIGINT" (Ctrl-C) or "SIGTERM" when interrupted
-    mode: str = CheckMode.GATHERS.value
+    mode: str = CheckMode.DEFAULT.value
     runtime: str = ""  # where the lowered or WebNN form and the original both ran (--runtime; "": ORT as mode says)
     command: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=versions)
@@ -852,9 +854,9 @@ FRESH_RETRY = ("openvino",)
 
 def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), timeout: float = DEFAULT_TIMEOUT_S,
         fail_fast: bool = False, on_result: Callable[[CheckResult], None] | None = None,
-        command: list[str] | None = None, isolate: bool = True, mode: CheckMode = CheckMode.GATHERS,
+        command: list[str] | None = None, isolate: bool = True, mode: CheckMode = CheckMode.DEFAULT,
         jobs: int = 1, finished: Iterable[CheckResult] = (), cluster: str | None = None,
-        runtime: str | None = None) -> Report:
+        cluster_timeout: float = DEFAULT_CONNECT_TIMEOUT_S, runtime: str | None = None) -> Report:
     """Check every source, each in a child process with ``timeout`` seconds, ``jobs`` at a time
     (``isolate=False``: one after another in this process, without timeout). The report lists the cases
     in the order of ``sources`` whatever ``jobs`` is; ``on_result`` is called (in this thread) as each
@@ -878,6 +880,7 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
         jobs: how many cases run at a time.
         finished: results of an earlier run to keep (``--resume``).
         cluster: a Dask scheduler's address, "local", or None (no cluster).
+        cluster_timeout: seconds the scheduler at ``cluster`` may take to answer.
         runtime: where the original and the lowered or WebNN form both run (``conformance.runtimes.RUNTIMES``,
             with ``mode`` LOWERED or WEBNN, without ``cluster``), or None (ORT as ``mode`` says). On OpenVINO a case that
             did not pass is checked again in a fresh child process: OpenVINO corrupts its process's memory
@@ -889,6 +892,7 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
     Raises:
         ValueError: with ``cluster``, a case that is a model made in Python (not a file, fuzz seed or
             default-suite case), or ``cluster`` with a runtime.
+        cluster.NoScheduler: no Dask scheduler answers at ``cluster`` within ``cluster_timeout`` seconds.
     """
     if cluster is not None and runtime is not None:
         raise ValueError(f"--runtime {runtime} runs on this machine only, not with --cluster")
@@ -933,7 +937,7 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
             from .cluster import DaskPool  # Dask is an extra: imported only here
 
             by_reference = [(number, (_reference(sources[number]), mode)) for number, _ in tasks]
-            with DaskPool(cluster, jobs) as pool:
+            with DaskPool(cluster, jobs, cluster_timeout) as pool:
                 for number, outcome in pool.outcomes(check_source, by_reference, timeout, shared=options):
                     if number < cutoff and outcome.status != "cancelled":  # cancelled: after the cutoff
                         finish(number, sources[number], outcome)
@@ -995,11 +999,9 @@ def format_table(results: list[CheckResult]) -> str:
         The table as one string.
     """
     width = max([len(r.name) for r in results] + [5])
-    lines = [f"{'model':<{width}}  {'rewritten':>9} {'left':>4}  {'verdict':<13} {'expected':<8} "
-             f"{'builtin ms':>10} {'rewritten ms':>12}"]
+    lines = [f"{'model':<{width}}  {'rewritten':>9} {'left':>4}  {'verdict':<13} expected"]
     for r in results:
-        lines.append(f"{r.name:<{width}}  {r.rewritten:>9} {r.left:>4}  {r.verdict:<13} {r.expected or '-':<8} "
-                     f"{r.builtin_ms:>10.2f} {r.rewritten_ms:>12.2f}")
+        lines.append(f"{r.name:<{width}}  {r.rewritten:>9} {r.left:>4}  {r.verdict:<13} {r.expected or '-'}")
         if r.verdict != "passed" and r.detail:  # failures, reasons, builtin bugs
             lines.append(f"{'':<{width}}    {r.detail}")
         lines.extend(f"{'':<{width}}    left {reason}" for reason in r.left_reasons)

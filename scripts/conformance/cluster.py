@@ -18,7 +18,9 @@ import threading
 import uuid
 from typing import Any, Callable, Iterator
 
-from .isolation import Outcome, Worker
+from ..graphs.modelfile import one_line
+from .isolation import DEFAULT_CONNECT_TIMEOUT_S, Outcome, Worker
+
 
 _node = threading.local()  # the isolated child of each Dask worker thread, reused from case to case
 
@@ -71,20 +73,83 @@ def _needs_distributed():
     return distributed
 
 
+class NoScheduler(Exception):
+    """No Dask scheduler answers at the address; the message says why."""
+
+
+def reach_scheduler(address: str, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
+    """Ask ``address`` who it is, within ``timeout`` seconds in all: a scheduler must answer. Distributed's
+    own connect bounds neither the handshake nor the reply, so a service that accepts and stays silent
+    would hold ``Client`` for good; here it costs ``timeout``.
+
+    Args:
+        address: a scheduler's address, e.g. ``tcp://host:8786`` (``"local"``: nothing to ask, only Dask to import).
+        timeout: seconds to wait for the connection and the answer.
+
+    Returns:
+        None.
+
+    Raises:
+        NoScheduler: the address is malformed, nothing answers in time, or what answers is not a scheduler.
+        ImportError: Dask's distributed is not installed.
+    """
+    _needs_distributed()
+    if address == "local":
+        return
+    import asyncio
+
+    from distributed.comm import connect
+
+    async def identity() -> Any:
+        comm = await connect(address, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    answer: list[Any] = []
+
+    def ask() -> None:  # in a thread of its own: the caller may be running an event loop
+        try:
+            answer.append(asyncio.run(asyncio.wait_for(identity(), timeout)))
+        except BaseException as error:  # noqa: BLE001 - handed to the caller below
+            answer.append(error)
+
+    asker = threading.Thread(target=ask, name="check-reach-scheduler", daemon=True)
+    asker.start()
+    asker.join(timeout + 5.0)  # asyncio.wait_for ends it after ``timeout``; the margin is for a stuck loop
+    reply = answer[0] if answer else TimeoutError()
+    if isinstance(reply, (TimeoutError, asyncio.TimeoutError)) or (
+            isinstance(reply, OSError) and "Timed out" in str(reply)):
+        raise NoScheduler(f"no Dask scheduler answered within {timeout:g} s")
+    if isinstance(reply, ValueError):
+        raise NoScheduler(f"not a scheduler address ({one_line(reply)}); give tcp://HOST:PORT or 'local'")
+    if isinstance(reply, BaseException):
+        raise NoScheduler(f"cannot reach a Dask scheduler there ({type(reply).__name__}: {one_line(reply)})")
+    kind = reply.get("type") if isinstance(reply, dict) else None
+    if kind != "Scheduler":
+        raise NoScheduler(f"a Dask {kind.lower()}, not the scheduler" if isinstance(kind, str) and kind
+                          else "what answers there is not a Dask scheduler")
+
+
 class DaskPool:
     """What ``isolation.WorkerPool`` is, on a Dask cluster: ``address`` names a running scheduler
     (``tcp://host:8786``); ``"local"`` starts a ``LocalCluster`` of ``jobs`` worker processes for this
-    run. ``outcomes(function, tasks, timeout, shared)`` submits ``function((*argument, shared))``
+    run; any other address must answer as a scheduler within ``connect_timeout`` seconds (``reach_scheduler``:
+    NoScheduler otherwise). ``outcomes(function, tasks, timeout, shared)`` submits ``function((*argument, shared))``
     for every ``(key, argument)``, ``shared`` sent to every node once."""
 
-    def __init__(self, address: str, jobs: int):
+    def __init__(self, address: str, jobs: int, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S):
         distributed = _needs_distributed()
         self._cluster = None
         if address == "local":
             self._cluster = distributed.LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
                                                      dashboard_address=None)
             address = self._cluster.scheduler_address
-        self.client = distributed.Client(address)
+        else:
+            reach_scheduler(address, connect_timeout)
+        self.client = distributed.Client(address, timeout=connect_timeout)
         self._futures: dict[Any, Any] = {}
         self._stop = f"gathermultiaxis-check-{uuid.uuid4().hex}"  # the run's Event; "{it}-{key}": a case's
 

@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, fields
+from dataclasses import MISSING, asdict, fields
 from pathlib import Path
-from typing import TextIO
+from typing import Any, Callable, TextIO, get_type_hints
 
-from ..graphs.modelfile import write_bytes_atomic
+from ..graphs.modelfile import path_kind, write_bytes_atomic
 from .cases import BadInput
-from .check import CheckResult, Report
+from .check import VERDICTS, CheckResult, Report
 
 
 def read_report(path: str | os.PathLike) -> dict:
     """A ``check --json`` report as ``Report.as_dict`` gives it, from either form (see the module
     docstring); for the lines of a run killed outright, ``interrupted`` is true and ``stopped_by`` empty.
-    Raises BadInput when the file is neither.
+    Raises BadInput when the file is neither, or holds a result or a run line of the wrong shape.
 
     Args:
         path: the report file.
@@ -36,43 +36,110 @@ def read_report(path: str | os.PathLike) -> dict:
     Raises:
         BadInput: the file is not a check --json report.
     """
-    text = Path(path).read_text()
+    return _read(path)[0]
+
+
+_NOT_JSON = object()
+
+
+def _json_value(text: str):
+    """``text`` parsed, or ``_NOT_JSON`` (also for nesting too deep to parse, or an integer too long)."""
     try:
-        document = json.loads(text)
-    except json.JSONDecodeError:
-        document = None
+        return json.loads(text)
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
+        return _NOT_JSON
+
+
+def _read(path: str | os.PathLike) -> tuple[dict, list[CheckResult]]:
+    """The report (``read_report``) and its results, each checked to be one ``check`` writes."""
+    text = Path(path).read_text()
+    document = _json_value(text)
     if isinstance(document, dict) and "results" in document:
-        return document
+        return document, _checked_results(path, document["results"])
     lines = text.splitlines()
-    run, results = None, []
+    run, entries = None, []
     for number, line in enumerate(lines):
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
+        entry = _json_value(line)
+        if entry is _NOT_JSON:
             if number == len(lines) - 1:  # cut short by the kill
                 break
-            raise BadInput(f"{path}: line {number + 1} is not JSON: not a check --json report") from None
+            raise BadInput(f"{path}: line {number + 1} is not JSON: not a check --json report")
         if isinstance(entry, dict) and "run" in entry and number == 0:
-            run = entry["run"]
+            run = _checked_run(path, entry["run"])
         elif isinstance(entry, dict) and "result" in entry and run is not None:
-            results.append(entry["result"])
+            entries.append(entry["result"])
         else:
             raise BadInput(f"{path}: line {number + 1} is neither the run nor a result: not a check --json report")
     if run is None:
         raise BadInput(f"{path}: not a check --json report")
-    report = Report([CheckResult(**_known_fields(r)) for r in results], interrupted=True, mode=run["mode"],
-                    command=run["command"], versions=run["versions"])
-    return report.as_dict()
+    results = _checked_results(path, entries)
+    report = Report(results, interrupted=True, mode=run["mode"], command=run["command"], versions=run["versions"])
+    return report.as_dict(), results
 
 
-def _known_fields(result: dict) -> dict:
-    names = {f.name for f in fields(CheckResult)}
-    return {key: value for key, value in result.items() if key in names}
+# What each field of a result must hold, by its type in CheckResult (a report written by hand or by another
+# tool is read as bad input, not as results that break the run, its table or its counts, later)
+_KINDS: dict[Any, tuple[Callable[[Any], bool], str]] = {
+    str: (lambda value: isinstance(value, str), "a string"),
+    int: (lambda value: isinstance(value, int) and not isinstance(value, bool), "a whole number"),
+    float: (lambda value: isinstance(value, (int, float)) and not isinstance(value, bool), "a number"),
+    bool: (lambda value: isinstance(value, bool), "true or false"),
+    list[str]: (lambda value: isinstance(value, list) and all(isinstance(item, str) for item in value),
+                "a list of strings"),
+}
+_FIELD_KINDS = {name: _KINDS[kind] for name, kind in get_type_hints(CheckResult).items()}
+_REQUIRED = [f.name for f in fields(CheckResult) if f.default is MISSING and f.default_factory is MISSING]
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _checked_run(path: str | os.PathLike, run: Any) -> dict:
+    """The head line's run, checked to hold what ``ReportFile.start`` writes."""
+    if not isinstance(run, dict):
+        raise BadInput(f"{path}: line 1: the run is {_shown(run)}, not an object: not a check --json report")
+    kinds = {"mode": _KINDS[str], "command": _KINDS[list[str]],
+             "versions": (lambda value: isinstance(value, dict), "an object")}
+    for key, (fits, what) in kinds.items():
+        if key not in run:
+            raise BadInput(f"{path}: line 1: the run has no {key!r}: not a check --json report")
+        if not fits(run[key]):
+            raise BadInput(f"{path}: line 1: the run's {key!r} is {_shown(run[key])}, not {what}")
+    return run
+
+
+def _checked_results(path: str | os.PathLike, results: Any) -> list[CheckResult]:
+    """``results`` as ``CheckResult``s, each field checked against its type and each verdict one of
+    ``VERDICTS`` (fields ``CheckResult`` does not have are ignored: a newer report's)."""
+    if not isinstance(results, list):
+        raise BadInput(f"{path}: its results are {_shown(results)}, not a list: not a check --json report")
+    checked = []
+    for number, result in enumerate(results, 1):
+        if not isinstance(result, dict):
+            raise BadInput(f"{path}: result {number} is {_shown(result)}, not an object")
+        missing = [name for name in _REQUIRED if name not in result]
+        if missing:
+            raise BadInput(f"{path}: result {number} has no {missing[0]!r}")
+        for name, value in result.items():
+            fits, what = _FIELD_KINDS.get(name, (None, ""))
+            if fits is not None and not fits(value):
+                raise BadInput(f"{path}: result {number}: its {name!r} is {_shown(value)}, not {what}")
+        if result["verdict"] not in VERDICTS:
+            raise BadInput(f"{path}: result {number}: verdict {_shown(result['verdict'])} is none of "
+                           f"{', '.join(VERDICTS)}")
+        checked.append(CheckResult(**{name: value for name, value in result.items() if name in _FIELD_KINDS}))
+    return checked
+
+
+# Reports written before the default mode was named as the docs name it ("default") say "gathers".
+OLD_MODE_NAMES = {"gathers": "default"}
 
 
 def resumed_results(path: str | os.PathLike, mode: str, keys: list[str]) -> list[CheckResult]:
     """The finished cases of the report at ``path`` (``--resume``), checked to belong to this run: the
-    same mode, and every case among ``keys`` (``check.case_keys`` of this run's sources).
+    same mode, and every case among ``keys`` (``check.case_keys`` of this run's sources), once.
 
     Args:
         path: the report file (``--resume``).
@@ -83,16 +150,23 @@ def resumed_results(path: str | os.PathLike, mode: str, keys: list[str]) -> list
         The report's results, a list of ``CheckResult``.
 
     Raises:
-        BadInput: the file cannot be read or is no report, its mode differs, its results carry no case key,
-            or a case is not in this run.
+        BadInput: the path is no regular file (a FIFO is never opened), the file cannot be read or is no
+            report, its mode differs, its results carry no case key, or a case is not in this run or
+            is in the report twice.
     """
+    kind = path_kind(Path(path))
+    if kind != "file":
+        what = {"missing": "no such file", "folder": "a folder, not a report file"}.get(kind,
+                                                                                       f"{kind}, not a report file")
+        raise BadInput(f"--resume {path}: {what}")
     try:
-        report = read_report(path)
+        report, results = _read(path)
     except (OSError, UnicodeDecodeError) as error:
         raise BadInput(f"--resume {path}: cannot read ({error})") from None
-    if report.get("mode") != mode:
+    except BadInput as error:
+        raise BadInput(f"--resume {error}") from None
+    if report.get("mode") != mode and OLD_MODE_NAMES.get(str(report.get("mode"))) != mode:
         raise BadInput(f"--resume {path}: that run compared in mode {report.get('mode')!r}, this one in {mode!r}")
-    results = [CheckResult(**_known_fields(r)) for r in report["results"]]
     unnamed = [r.name for r in results if not r.case]
     if unnamed:
         raise BadInput(f"--resume {path}: its results carry no case key (a report from before --resume); run again")
@@ -100,6 +174,11 @@ def resumed_results(path: str | os.PathLike, mode: str, keys: list[str]) -> list
     if strangers:
         raise BadInput(f"--resume {path}: {len(strangers)} of its cases are not in this run (first: {strangers[0]!r}); "
                        f"resume with the same paths, or the same --fuzz and --seed")
+    seen: set[str] = set()
+    for result in results:
+        if result.case in seen:
+            raise BadInput(f"--resume {path}: case {result.case!r} is in it twice (check writes each case once)")
+        seen.add(result.case)
     return results
 
 

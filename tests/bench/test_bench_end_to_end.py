@@ -3,6 +3,7 @@ No timing assertions (the machine is shared); the numbers come from full runs of
 
 import json
 
+import numpy as np
 import pytest
 
 from gathermultiaxis.bench import end_to_end
@@ -51,6 +52,33 @@ def test_end_to_end_under_load_counts_the_worse_round(tmp_path, capsys, monkeypa
     assert len(started) == 2 and all(loop.poll() == -9 for loop in started)  # running until killed at the end
 
 
+def test_end_to_end_on_a_folder_of_model_folders(tmp_path, capsys):
+    """A folder of model folders: each model found, its row named by its path in the folder, the
+    ``inputs.npz`` beside it used; every row of the table, delimiter and geometric mean included, has the
+    header's number of cells."""
+    from gathermultiaxis.examples import example_inputs
+
+    (tmp_path / "models" / "example").mkdir(parents=True)
+    assert main(["example", str(tmp_path / "models" / "example" / "model.onnx")]) == 0
+    np.savez(tmp_path / "models" / "example" / "inputs.npz", **example_inputs(seed=3))
+    (tmp_path / "models" / "other").mkdir()
+    assert main(["example", str(tmp_path / "models" / "other" / "model.onnx")]) == 0
+    assert [name for _, name in end_to_end.named_model_paths([str(tmp_path / "models")])] == [
+        "example/model.onnx", "other/model.onnx"]
+    (tmp_path / "models" / "other" / "model.onnx").unlink()  # one model is timed: the test stays short
+    capsys.readouterr()
+    report = tmp_path / "e2e.json"
+    assert main(["bench", "end-to-end", str(tmp_path / "models"), "--repeats", "2", "--processes", "1",
+                 "--json", str(report)]) == 0
+    [row] = json.loads(report.read_text())
+    assert (row["model"], row["shape"], row["bit_identical"]) == ("example/model.onnx", "inputs.npz", True)
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    assert [line.split("|")[1].strip() for line in table] == ["model", "---", "example/model.onnx", "geometric mean"]
+    assert len({line.count("|") for line in table}) == 1, table
+    header, mean = table[0].strip("|").split("|"), table[-1].strip("|").split("|")
+    assert header[-5].strip() == "rewritten / builtin" and mean[-5].strip() == f"{row['ratios']['rewritten / builtin']:.2f}"
+
+
 def test_end_to_end_refuses_a_folder_without_models(tmp_path, capsys):
     assert main(["bench", "--end-to-end", str(tmp_path)]) == 2
     assert "no .onnx file" in capsys.readouterr().err
@@ -69,7 +97,7 @@ def test_end_to_end_on_a_real_export(tmp_path, capsys):
     assert main(["bench", "--end-to-end", str(tmp_path), "--repeats", "3", "--processes", "1",
                  "--json", str(report)]) == 0
     [row] = json.loads(report.read_text())
-    assert row["shape"] == "inputs.npz" and row["rewritten_gathers"] > 0 and row["bit_identical"]
+    assert row["shape"] == "gpt2_torchscript.inputs.npz" and row["rewritten_gathers"] > 0 and row["bit_identical"]
     assert "gpt2_torchscript.onnx" in capsys.readouterr().out
 
 

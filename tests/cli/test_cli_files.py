@@ -282,6 +282,7 @@ def test_existing_output_is_refused_before_the_work(tmp_path, monkeypatch, capsy
     from gathermultiaxis import cli
 
     rewrites = []
+    cli.import_library()  # the command line's names of library functions, bound once the arguments are parsed
     monkeypatch.setattr(cli, "rewrite_model", lambda *args, **kwargs: rewrites.append(args))
     (tmp_path / "in").mkdir()
     source = external_data_model(tmp_path / "in")

@@ -64,3 +64,50 @@ def test_check_passes_where_every_name_alike_was_refused(tmp_path, capsys):
     onnx.save(model, str(path))
     assert main(["check", str(path)]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("1 passed, 0 failed, 0 not compared")
+
+
+def _shared_dims_model() -> onnx.ModelProto:
+    """``Concat(input_ids[batch, seq], attention_mask[batch, seq], axis=0)`` then a Gather along ``seq``: the
+    mask must have the ids' ``seq`` (as a GPT-2 export's mask must match its ids)."""
+    nodes = [helper.make_node("Concat", ["input_ids", "attention_mask"], ["both"], axis=0),
+             helper.make_node("Gather", ["both", "last"], ["y"], axis=1)]
+    graph = helper.make_graph(
+        nodes, "shared_dims",
+        [_value("input_ids", TensorProto.INT64, ["batch", "seq"]),
+         _value("attention_mask", TensorProto.INT64, ["batch", "seq"])],
+        [_value("y", TensorProto.INT64, None)],
+        [helper.make_tensor("last", TensorProto.INT64, [1], [-1])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_a_given_shape_sizes_every_input_naming_its_dims():
+    """``--input-shapes input_ids:[2,5]`` fixes batch = 2 and seq = 5 for the generated attention_mask too:
+    the first attempt already fits, and no attempt varies a fixed name."""
+    model, given = _shared_dims_model(), {"input_ids": (2, 5)}
+    assert symbolic_dim_names(model, given) == []
+    assert symbolic_size_attempts(model, given) == [(3, {})]
+    feeds = generated_inputs(model, 0, 3, given)
+    assert feeds["input_ids"].shape == feeds["attention_mask"].shape == (2, 5)
+    # two inputs giving one name two sizes fix nothing: the original model judges the generated attempts
+    assert symbolic_dim_names(_cache_like_model(), {"past": (2, 4), "new": (2, 4), "mask": (2, 9)}) == []
+    conflicting = {"input_ids": (2, 5), "attention_mask": (3, 5)}
+    assert generated_inputs(model, 0, 3, conflicting)["attention_mask"].shape == (3, 5)
+
+
+def test_check_says_which_inputs_it_generated_with_their_shapes(tmp_path, capsys):
+    """``check -v`` names each input's shape, where it came from and its declared shape; a case whose inputs
+    ORT refuses says the same in its hint."""
+    path = tmp_path / "shared_dims.onnx"
+    onnx.save(_shared_dims_model(), str(path))
+    assert main(["check", str(path), "--input-shapes", "input_ids:[2,5]", "-v", "-j", "1"]) == 0
+    out = capsys.readouterr().out
+    assert ("inputs: input_ids int64[2, 5] (generated at the --input-shapes shape; declared [batch, seq]), "
+            "attention_mask int64[2, 5] (generated; declared [batch, seq])") in out
+    static = _shared_dims_model()
+    for value in static.graph.input:
+        value.type.tensor_type.shape.dim[1].dim_value = 4  # seq fixed at 4: [2, 5] is refused
+    onnx.save(static, str(path))
+    assert main(["check", str(path), "--input-shapes", "input_ids:[2,5]", "-j", "1"]) == 3
+    out = capsys.readouterr().out
+    assert "not compared" in out and "inputs: input_ids int64[2, 5] (generated at the --input-shapes shape; " \
+                                      "declared [batch, 4]), attention_mask int64[2, 4]" in out

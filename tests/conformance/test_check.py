@@ -1,6 +1,7 @@
 """The conformance runner: every verdict, inputs, reports, and catching a broken rewrite."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -271,6 +272,51 @@ def test_input_shapes_and_loaded_inputs(tmp_path, capsys):
         numpy_helper.from_array(np.ones(7, np.float32), "x").SerializeToString())
     status, report, _ = run_check([str(path), "--load-inputs", str(folder)], tmp_path, capsys)
     assert (status, report["results"][0]["verdict"], report["results"][0]["compared"]) == (0, "passed", 1)
+
+
+def test_models_in_a_folder_take_their_own_inputs_files(tmp_path, capsys):
+    """In a folder, each model's own inputs file is its data: ``NAME.inputs.npz`` beside it, or ``inputs.npz`` in
+    a folder per model; ``--load-inputs`` serves the models without one. The models' input has no declared
+    shape, so that no inputs can be generated and only a loaded file compares."""
+    def unshaped():
+        graph = helper.make_graph([helper.make_node("Gather", ["x", "first"], ["y"], axis=0)], "unshaped",
+                                  [helper.make_tensor_value_info("x", T.FLOAT, None)],
+                                  [helper.make_tensor_value_info("y", T.FLOAT, None)],
+                                  [numpy_helper.from_array(np.array([0], np.int64), "first")])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+    models = tmp_path / "models"
+    (models / "a").mkdir(parents=True)
+    save(unshaped(), models / "a" / "model.onnx")
+    np.savez(models / "a" / "inputs.npz", x=np.arange(6, dtype=np.float32).reshape(2, 3))
+    save(unshaped(), models / "b.onnx")
+    np.savez(models / "b.inputs.npz", x=np.arange(5, dtype=np.float32))
+    save(unshaped(), models / "c.onnx")
+    np.savez(tmp_path / "shared.npz", x=np.ones((4, 2), np.float32))
+    status, report, out = run_check([str(models), "-v", "--load-inputs", str(tmp_path / "shared.npz")], tmp_path,
+                                    capsys)
+    assert status == 0 and [r["verdict"] for r in report["results"]] == ["passed"] * 3, out
+    inputs = {Path(r["case"]).relative_to(models).as_posix(): r["inputs"] for r in report["results"]}
+    assert inputs == {"a/model.onnx": f"x float32[2, 3] (loaded from {models / 'a' / 'inputs.npz'})",
+                      "b.onnx": f"x float32[5] (loaded from {models / 'b.inputs.npz'})",
+                      "c.onnx": "x float32[4, 2] (loaded by --load-inputs)"}
+    assert f"inputs: x float32[2, 3] (loaded from {models / 'a' / 'inputs.npz'})" in out
+    # a model named on the command line takes --load-inputs, or generated inputs: here none can be generated
+    status, report, _ = run_check([str(models / "b.onnx")], tmp_path, capsys)
+    assert (status, report["results"][0]["verdict"]) == (3, "not compared")
+
+
+def test_the_table_has_no_timings():
+    """check's table and report hold no times: one cold run of cases checked side by side is no speed
+    measurement (``bench end-to-end`` is); docs/conformance.md explains the columns left."""
+    from dataclasses import fields
+
+    table = check.format_table([check.CheckResult("m.onnx", "passed", rewritten=2, expected="exact")])
+    assert table.splitlines()[0].split() == ["model", "rewritten", "left", "verdict", "expected"]
+    assert table.splitlines()[1].split() == ["m.onnx", "2", "0", "passed", "exact"]
+    assert not [f.name for f in fields(check.CheckResult) if f.name.endswith("_ms")]
+    columns = (Path(__file__).resolve().parents[2] / "docs" / "conformance.md").read_text()
+    assert all(f"| {column} |" in columns for column in ("model", "rewritten", "left", "verdict", "expected"))
 
 
 def test_builtin_wrong_is_its_own_verdict(tmp_path, capsys):

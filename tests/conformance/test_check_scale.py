@@ -92,7 +92,9 @@ def start_check(args, report: Path) -> subprocess.Popen:
 
 
 def wait_for_lines(child: subprocess.Popen, count: int) -> None:
-    for number, line in enumerate(child.stdout, 1):
+    """Wait for ``count`` result lines of ``check -v`` (not the indented inputs line under each)."""
+    results = (line for line in child.stdout if not line.startswith(" "))
+    for number, _ in enumerate(results, 1):
         if number == count:
             return
     pytest.fail("the run ended early: " + child.stderr.read())
@@ -136,13 +138,25 @@ def test_a_killed_run_leaves_lines_that_resume_completes(tmp_path, capsys):
 
 @pytest.mark.parametrize("other, message", [
     (["--fuzz", "40", "--seed", "12"], "of its cases are not in this run (first: 'fuzz seed 11')"),
-    ([*FUZZ, "--lowered"], "that run compared in mode 'gathers', this one in 'lowered'"),
+    ([*FUZZ, "--lowered"], "that run compared in mode 'default', this one in 'lowered'"),
 ])
 def test_resume_refuses_the_report_of_another_run(tmp_path, capsys, other, message):
     checked(["--fuzz", "3", "--seed", "11", "-q"], tmp_path, capsys)
     status = main(["check", *other, "--resume", str(tmp_path / "r.json")])
     err = capsys.readouterr().err
     assert status == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_the_report_names_the_default_mode_default_and_resumes_one_saying_gathers(tmp_path, capsys):
+    """The JSON report names the default comparison as the docs do ("default"); a report written when it was
+    named "gathers" still resumes, and is rewritten saying "default"."""
+    _, report, _, _ = checked(["--fuzz", "3", "--seed", "11", "-q"], tmp_path, capsys)
+    assert report["mode"] == "default"
+    report["mode"], report["results"] = "gathers", report["results"][:2]
+    (tmp_path / "old.json").write_text(json.dumps(report))
+    status, final, out = resumed(["--fuzz", "3", "--seed", "11"], tmp_path / "old.json", tmp_path, capsys)
+    assert status == 0 and final["mode"] == "default" and len(final["results"]) == 3
+    assert len([line for line in out.splitlines() if line.startswith("passed ")]) == 1  # only the missing case ran
 
 
 def test_progress_shows_rate_and_eta_and_is_quiet_under_q(tmp_path, capsys):
@@ -254,3 +268,13 @@ def test_a_case_made_in_python_is_not_sent_to_a_cluster(dask_cluster):
 
     with pytest.raises(ValueError, match="a model made in Python"):
         check.run([CheckCase("mine", onnx.load_model(str(EXAMPLE_PATH)))], cluster=dask_cluster)
+
+
+def test_a_dask_worker_s_address_is_not_taken_for_the_scheduler(dask_cluster, capsys):
+    from distributed import Client
+
+    with Client(dask_cluster) as client:
+        worker = next(iter(client.scheduler_info()["workers"]))
+    status = main(["check", str(EXAMPLE_PATH), "--cluster", worker])
+    err = capsys.readouterr().err
+    assert status == 2 and f"--cluster {worker}: a Dask worker, not the scheduler" in err and err.count("\n") == 1, err

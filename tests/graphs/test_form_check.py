@@ -141,6 +141,108 @@ def test_a_fusion_ort_makes_is_refused_by_every_path(between):
     assert_bit_identical(plain.run(None, {"x": x})[0], x[::-1])
 
 
+def range_gather_model(provable: bool):
+    """Gather(x, Range(start, limit, delta), axis=1) over an axis of 5, start and limit computed at run time (so
+    ORT cannot fold the Range and fuses the pair): the lengths of ``a`` and ``b`` (provably >= 0), or those
+    lengths less the length of ``shift`` (may be negative)."""
+    nodes = [constant("zero", 0)]
+    bounds = []
+    for source in ("a", "b"):
+        nodes += [helper.make_node("Shape", [source], [f"{source}_shape"]),
+                  helper.make_node("Gather", [f"{source}_shape", "zero"], [f"{source}_length"], axis=0)]
+        bounds.append(f"{source}_length")
+    if not provable:
+        nodes += [helper.make_node("Shape", ["shift"], ["shift_shape"]),
+                  helper.make_node("Gather", ["shift_shape", "zero"], ["shift_length"], axis=0),
+                  helper.make_node("Sub", ["a_length", "shift_length"], ["start"]),
+                  helper.make_node("Sub", ["b_length", "shift_length"], ["limit"])]
+        bounds = ["start", "limit"]
+    nodes += [helper.make_node("Range", [*bounds, "delta"], ["picked"]),
+              helper.make_node("Gather", ["x", "picked"], ["y"], axis=1, name="select")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5]),
+              helper.make_tensor_value_info("delta", TensorProto.INT64, []),
+              *[helper.make_tensor_value_info(name, TensorProto.FLOAT, [name + "_n"])
+                for name in ("a", "b", *(() if provable else ("shift",)))]]
+    return make_model(nodes, inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+
+
+def sessions(model, fused=True):
+    options = ort.SessionOptions()
+    if not fused:
+        options.add_session_config_entry("session.disable_specified_optimizers", "GatherToSliceFusion")
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+@pytest.mark.parametrize("provable", [True, False], ids=["start and limit >= 0", "start and limit unknown"])
+def test_a_gather_over_a_range_is_given_back_only_where_orts_fusion_is_right(provable):
+    """Over a grid of starts, limits and steps of both signs: the lowered model under ORT's defaults (which fuse
+    a Gather over a Range into a Slice) and the default session equal ORT's Gather kernel (no fusion) on every
+    in-range Range; the Gather comes back only where start and limit are provably >= 0."""
+    model = range_gather_model(provable)
+    rewritten, _ = rewrite_model(model)
+    lowered, report = lower_model(rewritten)
+    given_back = [(o.form, o.source) for o in report.outcomes if o.node == "select"] == [("Gather", "rewrite record")]
+    assert given_back == provable, report.table()
+    if provable:
+        assert collections.Counter(n.op_type for n in lowered.graph.node) == collections.Counter(
+            n.op_type for n in model.graph.node)
+    x = np.arange(15, dtype=np.float32).reshape(3, 5)
+    kernel, original = sessions(model, fused=False), sessions(model)
+    runners = [sessions(lowered), gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"])]
+    shift, wrong_in_ort = (0 if provable else 7), 0
+    for start in range(-shift, 7):
+        for limit in range(-shift, 8):
+            for delta in (-2, -1, 1, 2):
+                if not all(-5 <= i < 5 for i in range(start, limit, delta)):
+                    continue  # out of range: Gather raises, ORT's fused Slice (in the original too) clamps
+                feeds = {"x": x, "delta": np.array(delta), "a": np.zeros(start + shift, np.float32),
+                         "b": np.zeros(limit + shift, np.float32)}
+                if not provable:
+                    feeds["shift"] = np.zeros(shift, np.float32)
+                want = kernel.run(None, feeds)[0]
+                assert_bit_identical(want, x[:, list(range(start, limit, delta))])
+                wrong_in_ort += not np.array_equal(original.run(None, feeds)[0], want)
+                for runner in runners:
+                    assert_bit_identical(runner.run(None, feeds)[0], want)
+    assert (wrong_in_ort == 0) == provable  # ORT's own fusion of the original: why the guard stays elsewhere
+
+
+def test_a_gather_over_an_arange_of_a_dimension_is_given_back():
+    """XLNet's ``index_select(x, 3, arange(x.shape[3]))``, exported by TorchScript: the Range's limit is a Cast of
+    a Shape's element (itself a rewritten Gather); rewrite then lower gives back the original's op counts."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    import io
+    import warnings
+
+    import onnx
+
+    class Select(torch.nn.Module):
+        def forward(self, x):
+            return x.index_select(3, torch.arange(x.shape[3]))
+
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Select(), (torch.zeros(2, 3, 4, 5),), buffer, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "b", 1: "h", 2: "i", 3: "j"}}, opset_version=17, dynamo=False)
+    model = onnx.load_from_string(buffer.getvalue())
+    assert any(n.op_type == "Range" for n in model.graph.node)
+    rewritten, rewrite_report = rewrite_model(model)
+    lowered, report = lower_model(rewritten)
+    assert rewrite_report.rewritten == len(report.outcomes) >= 1
+    assert {(o.form, o.source) for o in report.outcomes} == {("Gather", "rewrite record")}, report.table()
+    assert collections.Counter(n.op_type for n in lowered.graph.node) == collections.Counter(
+        n.op_type for n in model.graph.node)
+    session = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"])
+    assert session.bridge_crossings == 0
+    for shape in [(2, 3, 4, 5), (1, 2, 3, 1), (1, 1, 1, 7)]:
+        x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+        want = sessions(model).run(None, {"x": x})[0]
+        assert_bit_identical(want, x)
+        assert_bit_identical(session.run(None, {"x": x})[0], want)
+
+
 # -- the record, proven by the graph ---------------------------------------------------------------------
 
 def rewritten_gathers(shape_known=True):
@@ -218,6 +320,35 @@ def test_a_long_computation_of_the_indices_does_not_hide_the_record():
     assert [(o.form, o.source) for o in report.outcomes] == [("GatherElements", "rewrite record")]
     assert collections.Counter(n.op_type for n in lowered.graph.node) == collections.Counter(
         n.op_type for n in model.graph.node)
+
+
+@pytest.mark.parametrize("op, axis", [("Gather", 0), ("Gather", 1), ("Gather", -1), ("GatherElements", 1),
+                                      ("GatherND", None)])
+@pytest.mark.parametrize("ranks_known", [True, False], ids=["static", "run-time"])
+def test_below_opset_13_rewrite_then_lower_gives_back_the_original(op, axis, ranks_known):
+    """Opset 11: the run-time alignment is Reshapes and Expands to computed shapes (no Unsqueeze with axes
+    inputs) and leaves no node that nothing reads; the indices come through 300 nodes. Lowered: the original's
+    op counts, and ORT's results."""
+    nodes = [constant("one", 1), constant("minus", -1)]
+    current = "i"
+    for number in range(300):
+        nodes.append(helper.make_node("Add", [current, "one" if number % 2 == 0 else "minus"], [f"o{number}"]))
+        current = f"o{number}"
+    nodes.append(helper.make_node(op, ["x", current], ["y"], **({} if axis is None else {"axis": axis})))
+    shape = (lambda dims: dims) if ranks_known else (lambda dims: None)
+    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape([3, 4])),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, shape([3, 2]))],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=11)
+    rewritten, rewrite_report = rewrite_model(model)
+    assert rewrite_report.runtime_aligned == (0 if ranks_known else 1)
+    lowered, report = lower_model(rewritten)
+    assert [(o.form, o.source) for o in report.outcomes] == [(op, "rewrite record")]
+    assert collections.Counter(n.op_type for n in lowered.graph.node) == collections.Counter(
+        n.op_type for n in model.graph.node)
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(3, 4), "i": np.array([[2, 0], [1, 1], [0, 2]])}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    plain = ort.InferenceSession(lowered.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert_bit_identical(plain.run(None, feeds)[0], want)
 
 
 def test_the_rewrite_writes_one_record_and_drops_a_carried_one():

@@ -93,13 +93,17 @@ def test_the_pre_pass_does_not_bake_in_gather_to_slice_fusion(monkeypatch):
     assert custom_session(baked).run(None, {"x": x})[0].shape == (0, 4)
 
 
-def test_the_pre_pass_is_handed_the_session_options():
-    """The rewriter imports no ORT runtime: ORT's optimizer loads the model on options its caller's
-    session_options registers the op on, and without them the pre-pass says so instead of loading."""
-    with pytest.raises(ValueError, match="ort_optimize needs session_options=gathermultiaxis.session_options"):
-        rewrite_model(reversal_model(), ort_optimize=True)
+def test_the_pre_pass_takes_the_package_session_options_by_default():
+    """``rewrite_model(model, ort_optimize=True)`` needs no ``session_options=``: ORT's optimizer then loads
+    the model on the package's own options, and the result is the one the explicit factory gives."""
+    model = reversal_model()
+    default, default_report = rewrite_model(model, ort_optimize=True)
+    given, _ = rewrite_model(model, ort_optimize=True, session_options=session_options)
+    assert default_report.rewritten >= 1 and default == given
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert_bit_identical(custom_session(default).run(None, {"x": x})[0], custom_session(given).run(None, {"x": x})[0])
     with pytest.raises(TypeError, match="session_options"):
-        ort_optimizer.ort_optimize(reversal_model())  # the factory is a required keyword
+        ort_optimizer.ort_optimize(model)  # the pass's own function: the factory is a required keyword
 
 
 def test_check_compares_both_ways(tmp_path, capsys):

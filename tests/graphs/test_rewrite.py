@@ -279,7 +279,9 @@ def test_nothing_is_lost_and_rewrite_is_idempotent():
     replaced = {n.output[0] for n in model.graph.node if n.op_type.startswith("Gather")} - graph_outputs - {"embedded"}
     assert {v.name for v in added_infos} == replaced and all(v.type.tensor_type.elem_type for v in added_infos)
     assert (rewritten.doc_string, rewritten.graph.doc_string) == (model.doc_string, model.graph.doc_string)
-    assert list(rewritten.metadata_props) == list(model.metadata_props)
+    # the model's own metadata kept, then the entry naming what made the file and what runs it
+    assert list(rewritten.metadata_props)[:-1] == list(model.metadata_props)
+    assert rewritten.metadata_props[-1].key == "gathermultiaxis"
     assert rewritten.producer_name == model.producer_name
     original_names = {n.name for n in model.graph.node}
     kept = {n.name for n in rewritten.graph.node}
@@ -289,6 +291,38 @@ def test_nothing_is_lost_and_rewrite_is_idempotent():
     twice, second_report = rewrite_model(rewritten)
     assert second_report.outcomes == []
     assert twice.SerializeToString() == rewritten.SerializeToString()
+
+
+def test_a_rewritten_model_says_what_made_it_and_what_runs_it(tmp_path):
+    """A model-level metadata entry names the package, its version and how to run or lower the file (once,
+    however often it is rewritten); the producer stays the exporter's; a model nothing was rewritten in is
+    not changed; a lowering that leaves no GatherMultiaxis node drops the entry, one that leaves one keeps it."""
+    import gathermultiaxis
+    from gathermultiaxis.examples import build_example_model
+    from gathermultiaxis.graphs import lower_model
+
+    model = build_example_model()
+    model.producer_name, model.producer_version = "pytorch", "2.13.0"
+    partly, _ = rewrite_model(model, ["GatherND"])
+    rewritten, _ = rewrite_model(partly)  # the rest: the entry is updated, not added twice
+    notes = [entry.value for entry in rewritten.metadata_props if entry.key == "gathermultiaxis"]
+    assert notes == [f"rewritten by gathermultiaxis {gathermultiaxis.__version__}: run with "
+                     "gathermultiaxis.InferenceSession, or `gathermultiaxis lower` it for plain ONNX runtimes"]
+    assert (rewritten.producer_name, rewritten.producer_version) == ("pytorch", "2.13.0")
+    plain = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                                                [helper.make_tensor_value_info("x", T.FLOAT, [2])],
+                                                [helper.make_tensor_value_info("y", T.FLOAT, [2])]))
+    unchanged, report = rewrite_model(plain)
+    assert report.rewritten == 0 and unchanged == plain
+    lowered, lowering = lower_model(rewritten)
+    assert lowering.left == 0 and list(lowered.metadata_props) == list(model.metadata_props)
+    session = gathermultiaxis.InferenceSession(rewritten)  # the session lowers its copy to builtin gathers
+    assert session.builtin_gathers > 0 and session.get_modelmeta().custom_metadata_map["gathermultiaxis"] == notes[0]
+    assert [e.key for e in rewritten.metadata_props][-1] == "gathermultiaxis"  # the input is not changed
+    node = next(n for n in rewritten.graph.node if n.op_type == "GatherMultiaxis")
+    next(a for a in node.attribute if a.name == "mode").s = b"nonsense"  # a node the lowering must leave
+    kept, lowering = lower_model(rewritten)
+    assert lowering.left >= 1 and [e.key for e in kept.metadata_props][-1] == "gathermultiaxis"
 
 
 def test_ops_selection():
@@ -305,3 +339,41 @@ def test_ir_version_of_a_helper_made_model_is_kept():
     model = single_node_model("Gather", 13, [3], [2], axis=0)
     model.ir_version = IR_VERSION
     assert rewrite_model(model)[0].ir_version == IR_VERSION
+
+
+def test_replaced_outputs_are_declared_with_orts_own_types():
+    """Each replaced main-graph output gets the type ORT's load-time inference gives it in the original: a scalar
+    keeps an empty shape, a value of unknown rank no shape, a symbolic dim ORT does not know stays unknown."""
+    nodes = [helper.make_node("Gather", ["v", "k"], ["scalar"], axis=0),
+             helper.make_node("Gather", ["u", "k"], ["unranked"], axis=0),
+             helper.make_node("Gather", ["x", "i"], ["rows"], axis=1),
+             helper.make_node("Neg", ["scalar"], ["a"]), helper.make_node("Neg", ["unranked"], ["b"]),
+             helper.make_node("Neg", ["rows"], ["c"])]
+    model = make_model(nodes, [helper.make_tensor_value_info("v", TensorProto.FLOAT, [5]),
+                               helper.make_tensor_value_info("k", TensorProto.INT64, []),
+                               helper.make_tensor_value_info("u", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 4]),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, [None, 2])],
+                       [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in "abc"])
+    rewritten, report = rewrite_model(model)
+    assert report.value_types == "ONNX Runtime's load-time types"
+    declared = {value.name: value.type.tensor_type for value in rewritten.graph.value_info}
+    assert declared["scalar"].HasField("shape") and not declared["scalar"].shape.dim
+    assert not declared["unranked"].HasField("shape")
+    dims = [(d.WhichOneof("value"), d.dim_value or d.dim_param) for d in declared["rows"].shape.dim]
+    assert dims == [("dim_param", "B"), (None, ""), ("dim_value", 2)]
+    assert all(t.elem_type == TensorProto.FLOAT for t in declared.values())
+
+
+def test_where_ort_cannot_load_the_model_the_rewrites_own_types_are_declared():
+    nodes = [helper.make_node("Gather", ["x", "i"], ["y"], axis=0),
+             helper.make_node("Unknown", ["y"], ["z"], domain="no.such.domain")]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 3]),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, [2])],
+                       [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+                       extra_opsets=[helper.make_opsetid("no.such.domain", 1)])
+    rewritten, report = rewrite_model(model)
+    assert report.rewritten == 1
+    assert report.value_types.startswith("the rewrite's inference (ONNX Runtime cannot load the model"), report.value_types
+    (value,) = [v for v in rewritten.graph.value_info if v.name == "y"]
+    assert [d.dim_value for d in value.type.tensor_type.shape.dim] == [2, 3]

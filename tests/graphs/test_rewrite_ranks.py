@@ -375,12 +375,13 @@ def contrib_model():
 @pytest.mark.parametrize("layers", ["all", "without ORT's symbolic inference", "without the rank rules"])
 def test_ranks_through_com_microsoft_ops(layers, monkeypatch):
     """Layers 2 and 3 each find these ranks on their own."""
-    from gathermultiaxis.graphs import rewrite as rewrite_module
+    from gathermultiaxis.graphs import rank_layers
+    from gathermultiaxis.graphs.inference import SymbolicInference
 
     if layers == "without ORT's symbolic inference":
-        monkeypatch.setattr(rewrite_module, "symbolic_infos", lambda light: {})
+        monkeypatch.setattr(rank_layers, "symbolic_inference", lambda light: SymbolicInference({}))
     if layers == "without the rank rules":
-        monkeypatch.setattr(rewrite_module, "apply_rank_rule", lambda node, inputs, constants: None)
+        monkeypatch.setattr(rank_layers, "apply_rank_rule", lambda node, inputs, constants: None)
     x = RNG.standard_normal((2, 4, 8)).astype(np.float32)
     feeds = {"x": x, "skip": RNG.standard_normal((2, 4, 8)).astype(np.float32),
              "order": RNG.integers(-8, 8, (2, 4, 5))}
@@ -448,3 +449,19 @@ def test_no_file_is_left_in_the_working_folder(tmp_path, monkeypatch):
     rewritten, report = rewrite_model(model)
     assert report.rewritten == 1 and list(tmp_path.iterdir()) == []
     assert any(n.op_type == "Range" for n in rewritten.graph.node)
+
+
+def test_the_lowering_proves_records_with_the_rewrites_ranks():
+    """Ranks only layers 2 and 3 find (outputs of com.microsoft ops) prove the rewrite's records too: every
+    node lowers to the gather it replaced and runs as that builtin gather in the default session."""
+    import gathermultiaxis
+    from gathermultiaxis.graphs import lower_model
+
+    rewritten, report = rewrite_model(contrib_model())
+    assert (report.rewritten, report.runtime_aligned) == (2, 0), report.table()
+    lowered, lowering = lower_model(rewritten)
+    assert [(o.form, o.source) for o in lowering.outcomes] == [("Gather", "rewrite record"),
+                                                                ("GatherElements", "rewrite record")]
+    assert sorted(n.op_type for n in lowered.graph.node) == sorted(n.op_type for n in contrib_model().graph.node)
+    session = gathermultiaxis.InferenceSession(rewritten.SerializeToString())
+    assert session.builtin_gathers == 2

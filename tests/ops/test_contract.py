@@ -62,3 +62,15 @@ def test_schema_refuses_an_out_of_range_axis_as_the_kernel_does():
         gather_multiaxis(np.zeros((2, 3)), np.zeros((2, 1), np.int64), [5])
     with pytest.raises(onnx.shape_inference.InferenceError, match="axis 5 is out of range for rank 2"):
         onnx.shape_inference.infer_shapes(model, strict_mode=True)
+
+
+def test_the_element_types_are_onnx_s():
+    """contract writes onnx's TensorProto.DataType values out (it imports no onnx): they are onnx's."""
+    from onnx import TensorProto
+
+    from gathermultiaxis.ops.contract import DATA_TYPES, INDEX_TYPES
+
+    T = TensorProto
+    assert DATA_TYPES == (T.FLOAT, T.DOUBLE, T.INT8, T.INT16, T.INT32, T.INT64, T.UINT8, T.UINT16, T.UINT32,
+                          T.UINT64, T.BOOL, T.STRING)
+    assert INDEX_TYPES == (T.INT32, T.INT64)

@@ -96,6 +96,26 @@ def test_every_public_name_has_an_api_entry(package: str):
     assert not missing, f"{package}: no API entry for {missing} (docs/api/*.md)"
 
 
+def test_a_docstring_that_points_to_its_module_docstring_has_it_rendered():
+    """An entry of the API pages whose docstring says "see the module docstring" has its module's docstring on
+    the pages too (the module documented whole, or its docstring alone: ``options: members: false``)."""
+    import inspect
+
+    targets = api_targets()
+    missing = []
+    for target in sorted(targets):
+        module_name, _, name = target.rpartition(".")
+        try:
+            module = importlib.import_module(target)  # the module itself: its docstring is rendered
+            continue
+        except ImportError:
+            pass
+        documented = getattr(importlib.import_module(module_name), name)
+        if "module docstring" in (inspect.getdoc(documented) or "") and module_name not in targets:
+            missing.append(target)
+    assert not missing, f"these entries point to their module's docstring, which no API page renders: {missing}"
+
+
 def test_every_page_is_in_the_site_navigation():
     """mkdocs only logs a page left out of ``nav`` (it builds it, unlinked); a page nobody can reach fails here."""
     nav = set(re.findall(r"^\s*- (?:[^:\n]+: )?(\S+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M))

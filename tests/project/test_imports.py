@@ -41,6 +41,36 @@ print(sorted(m for m in sys.modules if m.startswith("onnxruntime")))
     assert lines[0] == "[[2, 0], [5, 3]]" and "rewrite" in run.stdout and lines[-1] == "[]"
 
 
+# What the command line loads before it parses: the package root (the kernel, NumPy), the command line and
+# the runner's child-process module (check's default timeout); onnx, the variants, the passes and the
+# conformance runner are imported once the arguments are parsed (cli.import_library).
+STARTUP_MODULES = {"gathermultiaxis", "gathermultiaxis.cli", "gathermultiaxis.ops",
+                   "gathermultiaxis.ops.contract", "gathermultiaxis.ops.geometry", "gathermultiaxis.ops.kernel",
+                   "gathermultiaxis.ops.ort_internals", "gathermultiaxis.conformance",
+                   "gathermultiaxis.conformance.isolation"}
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["check", "--help"], ["bench", "end-to-end", "--help"],
+                                  ["rewrite", "--no-such-option"]])
+def test_help_and_version_load_no_onnx_nor_the_runner(argv):
+    """``python -m gathermultiaxis --help`` (and --version, a sub-command's help, a bad option) loads only
+    STARTUP_MODULES of the package, and no onnx, onnxruntime or sympy."""
+    code = f"""
+import runpy, sys
+sys.argv = ["gathermultiaxis", *{argv!r}]
+try:
+    runpy.run_module("gathermultiaxis", run_name="__main__")
+except SystemExit:
+    pass
+print(sorted(m for m in sys.modules if m.startswith("gathermultiaxis")))
+print(sorted({{m.split(".")[0] for m in sys.modules}} & {{"onnx", "onnxruntime", "onnxruntime_extensions", "sympy"}}))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    modules, heavy = (ast.literal_eval(line) for line in run.stdout.strip().splitlines()[-2:])
+    assert set(modules) == STARTUP_MODULES and heavy == [], (modules, heavy)
+
+
 def test_using_the_op_without_onnxruntime_says_so():
     code = BLOCK_ORT + """
 import gathermultiaxis
@@ -130,21 +160,53 @@ ORT_RUNTIME = {"gathermultiaxis.ops.ortop", "gathermultiaxis.ops.session", "gath
                "gathermultiaxis.ops.preallocated"}
 
 
+# The one ORT-runtime import the passes make: rewrite_model's default session options for ort_optimize,
+# imported inside the call that loads the model in ORT, so that importing or running the rewriter never does.
+LAZY_RUNTIME_IMPORTS = {("graphs/rewrite.py", "rewrite_model", "from ..ops.ortop import session_options")}
+
+
 def test_the_passes_import_no_ort_runtime():
-    """Not at module level, not inside a function: a pass that loads a model in ORT is given the session
-    options (gathermultiaxis.session_options) by its caller."""
+    """Not at module level, and inside a function only where LAZY_RUNTIME_IMPORTS says: a pass that loads a
+    model in ORT is given the session options (gathermultiaxis.session_options) by its caller."""
     found = []
     for path in sorted((ROOT / "graphs").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        enclosing = {}  # import node -> the name of the function it is in ("" at module level)
+        for function in ast.walk(tree):
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for inner in ast.walk(function):
+                    enclosing.setdefault(inner, function.name)
+        for node in ast.walk(tree):
             if not (isinstance(node, ast.ImportFrom) and node.level):
                 continue
             base = "gathermultiaxis" if node.level == 2 else "gathermultiaxis.graphs"
             target = f"{base}.{node.module}" if node.module else base
             names = {f"{target}.{alias.name}" for alias in node.names}
             if target in ORT_RUNTIME or names & (ORT_RUNTIME | {"gathermultiaxis.ops.session_options"}):
-                found.append(f"graphs/{path.name}:{node.lineno}: from {'.' * node.level}{node.module or ''} import "
+                statement = (f"from {'.' * node.level}{node.module or ''} import "
                              + ", ".join(alias.name for alias in node.names))
+                if (f"graphs/{path.name}", enclosing.get(node, ""), statement) not in LAZY_RUNTIME_IMPORTS:
+                    found.append(f"graphs/{path.name}:{node.lineno}: {statement}")
     assert found == []
+
+
+def test_the_rewriter_loads_no_ort_runtime_until_ort_optimize():
+    """Importing the passes and rewriting without ort_optimize loads none of ORT_RUNTIME; ort_optimize
+    loads the package's session options (LAZY_RUNTIME_IMPORTS)."""
+    code = """
+import sys
+from gathermultiaxis.examples import build_example_model
+from gathermultiaxis.graphs import rewrite_model
+model = build_example_model()
+rewrite_model(model)
+print(sorted(m for m in sys.modules if m.startswith("gathermultiaxis.ops.")))
+rewrite_model(model, ort_optimize=True)
+print(sorted(m for m in sys.modules if m.startswith("gathermultiaxis.ops.")))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    before, after = (set(ast.literal_eval(line)) for line in run.stdout.strip().splitlines()[-2:])
+    assert not before & ORT_RUNTIME and "gathermultiaxis.ops.ortop" in after
 
 
 REWRITER_AND_LOWERINGS = {f"gathermultiaxis.graphs.{name}" for name in (
