@@ -389,6 +389,7 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
     # Under onnx < 1.19 shape inference stops at a GatherMultiaxis (its schema has no inference there), so
     # ranks behind one are known only once it is lowered: the driver repeats while it lowers and leaves.
     result = run_pass(model, lowering, repeat=True)
+    unname_replaced_dims(model, result)
     if not single_gather_only and any(entry.key == MODEL_KEY for entry in result.metadata_props) and not any(
             is_gather_multiaxis(node) for holder in node_holders(result) for node in holder.node):
         # plain ONNX again: the rewrite's note on how to run the file no longer holds (the session's own
@@ -398,6 +399,47 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
             result.CopyFrom(model)
         unmark_rewritten(result)
     return result, lowering.report
+
+
+_RESTORING_OPS = {"Squeeze", "Unsqueeze", "Reshape", "Flatten", "Identity", "Cast", "Expand"}
+_RESTORING_DEPTH = 3  # the rewrite's restore: a Squeeze or Reshape, then the float16 Cast back
+
+
+def unname_replaced_dims(before: ModelProto, after: ModelProto) -> None:
+    """In ``after``, the value_info of each GatherMultiaxis output of ``before`` that no GatherMultiaxis
+    computes any more, and of what the rewrite's restoring ops write from it, keeps its type, rank and sizes
+    but loses its dim names. The rewrite declared those
+    names (``batch``), not the model's author; tract, which pins inputs to concrete sizes, refuses a
+    declared name that meets a size ("Impossible to unify Sym(batch) with Val(2)").
+
+    Args:
+        before: the model that was lowered.
+        after: its lowered copy, changed in place.
+
+    Returns:
+        None.
+    """
+    def outputs(model: ModelProto) -> set[str]:
+        return {node.output[0] for holder in node_holders(model) for node in holder.node if is_gather_multiaxis(node)}
+
+    replaced = outputs(before) - outputs(after)
+    # and what the rewrite's restoring ops (Squeeze, Reshape, a Cast back) write from them: the replaced
+    # gather's own output, which the rewrite typed too
+    readers: dict[str, list[NodeProto]] = {}
+    for holder in node_holders(before):
+        for node in holder.node:
+            if node.input and node.op_type in _RESTORING_OPS:
+                readers.setdefault(node.input[0], []).append(node)
+    frontier = set(replaced)
+    for _ in range(_RESTORING_DEPTH):
+        frontier = {output for name in frontier for node in readers.get(name, ()) for output in node.output} - replaced
+        replaced |= frontier
+    for holder in node_holders(after):
+        for info in getattr(holder, "value_info", ()):  # functions declare none
+            if info.name in replaced and info.type.HasField("tensor_type"):
+                for dim in info.type.tensor_type.shape.dim:
+                    if dim.HasField("dim_param"):
+                        dim.ClearField("dim_param")
 
 
 def lower_single_gathers(model: ModelProto, external_data_folder: str | os.PathLike | None = None
@@ -417,4 +459,4 @@ def lower_single_gathers(model: ModelProto, external_data_folder: str | os.PathL
 
 
 __all__ = ["GENERAL", "KEPT_FOR_KERNEL", "MIN_OPSET", "LowerPass", "LowerReport", "LoweredNode", "is_gather_multiaxis", "lower_model",
-           "lower_single_gathers"]
+           "lower_single_gathers", "unname_replaced_dims"]

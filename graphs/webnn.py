@@ -22,6 +22,10 @@ node's ``form``, and for the general one the reason no single gather fits):
    non-negative and kept in range with ``where``; ``iota_d`` a constant ``[0, ..., out_d - 1]`` along d,
    stride 0 where the data has size 1). Every tensor has the output's rank or less.
 
+An output whose static shape has a size-0 dim is that empty tensor, a ``Constant`` (``empty``): WebNN has
+no empty tensors anyway, and the standard lowering's ``Expand`` from size 1 to 0 is removed by ORT's
+optimizer (it takes a target 0 for 1) and ignored, or fatal, on OpenVINO.
+
 In the first three forms the indices' tuple dims may take any shape of as many elements: where the
 indices are a reshape of a value of another shape (the rewrite's alignment), or the one node reading
 the output reshapes it (the rewrite's restoring Squeeze), the form reads and writes those shapes
@@ -69,7 +73,7 @@ from ..ops.kernel import gather_multiaxis
 from .builder import NameScope, NodeBuilder
 from .form_check import check_emitted, possibly_string
 from .inference import graph_infos, inferred, typing_copy
-from .lower import GENERAL, LoweredNode, LowerReport, is_gather_multiaxis, lower_model
+from .lower import GENERAL, LoweredNode, LowerReport, is_gather_multiaxis, lower_model, unname_replaced_dims
 from .passes import GraphScope, NotChanged, Visit, run_pass
 from .lower_general import NotLowered, node_mode
 from .walk import (ONNX_DOMAINS, ConstantView, all_names, attribute, default_opset, drop_unused, holds_subgraph,
@@ -274,7 +278,8 @@ FORM_GATHER = "Gather"                   # one gather (ONNX Gather)
 FORM_GATHER_ELEMENTS = "GatherElements"  # one gatherElements, the indices expanded first where they broadcast
 FORM_GATHER_ND = "GatherND"              # one gatherND, constant batch coordinates concatenated in front
 FORM_FLAT = GENERAL                      # one gather of the data as 1-D at computed flat offsets
-FORMS = (FORM_GATHER, FORM_GATHER_ELEMENTS, FORM_GATHER_ND, FORM_FLAT)
+FORM_EMPTY = "empty"                     # a static output with a size-0 dim: that empty tensor, a Constant
+FORMS = (FORM_GATHER, FORM_GATHER_ELEMENTS, FORM_GATHER_ND, FORM_FLAT, FORM_EMPTY)
 # Ops that only reshape: their output holds their first input's elements in the same order
 RESHAPES = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
 # Ops whose output holds only values of their first input
@@ -400,10 +405,12 @@ class _WebNNLowering:
             logical = logical_indices_dims(indices_shape, len(axes))
         except GatherShapeError as error:
             raise _NotLowered(f"its shapes break the operator's rule: {error}") from None
+        if 0 in out:  # whatever the rank: no gather to run
+            raise _EmptyOutput(elem_type, tuple(out))
         rank = len(data_shape)
         if rank > MAX_RANK:
             raise _NotLowered(f"rank {rank} > {MAX_RANK}, the ranks every WebNN backend supports")
-        if 0 in data_shape or 0 in indices_shape or 0 in out:
+        if 0 in data_shape or 0 in indices_shape:
             raise _NotLowered("a size-0 dimension (WebNN tensors have none)")
         index_dtype = helper.tensor_dtype_to_np_dtype(self.infos[indices].elem_type)
         return _Node(node, mode, data_shape, indices_shape, axes, tuple(logical), tuple(out), elem_type,
@@ -411,7 +418,13 @@ class _WebNNLowering:
 
     def _lower(self, node: NodeProto) -> tuple[list[NodeProto], str, str]:
         """The nodes, the form, and (for the flat form) why no single gather computes the node."""
-        facts = self._facts(node)
+        try:
+            facts = self._facts(node)
+        except _EmptyOutput as empty:
+            rank = len(empty.dims)
+            outside = (f"rank {rank} > {MAX_RANK}, the ranks every WebNN backend supports; the empty output is a "
+                       f"constant" if rank > MAX_RANK else "")
+            return [self._empty(node, empty)], FORM_EMPTY, outside
         if not facts.axes:  # the rewrite never makes one
             return self._flat_offsets(facts), FORM_FLAT, "no axes: a broadcast of the data, not a gather"
         reasons = []
@@ -882,6 +895,13 @@ class _WebNNLowering:
                                          b.constant(list(full), "batch_shape")], "batch_coordinates")
         return b.op("Concat", [batch_name, components], "coordinates", axis=len(tuple_dims))
 
+    def _empty(self, node: NodeProto, empty: _EmptyOutput) -> NodeProto:
+        """The output, empty, as a constant: not the standard lowering's Expand from size 1 to 0, which
+        ORT's optimizer removes (ExpandElimination takes a target 0 for 1) and OpenVINO ignores or dies on."""
+        value = helper.make_tensor("", empty.elem_type, list(empty.dims), [])
+        return helper.make_node("Constant", [], [node.output[0]], name=self.names.fresh(f"{node.name or 'gather_multiaxis'}/empty"),
+                                value=value)
+
     def _flat_offsets(self, facts: _Node) -> list[NodeProto]:
         """One gather of the data as 1-D at flat offsets (the module docstring)."""
         node, mode, elem_type = facts.node, facts.mode, facts.elem_type
@@ -950,6 +970,14 @@ class _NotLowered(Exception):
     pass
 
 
+class _EmptyOutput(Exception):
+    """The node's static output shape has a size-0 dim: the result is that empty tensor, whatever the inputs."""
+
+    def __init__(self, elem_type: int, dims: tuple[int, ...]):
+        super().__init__(f"empty output {list(dims)}")
+        self.elem_type, self.dims = elem_type, dims
+
+
 def _union(first: tuple[int, int] | None, second: tuple[int, int] | None) -> tuple[int, int] | None:
     return None if first is None or second is None else (min(first[0], second[0]), max(first[1], second[1]))
 
@@ -1011,6 +1039,8 @@ class WebNNPass:
         """
         if visit is None:
             return LoweredNode(node.name, path, False, reason)
+        if visit.detail["form"] == FORM_EMPTY and visit.detail["reason"]:  # replaced, but outside WebNN's ranks
+            return LoweredNode(node.name, path, False, visit.detail["reason"], FORM_EMPTY, "semantics")
         return LoweredNode(node.name, path, True, visit.detail["reason"], visit.detail["form"], "semantics")
 
     def visit(self, node: NodeProto, scope: GraphScope) -> Visit:
@@ -1061,16 +1091,43 @@ def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] 
     """
     webnn = WebNNPass(input_shapes, external_data_folder)
     result = run_pass(model, webnn)
+    unname_replaced_dims(model, result)
     report = webnn.report
     # What WebNN cannot take still runs anywhere: the standard lowering (it stays outside WebNN's subset,
     # as the report says, and webnn_check lists it). Only where a node is left: its inference of the
     # lowered model would cost memory and time for nothing.
-    if not any(is_gather_multiaxis(node) for holder in node_holders(result) for node in holder.node):
-        return result, report
-    result, standard = lower_model(result, external_data_folder)
-    report.outcomes.extend(LoweredNode(o.node, o.graph, False, f"not lowered at all: {o.reason}")
-                           for o in standard.outcomes if not o.lowered)
+    if any(is_gather_multiaxis(node) for holder in node_holders(result) for node in holder.node):
+        result, standard = lower_model(result, external_data_folder)
+        report.outcomes.extend(LoweredNode(o.node, o.graph, False, f"not lowered at all: {o.reason}")
+                               for o in standard.outcomes if not o.lowered)
+    _empty_expands_as_constants(result)
     return result, report
+
+
+def _empty_expands_as_constants(model: ModelProto) -> None:
+    """Each main-graph Expand whose static output has a size-0 dim becomes that empty tensor, a Constant.
+    The rewrite's alignment and the standard lowering expand size 1 to 0 where a shape holds a 0; once
+    shapes are folded to constants, ORT's optimizer removes such an Expand (ExpandElimination takes a target
+    0 for 1: wrong shapes, or a later gather reading a non-empty tensor), onnxruntime-web refuses the
+    session, and OpenVINO ignores the 0 or dies (SIGFPE). WebNN has no empty tensors anyway."""
+    expands = [node for node in model.graph.node if node.op_type == "Expand" and node.domain in ONNX_DOMAINS]
+    if not expands:
+        return
+    infos = _static_infos(model)
+    producers = {name: node for node in model.graph.node for name in node.output}
+    emptied: list[NodeProto] = []
+    for node in expands:
+        info = infos.get(node.output[0])
+        if info is None or not info.elem_type or info.shape is None:
+            continue
+        dims = list(info.shape)
+        if 0 in dims and all(isinstance(d, int) for d in dims):
+            emptied.extend(producers[name] for name in node.input if name in producers)
+            constant = helper.make_node("Constant", [], [node.output[0]], name=node.name,
+                                        value=helper.make_tensor("", info.elem_type, dims, []))
+            node.CopyFrom(constant)
+    if emptied:  # what only the Expands read (the alignment's reshapes)
+        drop_unused(model.graph, emptied, cascade=True, all_initializers=False)
 
 
 def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None,

@@ -35,6 +35,9 @@ from typing import TYPE_CHECKING
 from . import __version__  # bench/, exports/ and policies: imported by the commands that use them
 from .conformance.isolation import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S
 
+# conformance.runtimes.RUNTIMES, written out: the parser imports no runner (tests/cli/test_cli.py holds them equal)
+RUNTIME_NAMES = ("ort", "openvino", "tract", "reference", "web")
+
 if TYPE_CHECKING:  # imported by import_library() once the arguments are parsed
     from .conformance import check, cluster, mutate
     from .conformance.cases import (BadInput, FileSource, InputOptions, default_suite, find_sources, load_inputs,
@@ -572,6 +575,7 @@ def run_check(args) -> int:
             (``main`` prints it, exit status 2).
     """
     args.mode = check.CheckMode(args.mode)  # parsed as its name: the parser imports no runner
+    _check_runtime(args)
     resume_into = args.resume and (args.json is None or Path(args.json) == Path(args.resume))
     report_path = args.resume if resume_into else args.json
     if not resume_into:
@@ -610,7 +614,8 @@ def run_check(args) -> int:
         try:
             report = check.run(sources, options=options, timeout=args.timeout, fail_fast=args.fail_fast,
                                on_result=on_result, command=command, mode=args.mode, jobs=args.jobs,
-                               finished=finished, cluster=args.cluster, cluster_timeout=cluster_timeout)
+                               finished=finished, cluster=args.cluster, cluster_timeout=cluster_timeout,
+                               runtime=args.runtime)
         finally:
             sigterm.defer()
             progress.close()
@@ -648,6 +653,22 @@ def _reachable_cluster(args) -> float:
 
 
 LISTED_PASSES = 50  # more passed cases than this are counted, not listed, unless -v
+
+
+def _check_runtime(args) -> None:
+    """``check --runtime``: only with --lowered or --webnn, not with --cluster, and installed (else exit 2)."""
+    if args.runtime is None:
+        return
+    if args.mode not in (check.CheckMode.LOWERED, check.CheckMode.WEBNN):
+        raise CommandError(f"--runtime {args.runtime} goes with --lowered or --webnn")
+    if args.cluster:
+        raise CommandError(f"--runtime {args.runtime} runs on this machine only, not with --cluster")
+    from .conformance.runtimes import RuntimeUnavailable, check_available
+
+    try:
+        check_available(args.runtime)
+    except RuntimeUnavailable as error:
+        raise CommandError(str(error)) from None
 
 
 def print_table(results: list[check.CheckResult], verbosity: int) -> None:
@@ -1145,11 +1166,15 @@ def build_parser() -> argparse.ArgumentParser:
                          help="run the rewrite as users do: gathermultiaxis.InferenceSession with ORT's default "
                               "options, nodes one standard gather computes run as that gather (the kernel "
                               "elsewhere); the original also with ORT's defaults")
+    checker.add_argument("--runtime", choices=RUNTIME_NAMES, default=None,
+                         help="with --lowered or --webnn: run the original and the form both on this runtime as "
+                              "its users do (ort: default optimizations; openvino, tract and web are extras, "
+                              "see docs/conformance.md); without it, both run on ORT with optimizations off")
     checker.add_argument("--fail-fast", action="store_true", help="stop at the first failed case")
-    checker.add_argument("--allow", action="append", choices=["not compared", "not runnable", "no gather"],
-                         metavar="VERDICT",
-                         help="do not fail the run (exit 3, or 4) for this verdict: 'not compared', 'not runnable' "
-                              "or 'no gather' "
+    checker.add_argument("--allow", action="append",
+                         choices=["not compared", "not runnable", "no gather", "nondeterministic"], metavar="VERDICT",
+                         help="do not fail the run (exit 3, or 4) for this verdict: 'not compared', 'not runnable', "
+                              "'nondeterministic' or 'no gather' "
                               "(repeatable; with no PATH, 'not runnable' is allowed)")
     checker.add_argument("--json", metavar="FILE",
                          help="also write the report as JSON: one line per case as it finishes (JSON Lines), "

@@ -17,7 +17,20 @@ Verdicts (``VERDICTS``):
   rewrite bit for bit (ORT's own kernel is wrong, e.g. its string Gather);
 * ``no gather``: nothing was rewritten, so there is nothing to compare: the model holds no gather, or
   only gathers the rewriter leaves (e.g. inside com.microsoft ops; the detail lists them), or (with
-  ``--ort-optimize``) ORT's optimizer folded all of them away (``folded_by_ort``).
+  ``--ort-optimize``) ORT's optimizer folded all of them away (``folded_by_ort``);
+* ``nondeterministic`` (``--runtime``): two compilations of the original model on that
+  runtime give different outputs on inputs ORT accepts: the runtime's own, so the form is not judged.
+
+With ``--runtime R`` (``--lowered`` or ``--webnn``; ``conformance.runtimes``) both the original and the
+lowered or WebNN form run on R as its users run it (ORT: default optimizations), the original twice (two
+compilations), and compare as above:
+R refusing the original is ``not runnable`` (R's message), R refusing the form or computing something else
+is ``failed``, and ``builtin wrong`` means R's kernel (onnx's reference evaluator gives what the form
+gives). Data sets ORT refuses on the original (an index out of range) are out of spec: not run on R, whose
+behaviour there is its own (some runtimes read out of bounds or abort the process). A WebNN form that R
+refuses or computes otherwise is also run against the original with the WebNN lowering's two gather-free
+steps (input shapes fixed, shape arithmetic folded): refused alike is ``not runnable``, equal is a pass (an
+optimizing runtime folds and fuses more with static shapes; the detail says so).
 
 A ``passed`` case that also has gathers left (inside contrib ops, unsupported types) names them in
 its detail.
@@ -52,9 +65,9 @@ from ..harness import bit_identical, difference, make_session, session_options, 
 from . import fuzz, mutate
 from .cases import (DEFAULT_SUITE_SOURCES, CannotGenerate, CheckCase, DataSet, FileSource, InputOptions, default_suite_case, load_case,
                     describe_feeds, sized_inputs)
-from .isolation import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S, Outcome, WorkerPool, report_phase
+from .isolation import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S, Outcome, Worker, WorkerPool, report_phase
 
-VERDICTS = ("passed", "failed", "not compared", "not runnable", "builtin wrong", "no gather")
+VERDICTS = ("passed", "failed", "not compared", "not runnable", "builtin wrong", "no gather", "nondeterministic")
 
 
 class Terminated(KeyboardInterrupt):
@@ -189,6 +202,10 @@ class SuiteCase:
     name: str
 
 
+def _runtime_flag(runtime: str | None) -> str:
+    return "" if runtime is None else f" --runtime {runtime}"
+
+
 Source = Union[CheckCase, FileSource, FuzzSeed, MutationSeed, SuiteCase]
 
 
@@ -223,9 +240,13 @@ def _reference_sides_with_rewrite(model: ModelProto, feeds, got, differing: list
 
 
 def _run(sess, feeds) -> tuple[list | None, BaseException | None]:
+    return _call(lambda: sess.run(None, feeds))
+
+
+def _call(call: Callable[[], list]) -> tuple[list | None, BaseException | None]:
     # Not timed: one cold run of cases checked side by side says nothing of speed (bench end-to-end does)
     try:
-        return sess.run(None, feeds), None
+        return call(), None
     except Exception as error:  # noqa: BLE001
         return None, error
 
@@ -354,13 +375,16 @@ def _already_rewritten(model: ModelProto) -> bool:
 
 
 def check_case(case: CheckCase, options: InputOptions = InputOptions(),
-               mode: CheckMode = CheckMode.DEFAULT) -> CheckResult:
+               mode: CheckMode = CheckMode.DEFAULT, runtime: str | None = None) -> CheckResult:
     """The verdict on one case (see the module docstring), comparing as ``mode`` says.
 
     Args:
         case: the case (a model, its data sets and its external data folder).
         options: how inputs are made (``--input-shapes``, ``--load-inputs``, the seed).
         mode: what the model is compared as (``CheckMode``: rewritten, ORT-optimized, lowered, WebNN, session).
+        runtime: where the original and the form both run (``conformance.runtimes.RUNTIMES``, only with
+            ``CheckMode.LOWERED`` or ``CheckMode.WEBNN``); None: the original and the form on ORT with graph
+            optimizations off, as ``mode`` says.
 
     Returns:
         The ``CheckResult``.
@@ -390,6 +414,8 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
             "model (the check rewrites it itself)" if _already_rewritten(case.model) else
             "the model holds no gather"))
         return result
+    if runtime is not None:
+        return _check_on_runtime(case, options, mode, runtime, rewritten, rewritten_data_folder, result)
     report_phase("loading the original model on ORT")
     try:
         builtin = make_session(case.model, custom=False, optimized=mode.optimized, intra_op_threads=CASE_THREADS,
@@ -398,16 +424,10 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
         result.verdict, result.detail = "not runnable", one_line(error)
         return result
     if mode is CheckMode.LOWERED:
-        report_phase("lowering the rewritten model")
-        try:
-            rewritten, lowering = lower_model(rewritten, rewritten_data_folder)
-        except Exception as error:  # noqa: BLE001
-            result.verdict, result.detail = "failed", f"lowering raised: {one_line(error)}"
+        lowered = _lowered(rewritten, rewritten_data_folder, result)
+        if lowered is None:
             return result
-        if lowering.left:  # plain ORT could not load it
-            reasons = "; ".join(f"{o.node!r}: {o.reason}" for o in lowering.outcomes if not o.lowered)
-            result.verdict, result.detail = "failed", f"lowering left {lowering.left} GatherMultiaxis node(s): {reasons}"
-            return result
+        rewritten = lowered
     report_phase("loading the rewritten model")
     try:
         custom = _WebNNSessions(rewritten, rewritten_data_folder) if mode is CheckMode.WEBNN else make_session(
@@ -462,6 +482,195 @@ def check_case(case: CheckCase, options: InputOptions = InputOptions(),
     return result
 
 
+def _lowered(rewritten: ModelProto, data_folder: str | None, result: CheckResult) -> ModelProto | None:
+    """``lower``'s model of ``rewritten``, or None with ``result`` failed (the lowering raised or left a node)."""
+    report_phase("lowering the rewritten model")
+    try:
+        lowered, lowering = lower_model(rewritten, data_folder)
+    except Exception as error:  # noqa: BLE001
+        result.verdict, result.detail = "failed", f"lowering raised: {one_line(error)}"
+        return None
+    if lowering.left:  # no other runtime could load it
+        reasons = "; ".join(f"{o.node!r}: {o.reason}" for o in lowering.outcomes if not o.lowered)
+        result.verdict, result.detail = "failed", f"lowering left {lowering.left} GatherMultiaxis node(s): {reasons}"
+        return None
+    return lowered
+
+
+def _with_data(model: ModelProto, data_folder: str | None) -> ModelProto:
+    """``model`` with its external tensors read in (other runtimes get the model as bytes)."""
+    if not data_folder:
+        return model
+    from onnx.external_data_helper import load_external_data_for_model
+
+    copy = ModelProto()
+    copy.CopyFrom(model)
+    load_external_data_for_model(copy, data_folder)
+    return copy
+
+
+def _runtime_data_sets(case: CheckCase, options: InputOptions, oracle) -> list[DataSet]:
+    """The data sets to run on another runtime: the case's or loaded ones, else the first generated one ORT
+    accepts (the first generated one when ORT cannot run the original)."""
+    given = case.data_sets or list(options.loaded)
+    if given:
+        return given
+    first = None
+    for feeds in sized_inputs(case.model, options.seed, options.shapes):
+        first = first or DataSet(feeds)
+        if oracle is None or _run(oracle, feeds)[1] is None:
+            return [DataSet(feeds)]
+    return [first] if first else []
+
+
+def _static_original(target, case: CheckCase, shapes: dict[str, tuple[int, ...]], feeds) -> Any:
+    """The original with the WebNN lowering's two gather-free steps (input shapes fixed, shape arithmetic
+    folded) run on ``target``: its outputs, the runtime's ``Refused``, or None when it cannot be made or
+    raises. Static shapes change what an optimizing runtime does (it folds and fuses more), so a WebNN form
+    is also judged against this."""
+    from . import runtimes
+    from ..graphs.webnn import FOLD_ROUNDS, fix_input_shapes, fold_shape_arithmetic
+
+    report_phase("running the original with its input shapes fixed (the WebNN form's baseline)")
+    try:
+        model = ModelProto()
+        model.CopyFrom(case.model)
+        fix_input_shapes(model, shapes)
+        for _ in range(FOLD_ROUNDS):
+            if not fold_shape_arithmetic(model, case.external_data_folder):
+                break
+        return target.load(_with_data(model, case.external_data_folder)).run(feeds)
+    except runtimes.Refused as refused:
+        return refused
+    except Exception:  # noqa: BLE001 - no baseline: the form is judged against the original alone
+        return None
+
+
+def _check_on_runtime(case: CheckCase, options: InputOptions, mode: CheckMode, name: str, rewritten: ModelProto,
+                      rewritten_data_folder: str | None, result: CheckResult) -> CheckResult:
+    """The verdict with the original and the lowered or WebNN form both on runtime ``name`` (see the
+    module docstring); ORT with optimizations off only says which data sets are in spec."""
+    from . import runtimes
+    from ..graphs.webnn import lower_for_webnn, lowering_findings
+
+    if mode not in (CheckMode.LOWERED, CheckMode.WEBNN):
+        raise ValueError(f"--runtime {name} goes with --lowered or --webnn, not {mode.value}")
+    target = runtimes.runtime(name)
+    form_name = "WebNN form" if mode is CheckMode.WEBNN else "lowered model"
+    lowered = None
+    if mode is CheckMode.LOWERED:
+        lowered = _lowered(rewritten, rewritten_data_folder, result)
+        if lowered is None:
+            return result
+        lowered = _with_data(lowered, rewritten_data_folder)
+    report_phase("loading the original model on ORT (which inputs are in spec)")
+    try:
+        oracle = make_session(case.model, custom=False, external_data_folder=case.external_data_folder,
+                              intra_op_threads=CASE_THREADS)
+    except Exception:  # noqa: BLE001 - ORT cannot run it (bfloat16 kernels, say): every data set counts
+        oracle = None
+    original = _with_data(case.model, case.external_data_folder)
+    report_phase(f"loading the original model on {name} (two compilations)")
+    try:
+        first, second = target.load(original), target.load(original)
+    except runtimes.Refused as error:
+        result.verdict, result.detail = "not runnable", f"{name} refuses the original: {error}"
+        return result
+    forms: dict[tuple, Any] = {}  # input shapes -> the form loaded on the runtime
+    out_of_spec = original_raised = 0
+    try:
+        data_sets = _runtime_data_sets(case, options, oracle)
+    except CannotGenerate as reason:
+        result.verdict, result.detail = "not compared", str(reason)
+        return result
+    for number, data_set in enumerate(data_sets):
+        where, feeds = f"data set {number}: ", data_set.feeds
+        if oracle is not None and _run(oracle, feeds)[1] is not None:
+            out_of_spec += 1
+            continue
+        try:
+            report_phase(f"running the original model on {name} (data set {number}, first compilation)")
+            want, raised = _call(lambda: first.run(feeds))
+            if raised is not None:
+                raise raised
+            report_phase(f"running the original model on {name} (data set {number}, second compilation)")
+            again = second.run(feeds)
+        except runtimes.Refused as error:
+            result.verdict, result.detail = "not runnable", f"{name} refuses the original: {error}"
+            return result
+        except Exception as error:  # noqa: BLE001 - the original raises on inputs ORT accepts: R's limit
+            original_raised += 1
+            result.detail = f"the original raises on {name} on inputs ORT accepts: {one_line(error)}"
+            continue
+        assert want is not None
+        unequal = [i for i, (a, b) in enumerate(zip(want, again)) if not bit_identical(a, b)]
+        if unequal:
+            result.verdict = "nondeterministic"
+            result.detail = (where + f"two compilations of the original on {name} differ, output {unequal[0]}: "
+                             f"{difference(again[unequal[0]], want[unequal[0]])} ({name}'s own; the form is not judged)")
+            return result
+        shapes = {key: np.asarray(value).shape for key, value in feeds.items()}
+        key = tuple(sorted(shapes.items()))
+        try:
+            if key not in forms:
+                if lowered is None:  # WebNN: lowered for these shapes
+                    report_phase(f"lowering for WebNN (data set {number})")
+                    form, report = lower_for_webnn(rewritten, shapes, rewritten_data_folder)
+                    outside = lowering_findings(form, report, shapes, rewritten_data_folder)
+                    if outside:
+                        result.verdict = "failed"
+                        result.detail = (where + f"the WebNN lowering emitted {outside[0].op_type} {outside[0].node!r} "
+                                         f"outside WebNN's subset: {outside[0].reason}")
+                        return result
+                    form = _with_data(form, rewritten_data_folder)
+                else:
+                    form = lowered
+                report_phase(f"loading the {form_name} on {name}")
+                forms[key] = target.load(form)
+            report_phase(f"running the {form_name} on {name} (data set {number})")
+            got, raised = _call(lambda: forms[key].run(feeds))
+            if raised is not None:
+                raise raised
+        except runtimes.Refused as error:
+            baseline = _static_original(target, case, shapes, feeds) if lowered is None else None
+            if isinstance(baseline, runtimes.Refused):
+                result.verdict = "not runnable"
+                result.detail = (where + f"{name} refuses the WebNN form ({error}) and the original with its input "
+                                 f"shapes fixed and shape arithmetic folded alike ({baseline}): not the gathers'")
+                return result
+            result.verdict, result.detail = "failed", where + f"{name} refuses the {form_name}: {error}"
+            return result
+        except Exception as error:  # noqa: BLE001
+            result.verdict, result.detail = "failed", where + f"the {form_name} raised on {name}: {one_line(error)}"
+            return result
+        assert got is not None
+        differing = [i for i, (g, w) in enumerate(zip(got, want)) if not bit_identical(g, w)]
+        if differing:
+            detail = (where + f"output {differing[0]} on {name}: {form_name} vs original "
+                      f"{difference(got[differing[0]], want[differing[0]])}")
+            baseline = _static_original(target, case, shapes, feeds) if lowered is None else None
+            if isinstance(baseline, list) and all(bit_identical(g, b) for g, b in zip(got, baseline)):
+                result.compared += 1
+                result.detail = (detail + f"; bit-identical to the original with its input shapes fixed and shape "
+                                 f"arithmetic folded: {name}'s optimizer, not the gathers")
+                continue
+            report_phase("asking ONNX's reference evaluator")
+            if _reference_sides_with_rewrite(original, feeds, got, differing):
+                result.verdict = "builtin wrong"
+                result.detail = detail + f"; ONNX's reference evaluator agrees with the {form_name} ({name}'s kernel)"
+                result.compared += 1
+                continue
+            result.verdict, result.detail = "failed", detail
+            return result
+        result.compared += 1
+    if result.compared == 0 and result.verdict == "passed":
+        result.verdict = "not compared"
+        result.detail = "; ".join(
+            [f"{out_of_spec} data set(s) out of spec (ORT refuses the original: not run on {name})"] * bool(out_of_spec)
+            + [result.detail] * bool(original_raised)) or "no data set"
+    return result
+
+
 def check_mutation_seed(source: MutationSeed) -> CheckResult:
     """The verdict on one mutation case: passed when its default session, kernel path and lowered model agree
     bit for bit (raising on every side agrees too), else failed, with what differs.
@@ -492,17 +701,19 @@ def check_mutation_seed(source: MutationSeed) -> CheckResult:
     return result
 
 
-def check_source(task: tuple[Source, CheckMode, InputOptions]) -> CheckResult:
+def check_source(task: tuple) -> CheckResult:
     """The child process's task: read the source, then check it.
 
     Args:
-        task: a tuple ``(source, mode, options)``: a ``SuiteCase``, ``FuzzSeed``, ``FileSource`` or
-            ``CheckCase``; the ``CheckMode``; the ``InputOptions``.
+        task: a tuple ``(source, mode, options)`` or ``(source, mode, options, runtime)``: a ``SuiteCase``,
+            ``FuzzSeed``, ``FileSource`` or ``CheckCase``; the ``CheckMode``; the ``InputOptions``; the
+            runtime's name (default None: ORT as ``mode`` says).
 
     Returns:
         The ``CheckResult`` (a file that cannot be read: "not runnable").
     """
-    source, mode, options = task
+    source, mode, options, *more = task
+    runtime = more[0] if more else None
     if isinstance(source, MutationSeed):
         return check_mutation_seed(source)
     if isinstance(source, SuiteCase):
@@ -510,12 +721,13 @@ def check_source(task: tuple[Source, CheckMode, InputOptions]) -> CheckResult:
         source = default_suite_case(source.name)
     if isinstance(source, FuzzSeed):
         case = fuzz.fuzz_case(source.seed)
-        result = check_case(case, options, mode)
+        result = check_case(case, options, mode, runtime)
         if result.verdict == "failed":
             folder = fuzz.save_reproducer(case, source.save_dir, source.seed)
             flag = {CheckMode.DEFAULT: "", CheckMode.ORT_OPTIMIZED: " --ort-optimize", CheckMode.LOWERED: " --lowered",
                     CheckMode.WEBNN: " --webnn", CheckMode.SESSION: " --session"}
-            result.detail += (f" (replay: gathermultiaxis check --fuzz 1 --seed {source.seed}{flag[mode]}; "
+            result.detail += (f" (replay: gathermultiaxis check --fuzz 1 --seed {source.seed}{flag[mode]}"
+                              f"{_runtime_flag(runtime)}; "
                               f"reproducer: {folder})")
         return result
     if isinstance(source, FileSource):
@@ -525,8 +737,8 @@ def check_source(task: tuple[Source, CheckMode, InputOptions]) -> CheckResult:
         except Exception as error:  # noqa: BLE001 - protobuf raises several types for garbage
             return CheckResult(source.name, "not runnable", detail=f"cannot read: {one_line(error)}",
                                source=source.path)
-        return check_case(case, options, mode)
-    return check_case(source, options, mode)
+        return check_case(case, options, mode, runtime)
+    return check_case(source, options, mode, runtime)
 
 
 # -- the run -------------------------------------------------------------------------------------
@@ -537,6 +749,7 @@ class Report:
     interrupted: bool = False
     stopped_by: str = ""  # "SIGINT" (Ctrl-C) or "SIGTERM" when interrupted
     mode: str = CheckMode.DEFAULT.value
+    runtime: str = ""  # where the lowered or WebNN form and the original both ran (--runtime; "": ORT as mode says)
     command: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=versions)
 
@@ -549,21 +762,22 @@ class Report:
         return {verdict: sum(r.verdict == verdict for r in self.results) for verdict in VERDICTS}
 
     def summary_line(self) -> str:
-        """The counts in one line (``"... passed, ... failed, ..."``; "no gather" only when there is one).
+        """The counts in one line (``"... passed, ... failed, ..."``; "no gather" and "nondeterministic" only
+        when there is one).
 
         Returns:
             The line, with " (interrupted)" when the run was.
         """
         counts = self.counts()
         # "no gather" only when it happened: the five-verdict line users and the README quote stays as it was
-        line = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v != "no gather" or counts[v])
+        line = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v not in ("no gather", "nondeterministic") or counts[v])
         if self.interrupted:
             line += " (interrupted)"
         return line
 
     def exit_status(self, allowed: Iterable[str] = ()) -> int:
-        """0 when every case passed (or found ORT wrong); 1 on any failure; 3 on any case not compared
-        or not runnable, else 4 on any case with no gather, unless that verdict is ``allowed``; when
+        """0 when every case passed (or found ORT wrong); 1 on any failure; 3 on any case not compared,
+        not runnable or nondeterministic, else 4 on any case with no gather, unless that verdict is ``allowed``; when
         interrupted, 130 (Ctrl-C) or 143 (SIGTERM), the shell's codes for a death by those signals.
 
         Args:
@@ -577,7 +791,7 @@ class Report:
         counts = self.counts()
         if counts["failed"]:
             return 1
-        if any(counts[v] for v in ("not compared", "not runnable") if v not in set(allowed)):
+        if any(counts[v] for v in ("not compared", "not runnable", "nondeterministic") if v not in set(allowed)):
             return 3
         if counts["no gather"] and "no gather" not in set(allowed):
             return 4
@@ -591,7 +805,7 @@ class Report:
         """
         return {"summary": self.summary_line(), "counts": self.counts(), "interrupted": self.interrupted,
                 "stopped_by": self.stopped_by,
-                "mode": self.mode, "command": self.command, "versions": self.versions,
+                "mode": self.mode, "runtime": self.runtime, "command": self.command, "versions": self.versions,
                 "results": [asdict(r) for r in self.results]}
 
 
@@ -633,11 +847,16 @@ def case_keys(sources: list[Source]) -> list[str]:
     return keys
 
 
+# Runtimes whose cases that did not pass run again in a fresh child: OpenVINO 2026.4 corrupts memory (a
+# GatherElements with indices smaller than the data off the axis), and later cases in the same child crash.
+FRESH_RETRY = ("openvino",)
+
+
 def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), timeout: float = DEFAULT_TIMEOUT_S,
         fail_fast: bool = False, on_result: Callable[[CheckResult], None] | None = None,
         command: list[str] | None = None, isolate: bool = True, mode: CheckMode = CheckMode.DEFAULT,
         jobs: int = 1, finished: Iterable[CheckResult] = (), cluster: str | None = None,
-        cluster_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> Report:
+        cluster_timeout: float = DEFAULT_CONNECT_TIMEOUT_S, runtime: str | None = None) -> Report:
     """Check every source, each in a child process with ``timeout`` seconds, ``jobs`` at a time
     (``isolate=False``: one after another in this process, without timeout). The report lists the cases
     in the order of ``sources`` whatever ``jobs`` is; ``on_result`` is called (in this thread) as each
@@ -662,18 +881,28 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
         finished: results of an earlier run to keep (``--resume``).
         cluster: a Dask scheduler's address, "local", or None (no cluster).
         cluster_timeout: seconds the scheduler at ``cluster`` may take to answer.
+        runtime: where the original and the lowered or WebNN form both run (``conformance.runtimes.RUNTIMES``,
+            with ``mode`` LOWERED or WEBNN, without ``cluster``), or None (ORT as ``mode`` says). On OpenVINO a case that
+            did not pass is checked again in a fresh child process: OpenVINO corrupts its process's memory
+            on some models, and the damage shows on later, innocent cases.
 
     Returns:
         The ``Report``.
 
     Raises:
         ValueError: with ``cluster``, a case that is a model made in Python (not a file, fuzz seed or
-            default-suite case).
+            default-suite case), or ``cluster`` with a runtime.
         cluster.NoScheduler: no Dask scheduler answers at ``cluster`` within ``cluster_timeout`` seconds.
     """
+    if cluster is not None and runtime is not None:
+        raise ValueError(f"--runtime {runtime} runs on this machine only, not with --cluster")
     sources = list(sources)
     keys = case_keys(sources)
-    report = Report(command=list(command or []), mode=mode.value)
+    report = Report(command=list(command or []), mode=mode.value, runtime=runtime or "")
+    if runtime is not None:
+        from .runtimes import runtime_version
+
+        report.versions[runtime] = runtime_version(runtime)
     done: dict[int, CheckResult] = {}
     earlier = {result.case: result for result in finished}
     for number, key in enumerate(keys):
@@ -683,11 +912,14 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
     for number, result in done.items():
         if fail_fast and result.verdict == "failed":
             cutoff = min(cutoff, number)
-    tasks = [(number, (source, mode, options)) for number, source in enumerate(sources)
+    tasks = [(number, (source, mode, options, runtime)) for number, source in enumerate(sources)
              if number not in done and number < cutoff]
 
     def finish(number: int, source: Source, outcome: Outcome) -> None:
         nonlocal cutoff
+        if runtime in FRESH_RETRY and isolate and (outcome.status != "done" or outcome.value.verdict != "passed"):
+            with Worker() as fresh:
+                outcome = fresh.run(check_source, (source, mode, options, runtime), timeout)
         result = outcome.value if outcome.status == "done" else _isolated_failure(source, outcome)
         result.case = keys[number]
         done[number] = result

@@ -95,3 +95,11 @@ def test_console_entry_points(command):
     assert version.stdout.startswith("gathermultiaxis ")
     usage = subprocess.run(command + ["--help"], capture_output=True, text=True, check=True)
     assert all(word in usage.stdout for word in ("rewrite", "check", "example"))
+
+
+def test_the_parsers_runtime_names_are_the_runners():
+    """The parser writes ``--runtime``'s choices out (it imports no runner): they must be the runner's."""
+    from gathermultiaxis import cli
+    from gathermultiaxis.conformance import runtimes
+
+    assert cli.RUNTIME_NAMES == runtimes.RUNTIMES
