@@ -94,3 +94,12 @@ def test_check_mutate_from_the_command_line(capsys):
 def test_check_mutate_refuses_other_runs(argv, message, capsys):
     assert main(["check", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", [3385, 3915])
+def test_float16_through_expand_dims_keeps_nan_payloads_on_every_side(seed):
+    """float16 data moved through com.microsoft ExpandDims: the lowering types it float16 by its rank rules and
+    narrows, so the kernel path must narrow it too (NaN payloads differed on these seeds)."""
+    report, failed, _ = run_seeds(1, seed=seed)
+    assert "ExpandDims" in report.results[0].detail
+    assert not failed, failed
