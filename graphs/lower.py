@@ -170,7 +170,6 @@ def _narrow_finish(builder: LoweringBuilder, values: str, tail: list[NodeProto])
 # -- the visit --------------------------------------------------------------------------------------------
 
 
-
 @dataclass
 class LowerPass:
     """The lowering as a visit over ``graphs.passes.run_pass``."""
