@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The classic gathers' ONNX op types (domain ""), spelled here once for the library
+GATHER = "Gather"
+GATHER_ELEMENTS = "GatherElements"
+GATHER_ND = "GatherND"
+
 
 class AlignmentError(ValueError):
     """The ranks and attributes do not describe a valid gather."""
@@ -73,7 +78,7 @@ def gather_alignment(data_rank: int, indices_rank: int, axis: int, batch_dims: i
     """
     r, q, b = data_rank, indices_rank, batch_dims
     if r == 0:
-        raise AlignmentError("Gather of a scalar")
+        raise AlignmentError(f"{GATHER} of a scalar")
     axis = normalized_axis(axis, r)
     if not 0 <= b <= min(axis, q):
         raise AlignmentError(f"batch_dims {b} must lie in [0, min(axis={axis}, indices rank={q})]")
@@ -99,9 +104,9 @@ def gather_elements_alignment(data_rank: int, indices_rank: int, axis: int) -> A
         AlignmentError: ranks that differ, a scalar, or an axis out of range.
     """
     if indices_rank != data_rank:
-        raise AlignmentError(f"GatherElements with data rank {data_rank} and indices rank {indices_rank}")
+        raise AlignmentError(f"{GATHER_ELEMENTS} with data rank {data_rank} and indices rank {indices_rank}")
     if data_rank == 0:
-        raise AlignmentError("GatherElements of a scalar")
+        raise AlignmentError(f"{GATHER_ELEMENTS} of a scalar")
     return Alignment(axes=(normalized_axis(axis, data_rank),))
 
 
@@ -127,9 +132,9 @@ def gather_nd_alignment(data_rank: int, indices_rank: int, k: int, batch_dims: i
     """
     r, q, b = data_rank, indices_rank, batch_dims
     if q == 0:
-        raise AlignmentError("GatherND with scalar indices")
+        raise AlignmentError(f"{GATHER_ND} with scalar indices")
     if k == 0:
-        raise AlignmentError("GatherND with empty coordinate tuples (last indices dimension 0)")
+        raise AlignmentError(f"{GATHER_ND} with empty coordinate tuples (last indices dimension 0)")
     if not (0 <= b < min(r, q) and b + k <= r):
         raise AlignmentError(f"batch_dims {b} and coordinate size {k} do not fit data rank {r}, indices rank {q}")
     trailing = r - b - k

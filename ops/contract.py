@@ -1,6 +1,6 @@
 """The GatherMultiaxis operator's contract, stated once: its node signature, its modes, its errors, and
 its shape rule. The kernel, the reference, the ONNX schema, the lowering and the ORT bridge import it
-(no onnxruntime import here).
+(NumPy only: no onnx or onnxruntime import here).
 
     output = GatherMultiaxis(input, indices, axes, mode)     domain ai.onnx.contrib, version 1
       input    T      one of DATA_TYPES
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 import operator
-from typing import Sequence, overload
+from typing import Protocol, Sequence, assert_never, overload
 
 import numpy as np
 
@@ -32,6 +32,14 @@ DATA_TYPES = tuple(_ELEM_TYPES[name] for name in ("FLOAT", "DOUBLE", "INT8", "IN
                                                   "UINT16", "UINT32", "UINT64", "BOOL", "STRING"))
 INDEX_TYPES = (_ELEM_TYPES["INT32"], _ELEM_TYPES["INT64"])
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+class OutOfRange(enum.Enum):
+    """What reading at an index outside ``[-dim, dim - 1]`` gives."""
+
+    RAISE = "raise"  # GatherIndexError (the kernel), ORT's own error (a lowered form)
+    ZERO = "zero"    # the output element is 0 (or False, "")
+    CLAMP = "clamp"  # the element at the index clamped into range
 
 
 class Mode(str, enum.Enum):
@@ -73,8 +81,59 @@ class Mode(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+    @property
+    def out_of_range(self) -> OutOfRange:
+        """What an index out of range gives in this mode."""
+        match self:
+            case Mode.ERROR | Mode.ERROR_NONEMPTY:
+                return OutOfRange.RAISE
+            case Mode.ZERO:
+                return OutOfRange.ZERO
+            case Mode.CLAMP:
+                return OutOfRange.CLAMP
+            case _:
+                assert_never(self)
+
+    @property
+    def checks_indices(self) -> bool:
+        """Whether an index out of range raises (some output element reads it)."""
+        return self.out_of_range is OutOfRange.RAISE
+
+    @property
+    def checks_when_empty(self) -> bool:
+        """Whether the indices are checked when the output has no element (ORT's Gather: yes; GatherND: no)."""
+        match self:
+            case Mode.ERROR:
+                return True
+            case Mode.ERROR_NONEMPTY | Mode.ZERO | Mode.CLAMP:
+                return False
+            case _:
+                assert_never(self)
+
 
 MODES = tuple(mode.value for mode in Mode)  # the mode strings, in Mode's order
+# The strings of the modes that check indices, for hot paths that hold a node's mode attribute as a str. Values,
+# not members: a Mode hashes as its name, so ``Mode.ERROR in {"error"}`` is False (compare ``mode.value``).
+CHECKING_MODE_VALUES = frozenset(mode.value for mode in Mode if mode.checks_indices)
+
+
+class _Node(Protocol):
+    @property
+    def op_type(self) -> str: ...
+    @property
+    def domain(self) -> str: ...
+
+
+def is_gather_multiaxis(node: _Node) -> bool:
+    """Whether ``node`` is a GatherMultiaxis node (its op type in the op's domain).
+
+    Args:
+        node: an ``onnx.NodeProto``, or anything with ``op_type`` and ``domain``.
+
+    Returns:
+        True for the op's own node type (not the session's in-memory op types).
+    """
+    return node.op_type == OP_TYPE and node.domain == DOMAIN
 
 
 class GatherShapeError(ValueError):
@@ -205,5 +264,6 @@ def output_dims(input_dims: Sequence[int | None], indices_dims: Sequence[int | N
     return output
 
 
-__all__ = ["DATA_TYPES", "DOMAIN", "INDEX_DTYPES", "INDEX_TYPES", "MODES", "OP_TYPE", "GatherIndexError",
-           "GatherShapeError", "Mode", "logical_indices_dims", "normalize_axes", "output_dims", "shape_text"]
+__all__ = ["CHECKING_MODE_VALUES", "DATA_TYPES", "DOMAIN", "INDEX_DTYPES", "INDEX_TYPES", "MODES", "OP_TYPE",
+           "GatherIndexError", "GatherShapeError", "Mode", "OutOfRange", "is_gather_multiaxis", "logical_indices_dims",
+           "normalize_axes", "output_dims", "shape_text"]
