@@ -18,8 +18,9 @@ import onnx
 import onnx.shape_inference
 from onnx import AttributeProto, GraphProto, ModelProto, TypeProto, helper, numpy_helper
 
-from ..ops.ort_internals import (PrivateAPIError, partial_symbolic_inference, symbolic_shape_infer_module,
-                                 symbolic_shape_inference)
+from ..ops.private_api import PrivateAPIError
+from .ranks.symbolic_inference import (partial_symbolic_inference, symbolic_shape_infer_module,
+                                       symbolic_shape_inference)
 from . import ort_optimizer
 from .builder import NameScope
 from .walk import ONNX_DOMAINS, all_names, attribute, constant_value, names_read, node_holders, subgraphs

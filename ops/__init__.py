@@ -11,7 +11,7 @@ from .contract import (DATA_TYPES, DOMAIN, INDEX_TYPES, MODES, OP_TYPE, GatherIn
                        normalize_axes)
 from .geometry import GatherGeometry
 from .kernel import gather_multiaxis
-from .ort_internals import PrivateAPIError
+from .private_api import PrivateAPIError
 
 _VARIANTS = ("gather_xy_nchw", "numpy_take", "numpy_take_along_axis", "onnx_gather", "onnx_gather_elements",
              "onnx_gather_nd", "openvino_gather", "openvino_gather_nd", "tf_gather", "tf_gather_nd", "torch_gather",

@@ -58,7 +58,7 @@ from onnx import TensorProto
 from . import extensions  # noqa: F401, I001 - first: onnxruntime_extensions without transformers/torch
 from onnxruntime_extensions import PyCustomOpDef, get_library_path, onnx_op
 
-from .ort_internals import pyop_id, pyop_internals
+from .runtime.internals import pyop_id, pyop_internals
 from .contract import DATA_TYPES, INDEX_TYPES, OP_TYPE, GatherIndexError, normalize_axes
 from .geometry import GatherGeometry
 from .kernel import gather_multiaxis

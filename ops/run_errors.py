@@ -23,7 +23,7 @@ import onnxruntime as ort
 
 from .bridge_strings import refuse_unsafe_string_constants, refuse_unsafe_string_feeds
 from .contract import OP_TYPE
-from .ort_internals import session_internals
+from .runtime.internals import session_internals
 from .preallocated import run_with_preallocated_fetches_checked, run_with_preallocated_outputs_checked
 
 _lock = threading.Lock()

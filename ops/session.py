@@ -27,7 +27,7 @@ from ..graphs.modelfile import ExternalDataError, external_tensors
 from . import ortop
 from .bridge_strings import refuse_unsafe_string_feeds
 from .contract import DOMAIN
-from .ort_internals import c_ort_value, session_internals, session_state, set_inputs_meta
+from .runtime.internals import c_ort_value, session_internals, session_state, set_inputs_meta
 from .preallocated import run_with_preallocated_fetches_checked, run_with_preallocated_outputs_checked
 from .run_errors import RUN_ERRORS
 

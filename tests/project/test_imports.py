@@ -46,7 +46,7 @@ print(sorted(m for m in sys.modules if m.startswith("onnxruntime")))
 # conformance runner are imported once the arguments are parsed (cli.import_library).
 STARTUP_MODULES = {"gathermultiaxis", "gathermultiaxis.cli", "gathermultiaxis.ops",
                    "gathermultiaxis.ops.contract", "gathermultiaxis.ops.geometry", "gathermultiaxis.ops.kernel",
-                   "gathermultiaxis.ops.ort_internals", "gathermultiaxis.conformance",
+                   "gathermultiaxis.ops.private_api", "gathermultiaxis.conformance",
                    "gathermultiaxis.conformance.isolation"}
 
 

@@ -1,4 +1,4 @@
-"""The one adapter for private onnxruntime / onnxruntime-extensions APIs (ops/ort_internals.py).
+"""The runtime's private onnxruntime / onnxruntime-extensions APIs (ops/runtime/internals.py).
 
 Every name is checked on the installed versions; a missing one (simulated by deleting it, in this process
 and in a fresh one that then imports the package) gives one PrivateAPIError naming it and the tested
@@ -10,14 +10,16 @@ import textwrap
 
 import pytest
 
-from gathermultiaxis.ops import ort_internals
+from gathermultiaxis.graphs.ranks import symbolic_inference
+from gathermultiaxis.ops.private_api import TESTED_VERSIONS, PrivateAPIError
+from gathermultiaxis.ops.runtime import internals
 
 
 @pytest.fixture
 def fresh_lookups():
     """Each test looks the groups up again (they are cached per process), and leaves them fresh."""
-    groups = (ort_internals.session_internals, ort_internals.pyop_internals, ort_internals.symbolic_shape_inference,
-              ort_internals.symbolic_shape_infer_module)
+    groups = (internals.session_internals, internals.pyop_internals, symbolic_inference.symbolic_shape_inference,
+              symbolic_inference.symbolic_shape_infer_module)
     for group in groups:
         group.cache_clear()
     yield
@@ -26,12 +28,12 @@ def fresh_lookups():
 
 
 def test_every_private_name_is_there_on_the_installed_versions(fresh_lookups):
-    ort_internals.probe_all()
-    internals = ort_internals.session_internals()
+    internals.probe_all()
+    found = internals.session_internals()
     import onnxruntime as ort
 
-    assert issubclass(ort.InferenceSession, internals.session_class)
-    assert callable(ort_internals.pyop_internals().generic_invoker)
+    assert issubclass(ort.InferenceSession, found.session_class)
+    assert callable(internals.pyop_internals().generic_invoker)
 
 
 @pytest.mark.parametrize("module, owner, name", [
@@ -39,7 +41,7 @@ def test_every_private_name_is_there_on_the_installed_versions(fresh_lookups):
     ("onnxruntime_extensions", "PyCustomOpDef", "install_hooker"),
     ("onnxruntime.capi.onnxruntime_inference_collection", "Session", "_validate_input"),
     ("onnxruntime.capi.onnxruntime_inference_collection", "InferenceSession", "_create_inference_session"),
-    ("onnxruntime.tools.symbolic_shape_infer", "SymbolicShapeInference", "_infer_impl"),
+    ("onnxruntime.tools.symbolic_shape_infer", "SymbolicShapeInference", "_infer_impl"),  # probe_all looks it up too
 ])
 def test_a_missing_private_name_is_one_clear_error(fresh_lookups, monkeypatch, module, owner, name):
     import importlib
@@ -48,10 +50,10 @@ def test_a_missing_private_name_is_one_clear_error(fresh_lookups, monkeypatch, m
     if owner is not None:
         target = getattr(target, owner)
     monkeypatch.delattr(target, name)
-    with pytest.raises(ort_internals.PrivateAPIError) as raised:
-        ort_internals.probe_all()
+    with pytest.raises(PrivateAPIError) as raised:
+        internals.probe_all()
     message = str(raised.value)
-    assert name in message and ort_internals.TESTED_VERSIONS in message
+    assert name in message and TESTED_VERSIONS in message
     assert "onnxruntime " in message  # the installed versions are named
 
 
@@ -59,8 +61,8 @@ def test_a_session_state_attribute_ort_stopped_setting_is_one_clear_error():
     class Renamed:  # a session object of a release that keeps its C session under another name
         _inputs_meta = _outputs_meta = _providers = []
 
-    with pytest.raises(ort_internals.PrivateAPIError, match="InferenceSession._sess"):
-        ort_internals.session_state(Renamed())
+    with pytest.raises(PrivateAPIError, match="InferenceSession._sess"):
+        internals.session_state(Renamed())
 
 
 def test_the_package_refuses_to_start_on_a_bridge_without_its_invoker(tmp_path):
@@ -80,7 +82,7 @@ def test_the_package_refuses_to_start_on_a_bridge_without_its_invoker(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 3, (done.returncode, done.stdout, done.stderr[-2000:])
     assert done.stdout.startswith("PrivateAPIError") and "_on_pyop_invocation" in done.stdout
-    assert ort_internals.TESTED_VERSIONS in done.stdout
+    assert TESTED_VERSIONS in done.stdout
 
 
 def test_symbolic_inference_runs_without_onnxruntime_tools_package_init():
