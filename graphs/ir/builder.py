@@ -1,0 +1,232 @@
+"""Emits the small helper nodes of a rewrite in the form the graph's opset requires.
+
+Unsqueeze and Squeeze take ``axes`` as an attribute before opset 13 and as an input from 13 on; Cast
+takes an integer ``to`` from opset 6. Constants are Constant nodes (not initializers) so that the same
+code serves the main graph, subgraphs and function bodies; before opset 9 (Constant-1 holds float types
+only) an int64 constant is a double Constant and a Cast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableSequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from onnx import NodeProto, TensorProto, helper, numpy_helper
+
+from ...ops.contract import DOMAIN, OP_TYPE
+
+INT64_MAX = int(np.iinfo(np.int64).max)  # a Slice end meaning "to the end of the axis"
+
+
+@dataclass
+class NameScope:
+    """Hands out tensor and node names that are not used anywhere in the model yet."""
+
+    taken: set[str]
+    # Per base, the last suffix handed out: names are never released, so every smaller suffix is still
+    # taken and the search resumes there (the same names as counting from 0, without the quadratic
+    # rescan when many nodes share a base).
+    _last: dict[str, int] = field(default_factory=dict)
+
+    def fresh(self, base: str) -> str:
+        """A name not taken yet, now taken.
+
+        Args:
+            base: the name wanted; ``BASE_1``, ``BASE_2``, ... when it is taken.
+
+        Returns:
+            The name.
+        """
+        n = self._last.get(base, 0)
+        name = base if n == 0 else f"{base}_{n}"
+        while name in self.taken:
+            n += 1
+            name = f"{base}_{n}"
+        self._last[base] = n
+        self.taken.add(name)
+        return name
+
+
+@dataclass
+class NodeBuilder:
+    """Builds the replacement of one node; new names are derived from the replaced node's name.
+
+    ``nodes`` is where the nodes go: a list, or a repeated NodeProto field (``GraphProto().node``), which
+    copies each node into one protobuf arena (a standalone NodeProto costs ~1.5 KB, one in a repeated
+    field ~0.4 KB: the difference is hundreds of MB over a graph of 100k gathers)."""
+
+    opset: int
+    names: NameScope
+    prefix: str
+    nodes: MutableSequence[NodeProto] = field(default_factory=list)
+
+    def _emit(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
+        output = self.names.fresh(f"{self.prefix}/{role}")  # the node takes its output's (unique) name
+        self.nodes.append(helper.make_node(op_type, inputs, [output], name=output, **attributes))
+        return output
+
+    def op(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
+        """Any standard op with one output (the run-time alignment's shape arithmetic).
+
+        Args:
+            op_type: the op type (default domain).
+            inputs: input names.
+            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
+            **attributes: the node's attributes.
+
+        Returns:
+            The name of the output.
+        """
+        return self._emit(op_type, inputs, role, **attributes)
+
+    def constant(self, values, role: str) -> str:
+        """An int64 constant. Constant-1 (opsets 1 to 8) holds float types only: there it is a double
+        Constant Cast to int64 (exact: every value emitted here is far below 2**53).
+
+        Args:
+            values: the values (anything ``np.asarray`` takes; int64).
+            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
+
+        Returns:
+            The name of the constant.
+
+        Raises:
+            ValueError: below opset 9, a value with no exact double form.
+        """
+        array = np.asarray(values, dtype=np.int64)
+        if self.opset >= 9:
+            return self._emit("Constant", [], role, value=numpy_helper.from_array(array, name=""))
+        as_double = array.astype(np.float64)
+        if not np.array_equal(as_double.astype(np.int64), array):
+            raise ValueError(f"int64 constant {array.tolist()} has no exact double form for opset {self.opset}")
+        double = self._emit("Constant", [], role + "_double", value=numpy_helper.from_array(as_double, name=""))
+        return self._emit("Cast", [double], role, to=TensorProto.INT64)
+
+    def length(self, x: str, role: str) -> str:
+        """The length of the 1-D ``x`` as an int64 scalar. Not ``Size``: ORT's shape inference (1.32)
+        propagates Size of a shape-like value as the product of its values (Size(Shape(x)) of a [3, 3]
+        ``x`` becomes 9), which then contradicts the length and fails the session's load
+        ("Incompatible dimensions"); Shape of the vector is propagated right.
+
+        Args:
+            x: a 1-D tensor's name.
+            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
+
+        Returns:
+            The name of the output.
+        """
+        return self.squeeze(self._emit("Shape", [x], role + "_1d"), [0], role)
+
+    def _with_axes(self, op_type: str, x: str, axes: list[int], role: str) -> str:
+        if not axes:
+            return x
+        if self.opset >= 13:
+            return self._emit(op_type, [x, self.constant(axes, role + "_axes")], role)
+        return self._emit(op_type, [x], role, axes=list(axes))
+
+    def unsqueeze(self, x: str, axes: list[int], role: str) -> str:
+        """Unsqueeze ``x`` at ``axes`` (an attribute before opset 13, an input from 13).
+
+        Args:
+            x: the tensor's name.
+            axes: the positions of the inserted size-1 dimensions; none: no node.
+            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
+
+        Returns:
+            The name of the output (``x`` itself when ``axes`` is empty).
+        """
+        return self._with_axes("Unsqueeze", x, axes, role)
+
+    def squeeze(self, x: str, axes: list[int] | str, role: str) -> str:
+        """Squeeze ``axes`` out of ``x``.
+
+        Args:
+            x: the tensor's name.
+            axes: the size-1 dimensions to drop (none: no node), or the name of a 1-D int64 tensor computed at
+                run time (opset 13 on).
+            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
+
+        Returns:
+            The name of the output (``x`` itself when ``axes`` is an empty list).
+        """
+        if isinstance(axes, str):  # computed at run time (opset >= 13 only), never empty
+            return self._emit("Squeeze", [x, axes], role)
+        return self._with_axes("Squeeze", x, axes, role)
+
+    def cast(self, x: str, to: int, role: str) -> str:
+        """Cast ``x`` to the element type ``to``.
+
+        Args:
+            x: the tensor's name.
+            to: the ONNX element type.
+            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
+
+        Returns:
+            The name of the output.
+        """
+        return self._emit("Cast", [x], role, to=to)
+
+    def shape(self, x: str, role: str) -> str:
+        """The shape of ``x``.
+
+        Args:
+            x: the tensor's name.
+            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
+
+        Returns:
+            The name of the output.
+        """
+        return self._emit("Shape", [x], role)
+
+    def slice(self, x: str, starts: str, ends: str, axes: str, role: str) -> str:
+        """Slice ``x`` (opset 10 on: starts, ends and axes as inputs).
+
+        Args:
+            x: the tensor's name.
+            starts: the name of the starts tensor.
+            ends: the name of the ends tensor.
+            axes: the name of the axes tensor.
+            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
+
+        Returns:
+            The name of the output.
+        """
+        return self._emit("Slice", [x, starts, ends, axes], role)
+
+    def concat(self, parts: list[str], role: str) -> str:
+        """Concatenate 1-D ``parts`` along axis 0.
+
+        Args:
+            parts: the tensors' names (at least one).
+            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
+
+        Returns:
+            The name of the output (the one part itself when there is one).
+        """
+        return parts[0] if len(parts) == 1 else self._emit("Concat", parts, role, axis=0)
+
+    def gather_multiaxis(self, data: str, indices: str, axes: list[int] | str, output: str, name: str,
+                         mode: str) -> None:
+        """Append a GatherMultiaxis node.
+
+        Args:
+            data: the input's name.
+            indices: the indices' name.
+            axes: a static list (written as a constant), or the name of a 1-D int64 tensor computed at run time.
+            output: the output's name.
+            name: the node's name.
+            mode: the node's ``mode`` attribute.
+        """
+        axes_input = axes if isinstance(axes, str) else self.constant(axes, "axes")
+        self.nodes.append(helper.make_node(OP_TYPE, [data, indices, axes_input], [output], name=name,
+                                           domain=DOMAIN, mode=mode))
+
+    def rename_last_output(self, output: str) -> None:
+        """Make the last emitted node write ``output`` (the replaced node's output name).
+
+        Args:
+            output: the name its first output takes.
+        """
+        self.nodes[-1].output[0] = output
+
