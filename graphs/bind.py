@@ -62,8 +62,9 @@ from ..ops.run_ops import (FIXED_RUN_OP_TYPE, GROUP_MAX, GROUP_TYPES, NARROWING_
 from .modelfile import ExternalData, ExternalDataError, check_external_data
 from .passes import GraphScope, Visit, run_pass
 from .report import PassReport
-from .walk import (MOVING_OPS, ONNX_DOMAINS, all_names, attribute, drop_unused, moves_elements, names_read,
-                   node_holders, round_trip_cast, subgraphs)
+from .ir.dead_nodes import remove_dead
+from .ir.walk import (MOVING_OPS, ONNX_DOMAINS, all_names, attribute, moves_elements, names_read,
+                      node_holders, round_trip_cast, subgraphs)
 
 RUN_TOKEN = "gathermultiaxis::run_token"
 _session_numbers = itertools.count(1)  # bound tables are keyed "session<n>/<node number>"
@@ -719,7 +720,7 @@ def _drop_unread_constants(model: ModelProto, freed: set[str]) -> None:
     for holder in node_holders(model):
         if isinstance(holder, onnx.GraphProto):
             constants = [node for node in holder.node if node.op_type == "Constant" and node.domain in ONNX_DOMAINS]
-            drop_unused(holder, constants, freed, all_initializers=False)
+            remove_dead(holder, constants, freed, initializers="freed")
 
 
 def _copy_scan_body_outputs(model: ModelProto) -> int:
@@ -828,7 +829,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
         # (not the driver's drop_freed: this also drops every unread Constant and initializer of the main
         # graph, and only the nodes passed through, not whatever else fed them)
         constants = [node for node in model.graph.node if node.op_type == "Constant" and node.domain == ""]
-        drop_unused(model.graph, binding.chain + constants)
+        remove_dead(model.graph, binding.chain + constants)
         if BIND_FORMS["group_shared_indices"]:
             _group_shared_indices(model.graph)
     _drop_unread_constants(model, binding.freed_axes)

@@ -31,12 +31,12 @@ from typing import Callable, cast
 import numpy as np
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
-from .builder import NodeBuilder
+from .ir.builder import NodeBuilder
 from ..ops.alignment import gather_alignment
 from ..ops.contract import Mode
 from .inference import TensorInfo
 from .report import LeftUnchanged
-from .walk import attribute
+from .ir.walk import attribute
 
 OP_TYPE = "GatherBlockQuantized"
 DOMAIN = "com.microsoft"

@@ -34,14 +34,14 @@ import numpy as np
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
 from ..ops.contract import DOMAIN, OP_TYPE
-from .builder import NameScope, NodeBuilder
+from .ir.builder import NameScope, NodeBuilder
 from .inference import TensorInfo
 from .passes import GraphScope
 from .provenance import ReplacedGather, carry_metadata, replaced_gather
 from .rank_inference import FOLDABLE_OPS, fold
 from .report import LeftUnchanged
 from .rules import emit_replacement
-from .walk import ONNX_DOMAINS, attribute, constant_value
+from .ir.walk import ONNX_DOMAINS, attribute, constant_value
 
 # The first opset of each recorded op's attributes (GatherND's batch_dims: 12).
 OP_OPSET = {"Gather": 1, "GatherElements": 11, "GatherND": 11}

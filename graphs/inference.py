@@ -22,8 +22,8 @@ from ..ops.private_api import PrivateAPIError
 from .ranks.symbolic_inference import (partial_symbolic_inference, symbolic_shape_infer_module,
                                        symbolic_shape_inference)
 from . import ort_optimizer
-from .builder import NameScope
-from .walk import ONNX_DOMAINS, all_names, attribute, constant_value, names_read, node_holders, subgraphs
+from .ir.builder import NameScope
+from .ir.walk import ONNX_DOMAINS, all_names, attribute, constant_value, names_read, node_holders, subgraphs
 from .schema import register_schema
 
 _log = logging.getLogger(__name__)

@@ -32,9 +32,9 @@ from collections.abc import Mapping
 
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
-from .builder import NameScope
+from .ir.builder import NameScope
 from .inference import TensorInfo, graph_infos, inferred, is_large, typing_copy
-from .walk import constant_value, holds_subgraph, node_holders, nodes_within, subgraphs
+from .ir.walk import constant_value, holds_subgraph, node_holders, nodes_within, subgraphs
 
 # The model-level metadata_props may differ (the rewrite names itself there): the part carries the written ones.
 _MODEL_FIELDS = ("ir_version", "producer_name", "producer_version", "domain", "model_version", "doc_string",

@@ -43,7 +43,7 @@ from .passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
 from .rank_layers import RankLayers
 from .report import PassReport
 from .provenance import MODEL_KEY, unmark_rewritten
-from .walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, node_holders, round_trip_cast
+from .ir.walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, node_holders, round_trip_cast
 
 GENERAL = "general"  # the form name of the general decomposition
 KEPT_FOR_KERNEL = "kept for the GatherMultiaxis kernel"  # lower_single_gathers' reason for a node it leaves

@@ -41,9 +41,9 @@ import onnx
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
 from ..ops.contract import MODES, Mode
-from .builder import INT64_MAX, NodeBuilder
+from .ir.builder import INT64_MAX, NodeBuilder
 from .inference import TensorInfo
-from .walk import attribute, nodes_within
+from .ir.walk import attribute, nodes_within
 
 MIN_OPSET = 7        # "error" mode; the other modes need Where and Less on int64 (and Slice's inputs)
 MODES_MIN_OPSET = 11

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from onnx import ModelProto, TensorProto, TypeProto, helper
 
-from .builder import NameScope
+from .ir.builder import NameScope
 from .modelfile import SessionOptionsFactory, one_line
-from .walk import all_names
+from .ir.walk import all_names
 
 
 class OrtTypesError(ValueError):

@@ -33,11 +33,12 @@ import onnx.inliner
 from onnx import GraphProto, ModelProto, NodeProto
 
 from ..ops.contract import DOMAIN
-from .builder import NameScope
+from .ir.builder import NameScope
 from .inference import TensorInfo, graph_infos, induced_names, inferred, typing_copy
 from .report import PassReport
-from .walk import (ConstantView, all_names, default_opset, drop_unused, holds_subgraph, node_holders,
-                   nodes_within, subgraphs)
+from .ir.constant_view import ConstantView
+from .ir.dead_nodes import remove_dead
+from .ir.walk import all_names, default_opset, holds_subgraph, node_holders, nodes_within, subgraphs
 
 _log = logging.getLogger(__name__)  # silent unless the application configures logging (see the package root)
 
@@ -492,7 +493,7 @@ def drop_freed(model: ModelProto, names: set[str]) -> None:
         # subgraphs found before
         for graph in (holder for holder in node_holders(model) if isinstance(holder, GraphProto)):
             candidates = [node for node in graph.node if any(name in names for name in node.output)]
-            freed = drop_unused(graph, candidates, names, cascade=True, all_initializers=False)
+            freed = remove_dead(graph, candidates, names, cascade=True, initializers="freed")
             if freed:
                 changed, names = True, names | freed
                 break

@@ -17,7 +17,7 @@ from onnx import GraphProto, NodeProto, TensorProto
 
 from . import ort_optimizer
 from .inference import Dim, TensorInfo
-from .walk import attribute
+from .ir.walk import attribute
 
 if TYPE_CHECKING:
     from .inference import KnownRankInfo

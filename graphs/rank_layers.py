@@ -17,7 +17,7 @@ from .inference import SymbolicInference, TensorInfo, declared_ranks, known_rank
 from .modelfile import ModelFileError
 from .passes import ConstantView, GraphScope, InferredGraph
 from .rank_inference import FOLD_LIMIT, FOLDABLE_OPS, apply_rank_rule, fold, holder_output_ranks, output_elem_types
-from .walk import ONNX_DOMAINS
+from .ir.walk import ONNX_DOMAINS
 
 
 @dataclass

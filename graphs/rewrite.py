@@ -27,7 +27,7 @@ from onnx import GraphProto, ModelProto, NodeProto, helper
 
 from ..ops.contract import DOMAIN
 from . import ort_optimizer, ort_types
-from .builder import NodeBuilder
+from .ir.builder import NodeBuilder
 from .modelfile import SessionOptionsFactory
 from .passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
 from .rank_layers import RankLayers
@@ -36,7 +36,7 @@ from .report import PassReport
 from .inference import known_rank
 from .inference import TensorInfo
 from .rules import RULES, LeftUnchanged, OptInRule, emit_replacement
-from .walk import ONNX_DOMAINS, node_holders, nodes_within
+from .ir.walk import ONNX_DOMAINS, node_holders, nodes_within
 
 GATHER_OPS = tuple(op for op, rule in RULES.items() if not isinstance(rule, OptInRule))  # rewritten by default
 

@@ -18,10 +18,10 @@ from ..ops.contract import DATA_TYPES, Mode
 from ..ops.alignment import (Alignment, AlignmentError, gather_alignment, gather_elements_alignment,
                              gather_nd_alignment)
 from . import block_quantized, provenance, runtime_alignment
-from .builder import INT64_MAX, NodeBuilder
+from .ir.builder import INT64_MAX, NodeBuilder
 from .inference import Dim, TensorInfo
 from .report import LeftUnchanged
-from .walk import attribute
+from .ir.walk import attribute
 
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from onnx import TensorProto, numpy_helper
 
-from .builder import INT64_MAX, NodeBuilder
+from .ir.builder import INT64_MAX, NodeBuilder
 
 MIN_OPSET = 7               # Gather; GatherElements and GatherND exist from opset 11
 AXES_INPUT_OPSET = 13       # Unsqueeze/Squeeze take axes as an input; below it, Reshape to computed shapes

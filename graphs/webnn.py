@@ -70,14 +70,16 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from ..ops.contract import DOMAIN, OP_TYPE, GatherShapeError, Mode, logical_indices_dims, normalize_axes, output_dims
 from ..ops.kernel import gather_multiaxis
-from .builder import NameScope, NodeBuilder
+from .ir.builder import NameScope, NodeBuilder
 from .form_check import check_emitted, possibly_string
 from .inference import graph_infos, inferred, typing_copy
 from .lower import GENERAL, LoweredNode, LowerReport, is_gather_multiaxis, lower_model, unname_replaced_dims
 from .passes import GraphScope, NotChanged, Visit, run_pass
 from .lower_general import NotLowered, node_mode
-from .walk import (ONNX_DOMAINS, ConstantView, all_names, attribute, default_opset, drop_unused, holds_subgraph,
-                   names_read, node_holders, round_trip_cast)
+from .ir.dead_nodes import remove_dead
+from .ir.walk import (ONNX_DOMAINS, all_names, attribute, default_opset, holds_subgraph, names_read,
+                      node_holders, round_trip_cast)
+from .ir.constant_view import ConstantView
 
 MIN_OPSET = 11  # WebNN's gatherElements and gatherND map from ONNX opset 11; Where/Less on int64 from 9
 MAX_RANK = 5    # the ranks every WebNN backend supports
@@ -269,7 +271,7 @@ def fold_shape_arithmetic(model: ModelProto, external_data_folder: str | os.Path
         del model.graph.node[:]
         model.graph.node.extend(nodes)
         constants = [node for node in model.graph.node if node.op_type == "Constant"]
-        drop_unused(model.graph, constants, read, all_initializers=False)
+        remove_dead(model.graph, constants, read, initializers="freed")
     return len(folded)
 
 
@@ -1127,7 +1129,7 @@ def _empty_expands_as_constants(model: ModelProto) -> None:
                                         value=helper.make_tensor("", info.elem_type, dims, []))
             node.CopyFrom(constant)
     if emptied:  # what only the Expands read (the alignment's reshapes)
-        drop_unused(model.graph, emptied, cascade=True, all_initializers=False)
+        remove_dead(model.graph, emptied, cascade=True, initializers="freed")
 
 
 def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None,

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, TensorProto
 
-from ..graphs.walk import node_holders, subgraphs
+from ..graphs.ir.walk import node_holders, subgraphs
 from .contract import DOMAIN
 
 NOT_UTF8 = ("holds bytes that are not UTF-8: onnxruntime-extensions' PyOp bridge decodes every string it passes "

@@ -98,7 +98,7 @@ def op_counts(model: ModelProto) -> dict[str, int]:
     Returns:
         The count by op type.
     """
-    from ..graphs.walk import node_holders
+    from ..graphs.ir.walk import node_holders
 
     counts = collections.Counter(node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
                                  for holder in node_holders(model) for node in holder.node
@@ -236,7 +236,7 @@ def prepare(subject: Subject, stem: Path) -> LoweringRow:
     """
     from ..graphs import lower_model, rewrite_model
     from ..graphs.lower import GENERAL
-    from ..graphs.walk import node_holders
+    from ..graphs.ir.walk import node_holders
     from ..harness import difference, make_session
     from ..ops.contract import DOMAIN, OP_TYPE
 

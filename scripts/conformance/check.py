@@ -58,7 +58,7 @@ from onnx import ModelProto
 
 from ..graphs import holds_gather, lower_model, rewrite_model
 from ..graphs.modelfile import one_line
-from ..graphs.walk import node_holders
+from ..graphs.ir.walk import node_holders
 from ..ops.contract import DOMAIN, OP_TYPE
 from ..graphs.ort_optimizer import OrtOptimizeError, ort_optimize
 from ..harness import bit_identical, difference, make_session, session_options, versions

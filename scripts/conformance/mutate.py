@@ -536,7 +536,7 @@ def _forget_declared_shapes(model: ModelProto) -> None:
 
 
 def _holds_gather_multiaxis(model: ModelProto) -> bool:
-    from ..graphs.walk import node_holders
+    from ..graphs.ir.walk import node_holders
 
     return any(node.op_type == OP_TYPE and node.domain == DOMAIN for holder in node_holders(model) for node in holder.node)
 

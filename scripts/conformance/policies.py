@@ -22,7 +22,7 @@ import numpy as np
 from onnx import ModelProto, helper
 
 from ..graphs import rewrite_model
-from ..graphs.walk import node_holders
+from ..graphs.ir.walk import node_holders
 from ..harness import bit_identical, make_session
 from ..ops.contract import DOMAIN, OP_TYPE, Mode
 from .cases import SHAPE_ONLY_OPS, CannotGenerate, index_bounds, sized_inputs

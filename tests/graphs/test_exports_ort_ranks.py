@@ -136,7 +136,7 @@ def knn_imputer():
 
 def different_rank_if_outputs(model: onnx.ModelProto) -> set[str]:
     """The outputs of If nodes (in any graph) whose branches give different ranks by ONNX's inference."""
-    from gathermultiaxis.graphs.walk import node_holders
+    from gathermultiaxis.graphs.ir.walk import node_holders
 
     def rank(graph, name):
         for value in (*graph.value_info, *graph.output):

@@ -334,7 +334,7 @@ def test_round_trip_fuzz_with_ort_optimizations_on(report_line):
 
 def test_no_unused_constants_are_left_in_subgraphs():
     """The axes constants of lowered nodes go, in If branches too (ORT warns about each one left)."""
-    from gathermultiaxis.graphs.walk import node_holders
+    from gathermultiaxis.graphs.ir.walk import node_holders
 
     lowered, report = lower_model(rewrite_model(onnx.load_model(str(EXAMPLE_PATH)), runtime_alignment=False)[0])
     assert report.left == 0

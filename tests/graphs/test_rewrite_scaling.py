@@ -10,7 +10,7 @@ from support import assert_bit_identical
 from gathermultiaxis import cli
 from gathermultiaxis.bench.bigmodel import build_big_graph
 from gathermultiaxis.graphs import rewrite_model
-from gathermultiaxis.graphs.builder import NameScope
+from gathermultiaxis.graphs.ir.builder import NameScope
 
 
 def test_a_chain_of_gathers_gets_one_value_info_per_replaced_output():

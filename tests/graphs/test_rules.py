@@ -95,7 +95,7 @@ def test_gather_block_quantized_is_the_opt_in_rule_of_the_table():
     """GatherBlockQuantized is an entry of RULES like the ONNX gathers, applied only when asked for; its
     rule is used alone too: TensorInfo in, the replacement's nodes and output type out, no ORT."""
     from gathermultiaxis.graphs import GATHER_OPS, OPT_IN_OPS, LeftUnchanged
-    from gathermultiaxis.graphs.builder import NameScope, NodeBuilder
+    from gathermultiaxis.graphs.ir.builder import NameScope, NodeBuilder
     from gathermultiaxis.graphs.rules import OptInRule
 
     assert GATHER_OPS == ("Gather", "GatherElements", "GatherND") and OPT_IN_OPS == ("GatherBlockQuantized",)
