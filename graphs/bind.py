@@ -61,7 +61,7 @@ from ..ops.run_ops import (FIXED_RUN_OP_TYPE, GROUP_MAX, GROUP_TYPES, NARROWING_
                            RUN_OP_TYPE, BoundTable, axes_attribute, bound_op_type, group_attributes, group_op_type)
 from .modelfile import ExternalData, ExternalDataError, check_external_data
 from .passes import GraphScope, Visit, run_pass
-from .report import PassReport
+from .passes.pass_report import PassReport
 from .ir.dead_nodes import remove_dead
 from .ir.walk import (MOVING_OPS, ONNX_DOMAINS, all_names, attribute, moves_elements, names_read,
                       node_holders, round_trip_cast, subgraphs)

@@ -35,7 +35,7 @@ from .ir.builder import NodeBuilder
 from ..ops.alignment import gather_alignment
 from ..ops.contract import Mode
 from .inference import TensorInfo
-from .report import LeftUnchanged
+from .passes.pass_report import LeftUnchanged
 from .ir.walk import attribute
 
 OP_TYPE = "GatherBlockQuantized"

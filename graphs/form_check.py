@@ -39,7 +39,7 @@ from .inference import TensorInfo
 from .passes import GraphScope
 from .provenance import ReplacedGather, carry_metadata, replaced_gather
 from .rank_inference import FOLDABLE_OPS, fold
-from .report import LeftUnchanged
+from .passes.pass_report import LeftUnchanged
 from .rules import emit_replacement
 from .ir.walk import ONNX_DOMAINS, attribute, constant_value
 

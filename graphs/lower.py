@@ -41,7 +41,7 @@ from .lower_general import (MIN_OPSET, LoweringBuilder, NotLowered, lower_gather
                             lower_gather_multiaxis_at_run_time, lowerable)
 from .passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
 from .rank_layers import RankLayers
-from .report import PassReport
+from .passes.pass_report import PassReport
 from .provenance import MODEL_KEY, unmark_rewritten
 from .ir.walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, node_holders, round_trip_cast
 

@@ -32,7 +32,7 @@ from .modelfile import SessionOptionsFactory
 from .passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
 from .rank_layers import RankLayers
 from .provenance import mark_rewritten
-from .report import PassReport
+from .passes.pass_report import PassReport
 from .inference import known_rank
 from .inference import TensorInfo
 from .rules import RULES, LeftUnchanged, OptInRule, emit_replacement

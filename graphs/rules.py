@@ -20,7 +20,7 @@ from ..ops.alignment import (Alignment, AlignmentError, gather_alignment, gather
 from . import block_quantized, provenance, runtime_alignment
 from .ir.builder import INT64_MAX, NodeBuilder
 from .inference import Dim, TensorInfo
-from .report import LeftUnchanged
+from .passes.pass_report import LeftUnchanged
 from .ir.walk import attribute
 
 

@@ -9,9 +9,30 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = {"scripts": "gathermultiaxis", "ops": "gathermultiaxis.ops", "graphs": "gathermultiaxis.graphs",
-            "scripts/conformance": "gathermultiaxis.conformance", "scripts/bench": "gathermultiaxis.bench",
-            "scripts/exports": "gathermultiaxis.exports"}
+# The package roots (pyproject's package-dir); every folder below one is a subpackage of it.
+ROOTS = {"scripts": "gathermultiaxis", "ops": "gathermultiaxis.ops", "graphs": "gathermultiaxis.graphs"}
+
+
+def package_files() -> dict[str, tuple[Path, str]]:
+    """{module name: (its file, the package its relative imports start from)}, every module of every package."""
+    found = {}
+    for folder, root in ROOTS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            if "__pycache__" in parts:
+                continue
+            package = ".".join((root, *parts[:-1]))
+            found[package if parts[-1] == "__init__" else f"{package}.{parts[-1]}"] = (path, package)
+    return found
+
+
+def resolved(node: ast.ImportFrom, package: str) -> str:
+    """The module a ``from ... import`` names, relative levels resolved against ``package``."""
+    if not node.level:
+        return node.module or ""
+    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+    return f"{base}.{node.module}" if node.module else base
+
 
 BLOCK_ORT = """
 import sys
@@ -86,19 +107,15 @@ except ImportError as error:
 def module_imports():
     """{module: set of package modules it imports at module level}."""
     graph = {}
-    for folder, package in PACKAGES.items():
-        for path in (ROOT / folder).glob("*.py"):
-            name = package if path.stem == "__init__" else f"{package}.{path.stem}"
-            imported = set()
-            for node in ast.parse(path.read_text()).body:  # module level only
-                if isinstance(node, ast.ImportFrom) and node.level:
-                    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                    target = f"{base}.{node.module}" if node.module else base
-                    imported.add(target)
+    for name, (path, package) in package_files().items():
+        imported = set()
+        for node in ast.parse(path.read_text()).body:  # module level only
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("gathermultiaxis")):
+                target = resolved(node, package)
+                imported.add(target)
+                if node.level:
                     imported.update(f"{target}.{alias.name}" for alias in node.names)
-                elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gathermultiaxis"):
-                    imported.add(node.module)
-            graph[name] = imported
+        graph[name] = imported
     return {name: {i for i in imported if i in graph and i != name} for name, imported in graph.items()}
 
 
@@ -130,8 +147,8 @@ def private_names_used_across_modules() -> list[str]:
     package and in its tests (names starting with one underscore; dunders such as ``__version__`` are
     public)."""
     found = []
-    for folder in (*PACKAGES, "tests"):
-        for path in sorted((ROOT / folder).glob("**/*.py" if folder == "tests" else "*.py")):
+    for folder in (*ROOTS, "tests"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
             tree = ast.parse(path.read_text(), filename=str(path))
             modules = set()  # names bound to modules of the package in this file
             for node in ast.walk(tree):
@@ -155,9 +172,13 @@ def test_no_private_names_across_modules():
     assert private_names_used_across_modules() == []
 
 
-# The passes (graphs/) use the op's definition in ops/ and never its ORT runtime (issue 28).
-ORT_RUNTIME = {"gathermultiaxis.ops.ortop", "gathermultiaxis.ops.session", "gathermultiaxis.ops.run_errors",
-               "gathermultiaxis.ops.preallocated"}
+# The passes (graphs/) use the op's definition in ops/ and never its ORT runtime (issue 28). Old module names or new
+# (ops.runtime) until the runtime's modules have moved.
+ORT_RUNTIME = {f"gathermultiaxis.ops.{name}" for name in ("ortop", "session", "run_errors", "preallocated")} | {
+    f"gathermultiaxis.ops.runtime.{name}" for name in ("session", "registration", "op_bodies", "handback",
+                                                       "bound_index", "run_errors", "preallocated", "own_options")}
+ORT_RUNTIME_NAMES = {f"{package}.{name}" for package in ("gathermultiaxis.ops", "gathermultiaxis.ops.runtime")
+                     for name in ("session_options", "InferenceSession", "register", "bridge_info")}
 
 
 # The one ORT-runtime import the passes make: rewrite_model's default session options for ort_optimize,
@@ -169,7 +190,9 @@ def test_the_passes_import_no_ort_runtime():
     """Not at module level, and inside a function only where LAZY_RUNTIME_IMPORTS says: a pass that loads a
     model in ORT is given the session options (gathermultiaxis.session_options) by its caller."""
     found = []
-    for path in sorted((ROOT / "graphs").glob("*.py")):
+    for name, (path, package) in package_files().items():
+        if not name.startswith("gathermultiaxis.graphs"):
+            continue
         tree = ast.parse(path.read_text())
         enclosing = {}  # import node -> the name of the function it is in ("" at module level)
         for function in ast.walk(tree):
@@ -179,14 +202,14 @@ def test_the_passes_import_no_ort_runtime():
         for node in ast.walk(tree):
             if not (isinstance(node, ast.ImportFrom) and node.level):
                 continue
-            base = "gathermultiaxis" if node.level == 2 else "gathermultiaxis.graphs"
-            target = f"{base}.{node.module}" if node.module else base
+            target = resolved(node, package)
             names = {f"{target}.{alias.name}" for alias in node.names}
-            if target in ORT_RUNTIME or names & (ORT_RUNTIME | {"gathermultiaxis.ops.session_options"}):
+            if target in ORT_RUNTIME or names & (ORT_RUNTIME | ORT_RUNTIME_NAMES):
                 statement = (f"from {'.' * node.level}{node.module or ''} import "
                              + ", ".join(alias.name for alias in node.names))
-                if (f"graphs/{path.name}", enclosing.get(node, ""), statement) not in LAZY_RUNTIME_IMPORTS:
-                    found.append(f"graphs/{path.name}:{node.lineno}: {statement}")
+                where = path.relative_to(ROOT).as_posix()
+                if (where, enclosing.get(node, ""), statement) not in LAZY_RUNTIME_IMPORTS:
+                    found.append(f"{where}:{node.lineno}: {statement}")
     assert found == []
 
 
@@ -209,9 +232,15 @@ print(sorted(m for m in sys.modules if m.startswith("gathermultiaxis.ops.")))
     assert not before & ORT_RUNTIME and "gathermultiaxis.ops.ortop" in after
 
 
-REWRITER_AND_LOWERINGS = {f"gathermultiaxis.graphs.{name}" for name in (
-    "rewrite", "rules", "runtime_alignment", "rank_inference", "block_quantized", "provenance", "lower",
-    "lower_forms", "lower_general", "webnn")}
+# The rewriter's and the lowerings' modules, by old or new name (a name and everything below it)
+REWRITER_AND_LOWERINGS = tuple(f"gathermultiaxis.graphs.{name}" for name in (
+    "rewrite", "rules", "runtime_alignment", "rank_inference", "block_quantized", "provenance", "form_check", "lower",
+    "lower_forms", "lower_general", "webnn", "sources", "ranks.rank_rules"))
+
+
+def within(module: str, packages: tuple[str, ...]) -> bool:
+    """Whether ``module`` is one of ``packages`` or in one of them."""
+    return any(module == package or module.startswith(package + ".") for package in packages)
 
 
 @pytest.mark.parametrize("builtin_gathers", [False, True], ids=["kernel only", "default"])
@@ -241,17 +270,24 @@ session = gathermultiaxis.InferenceSession({str(tmp_path / "rewritten.onnx")!r},
 feeds = dict(np.load({str(tmp_path / "feeds.npz")!r}))
 assert (session.builtin_gathers > 0) if {builtin_gathers} else (session.bound_tables > 0)
 assert session.run(None, feeds)
-print(sorted(m for m in sys.modules if m.startswith("gathermultiaxis")))
+print({{name: getattr(module, "__file__", "") for name, module in sys.modules.items() if name.startswith("gathermultiaxis")}})
 print(onnx.defs.has("GatherMultiaxis", "ai.onnx.contrib"))
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     modules_line, schema_line = run.stdout.strip().splitlines()[-2:]
-    modules = set(ast.literal_eval(modules_line))
-    assert {"gathermultiaxis.ops.session", "gathermultiaxis.graphs.bind"} <= modules, modules  # what ran
-    lowering = {f"gathermultiaxis.graphs.{name}" for name in ("lower", "lower_forms", "lower_general", "provenance",
-                                                               "rules", "runtime_alignment", "block_quantized",
-                                                               "rank_inference")}
-    assert modules & REWRITER_AND_LOWERINGS == (lowering & modules if builtin_gathers else set())
-    assert not builtin_gathers or "gathermultiaxis.graphs.lower" in modules
+    files = ast.literal_eval(modules_line)
+    modules = set(files)
+    assert modules & {"gathermultiaxis.ops.session", "gathermultiaxis.ops.runtime.session"}, modules  # what ran
+    assert modules & {"gathermultiaxis.graphs.bind", "gathermultiaxis.ops.runtime.bind"}, modules
+    loaded = {module for module in modules if within(module, REWRITER_AND_LOWERINGS)}
+    if not builtin_gathers:
+        assert loaded == set()
+    else:  # the lowering (and what it uses), never the rewrite pass (a module, or a package's) or the WebNN lowering
+        assert "gathermultiaxis.graphs.lower" in loaded
+        rewrite_pass = {"gathermultiaxis.graphs.rewrite.rewrite_pass"}
+        if files.get("gathermultiaxis.graphs.rewrite", "").endswith("rewrite.py"):
+            rewrite_pass.add("gathermultiaxis.graphs.rewrite")
+        assert not loaded & rewrite_pass, loaded
+        assert not any(within(module, ("gathermultiaxis.graphs.webnn",)) for module in loaded), loaded
     assert schema_line == str(builtin_gathers)  # the lowering infers shapes through GatherMultiaxis nodes

@@ -18,7 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 def test_nothing_in_graphs_or_ops_prints():
     printing = []
-    for path in sorted((ROOT / "graphs").glob("*.py")) + sorted((ROOT / "ops").glob("*.py")):
+    for path in sorted((ROOT / "graphs").rglob("*.py")) + sorted((ROOT / "ops").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
                 printing.append(f"{path.name}:{node.lineno}")

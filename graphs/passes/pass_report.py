@@ -1,4 +1,4 @@
-"""The report every pass returns: one outcome per node it was asked to change (changed, or left as it
+"""The report every node pass returns: one outcome per node it was asked to change (changed, or left as it
 is with the reason). The rewrite (``RewriteReport``) and the lowering (``LowerReport``) name the change
 after what they do ("rewritten", "lowered"); counting and serialising are shared here."""
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from .inference import TensorInfo
+    from ..inference import TensorInfo
 
 
 class LeftUnchanged(Exception):
@@ -63,4 +63,4 @@ class PassReport:
         return {self.DONE: self.done(), "left": self.left, "nodes": [vars(o) for o in self.outcomes]}
 
 
-__all__ = ["PassReport"]
+__all__ = ["LeftUnchanged", "PassReport"]
