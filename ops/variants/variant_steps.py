@@ -35,8 +35,8 @@ def trace() -> Iterator[list[Step]]:
     _tracing.append(steps)
     try:
         yield steps
-    finally:
-        _tracing.remove(steps)
+    finally:  # by identity: list.remove would take an equal list of an enclosing trace
+        _tracing[:] = [open_steps for open_steps in _tracing if open_steps is not steps]
 
 
 def one_gather(variant, data, indices, axes, mode=Mode.ERROR, *, data_shape=None, indices_shape=None,
