@@ -14,10 +14,9 @@ from .variant_steps import one_gather
 
 
 def _coreml_indices(indices: ArrayLike, validate_indices: bool) -> np.ndarray:
-    """The indices as int32 or int64 for the kernel; TypeError for dtypes CoreML refuses.
-
-    Negative indices count from the end, as coremltools' value inference (``np.take``) and the iOS15/iOS16
-    docs say; with ``validate_indices`` they are out of bounds, as the iOS17 check says."""
+    """The indices as int32 or int64 for the kernel; TypeError for dtypes CoreML refuses."""
+    # negative indices count from the end as coremltools' value inference (np.take) and the iOS15/16 docs
+    # say; validate_indices makes them out of bounds, as iOS17's check does
     indices = np.asarray(indices)
     if indices.dtype.kind not in "iu" or indices.dtype == np.uint32:  # coremltools refuses uint32 in every opset
         raise TypeError(f"CoreML gather indices must be int32, int16, uint16, int8 or uint8, got {indices.dtype}")
