@@ -1,11 +1,11 @@
 """The GatherMultiaxis operator: its shape rules, its NumPy kernel and its ONNX Runtime registration.
 
-The kernel, the shape rules and the variants need NumPy only (the variants are imported on first use). The
-ONNX Runtime registration (``InferenceSession``, ``session_options``, ``register``, ``bridge_info``) imports
-onnxruntime and onnxruntime-extensions when first used, not on ``import gathermultiaxis``.
+The kernel and the shape rules need NumPy only. The variants and the ONNX Runtime registration
+(``InferenceSession``, ``session_options``, ``register``, ``bridge_info``) are imported on first use.
 """
 
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 from .contract import (DATA_TYPES, DOMAIN, INDEX_TYPES, MODES, OP_TYPE, GatherIndexError, GatherShapeError, Mode,
                        normalize_axes)
@@ -22,6 +22,15 @@ _VARIANTS = ("gather_xy_nchw", "numpy_take", "numpy_take_along_axis", "onnx_gath
 _LAZY = {"bridge_info": ".ortop", "register": ".ortop", "session_options": ".ortop", "InferenceSession": ".session",
          **dict.fromkeys(_VARIANTS, ".variants")}
 
+if TYPE_CHECKING:  # the lazy names, for type checkers
+    from . import variants
+    from .ortop import bridge_info, register, session_options
+    from .session import InferenceSession
+    from .variants import (coreml_gather, coreml_gather_along_axis, coreml_gather_nd, gather_xy_nchw, jax_gather,
+                           numpy_take, numpy_take_along_axis, onnx_gather, onnx_gather_elements, onnx_gather_nd,
+                           openvino_gather, openvino_gather_nd, tf_gather, tf_gather_nd, torch_gather,
+                           torch_index_select, torch_take, torch_take_along_dim, tosa_gather)
+
 
 def __getattr__(name: str):
     if name == "variants":
@@ -31,10 +40,14 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
 __all__ = [
     "DATA_TYPES", "DOMAIN", "INDEX_TYPES", "MODES", "OP_TYPE", "GatherGeometry", "GatherIndexError",
-    "GatherShapeError", "Mode", "PrivateAPIError", "InferenceSession", "bridge_info", "gather_multiaxis", "normalize_axes", "register",
-    "session_options",
+    "GatherShapeError", "Mode", "PrivateAPIError", "InferenceSession", "bridge_info", "gather_multiaxis",
+    "normalize_axes", "register", "session_options",
     "variants", "gather_xy_nchw", "numpy_take", "numpy_take_along_axis", "onnx_gather", "onnx_gather_elements",
     "onnx_gather_nd", "openvino_gather", "openvino_gather_nd", "tf_gather", "tf_gather_nd", "torch_gather",
     "torch_index_select", "torch_take", "torch_take_along_dim", "tosa_gather", "coreml_gather",

@@ -9,10 +9,15 @@ onnxruntime-extensions on first use); ``gathermultiaxis.graphs`` rewrites ONNX m
 import logging
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version as _version
+from typing import TYPE_CHECKING
 
 from .ops.contract import GatherIndexError, GatherShapeError, Mode
 from .ops.geometry import GatherGeometry
 from .ops.kernel import gather_multiaxis
+
+if TYPE_CHECKING:
+    from .ops.ortop import session_options
+    from .ops.session import InferenceSession
 
 # The library logs through logging.getLogger(__name__) in each module and prints nothing; an application
 # decides what is shown (the command line: -q, -v, -vv). Until then nothing reaches stderr.
@@ -31,6 +36,10 @@ def __getattr__(name: str):
     if name in _LAZY:
         return getattr(import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 __all__ = ["GatherGeometry", "GatherIndexError", "GatherShapeError", "InferenceSession", "Mode", "__version__",

@@ -1,6 +1,5 @@
-"""Every gather of the seeds as gatherMultiaxis, against the specs' examples and the real frameworks."""
+"""The variants against the real frameworks (the specs' examples: tests/ops/variants/)."""
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,100 +11,9 @@ from sessions import builtin_session
 from openvino_cases import random_gather_case, random_gather_nd_case, random_shape
 from support import assert_bit_identical, make_model
 
-from gathermultiaxis.ops import GatherIndexError
 from gathermultiaxis.ops import variants as v
 
-VARIANTS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "variants.md"  # the mapping table lives there
 CASES = 200
-
-
-def test_docs_table_is_the_traced_mapping():
-    text = VARIANTS_PAGE.read_text()
-    start = text.index("| function | data → aligned |")
-    table = text[start:text.index("\n\n", start)]
-    assert table == v.mapping_table()
-
-
-def test_each_variant_makes_exactly_one_gather_call():
-    for name, call in v.example_calls():
-        with v.trace() as steps:
-            call()
-        assert len(steps) == 1 and steps[0].variant.startswith(name), name
-
-
-# -- the specs' own examples ------------------------------------------------------------------------
-
-D5 = np.array([1, 2, 3, 4, 5])
-D2x5 = np.array([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]])
-D2x2x5 = np.arange(1, 21).reshape(2, 2, 5)
-D2x1x5x4 = np.arange(1, 41).reshape(2, 1, 5, 4)
-GATHER_EXAMPLES = {  # OpenVINO Gather-7 and Gather-8 examples 1-5, Gather-8 examples 6-7
-    "1": (D5, [0, 0, 4], 0, 0, [1, 1, 5], (7, 8)),
-    "2": (D2x5, [[0, 0, 4], [4, 0, 0]], 1, 1, [[1, 1, 5], [10, 6, 6]], (7, 8)),
-    "3": (D2x2x5, [[[0, 0, 4], [4, 0, 0]], [[1, 2, 4], [4, 3, 2]]], 2, 2,
-          [[[1, 1, 5], [10, 6, 6]], [[12, 13, 15], [20, 19, 18]]], (7, 8)),
-    "4": (D2x1x5x4, [[1, 2, 4], [4, 3, 2]], 2, 1,
-          [[[[5, 6, 7, 8], [9, 10, 11, 12], [17, 18, 19, 20]]], [[[37, 38, 39, 40], [33, 34, 35, 36], [29, 30, 31, 32]]]],
-          (7, 8)),
-    "5-negative-batch-dims": (D2x5, [[0, 0, 4], [4, 0, 0]], 1, -1, [[1, 1, 5], [10, 6, 6]], (7, 8)),
-    "6-negative-indices": (D5, [0, -2, -1], 0, 0, [1, 4, 5], (8,)),
-    "7-out-of-range": (D5, [3, 10, -20], 0, 0, [4, 0, 0], (8,)),
-}
-
-
-@pytest.mark.parametrize("name", sorted(GATHER_EXAMPLES))
-def test_openvino_gather_spec_examples(name):
-    data, indices, axis, batch_dims, expected, versions = GATHER_EXAMPLES[name]
-    for version in versions:
-        output = v.openvino_gather(data, np.array(indices), axis, batch_dims, version)
-        np.testing.assert_array_equal(output, expected)
-
-
-def test_openvino_gather_ir_layer_shapes():
-    assert v.openvino_gather(np.zeros((6, 12, 10, 24)), np.zeros((15, 4, 20, 28), np.int64), 1, version=1).shape \
-        == (6, 15, 4, 20, 28, 10, 24)  # Gather-1
-    assert v.openvino_gather(np.zeros((2, 64, 128)), np.zeros((2, 32, 21), np.int64), 1, 1).shape == (2, 32, 21, 128)
-
-
-S2x2 = np.array([[1, 2], [3, 4]])
-GATHER_ND_EXAMPLES = {  # OpenVINO GatherND-8 examples 1-7
-    "1-elements": (S2x2, [[0, 0], [1, 0]], 0, [1, 3]),
-    "2-slices": (S2x2, [[1], [0]], 0, [[3, 4], [1, 2]]),
-    "3-leading-dims": (S2x2, [[[1]], [[0]]], 0, [[[3, 4]], [[1, 2]]]),
-    "4-batch-elements": (S2x2, [[1], [0]], 1, [2, 3]),
-    "5-batch-slices": (np.arange(1, 25).reshape(2, 3, 4), [[1], [0]], 1, [[5, 6, 7, 8], [13, 14, 15, 16]]),
-    "6-batch2": (np.arange(1, 25).reshape(2, 3, 4), [[[[1]], [[0]], [[2]]], [[[0]], [[2]], [[2]]]], 2,
-                 [[[2], [5], [11]], [[13], [19], [23]]]),
-    "7-batch3": (np.arange(1, 17).reshape(1, 2, 2, 4), [[[[1], [0]], [[3], [2]]]], 3, [[[2, 5], [12, 15]]]),
-}
-
-
-@pytest.mark.parametrize("name", sorted(GATHER_ND_EXAMPLES))
-def test_openvino_gather_nd_spec_examples(name):
-    data, indices, batch_dims, expected = GATHER_ND_EXAMPLES[name]
-    np.testing.assert_array_equal(v.openvino_gather_nd(data, np.array(indices), batch_dims), expected)
-
-
-def test_openvino_gather_nd_ir_layer_shapes():
-    for data_shape, indices_shape, batch_dims, output_shape in [
-            ((1000, 256, 10, 15), (25, 125, 3), 0, (25, 125, 15)),
-            ((30, 2, 100, 35), (30, 2, 3, 1), 2, (30, 2, 3, 35)),
-            ((1, 64, 64, 320), (1, 64, 64, 1, 1), 3, (1, 64, 64, 1))]:
-        data = np.zeros(data_shape, np.float32)
-        assert v.openvino_gather_nd(data, np.zeros(indices_shape, np.int64), batch_dims).shape == output_shape
-
-
-def test_tosa_gather_definition():
-    rng = np.random.default_rng(1)
-    values, indices = rng.random((2, 5, 3)), rng.integers(0, 5, (2, 4))
-    expected = np.array([[values[n, indices[n, w], :] for w in range(4)] for n in range(2)])
-    assert_bit_identical(v.tosa_gather(values, indices), expected)
-
-
-def test_xy_points_on_nchw():
-    rng = np.random.default_rng(2)
-    images, points = rng.random((2, 3, 6, 7)), np.array([[6, 0], [0, 5], [3, 2]])
-    assert_bit_identical(v.gather_xy_nchw(images, points), images[:, :, points[:, 1], points[:, 0]])
 
 
 # -- random cases against the real implementations ------------------------------------------------
@@ -248,32 +156,3 @@ def test_onnx_variants_against_ort_builtin(report_line):
         assert_bit_identical(v.onnx_gather_nd(data, indices, batch_dims),
                              onnx_builtin("GatherND", data, indices, batch_dims=batch_dims))
     report_line(f"ONNX Gather / GatherElements / GatherND variants vs ORT builtin: {CASES} random cases x 3 calls")
-
-
-def test_variants_listed():
-    import gathermultiaxis.ops as ops
-
-    assert set(v.VARIANTS) == {name for name, _ in v.example_calls()}
-    assert set(v.VARIANTS) <= set(ops.__all__) and all(getattr(ops, name) is v.VARIANTS[name] for name in v.VARIANTS)
-    assert re.fullmatch(r"[a-z_]+", "".join(v.VARIANTS))
-
-
-# -- CoreML index types without coremltools (tests/peers/test_variants_coreml.py checks coremltools itself) --
-
-@pytest.mark.parametrize("index", [np.uint32(2**32 - 1), np.uint32(2**32 - 3), np.uint64(2**32 + 1),
-                                   np.uint64(2**64 - 1)])
-def test_coreml_variants_never_wrap_wide_unsigned_indices(index):
-    """The NumPy facts: narrowing to int32 wraps these to a valid row (-1 is the last, 2**32 + 1 is 1),
-    while none is in range for an axis of 3. The CoreML variants used to narrow them so, even with
-    validate_indices; now uint32 is refused (coremltools refuses it) and uint64 is range-checked."""
-    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
-    assert -3 <= int(np.array([index]).astype(np.int32)[0]) < 3  # the wrap the variants used to hit
-    calls = {"coreml_gather": lambda i, check: v.coreml_gather(x, i, 1, validate_indices=check),
-             "coreml_gather_along_axis": lambda i, check: v.coreml_gather_along_axis(
-                 x, np.broadcast_to(i.reshape(1, 1, 1), (2, 3, 1)), 2, validate_indices=check),
-             "coreml_gather_nd": lambda i, check: v.coreml_gather_nd(x, i.reshape(1, 1), validate_indices=check)}
-    expected = (TypeError, "uint32") if index.dtype == np.uint32 else (GatherIndexError, "out of range")
-    for name, call in calls.items():
-        for check in (False, True):
-            with pytest.raises(expected[0], match=expected[1]):
-                call(np.array([index]), check)
