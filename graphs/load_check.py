@@ -33,7 +33,9 @@ from collections.abc import Mapping
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
 from .ir.builder import NameScope
-from .inference import TensorInfo, graph_infos, inferred, is_large, typing_copy
+from .ranks.tensor_info import TensorInfo, graph_infos
+from .ranks.shape_inference import inferred
+from .ranks.typing_copy import is_large, typing_copy
 from .ir.walk import constant_value, holds_subgraph, node_holders, nodes_within, subgraphs
 
 # The model-level metadata_props may differ (the rewrite names itself there): the part carries the written ones.
