@@ -14,12 +14,6 @@ from .tensor_info import TensorInfo, graph_infos, known_rank, tensor_info
 def inferred(light: ModelProto) -> ModelProto:
     """Layer 1: ONNX shape inference (with data propagation: shape arithmetic gives sizes), and the ranks
     of Loop-carried values that it leaves unknown, proven by induction (``loop_carried_ranks``).
-
-    Args:
-        light: the typing copy (``typing_copy``).
-
-    Returns:
-        The inferred model, or ``light`` itself when ONNX's inference fails.
     """
     register_schema()  # it infers through GatherMultiaxis nodes (a model rewritten before, a lowering's input)
     first = _onnx_inferred(light)
@@ -60,14 +54,6 @@ def loop_carried_ranks(light: ModelProto, first: ModelProto) -> ModelProto:
     is dropped for good, a verified one also types the Loop's output (and a scan output gets its body
     output's rank plus one). The result is the inference under hypotheses that all hold in it; ``first``
     (the plain inference) when no such fixed point is reached in LOOP_ROUNDS.
-
-    Args:
-        light: the typing copy.
-        first: ONNX's inference of ``light``.
-
-    Returns:
-        The inferred model under the verified hypotheses (their values marked for ``induced_names``), or
-        ``first``.
     """
     hypotheses: dict[tuple, int] = {}
     outputs: dict[tuple[GraphKey, str], int] = {}
@@ -99,14 +85,7 @@ def _mark_induced(first: ModelProto, current: ModelProto) -> None:
 
 
 def induced_names(graph: GraphProto) -> set[str]:
-    """The values of an inferred graph whose ranks only the Loop induction gives (``loop_carried_ranks``).
-
-    Args:
-        graph: a graph of the inferred model.
-
-    Returns:
-        The names.
-    """
+    """The values of an inferred graph whose ranks only the Loop induction gives (``loop_carried_ranks``)."""
     return {value.name for value in (*graph.value_info, *graph.output, *graph.input) if value.doc_string == INDUCED}
 
 

@@ -35,13 +35,6 @@ def symbolic_inference(light: ModelProto) -> SymbolicInference:
     value whose rank rests on one that ORT's symbolic inference states where ORT's kernels may give
     another (``_symbolic_unsure``): the outputs of those nodes and all that is computed from them.
 
-    Args:
-        light: the typing copy.
-
-    Returns:
-        The SymbolicInference: name to TensorInfo for every name with a known rank (none when ORT's
-        inference gives up, or the opset is below 7) and the reason it gave up.
-
     Raises:
         PrivateAPIError: the installed onnxruntime's private inference steps changed.
     """
@@ -75,14 +68,7 @@ def symbolic_inference(light: ModelProto) -> SymbolicInference:
 
 
 def symbolic_infos(light: ModelProto) -> dict[str, TensorInfo]:
-    """Layer 2's ranks (``symbolic_inference``), without the reason it may have given up.
-
-    Args:
-        light: the typing copy.
-
-    Returns:
-        Name to TensorInfo.
-    """
+    """Layer 2's ranks (``symbolic_inference``), without the reason it may have given up."""
     return symbolic_inference(light).infos
 
 _REDUCTIONS = frozenset("ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum "

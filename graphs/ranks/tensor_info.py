@@ -35,15 +35,7 @@ if TYPE_CHECKING:
 
 
 def tensor_info(type_proto: TypeProto) -> TensorInfo | None:
-    """What a declared type says of a tensor.
-
-    Args:
-        type_proto: a value's type (value_info, graph input or output).
-
-    Returns:
-        The TensorInfo (shape None when none is declared; a dimension is its size, its symbol, or None),
-        or None for a type that is not a tensor.
-    """
+    """What a declared type says of a tensor."""
     if not type_proto.HasField("tensor_type"):
         return None
     tensor_type = type_proto.tensor_type
@@ -56,13 +48,6 @@ def tensor_info(type_proto: TypeProto) -> TensorInfo | None:
 def graph_infos(graph: GraphProto, main: bool = False) -> dict[str, TensorInfo]:
     """What inference wrote into ``graph`` (of the typing copy), with the facts ORT enforces last so that
     nothing hides them: initializer dims, Constant values and the main graph's input shapes.
-
-    Args:
-        graph: a graph of the inferred typing copy.
-        main: whether ``graph`` is the main graph (its input shapes are facts; a subgraph's are not).
-
-    Returns:
-        Name to TensorInfo.
     """
     infos: dict[str, TensorInfo] = {}
     for value in (*graph.value_info, *graph.output, *(graph.input if not main else ())):
@@ -83,11 +68,6 @@ def graph_infos(graph: GraphProto, main: bool = False) -> dict[str, TensorInfo]:
 def learn(infos: dict[str, TensorInfo], name: str, info: TensorInfo | None) -> None:
     """Record ``info`` for ``name`` unless it knows less than what is recorded: an entry without a shape
     never replaces a known rank (it keeps only its element type when the known one has none).
-
-    Args:
-        infos: name to TensorInfo, updated in place.
-        name: the value's name.
-        info: what a source says of it; None records nothing.
     """
     if info is None:
         return
@@ -103,12 +83,6 @@ def declared_ranks(graph: GraphProto) -> dict[str, TensorInfo]:
     """The ranks (never the sizes: ORT does not enforce them) that ``graph`` of the original model
     declares for values no fact covers: value_info, outputs and subgraph inputs. Used only where
     inference says nothing.
-
-    Args:
-        graph: a graph of the original model.
-
-    Returns:
-        Name to TensorInfo whose shape is ``(None,) * rank``.
     """
     ranks = {}
     for value in (*graph.input, *graph.value_info, *graph.output):
@@ -119,27 +93,12 @@ def declared_ranks(graph: GraphProto) -> dict[str, TensorInfo]:
 
 
 def known_rank(info: TensorInfo | None) -> TypeGuard[KnownRankInfo]:
-    """Whether ``info`` knows a rank.
-
-    Args:
-        info: a TensorInfo, or None.
-
-    Returns:
-        True when ``info`` is not None and its rank is known.
-    """
+    """Whether ``info`` knows a rank."""
     return info is not None and info.rank is not None
 
 
 def with_elem_type(info: TensorInfo, known: TensorInfo | None) -> TensorInfo:
-    """``info``, with ``known``'s element type where ``info`` has none.
-
-    Args:
-        info: the new TensorInfo.
-        known: what was recorded before, or None.
-
-    Returns:
-        The TensorInfo.
-    """
+    """``info``, with ``known``'s element type where ``info`` has none."""
     if info.elem_type or known is None:
         return info
     return TensorInfo(known.elem_type, info.shape)

@@ -25,12 +25,6 @@ FLAT_LENGTH_LIMIT = 1 << 22
 def typing_copy(model: ModelProto) -> ModelProto:
     """A copy for shape inference holding only what ORT enforces (see the module docstring). Built piece
     by piece, so that no large payload is ever copied.
-
-    Args:
-        model: the model; it is not changed.
-
-    Returns:
-        The typing copy: large initializers become bare graph inputs, declared sizes are cleared.
     """
     light = ModelProto()
     for name in ("ir_version", "producer_name", "producer_version", "domain", "model_version"):
@@ -58,16 +52,7 @@ class TypingCopier:
 
     def graph(self, graph: GraphProto, main: bool, outer: dict[str, tuple[int, ...] | None] | None = None
               ) -> GraphProto:
-        """The typing copy of one graph (its subgraphs too); its large initializers go to ``hoisted``.
-
-        Args:
-            graph: a graph of the original model.
-            main: whether ``graph`` is the main graph (its inputs keep their declared shapes).
-            outer: the enclosing graphs' facts (``_facts``), for the ORT readings of this graph's nodes.
-
-        Returns:
-            The new graph.
-        """
+        """The typing copy of one graph (its subgraphs too); its large initializers go to ``hoisted``."""
         light = GraphProto(name=graph.name)
         light.input.extend(graph.input)
         light.output.extend(graph.output)
@@ -253,9 +238,6 @@ ORT_READINGS = {"SplitToSequence": split_to_sequence_reading, "Squeeze": squeeze
 def type_loop_counters(body: GraphProto) -> None:
     """A Loop body's first two inputs are facts of the Loop spec: the iteration number (an int64 scalar)
     and the condition (a bool scalar).
-
-    Args:
-        body: a Loop body, typed in place.
     """
     for value, elem_type in zip(body.input, (onnx.TensorProto.INT64, onnx.TensorProto.BOOL)):
         value.type.CopyFrom(helper.make_tensor_type_proto(elem_type, []))
@@ -265,12 +247,6 @@ def is_large(tensor: onnx.TensorProto) -> bool:
     """Whether ``tensor`` holds more than STRIP_ABOVE_BYTES.
 
     Estimated from dims and type: ByteSize() would encode the whole payload to count it.
-
-    Args:
-        tensor: an initializer.
-
-    Returns:
-        True when the typing copy leaves its data out.
     """
     try:
         item = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
@@ -282,13 +258,6 @@ def is_large(tensor: onnx.TensorProto) -> bool:
 def bare_input(name: str, tensor: onnx.TensorProto) -> onnx.ValueInfoProto:
     """A graph input standing for a large constant: its type and dims, no data. A 1-D integer one gets a
     symbolic length: data propagation makes a shape of one dimension per element of a static length.
-
-    Args:
-        name: the constant's name.
-        tensor: the constant.
-
-    Returns:
-        The graph input's ValueInfoProto.
     """
     dims: list = list(tensor.dims)
     if len(dims) == 1 and tensor.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
