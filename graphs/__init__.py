@@ -14,7 +14,7 @@ _LAZY = {
     "GATHER_OPS": ".rewrite", "OPT_IN_OPS": ".rewrite", "NodeOutcome": ".rewrite", "RewriteReport": ".rewrite",
     "holds_gather": ".rewrite", "rewrite_model": ".rewrite",
     "LowerReport": ".lower", "lower_model": ".lower",
-    "TensorInfo": ".inference",
+    "TensorInfo": ".ranks.tensor_info",
     "RULES": ".rules", "LeftUnchanged": ".rules", "Replacement": ".rules",
     "register_schema": ".schema",
 }
