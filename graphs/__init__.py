@@ -4,7 +4,7 @@ GatherMultiaxis becomes standard ONNX ops.
 The public names are imported on first access (PEP 562), so that running a rewritten model (the
 session's bind step, ``graphs.bind``) loads neither the rewriter nor the lowerings. The first access
 also registers the GatherMultiaxis schema with onnx, whose shape inference and checker then understand
-rewritten models (``graphs.inference`` registers it too, before it infers).
+rewritten models (``graphs.ranks.shape_inference`` registers it too, before it infers).
 """
 
 from importlib import import_module
@@ -14,7 +14,7 @@ _LAZY = {
     "GATHER_OPS": ".rewrite", "OPT_IN_OPS": ".rewrite", "NodeOutcome": ".rewrite", "RewriteReport": ".rewrite",
     "holds_gather": ".rewrite", "rewrite_model": ".rewrite",
     "LowerReport": ".lower", "lower_model": ".lower",
-    "TensorInfo": ".inference",
+    "TensorInfo": ".ranks.tensor_info",
     "RULES": ".rules", "LeftUnchanged": ".rules", "Replacement": ".rules",
     "register_schema": ".schema",
 }

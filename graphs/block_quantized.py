@@ -34,7 +34,7 @@ from onnx import NodeProto, TensorProto, helper, numpy_helper
 from .ir.builder import NodeBuilder
 from ..ops.alignment import gather_alignment
 from ..ops.contract import Mode
-from .inference import TensorInfo
+from .ranks.tensor_info import TensorInfo
 from .passes.pass_report import LeftUnchanged
 from .ir.walk import attribute
 

@@ -35,7 +35,7 @@ from onnx import NodeProto, TensorProto, helper, numpy_helper
 
 from ..ops.contract import DOMAIN, OP_TYPE
 from .ir.builder import NameScope, NodeBuilder
-from .inference import TensorInfo
+from .ranks.tensor_info import TensorInfo
 from .passes import GraphScope
 from .provenance import ReplacedGather, carry_metadata, replaced_gather
 from .rank_inference import FOLDABLE_OPS, fold

@@ -33,7 +33,9 @@ from collections.abc import Mapping
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
 from .ir.builder import NameScope
-from .inference import TensorInfo, graph_infos, inferred, is_large, typing_copy
+from .ranks.tensor_info import TensorInfo, graph_infos
+from .ranks.shape_inference import inferred
+from .ranks.typing_copy import is_large, typing_copy
 from .ir.walk import constant_value, holds_subgraph, node_holders, nodes_within, subgraphs
 
 # The model-level metadata_props may differ (the rewrite names itself there): the part carries the written ones.
@@ -49,14 +51,6 @@ def changed_part(loaded: ModelProto, written: ModelProto,
     the module's docstring); ``None`` when the changes are not confined to main-graph nodes and their
     value_info, and the whole of ``written`` must be loaded. ``types``: ONNX shape inference's types of
     the names of ``loaded``'s main graph (a pass's report has them: ``main_graph_types``), else inferred.
-
-    Args:
-        loaded: the model ORT has loaded (a pass's input).
-        written: the model the pass wrote from it.
-        types: ONNX shape inference's types of ``loaded``'s main-graph names, or None to infer them.
-
-    Returns:
-        The part of ``written`` to load, or None when the whole of ``written`` must be loaded.
     """
     if not _same_but_nodes(loaded, written):
         return None

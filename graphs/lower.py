@@ -33,7 +33,7 @@ import numpy as np
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
 from ..ops.contract import DOMAIN, OP_TYPE, Mode
-from .inference import TensorInfo
+from .ranks.tensor_info import TensorInfo
 from .form_check import check_emitted, recorded_form
 from .lower_forms import (FORM_NAMES, ElementsPlan, FormEmitter, GatherPlan, NDPlan, Semantics, emit_form,
                           plan_forms)

@@ -43,7 +43,7 @@ from onnx import TensorProto
 
 from ..ops.contract import Mode
 from .form_check import possibly_string
-from .inference import TensorInfo
+from .ranks.tensor_info import TensorInfo
 from .lower_general import LoweringBuilder
 
 GATHER_ELEMENTS_OPSET = 11  # GatherElements and GatherND

@@ -42,7 +42,7 @@ from onnx import NodeProto, TensorProto, helper, numpy_helper
 
 from ..ops.contract import MODES, Mode
 from .ir.builder import INT64_MAX, NodeBuilder
-from .inference import TensorInfo
+from .ranks.tensor_info import TensorInfo
 from .ir.walk import attribute, nodes_within
 
 MIN_OPSET = 7        # "error" mode; the other modes need Where and Less on int64 (and Slice's inputs)

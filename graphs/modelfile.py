@@ -77,12 +77,6 @@ def _node_tensors(nodes) -> Iterator[TensorProto]:
 def all_tensors(model: ModelProto) -> Iterator[TensorProto]:
     """Every tensor of ``model``: initializers (sparse ones included) of the main graph and of every
     subgraph, and tensor attributes (Constant values, ...) in graphs and model-local function bodies.
-
-    Args:
-        model: the model.
-
-    Returns:
-        An iterator over the TensorProtos (payloads not read).
     """
     yield from _graph_tensors(model.graph)
     for function in model.functions:
@@ -90,27 +84,12 @@ def all_tensors(model: ModelProto) -> Iterator[TensorProto]:
 
 
 def external_tensors(model: ModelProto) -> list[TensorProto]:
-    """The tensors of ``model`` whose data lives in an external file.
-
-    Args:
-        model: the model.
-
-    Returns:
-        Those tensors, in ``all_tensors`` order.
-    """
+    """The tensors of ``model`` whose data lives in an external file."""
     return [t for t in all_tensors(model) if t.data_location == TensorProto.EXTERNAL]
 
 
 def external_entry(tensor: TensorProto) -> tuple[str, int, int | None]:
-    """(location, offset, length or None) of an external tensor.
-
-    Args:
-        tensor: a tensor whose data location is EXTERNAL.
-
-    Returns:
-        The location ("" when none), the offset in bytes (0 when none), and the length in bytes (None when
-        not given).
-    """
+    """(location, offset, length or None) of an external tensor."""
     entries = {entry.key: entry.value for entry in tensor.external_data}
     length = entries.get("length")
     return entries.get("location", ""), int(entries.get("offset") or 0), int(length) if length else None
@@ -121,12 +100,6 @@ def external_entry(tensor: TensorProto) -> tuple[str, int, int | None]:
 def path_kind(path: Path) -> str:
     """What a path is, following links (so that a link to /dev/zero is a device): "file", "folder",
     "missing", or a description such as "a FIFO" (never opened: reading a FIFO or a device hangs).
-
-    Args:
-        path: the path.
-
-    Returns:
-        The kind, as a word or a short description.
     """
     try:
         mode = path.stat().st_mode
@@ -155,13 +128,6 @@ def load_model(path: str | os.PathLike, *, session_options: SessionOptionsFactor
     relative to (pass it to :func:`save_model`); ``None`` otherwise. External tensors of up to 64 KiB
     are read in (shape inference needs small constants such as Reshape targets).
 
-    Args:
-        path: the model file.
-        session_options: the factory of ORT session options (``gathermultiaxis.session_options``).
-
-    Returns:
-        The model, and the folder of its external data or None.
-
     Raises:
         ModelFileError: the file is not a readable model, its external data are wrong, or ORT cannot
             load it.
@@ -179,13 +145,6 @@ def read_model(path: str | os.PathLike, inline_small: bool = True) -> tuple[Mode
     """:func:`load_model` without asking ONNX Runtime: the file is a readable ONNX model (not truncated,
     not a FIFO) whose external data files exist inside its folder and are long enough. Raises
     ModelFileError naming the file and the problem.
-
-    Args:
-        path: the model file.
-        inline_small: read in the external tensors of up to 64 KiB.
-
-    Returns:
-        The model, and its folder (resolved) when it keeps data in external files, else None.
 
     Raises:
         ModelFileError: the path is not a model file, or the model or its external data are invalid.
@@ -217,12 +176,6 @@ def external_data_files(path: str | os.PathLike) -> set[Path]:
     """The files (resolved) that hold external data of the model at ``path``: those it must not be
     written over. Empty when it has none, or cannot be read (whatever reads it then says why); a path
     that is not a regular file is never opened (a FIFO would block).
-
-    Args:
-        path: the model file.
-
-    Returns:
-        The set of resolved paths.
     """
     if path_kind(Path(path)) != "file":
         return set()
@@ -307,13 +260,6 @@ def check_external_data(tensor: TensorProto, folder: str | os.PathLike) -> Exter
     a non-zero length equal to what dims and type need; the bytes inside the file. Unlike it, a
     location holding a NUL character is refused (ORT reads it up to the NUL).
 
-    Args:
-        tensor: a tensor whose data location is EXTERNAL.
-        folder: the model's folder.
-
-    Returns:
-        The ExternalData: the resolved file, the offset and the size in bytes.
-
     Raises:
         ExternalDataError: the entry breaks one of the rules above.
     """
@@ -372,14 +318,6 @@ def ort_load_error(model: str | bytes, external_data_folder: Path | None = None,
     ``session_options``, which the caller passes: ``gathermultiaxis.session_options``); "" when it loads.
 
     External data is memory-mapped by ORT, not read; ``external_data_folder`` locates it for bytes.
-
-    Args:
-        model: the model's path, or the serialized model.
-        external_data_folder: the folder of its external data (for ``model`` given as bytes).
-        session_options: the factory of ORT session options (``gathermultiaxis.session_options``).
-
-    Returns:
-        ORT's reason on one line, or "".
     """
     import onnxruntime as ort
 
@@ -427,11 +365,6 @@ def loads_in_ort(path: Path, part: ModelProto | None = None, *, session_options:
     ``session_options``: see :func:`ort_load_error`). With ``part``, the model of what it changes
     (graphs.load_check.changed_part), loading that proves it.
 
-    Args:
-        path: the written model file.
-        part: the changed part to load instead, or None to load ``path``.
-        session_options: the factory of ORT session options (``gathermultiaxis.session_options``).
-
     Raises:
         ModelFileError: ORT cannot load it.
     """
@@ -441,15 +374,7 @@ def loads_in_ort(path: Path, part: ModelProto | None = None, *, session_options:
 
 
 def one_line(error: BaseException, limit: int = 500) -> str:
-    """An exception's message on one line (checker messages span several), or its type name.
-
-    Args:
-        error: the exception.
-        limit: the most characters to keep (a longer text is cut and ends in "...").
-
-    Returns:
-        The text.
-    """
+    """An exception's message on one line (checker messages span several), or its type name."""
     text = " ".join(str(error).split())
     text = text or type(error).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -460,13 +385,6 @@ def one_line(error: BaseException, limit: int = 500) -> str:
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     """Whether two paths name one file: the same file when both exist (links and hard links followed),
     else the same resolved path.
-
-    Args:
-        a: a path.
-        b: another path.
-
-    Returns:
-        True when they name one file.
     """
     try:
         return os.path.samefile(a, b)
@@ -499,13 +417,6 @@ def _output_folder(path: Path, targets: list[Path], overwrite: bool, replaceable
 def staging_folder(path: Path, folder: Path) -> Iterator[Path]:
     """A temporary folder next to the target: files are written there and moved into place only when
     complete, so a failure leaves no partial file behind (the folder is always removed).
-
-    Args:
-        path: the target file (named in error messages).
-        folder: the folder the target goes into; the staging folder is made inside it.
-
-    Yields:
-        The staging folder's path.
 
     Raises:
         ModelFileError: the folder cannot be created, or writing in it fails (an OSError).
@@ -623,18 +534,6 @@ def save_model(model: ModelProto, path: str | os.PathLike, *, external_data: boo
     bear the name). Both files are complete before either is moved into place, and if moving fails
     (whatever the exception), the files that were there before are put back.
 
-    Args:
-        model: the model.
-        path: the model file to write.
-        external_data: move the large inline tensors into ``<name>.data`` too.
-        external_data_folder: the folder the model's external data locations are relative to.
-        overwrite: replace existing files.
-        replaceable: existing files that may be replaced without ``overwrite``.
-        validate: called with the staged model's path before anything is moved into place.
-
-    Returns:
-        The files written: the model, then its data file when there is one.
-
     Raises:
         ModelFileError: the name is not UTF-8 when a data file is needed, the output folder is missing,
             a target is not a regular file or exists (without ``overwrite``), writing fails, or
@@ -719,11 +618,6 @@ def _move_into_place(staged: Path, target: Path, overwrite: bool) -> None:
 def write_bytes_atomic(path: str | os.PathLike, content: bytes, overwrite: bool = False) -> None:
     """Write ``content`` to ``path`` atomically (reports, the bundled example).
 
-    Args:
-        path: the file to write.
-        content: the bytes.
-        overwrite: replace an existing file.
-
     Raises:
         ModelFileError: the folder is missing, the target exists (without ``overwrite``) or is not a
             regular file, or writing fails.
@@ -738,10 +632,6 @@ def write_bytes_atomic(path: str | os.PathLike, content: bytes, overwrite: bool 
 def check_target(path: str | os.PathLike, overwrite: bool = False) -> None:
     """Raise ModelFileError now, before any work, if ``path`` could not be written later: its folder
     is missing, or it exists and ``overwrite`` is false.
-
-    Args:
-        path: the file to be written.
-        overwrite: whether an existing file may be replaced.
 
     Raises:
         ModelFileError: it could not be written.

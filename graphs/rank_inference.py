@@ -16,11 +16,11 @@ import onnx.defs
 from onnx import GraphProto, NodeProto, TensorProto
 
 from . import ort_optimizer
-from .inference import Dim, TensorInfo
+from .ranks.tensor_info import Dim, TensorInfo
 from .ir.walk import attribute
 
 if TYPE_CHECKING:
-    from .inference import KnownRankInfo
+    from .ranks.tensor_info import KnownRankInfo
 
 Constants = Callable[[str], "np.ndarray | None"]  # the value of a tensor when it is a graph constant
 RankRule = Callable[[NodeProto, Sequence["TensorInfo | None"], Constants], "list[TensorInfo] | None"]

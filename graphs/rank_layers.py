@@ -13,7 +13,8 @@ import numpy as np
 import onnx
 from onnx import GraphProto, ModelProto, NodeProto, numpy_helper
 
-from .inference import SymbolicInference, TensorInfo, declared_ranks, known_rank, learn, symbolic_inference, with_elem_type
+from .ranks.symbolic_ranks import SymbolicInference, symbolic_inference
+from .ranks.tensor_info import TensorInfo, declared_ranks, known_rank, learn, with_elem_type
 from .modelfile import ModelFileError
 from .passes import ConstantView, GraphScope, InferredGraph
 from .rank_inference import FOLD_LIMIT, FOLDABLE_OPS, apply_rank_rule, fold, holder_output_ranks, output_elem_types
@@ -35,7 +36,7 @@ class RankLayers:
     _subgraph_scopes: dict[int, tuple[GraphProto, dict[str, TensorInfo]]] = field(default_factory=dict)
 
     def begin(self, light: ModelProto | None) -> None:
-        """Keeps the typing copy (``graphs.inference.typing_copy``) for layer 2."""
+        """Keeps the typing copy (``graphs.ranks.typing_copy``) for layer 2."""
         self.light = light.SerializeToString() if light is not None else b""
         self._symbolic = None
 

@@ -33,8 +33,8 @@ from .passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
 from .rank_layers import RankLayers
 from .provenance import mark_rewritten
 from .passes.pass_report import PassReport
-from .inference import known_rank
-from .inference import TensorInfo
+from .ranks.tensor_info import known_rank
+from .ranks.tensor_info import TensorInfo
 from .rules import RULES, LeftUnchanged, OptInRule, emit_replacement
 from .ir.walk import ONNX_DOMAINS, node_holders, nodes_within
 
@@ -213,7 +213,7 @@ class RewritePass:
 
         Args:
             model: the pass's copy of the model (functions holding gathers already inlined).
-            light: the typing copy (graphs.inference.typing_copy), kept serialized.
+            light: the typing copy (graphs.ranks.typing_copy), kept serialized.
         """
         if not self.report.outcomes:  # inlined: what a function still holds is in one that is never called
             _report_function_gathers(model, self.ops, self.report, "in a model-local function that no node calls")

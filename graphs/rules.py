@@ -19,7 +19,7 @@ from ..ops.alignment import (Alignment, AlignmentError, gather_alignment, gather
                              gather_nd_alignment)
 from . import block_quantized, provenance, runtime_alignment
 from .ir.builder import INT64_MAX, NodeBuilder
-from .inference import Dim, TensorInfo
+from .ranks.tensor_info import Dim, TensorInfo
 from .passes.pass_report import LeftUnchanged
 from .ir.walk import attribute
 

@@ -72,7 +72,9 @@ from ..ops.contract import DOMAIN, OP_TYPE, GatherShapeError, Mode, logical_indi
 from ..ops.kernel import gather_multiaxis
 from .ir.builder import NameScope, NodeBuilder
 from .form_check import check_emitted, possibly_string
-from .inference import graph_infos, inferred, typing_copy
+from .ranks.tensor_info import graph_infos
+from .ranks.shape_inference import inferred
+from .ranks.typing_copy import typing_copy
 from .lower import GENERAL, LoweredNode, LowerReport, is_gather_multiaxis, lower_model, unname_replaced_dims
 from .passes import GraphScope, NotChanged, Visit, run_pass
 from .lower_general import NotLowered, node_mode

@@ -12,7 +12,9 @@ from typing import Any, Callable, Protocol
 from onnx import GraphProto, ModelProto, NodeProto
 
 from ...ops.contract import DOMAIN
-from ..inference import TensorInfo, inferred, typing_copy
+from ..ranks.tensor_info import TensorInfo
+from ..ranks.shape_inference import inferred
+from ..ranks.typing_copy import typing_copy
 from ..ir.builder import NameScope
 from ..ir.constant_view import ConstantView
 from ..ir.dead_nodes import remove_dead_in_model

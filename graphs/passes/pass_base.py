@@ -14,7 +14,7 @@ from onnx import GraphProto, ModelProto, NodeProto
 from .pass_report import PassReport
 
 if TYPE_CHECKING:
-    from ..inference import TensorInfo
+    from ..ranks.tensor_info import TensorInfo
     from .scopes import GraphScope, InferredGraph
 
 D = TypeVar("D")  # what a node pass's visit says of a changed node, for its report's row
@@ -112,7 +112,7 @@ class NodePass(ModelPass, Generic[D]):
     1. The pass's model: a copy (or the given model itself, with ``in_place``), the model-local functions that
        hold a node ``copy_targets`` accepts inlined; a target left in a function that could not be inlined is
        reported as left, with the inliner's reason. ``prepare(model)`` is then called with it.
-    2. With ``infers_types``, ONNX's inference of a typing copy (``graphs.inference.typing_copy``); ``begin``
+    2. With ``infers_types``, ONNX's inference of a typing copy (``graphs.ranks.typing_copy``); ``begin``
        gets the model and that copy (None without ``infers_types``), which is dropped after it.
     3. The walk: every scope in graph order, a node's subgraphs before the node. ``scope_infos`` gives a
        scope's types; ``observe(node, scope)`` sees every node in order; ``visit(node, scope)`` runs for each

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from ..inference import TensorInfo
+    from ..ranks.tensor_info import TensorInfo
 
 
 class LeftUnchanged(Exception):

@@ -10,7 +10,8 @@ from typing import Iterator
 
 from onnx import GraphProto, NodeProto
 
-from ..inference import TensorInfo, graph_infos, induced_names
+from ..ranks.tensor_info import TensorInfo, graph_infos
+from ..ranks.shape_inference import induced_names
 from ..ir.builder import NameScope
 from ..ir.constant_view import ConstantView
 from ..ir.walk import holds_subgraph, nodes_within, subgraphs

@@ -26,7 +26,7 @@ import numpy as np
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from ..graphs import lower_model, rewrite_model
-from ..graphs.inference import TensorInfo
+from ..graphs.ranks.tensor_info import TensorInfo
 from ..graphs.rules import RULES, OptInRule
 from ..harness import IR_VERSION, make_session, single_gather_model, tensor_type_of
 from ..ops import gather_multiaxis

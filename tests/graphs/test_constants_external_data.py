@@ -192,7 +192,8 @@ def test_shape_inference_never_swallows_a_memory_error(monkeypatch):
     give another result, silently): it propagates."""
     import onnx.shape_inference
 
-    from gathermultiaxis.graphs.inference import inferred, typing_copy
+    from gathermultiaxis.graphs.ranks.shape_inference import inferred
+    from gathermultiaxis.graphs.ranks.typing_copy import typing_copy
 
     def out_of_memory(*args, **kwargs):
         raise MemoryError("std::bad_alloc")

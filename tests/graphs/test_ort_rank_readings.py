@@ -10,7 +10,8 @@ from sessions import assert_rewrite_matches, builtin_session, custom_session
 from support import assert_bit_identical, make_model
 
 from gathermultiaxis.graphs import rewrite_model
-from gathermultiaxis.graphs.inference import symbolic_inference, typing_copy
+from gathermultiaxis.graphs.ranks.symbolic_ranks import symbolic_inference
+from gathermultiaxis.graphs.ranks.typing_copy import typing_copy
 
 T = TensorProto
 
@@ -151,7 +152,7 @@ def test_reason_says_when_symbolic_inference_gave_up():
     ("ReduceLogSumExp", [2], {}),
 ])
 def test_reduce_rule_matches_ort(op, axes, attributes):
-    from gathermultiaxis.graphs.inference import TensorInfo
+    from gathermultiaxis.graphs.ranks.tensor_info import TensorInfo
     from gathermultiaxis.graphs.rank_inference import apply_rank_rule
 
     inputs = ["x"] if axes is None else ["x", "axes"]
@@ -182,7 +183,7 @@ def test_if_output_rank_from_every_layer(monkeypatch):
     """Before: the If's output had a rank only where ONNX's inference typed both branches, and the Gather was
     aligned at run time. Without layer 2, the Gelu rank rule types the then-branch."""
     from gathermultiaxis.graphs import rank_layers
-    from gathermultiaxis.graphs.inference import SymbolicInference
+    from gathermultiaxis.graphs.ranks.symbolic_ranks import SymbolicInference
 
     monkeypatch.setattr(rank_layers, "symbolic_inference", lambda light: SymbolicInference({}))
     x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
@@ -211,7 +212,7 @@ def test_loop_outputs_rank_from_every_layer(monkeypatch):
     """Before: a Loop's scan output had a rank only where ONNX's inference typed the body output; the Gather
     was aligned at run time."""
     from gathermultiaxis.graphs import rank_layers
-    from gathermultiaxis.graphs.inference import SymbolicInference
+    from gathermultiaxis.graphs.ranks.symbolic_ranks import SymbolicInference
 
     monkeypatch.setattr(rank_layers, "symbolic_inference", lambda light: SymbolicInference({}))
     feeds = {"trips": np.array(3, np.int64), "x": np.linspace(-2, 2, 20, dtype=np.float32).reshape(5, 4),

@@ -17,7 +17,7 @@ from support import make_model
 
 from gathermultiaxis.graphs import rewrite_model
 from gathermultiaxis.graphs.rank_inference import RANK_RULES, apply_rank_rule
-from gathermultiaxis.graphs.inference import TensorInfo
+from gathermultiaxis.graphs.ranks.tensor_info import TensorInfo
 
 T = TensorProto
 RNG = np.random.default_rng(11)
@@ -376,7 +376,7 @@ def contrib_model():
 def test_ranks_through_com_microsoft_ops(layers, monkeypatch):
     """Layers 2 and 3 each find these ranks on their own."""
     from gathermultiaxis.graphs import rank_layers
-    from gathermultiaxis.graphs.inference import SymbolicInference
+    from gathermultiaxis.graphs.ranks.symbolic_ranks import SymbolicInference
 
     if layers == "without ORT's symbolic inference":
         monkeypatch.setattr(rank_layers, "symbolic_inference", lambda light: SymbolicInference({}))

@@ -15,7 +15,7 @@ from sessions import assert_rewrite_matches, builtin_session
 from support import make_model
 
 from gathermultiaxis.graphs import rewrite_model
-from gathermultiaxis.graphs.inference import TensorInfo
+from gathermultiaxis.graphs.ranks.tensor_info import TensorInfo
 from gathermultiaxis.graphs.rank_inference import apply_rank_rule, fold, output_elem_types
 
 T = TensorProto

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
-from gathermultiaxis.graphs.inference import TensorInfo
+from gathermultiaxis.graphs.ranks.tensor_info import TensorInfo
 from gathermultiaxis.graphs.rules import RULES, Replacement
 from gathermultiaxis.ops import Mode, gather_multiaxis
 from gathermultiaxis.ops.alignment import AlignmentError

@@ -4,7 +4,7 @@ inferred twin of a graph (the subgraph holders' copies, walked beside the origin
 import onnx
 from onnx import TensorProto, helper
 
-from gathermultiaxis.graphs.inference import TensorInfo
+from gathermultiaxis.graphs.ranks.tensor_info import TensorInfo
 from gathermultiaxis.graphs.ir.builder import NameScope
 from gathermultiaxis.graphs.ir.constant_view import ConstantView
 from gathermultiaxis.graphs.passes.scopes import GraphScope, InferredGraph

@@ -12,9 +12,11 @@ from gathermultiaxis.ops.private_api import TESTED_VERSIONS, PrivateAPIError
 
 @pytest.fixture
 def fresh_lookup():
-    symbolic_inference.symbolic_shape_inference.cache_clear()
+    for group in (symbolic_inference.symbolic_shape_inference, symbolic_inference.symbolic_shape_infer_module):
+        group.cache_clear()
     yield
-    symbolic_inference.symbolic_shape_inference.cache_clear()
+    for group in (symbolic_inference.symbolic_shape_inference, symbolic_inference.symbolic_shape_infer_module):
+        group.cache_clear()
 
 
 def _model_with_an_unknown_op():

@@ -84,21 +84,3 @@ def test_the_package_refuses_to_start_on_a_bridge_without_its_invoker(tmp_path):
     assert done.stdout.startswith("PrivateAPIError") and "_on_pyop_invocation" in done.stdout
     assert TESTED_VERSIONS in done.stdout
 
-
-def test_symbolic_inference_runs_without_onnxruntime_tools_package_init():
-    """ORT's symbolic inference is loaded from its file: ``onnxruntime/tools/__init__.py`` imports torch
-    whenever it is installed (seconds), which the rewrite and the session must not pay for."""
-    script = textwrap.dedent("""
-        import sys
-        from onnx import TensorProto, helper
-        from gathermultiaxis.graphs.inference import symbolic_infos
-        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])
-        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-        nodes = [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Relu", ["h"], ["y"])]
-        graph = helper.make_graph(nodes, "g", [x], [y])
-        infos = symbolic_infos(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
-        print(infos["h"].rank, "onnxruntime.tools" in sys.modules, "torch" in sys.modules)
-    """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["2", "False", "False"]
