@@ -14,7 +14,8 @@ from support import assert_bit_identical, make_model
 
 import gathermultiaxis
 from gathermultiaxis.graphs import lower_model, rewrite_model
-from gathermultiaxis.graphs.form_check import reaches_range, recorded_form
+from gathermultiaxis.graphs.lower.ort_guards import reaches_range
+from gathermultiaxis.graphs.lower.recorded_form import recorded_form
 from gathermultiaxis.graphs.passes import NotChanged, Visit, run_pass
 from gathermultiaxis.graphs.provenance import KEY, replaced_gather
 
