@@ -1,34 +1,18 @@
-"""The general lowering of one GatherMultiaxis node: the flat-offset decomposition, for the nodes that no
-single standard gather computes (``graphs.lower`` tries those forms first; this is the last resort). In
-the model's own default opset:
-from opset 11 in every mode, from opset 7 in mode "error" (the others need Where and Less on int64).
+"""The general lowering of one GatherMultiaxis node with a static rank ``r`` and constant axes: flat offsets,
+for the nodes no single standard gather computes. From opset 11 in every mode, from opset 7 in the mode that
+feeds the raw indices (the others need Where and Less on int64). Sizes are read at run time (``Shape``):
 
-For ``output = GatherMultiaxis(X, I, axes, mode)`` with rank ``r`` (static) and constant ``axes`` (``k``
-of them), all sizes are read at run time (``Shape``), so symbolic dimensions need nothing static:
-
-1. Coordinates: for ``k > 1``, ``I`` is reshaped to ``[*L, k]`` (``L`` the logical indices shape) and
+1. Coordinates: for ``k > 1`` axes, ``I`` is reshaped to ``[*L, k]`` (``L`` the logical indices shape) and
    component ``j`` is ``Gather(.., j, axis=r)``; for ``k == 1`` it is ``I`` itself.
-2. Each component is checked and normalised by ``Gather(Range(0, dim), c)`` on a 1-D int64 range
-   (before opset 11: ``NonZero`` of ``dim`` True values from opset 9, a ``Loop``'s iteration numbers before):
-   ORT raises for any index out of ``[-dim, dim - 1]`` (for every value, whatever the output size) and
-   returns negatives counted from the end. The modes only change what is fed to it (table in docs/lowering.md):
-   "error" the raw indices; "error_nonempty" zeros (and a range of 1) when the output is empty, the raw
-   indices otherwise; "clamp" the clamped values; "zero" the values with out-of-range ones set to 0,
-   the out-of-range mask kept. On an axis of size 0 the range is empty, so any coordinate raises,
-   as the kernel's GatherShapeError does. No invalid coordinate ever reaches the flat offset.
-3. Flat offsets ``sum_j n_j * stride(axes[j]) + sum_{d not in axes} Range(0, out_d) * stride(d)``
-   (stride 0 where ``X`` has size 1 and is broadcast), added with ONNX broadcasting into the output
-   shape; a non-axis dimension whose sizes do not broadcast makes a checking Gather raise.
-4. The read: trailing dimensions copied whole (not in ``axes``, indices size 1 statically) are read as
-   rows of ``Flatten(X, axis=block)`` by one ``Gather(axis=0)``, as the kernel does; everything else
-   (strings always: ORT 1.31's string Gather is wrong for blocks of more than one element; "zero"
-   mode always) is read by ``Gather`` on ``X`` flattened to 1-D, one element per offset. In "zero"
-   mode the flat input gets one zero element appended, and masked offsets point at it. In
-   "error_nonempty" mode a row read sits in an ``If`` on the output being empty (an axis of size 0
-   has no rows to read even where its coordinates were not checked).
-
-Models keep their IR version, opset imports (``ai.onnx.contrib`` is dropped when nothing uses it),
-inputs, outputs, initializers and value_info; functions holding a GatherMultiaxis are inlined first.
+2. Each component is checked and normalised by ``Gather(Range(0, dim), c)``: ORT raises for any index out of
+   ``[-dim, dim - 1]`` and counts negatives from the end. The mode only changes what is fed to it (the table
+   in docs/lowering.md): the raw indices, zeros where the output is empty, clamped values, or values with the
+   out-of-range ones set to 0 (and the mask kept). No invalid coordinate ever reaches the flat offset.
+3. Flat offsets ``sum_j n_j * stride(axes[j]) + sum_{d not in axes} Range(0, out_d) * stride(d)`` (stride 0
+   where ``X`` has size 1 and is broadcast); non-axis sizes that do not broadcast make a checking Gather raise.
+4. The read: trailing dimensions copied whole are rows of ``Flatten(X, axis=block)``, one ``Gather(axis=0)``;
+   strings and zeroing modes read single elements of ``X`` flattened (a zero element appended for the masked
+   offsets). Where only what is read is checked, a row read sits in an ``If`` on the output being empty.
 """
 
 from __future__ import annotations
@@ -58,23 +42,18 @@ def feeds_raw_indices(mode: Mode) -> bool:
     return mode.checks_when_empty
 
 
+def zeroes_out_of_range(mode: Mode) -> bool:
+    """Whether an out-of-range read gives 0 (which needs the input's element type)."""
+    return mode.out_of_range is OutOfRange.ZERO
+
+
 def checks_only_when_read(mode: Mode) -> bool:
     """Whether the indices are checked only where the output has elements (ORT's GatherND)."""
     return mode.checks_indices and not mode.checks_when_empty
 
 
 def node_mode(node: NodeProto) -> Mode:
-    """The mode of a GatherMultiaxis node, for the lowerings.
-
-    Args:
-        node: a GatherMultiaxis node.
-
-    Returns:
-        Its ``Mode``.
-
-    Raises:
-        NotLowered: the node has no mode, or one that is none of ``MODES`` (bytes that are not UTF-8 included).
-    """
+    """The ``Mode`` of a GatherMultiaxis node; NotLowered where it has none or an unknown one."""
     mode = attribute(node, "mode", None)
     if mode is None:  # the schema and the custom op require it
         raise NotLowered(f"no 'mode' attribute (required: one of {', '.join(MODES)})")
@@ -85,24 +64,8 @@ def node_mode(node: NodeProto) -> Mode:
 
 def lowerable(node: NodeProto, data: TensorInfo, indices: TensorInfo, axes: list[int],
               opset: int) -> tuple[Mode, int, list[int]]:
-    """The node's mode, rank and non-negative axes, when some standard form of it exists at ``opset``;
-    raises NotLowered with the reason otherwise.
-
-    Args:
-        node: a GatherMultiaxis node.
-        data: what is known of its input.
-        indices: what is known of its indices.
-        axes: its axes, as the axes constant holds them.
-        opset: the model's default-domain opset.
-
-    Returns:
-        The mode, the rank, and the axes counted from the front.
-
-    Raises:
-        NotLowered: no mode, an unknown mode, an opset too old for the mode, unknown or differing ranks,
-            indices neither int32 nor int64, axes that are not unique axes of the rank, or mode zero with the
-            input's element type unknown.
-    """
+    """The node's mode, rank and axes counted from the front, when some standard form of it exists at
+    ``opset``; NotLowered with the reason otherwise."""
     mode = node_mode(node)
     if opset < MIN_OPSET or (not feeds_raw_indices(mode) and opset < MODES_MIN_OPSET):
         needed = MIN_OPSET if feeds_raw_indices(mode) else MODES_MIN_OPSET
@@ -116,29 +79,16 @@ def lowerable(node: NodeProto, data: TensorInfo, indices: TensorInfo, axes: list
         raise NotLowered(f"indices of type {TensorProto.DataType.Name(indices.elem_type)} (int32 or int64 only)")
     if len(set(a % rank for a in axes)) != len(axes) or any(not -rank <= a < rank for a in axes):
         raise NotLowered(f"axes {axes} are not unique axes of rank {rank}")
-    if mode.out_of_range is OutOfRange.ZERO and not data.elem_type:
+    if zeroes_out_of_range(mode) and not data.elem_type:
         raise NotLowered(f"mode {mode.value!r} needs the input's element type (for its zero), which is not known")
     return Mode(mode), rank, [a % rank for a in axes]
 
 
 def lower_gather_multiaxis(node: NodeProto, data: TensorInfo, indices: TensorInfo, axes: list[int],
                            b: LoweringBuilder, narrow: tuple[str, int] | None = None) -> None:
-    """Append the general standard-ONNX replacement of one GatherMultiaxis node to ``b``; raises
-    NotLowered. ``narrow``: a tensor of the input's shape and a narrower float type (float16 /
-    bfloat16) that the input is an exact Cast of; it is gathered instead and the (few) gathered values
-    are widened.
-
-    Args:
-        node: the GatherMultiaxis node.
-        data: what is known of its input.
-        indices: what is known of its indices.
-        axes: its axes (a constant).
-        b: where the nodes go; the last writes the node's output.
-        narrow: (tensor name, element type) of the narrow input, or None.
-
-    Raises:
-        NotLowered: see ``lowerable``.
-    """
+    """Append the general replacement of ``node`` to ``b`` (the last node writes its output); NotLowered as
+    ``lowerable``. ``narrow``: (name, float16/bfloat16 type) of the value the input is an exact Cast of,
+    gathered instead, the gathered values widened."""
     mode, rank, axes = lowerable(node, data, indices, axes, b.opset)
     x, idx, output = node.input[0], node.input[1], node.output[0]
     if rank == 0:
@@ -184,7 +134,7 @@ class _Lowering:
         14); before, a 0 in Reshape's shape means "copy the input's size" (and ORT's optimizer rewrites
         such shapes wrongly for empty tensors), so blocks are then the last dimension alone, which
         needs no reshape."""
-        if self.mode.out_of_range is OutOfRange.ZERO or self.data.elem_type in (TensorProto.STRING, 0) or self.b.opset < 9:
+        if zeroes_out_of_range(self.mode) or self.data.elem_type in (TensorProto.STRING, 0) or self.b.opset < 9:
             return self.rank  # (Flatten-1 takes float types only)
         start = self.rank
         while start > 0 and start - 1 not in self.axes and self._static_logical(start - 1) == 1:
@@ -414,5 +364,5 @@ class _Lowering:
         return values, below, b.op("Less", [values, dim], f"coordinate{j}_below_size")
 
 
-__all__ = ["MIN_OPSET", "MODES_MIN_OPSET", "NotLowered", "checks_only_when_read", "feeds_raw_indices",
+__all__ = ["MIN_OPSET", "MODES_MIN_OPSET", "NotLowered", "checks_only_when_read", "feeds_raw_indices", "zeroes_out_of_range",
            "lower_gather_multiaxis", "lowerable", "node_mode"]

@@ -9,7 +9,7 @@ from typing import ClassVar
 import numpy as np
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
-from ...ops.contract import OP_TYPE, Mode, OutOfRange, is_gather_multiaxis
+from ...ops.contract import OP_TYPE, Mode, is_gather_multiaxis
 from ..inference import TensorInfo
 from ..ir.walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, node_holders, round_trip_cast
 from ..lower_forms import (FORM_NAMES, ElementsPlan, FormEmitter, GatherPlan, NDPlan, Semantics, emit_form,
@@ -17,7 +17,7 @@ from ..lower_forms import (FORM_NAMES, ElementsPlan, FormEmitter, GatherPlan, ND
 from ..passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
 from ..provenance import MODEL_KEY, unmark_rewritten
 from ..rank_layers import RankLayers
-from .general_form import NotLowered, lower_gather_multiaxis, lowerable
+from .general_form import NotLowered, lower_gather_multiaxis, lowerable, zeroes_out_of_range
 from .general_run_time import lower_gather_multiaxis_at_run_time
 from .lower_report import GENERAL, KEPT_FOR_KERNEL, LoweredNode, LowerReport
 from .lowering_builder import LoweringBuilder
@@ -32,7 +32,7 @@ _BOUNDED_MODES = " and ".join(sorted(repr(mode.value) for mode in Mode if not mo
 
 
 def _replaced_form(node: NodeProto, scope: GraphScope) -> Visit | None:
-    """Step 1: the recorded gather, where ``graphs.form_check.recorded_form`` finds the graph proves it."""
+    """Step 1: the recorded gather, where ``recorded_form`` finds the graph proves it."""
     form = recorded_form(node, scope)
     if form is None:
         return None
@@ -111,28 +111,11 @@ class LowerPass:
         self.layers.observe(node, scope)
 
     def targets(self, node: NodeProto) -> bool:
-        """Whether the pass visits ``node``.
-
-        Args:
-            node: a node of any graph.
-
-        Returns:
-            True for a GatherMultiaxis node.
-        """
+        """GatherMultiaxis nodes."""
         return is_gather_multiaxis(node)
 
     def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str) -> LoweredNode:
-        """The report's row for a visited node.
-
-        Args:
-            node: the GatherMultiaxis node.
-            path: the path of its graph in the model.
-            visit: the visit's change, or None when the node was left.
-            reason: why it was left (used when ``visit`` is None).
-
-        Returns:
-            The LoweredNode, with the form and source when lowered.
-        """
+        """The LoweredNode, with the form and source when lowered."""
         if visit is None:
             return LoweredNode(node.name, path, False, reason)
         return LoweredNode(node.name, path, True, visit.detail.get("reason", ""), visit.detail["form"],
@@ -197,7 +180,7 @@ class LowerPass:
         if self.single_gather_only:
             raise NotChanged(f"{KEPT_FOR_KERNEL}: {general_reason}")
         builder = builder if not plans else self._builder(node, scope)
-        narrow = self._narrow(node, data, mode.out_of_range is OutOfRange.ZERO, scope, builder, freed)
+        narrow = self._narrow(node, data, zeroes_out_of_range(mode), scope, builder, freed)
         lower_gather_multiaxis(node, data, indices, list(semantics.axes), builder, narrow)
         return self._general(node, scope, builder, narrow, freed, general_reason)
 
@@ -243,7 +226,7 @@ class LowerPass:
     def _single_gather(self, node: NodeProto, scope: GraphScope, semantics: Semantics,
                        plan: GatherPlan | ElementsPlan | NDPlan, builder: LoweringBuilder, freed: set[str]) -> Visit:
         """Step 2: the nodes of ``plan``, on the narrow input where there is one."""
-        narrow = self._narrow(node, semantics.data, semantics.mode.out_of_range is OutOfRange.ZERO, scope, builder,
+        narrow = self._narrow(node, semantics.data, zeroes_out_of_range(semantics.mode), scope, builder,
                               freed)
         x, elem_type = narrow if narrow is not None else (node.input[0], semantics.data.elem_type)
         emitter = FormEmitter(builder, semantics, x, node.input[1], scope.constants, elem_type)
@@ -285,12 +268,9 @@ def _narrow_source(x: str, data: TensorInfo, scope: GraphScope, builder: Lowerin
 
 def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | None = None, *,
                 single_gather_only: bool = False) -> tuple[ModelProto, LowerReport]:
-    """Return a copy of ``model`` with every GatherMultiaxis node replaced by standard ONNX ops, and the
-    report of what happened to each (its form; a node is only ever replaced by an equivalent subgraph
-    or left as it is, with the reason). See the module docstring for the steps. Constant indices kept in
-    an external file are read from ``external_data_folder``, the model's folder (and only there). A copy
-    left with no GatherMultiaxis node loses the rewrite's model-level entry (``graphs.provenance.MODEL_KEY``):
-    it is plain ONNX (not with ``single_gather_only``, the session's lowering of the file it runs).
+    """Return a copy of ``model`` with every GatherMultiaxis node replaced by an equivalent standard ONNX
+    subgraph or left as it is (with the reason), and the report. A copy left with no GatherMultiaxis node
+    loses the rewrite's model-level entry (``graphs.provenance.MODEL_KEY``) unless ``single_gather_only``.
 
     Args:
         model: the model; it is not changed.
@@ -322,19 +302,9 @@ _RESTORING_DEPTH = 3  # the rewrite's restore: a Squeeze or Reshape, then the fl
 
 
 def unname_replaced_dims(before: ModelProto, after: ModelProto) -> None:
-    """In ``after``, the value_info of each GatherMultiaxis output of ``before`` that no GatherMultiaxis
-    computes any more, and of what the rewrite's restoring ops write from it, keeps its type, rank and sizes
-    but loses its dim names. The rewrite declared those
-    names (``batch``), not the model's author; tract, which pins inputs to concrete sizes, refuses a
-    declared name that meets a size ("Impossible to unify Sym(batch) with Val(2)").
-
-    Args:
-        before: the model that was lowered.
-        after: its lowered copy, changed in place.
-
-    Returns:
-        None.
-    """
+    """In ``after`` (changed in place), the value_info of each GatherMultiaxis output of ``before`` that no
+    GatherMultiaxis computes any more, and of what the rewrite's restoring ops write from it, loses its dim
+    names: the rewrite declared them, and tract refuses a declared name that meets a size."""
     def outputs(model: ModelProto) -> set[str]:
         return {node.output[0] for holder in node_holders(model) for node in holder.node if is_gather_multiaxis(node)}
 
@@ -360,9 +330,8 @@ def unname_replaced_dims(before: ModelProto, after: ModelProto) -> None:
 
 def lower_single_gathers(model: ModelProto, external_data_folder: str | os.PathLike | None = None
                          ) -> tuple[ModelProto, LowerReport]:
-    """``lower_model`` restricted to the nodes that one standard gather computes (steps 1 and 2 of the
-    module docstring): what the package's session runs on ORT's builtin kernels. A node that needs the
-    general decomposition is left, with the reason (``KEPT_FOR_KERNEL``), for the GatherMultiaxis kernel.
+    """``lower_model`` restricted to the nodes one standard gather computes (steps 1 and 2): what the session
+    runs on ORT's builtin kernels; the others are left for the kernel (reason ``KEPT_FOR_KERNEL``).
 
     Args:
         model: the model; it is not changed.

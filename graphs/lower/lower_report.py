@@ -37,11 +37,7 @@ class LowerReport(PassReport):
         return self.done()
 
     def forms(self) -> dict[str, int]:
-        """How many nodes were lowered to each form.
-
-        Returns:
-            ``{form: count}`` over the lowered nodes, forms sorted.
-        """
+        """``{form: count}`` over the lowered nodes, forms sorted."""
         counts: dict[str, int] = {}
         for outcome in self.outcomes:
             if outcome.lowered:
@@ -49,19 +45,11 @@ class LowerReport(PassReport):
         return dict(sorted(counts.items()))
 
     def as_dict(self) -> dict:
-        """The report as JSON-ready data (the commands' ``--json``).
-
-        Returns:
-            PassReport's dict plus ``forms`` (``forms()``).
-        """
+        """PassReport's dict plus ``forms``."""
         return {**super().as_dict(), "forms": self.forms()}
 
     def table(self) -> str:
-        """The report as text: the counts, the forms, then each general-form or left node with its reason.
-
-        Returns:
-            The lines, joined by newlines.
-        """
+        """The counts, the forms, then each general-form or left node with its reason."""
         lines = [f"GatherMultiaxis lowered: {self.lowered}, left: {self.left}"]
         if self.forms():
             lines.append("  forms: " + ", ".join(f"{form} {count}" for form, count in self.forms().items()))

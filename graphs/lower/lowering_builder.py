@@ -18,26 +18,11 @@ class LoweringBuilder(NodeBuilder):
         return self.__dict__.setdefault("_known", {})
 
     def constant_value(self, name: str) -> np.ndarray | None:
-        """The value of ``name`` where it is a constant this builder emitted or folded.
-
-        Args:
-            name: a tensor's name.
-
-        Returns:
-            Its value, or None when it is not such a constant.
-        """
+        """The value of ``name`` where it is a constant this builder emitted or folded."""
         return self._values().get(name)
 
     def constant(self, values, role: str) -> str:
-        """An int64 constant, emitted once per value (the same values give the same name).
-
-        Args:
-            values: the values (anything ``np.asarray`` takes).
-            role: what the value is, for its name.
-
-        Returns:
-            The constant's name.
-        """
+        """An int64 constant, emitted once per value (the same values give the same name)."""
         array = np.asarray(values, dtype=np.int64)
         cache = self.__dict__.setdefault("_constants", {})
         key = (array.shape, array.tobytes())
@@ -47,12 +32,8 @@ class LoweringBuilder(NodeBuilder):
         return cache[key]
 
     def drop_unread_constants(self, output: str) -> None:
-        """Remove the Constant nodes that folding left unread (nothing here, in a subgraph included, reads
-        them, and they are not ``output``).
-
-        Args:
-            output: the replacement's output, kept even when it is such a constant.
-        """
+        """Remove the Constant nodes that folding left unread (read by nothing here, subgraphs included, and
+        not ``output``)."""
         remove_dead(self.nodes, [node for node in self.nodes if node.op_type == "Constant"], keep=(output,))
 
     def _emit(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
@@ -67,30 +48,12 @@ class LoweringBuilder(NodeBuilder):
         return super()._emit(op_type, inputs, role, **attributes)
 
     def op(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
-        """Any standard op with one output; folded into a constant (onnx's reference evaluator) where every
-        input is a constant of this builder and ``BUILDER_FOLDING`` folds the op.
-
-        Args:
-            op_type: the op type (default domain).
-            inputs: input names.
-            role: what the value is, for its name.
-            **attributes: the node's attributes.
-
-        Returns:
-            The name of the output (a constant's where it was folded).
-        """
+        """Any standard op with one output; a constant where every input is a constant of this builder and
+        ``BUILDER_FOLDING`` folds the op."""
         return self._emit(op_type, inputs, role, **attributes)
 
     def typed_zero(self, elem_type: int, role: str) -> str:
-        """A 1-element tensor holding 0 / False / "" of ``elem_type``.
-
-        Args:
-            elem_type: the ONNX element type.
-            role: what the value is, for its name.
-
-        Returns:
-            The constant's name.
-        """
+        """A 1-element tensor holding 0 / False / "" of ``elem_type``."""
         if elem_type == TensorProto.STRING:
             # onnx's annotation of vals lists numbers only; a STRING tensor's values are bytes
             tensor = helper.make_tensor("", TensorProto.STRING, [1], [b""])  # type: ignore[list-item]
@@ -101,16 +64,8 @@ class LoweringBuilder(NodeBuilder):
         return self._emit("Constant", [], role, value=tensor)
 
     def arange(self, n: str, role: str) -> str:
-        """[0, 1, ..., n - 1] (int64) for a scalar ``n``: Range from opset 11, NonZero of n True values
-        from 9, the iteration numbers of a Loop before.
-
-        Args:
-            n: the name of an int64 scalar.
-            role: what the value is, for its name.
-
-        Returns:
-            The name of the 1-D int64 range.
-        """
+        """[0, 1, ..., n - 1] (int64) for a scalar ``n``: Range from opset 11, NonZero of n True values from
+        9, the iteration numbers of a Loop before."""
         if self.opset >= 11:
             return self.op("Range", [self.constant(0, "zero_scalar"), n, self.constant(1, "one_scalar")], role)
         if self.opset >= 9:
@@ -136,30 +91,12 @@ class LoweringBuilder(NodeBuilder):
         return output
 
     def tensor(self, array: np.ndarray, role: str) -> str:
-        """A Constant of ``array``'s own element type (opset 9 on).
-
-        Args:
-            array: the value.
-            role: what the value is, for its name.
-
-        Returns:
-            The constant's name.
-        """
+        """A Constant of ``array``'s own element type (opset 9 on)."""
         return self._emit("Constant", [], role, value=numpy_helper.from_array(np.asarray(array), name=""))
 
     def reduce(self, op_type: str, x: str, axes: list[int] | None, role: str) -> str:
         """``op_type`` over ``axes`` (None: all of them), keepdims 0; axes are an input of ReduceSum from
-        opset 13 and of the other reductions from 18.
-
-        Args:
-            op_type: ReduceSum, ReduceProd, ReduceMin, ...
-            x: the tensor's name.
-            axes: the reduced axes, or None for all.
-            role: what the value is, for its name.
-
-        Returns:
-            The name of the output.
-        """
+        opset 13 and of the other reductions from 18."""
         if axes is None:
             return self.op(op_type, [x], role, keepdims=0)
         if self.opset >= (13 if op_type == "ReduceSum" else 18):
@@ -167,15 +104,7 @@ class LoweringBuilder(NodeBuilder):
         return self.op(op_type, [x], role, axes=axes, keepdims=0)
 
     def scalar(self, x: str, role: str) -> str:
-        """``x`` (one element) reshaped to a scalar.
-
-        Args:
-            x: the tensor's name.
-            role: what the value is, for its name.
-
-        Returns:
-            The name of the scalar.
-        """
+        """``x`` (one element) reshaped to a scalar."""
         return self.op("Reshape", [x, self.constant(np.zeros(0, np.int64), role + "_shape")], role)
 
 

@@ -29,14 +29,7 @@ _SEARCH_LIMIT = 4096  # values a guard looks at before it stops deciding (and re
 
 
 def possibly_string(elem_type: int) -> bool:
-    """Whether a value of ``elem_type`` may hold strings: STRING, or a type the graph does not prove (0).
-
-    Args:
-        elem_type: an ONNX element type, 0 for unknown.
-
-    Returns:
-        True for STRING or 0.
-    """
+    """Whether a value of ``elem_type`` may hold strings: STRING, or a type the graph does not prove (0)."""
     return elem_type in (TensorProto.STRING, 0)
 
 
@@ -200,14 +193,7 @@ def reaches_range(scope: GraphScope, name: str, emitted: Mapping[str, NodeProto]
     the Gather raises: so such a Range passes only for the gather a model had (``restores_original``), which
     ORT fuses alike in the model itself, never for a Gather the lowering introduces.
 
-    Args:
-        scope: the graph's scope.
-        name: the indices a Gather would read.
-        emitted: nodes written but not yet in the graph, by output name (a form's own nodes).
-        restores_original: the Gather is the one the rewrite replaced (its record), given back.
-
-    Returns:
-        True when a Range may reach ``name`` (a Gather of it may be fused into a wrong Slice).
+    ``emitted``: nodes written but not yet in the graph, by output name (a form's own nodes).
     """
     search = _Search(scope, emitted or {})
     pending, seen = [name], set()
@@ -232,16 +218,7 @@ def reaches_range(scope: GraphScope, name: str, emitted: Mapping[str, NodeProto]
 
 def check_emitted(nodes: Iterable[NodeProto], scope: GraphScope, *, restores_original: bool = False) -> str | None:
     """Why the nodes a form emits may not be used, or None: a Gather among them whose indices ORT may see as a
-    Range's output that it fuses wrong (``reaches_range``, through the emitted nodes and the graph's).
-
-    Args:
-        nodes: the form's nodes.
-        scope: the graph's scope.
-        restores_original: the nodes are the gather the rewrite replaced, given back (``reaches_range``).
-
-    Returns:
-        The reason, or None when every emitted Gather passes.
-    """
+    Range's output that it fuses wrong (``reaches_range``, through the emitted nodes and the graph's)."""
     nodes = list(nodes)
     emitted = {output: node for node in nodes for output in node.output if output}
     for node in nodes:

@@ -155,16 +155,8 @@ def _inputs_to_try(record: ReplacedGather, data: TensorInfo, indices: TensorInfo
 
 
 def recorded_form(node: NodeProto, scope: GraphScope) -> RecordedForm | None:
-    """The gather ``node`` records that it replaced, where the graph proves it (the module docstring) and ORT
-    computes it right; None otherwise (no record, a record that does not hold, or a guard that refuses).
-
-    Args:
-        node: a GatherMultiaxis node.
-        scope: its graph's scope.
-
-    Returns:
-        The RecordedForm: the gather (with the node's metadata but the record) and the tail nodes it replaces.
-    """
+    """The gather ``node`` records that it replaced (with the node's metadata but the record) and the tail
+    nodes it replaces, where the graph proves it and ORT computes it right; None otherwise."""
     record = replaced_gather(node)
     if record is None or scope.opset < OP_OPSET[record.op_type]:
         return None
