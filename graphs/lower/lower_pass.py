@@ -186,7 +186,7 @@ class LowerPass:
 
     def _general(self, node: NodeProto, scope: GraphScope, builder: LoweringBuilder, narrow: tuple[str, int] | None,
                  freed: set[str], reason: str) -> Visit:
-        """Step 3's Visit, its nodes checked as every form's are (``form_check.check_emitted``)."""
+        """Step 3's Visit, its nodes checked as every form's are (``ort_guards.check_emitted``)."""
         removes = self._narrow_output(node, scope, builder, narrow)
         unfit = check_emitted(builder.nodes, scope)
         if unfit is not None:
