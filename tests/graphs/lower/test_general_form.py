@@ -7,7 +7,7 @@ from onnx import TensorProto, helper
 from support import assert_bit_identical, make_model
 
 from gathermultiaxis import gather_multiaxis
-from gathermultiaxis.graphs.inference import TensorInfo
+from gathermultiaxis.graphs import TensorInfo
 from gathermultiaxis.graphs.ir.builder import NameScope
 from gathermultiaxis.graphs.lower.general_form import (MIN_OPSET, MODES_MIN_OPSET, NotLowered, checks_only_when_read,
                                                         feeds_raw_indices, lower_gather_multiaxis, lowerable,

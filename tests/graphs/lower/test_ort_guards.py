@@ -244,7 +244,7 @@ def test_a_gather_over_an_arange_of_a_dimension_is_given_back():
 
 
 def test_a_recorded_string_gather_of_blocks_is_refused():
-    from gathermultiaxis.graphs.inference import TensorInfo
+    from gathermultiaxis.graphs import TensorInfo
     from gathermultiaxis.graphs.lower.ort_guards import possibly_string, recorded_gather_refused
 
     assert [possibly_string(t) for t in (TensorProto.STRING, 0, TensorProto.FLOAT)] == [True, True, False]
