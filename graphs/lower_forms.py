@@ -42,9 +42,9 @@ import numpy as np
 from onnx import TensorProto
 
 from ..ops.contract import Mode
-from .form_check import possibly_string
+from .lower.ort_guards import possibly_string
 from .ranks.tensor_info import TensorInfo
-from .lower_general import LoweringBuilder
+from .lower.lowering_builder import LoweringBuilder
 
 GATHER_ELEMENTS_OPSET = 11  # GatherElements and GatherND
 GATHER_ND_BATCH_OPSET = 12  # GatherND's batch_dims

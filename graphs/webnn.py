@@ -71,13 +71,13 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 from ..ops.contract import DOMAIN, OP_TYPE, GatherShapeError, Mode, logical_indices_dims, normalize_axes, output_dims
 from ..ops.kernel import gather_multiaxis
 from .ir.builder import NameScope, NodeBuilder
-from .form_check import check_emitted, possibly_string
+from .lower.ort_guards import check_emitted, possibly_string
 from .ranks.tensor_info import graph_infos
 from .ranks.shape_inference import inferred
 from .ranks.typing_copy import typing_copy
 from .lower import GENERAL, LoweredNode, LowerReport, is_gather_multiaxis, lower_model, unname_replaced_dims
 from .passes import GraphScope, NotChanged, Visit, run_pass
-from .lower_general import NotLowered, node_mode
+from .lower.general_form import NotLowered, node_mode
 from .ir.dead_nodes import remove_dead
 from .ir.walk import (ONNX_DOMAINS, all_names, attribute, default_opset, holds_subgraph, names_read,
                       node_holders, round_trip_cast)

@@ -7,6 +7,17 @@ import warnings
 from pathlib import Path
 
 SHIPPED = Path(__file__).resolve().parent / "data" / "torch_gathers.onnx"
+
+
+def feeds_for(batch, seq, seed):
+    """Random feeds of the shipped export, ``batch`` sequences of ``seq`` tokens."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return {"tokens": rng.integers(0, 30, (batch, seq)), "scores": rng.standard_normal((batch, seq)).astype(np.float32),
+            "order": rng.integers(0, seq, (batch, seq)), "rows": np.array([seq - 1, 0])}
+
+
 INPUT_NAMES = ["tokens", "scores", "order", "rows"]
 
 

@@ -6,15 +6,9 @@ import onnx
 import pytest
 from sessions import assert_rewrite_matches, custom_session
 from support import assert_bit_identical
-from torch_gathers import INPUT_NAMES, SHIPPED, export, module_and_inputs
+from torch_gathers import INPUT_NAMES, SHIPPED, export, feeds_for, module_and_inputs
 
 from gathermultiaxis.graphs import rewrite_model
-
-
-def feeds_for(batch, seq, seed):
-    rng = np.random.default_rng(seed)
-    return {"tokens": rng.integers(0, 30, (batch, seq)), "scores": rng.standard_normal((batch, seq)).astype(np.float32),
-            "order": rng.integers(0, seq, (batch, seq)), "rows": np.array([seq - 1, 0])}
 
 
 @pytest.mark.parametrize("batch, seq", [(2, 5), (1, 1), (4, 9), (0, 4)])

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 from gathermultiaxis.graphs import rank_inference
 from gathermultiaxis.graphs.ir.builder import NameScope
 from gathermultiaxis.graphs.ir.folding import BUILDER_FOLDING, RANK_FOLDING, SHAPE_FOLDING, fold, slice_length
-from gathermultiaxis.graphs.lower_general import LoweringBuilder
+from gathermultiaxis.graphs.lower.lowering_builder import LoweringBuilder
 from gathermultiaxis.graphs.webnn import fold_shape_arithmetic
 from gathermultiaxis.ops.contract import DOMAIN, OP_TYPE
 

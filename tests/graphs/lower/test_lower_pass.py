@@ -16,8 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from sessions import builtin_session
 from support import assert_bit_identical, gather_cases, make_model
-from test_rewrite_torch_export import feeds_for
-from torch_gathers import SHIPPED
+from torch_gathers import SHIPPED, feeds_for
 
 from gathermultiaxis import GatherIndexError, GatherShapeError, gather_multiaxis
 from gathermultiaxis.conformance.cases import default_suite

@@ -1,0 +1,191 @@
+"""Step 1 of the lowering: the gather a GatherMultiaxis node records that it replaced (``graphs.provenance``),
+given back where the graph proves it. The record only says which form to try first: the rewrite's own
+replacement of it (``rules.emit_replacement``) is made again from what the graph proves of its inputs (element
+type, ranks, sizes) and compared node for node with the graph, from the recorded inputs to the node (alignment,
+Slice, Cast, run-time shape arithmetic; constants by value) and from the node to the recorded output (its
+Squeeze / Reshape / Cast back, each the only reader of the value before it). The node's mode and axes are part
+of that comparison. A static alignment is compared only where the graph proves both ranks (another rank pair
+could meet the same alignment and compute something else); the run-time alignment holds for every rank. A
+record that does not hold is ignored, and so is one that ``ort_guards`` refuses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from onnx import NodeProto, TensorProto, helper, numpy_helper
+
+from ...ops.alignment import GATHER, GATHER_ELEMENTS, GATHER_ND
+from ..ranks.tensor_info import TensorInfo
+from ..ir.builder import NameScope, NodeBuilder
+from ..ir.walk import ONNX_DOMAINS, constant_value
+from ..passes import GraphScope
+from ..passes.pass_report import LeftUnchanged
+from ..provenance import ReplacedGather, carry_metadata, replaced_gather
+from ..rules import emit_replacement
+from .ort_guards import recorded_gather_refused
+
+# The first opset of each recorded op's attributes (GatherND's batch_dims: 12).
+OP_OPSET = {GATHER: 1, GATHER_ELEMENTS: 11, GATHER_ND: 11}
+BATCH_DIMS_OPSET = 12
+
+
+@dataclass(frozen=True)
+class RecordedForm:
+    """The recorded gather, and the rewrite's nodes after the GatherMultiaxis node that it replaces too."""
+
+    gather: NodeProto
+    tail: list[NodeProto]
+
+
+def _attributes(node: NodeProto) -> dict[str, object] | None:
+    values: dict[str, object] = {}
+    for proto in node.attribute:
+        value = helper.get_attribute_value(proto)
+        if isinstance(value, TensorProto):
+            value = ("tensor", value.data_type, tuple(numpy_helper.to_array(value).reshape(-1).tolist()),
+                     tuple(value.dims))
+        elif isinstance(value, list) and value and not isinstance(value[0], (int, float, bytes)):
+            return None  # graphs, tensors lists: never in the rewrite's nodes
+        elif isinstance(value, list):
+            value = tuple(value)
+        values[proto.name] = value
+    return values
+
+
+def _same_op(made: NodeProto, found: NodeProto) -> bool:
+    """Same op, domain, arity and attributes (names aside)."""
+    made_domain = "" if made.domain in ONNX_DOMAINS else made.domain
+    found_domain = "" if found.domain in ONNX_DOMAINS else found.domain
+    return (made.op_type == found.op_type and made_domain == found_domain and len(made.input) == len(found.input)
+            and len(made.output) == len(found.output) and _attributes(made) == _attributes(found) is not None)
+
+
+class _Comparison:
+    """The rewrite's replacement, made again, against the graph: ``same(made, found)`` proves that the value
+    ``found`` is computed as ``made`` is, from the same leaves (the recorded inputs) or equal constants."""
+
+    def __init__(self, made: list[NodeProto], leaves: set[str], scope: GraphScope):
+        self.producers = {output: node for node in made for output in node.output if output}
+        self.readers: dict[str, list[NodeProto]] = {}
+        for node in made:
+            for name in node.input:
+                self.readers.setdefault(name, []).append(node)
+        self.leaves, self.scope = leaves, scope
+        self.proven: set[tuple[str, str]] = set()
+
+    def same(self, made: str, found: str) -> bool:
+        if (made, found) in self.proven:
+            return True
+        if made in self.leaves or not made:
+            result = made == found
+        else:
+            producer = self.producers.get(made)
+            if producer is None:
+                return False
+            if producer.op_type == "Constant":
+                result = self._same_constant(producer, found)
+            else:
+                node = self.scope.producers.get(found)
+                result = (node is not None and _same_op(producer, node)
+                          and list(producer.output).index(made) == list(node.output).index(found)
+                          and all(self.same(a, b) for a, b in zip(producer.input, node.input)))
+        if result:
+            self.proven.add((made, found))
+        return result
+
+    def _same_constant(self, constant: NodeProto, found: str) -> bool:
+        tensor = constant_value(constant)
+        if tensor is None or found not in self.scope.constants:
+            return False
+        try:
+            value = self.scope.constants[found]
+        except Exception:  # noqa: BLE001 - unreadable: not proven
+            return False
+        want = numpy_helper.to_array(tensor)
+        return value.dtype == want.dtype and value.shape == want.shape and bool(np.array_equal(value, want))
+
+    def tail(self, gathered: str, node: NodeProto, output: str) -> list[NodeProto] | None:
+        """The graph's nodes from ``node``'s output to ``output`` that match the made ones from ``gathered``:
+        each the only reader of the value before it, reading it where the made node does."""
+        made_value, found_value, tail = gathered, node.output[0], list[NodeProto]()
+        while made_value != output:
+            made_readers = self.readers.get(made_value, [])
+            found_readers = self.scope.consumers.get(found_value, [])
+            if len(made_readers) != 1 or len(found_readers) != 1 or self.scope.readers.get(found_value, 0) != 1:
+                return None
+            made_node, found_node = made_readers[0], found_readers[0]
+            if not _same_op(made_node, found_node):
+                return None
+            for made_input, found_input in zip(made_node.input, found_node.input):
+                if made_input == made_value:
+                    if found_input != found_value:
+                        return None
+                elif not self.same(made_input, found_input):
+                    return None
+            tail.append(found_node)
+            made_value, found_value = made_node.output[0], found_node.output[0]
+        return tail if found_value == output else None
+
+
+def _made_again(record: ReplacedGather, data: TensorInfo, indices: TensorInfo, opset: int) -> list[NodeProto] | None:
+    """The rewrite's replacement of the recorded gather, for inputs known as ``data`` and ``indices``."""
+    replaced = helper.make_node(record.op_type, [record.data, record.indices], [record.output],
+                                **record.attributes)  # type: ignore[arg-type]  # ints: node attributes
+    builder = NodeBuilder(opset, NameScope({record.data, record.indices, record.output}), "gathermultiaxis.record")
+    try:
+        emit_replacement(replaced, data, indices, builder)
+    except (LeftUnchanged, ValueError):
+        return None
+    return list(builder.nodes)
+
+
+def _inputs_to_try(record: ReplacedGather, data: TensorInfo, indices: TensorInfo) -> list[tuple[TensorInfo, TensorInfo]]:
+    """What the rewrite may have known of the inputs, in the forms the graph proves: what it proves (a static
+    alignment where both ranks are known), GatherElements' sizes forgotten (its Slice to the indices'
+    extents), no rank at all (the run-time alignment, right for every rank)."""
+    tried = [(data, indices)]
+    if data.shape is not None and indices.shape is not None and record.op_type == GATHER_ELEMENTS:
+        tried.append((TensorInfo(data.elem_type, (None,) * len(data.shape)),
+                      TensorInfo(indices.elem_type, (None,) * len(indices.shape))))
+    if data.shape is not None or indices.shape is not None:
+        tried.append((TensorInfo(data.elem_type, None), TensorInfo(indices.elem_type, None)))
+    return tried
+
+
+def recorded_form(node: NodeProto, scope: GraphScope) -> RecordedForm | None:
+    """The gather ``node`` records that it replaced (with the node's metadata but the record) and the tail
+    nodes it replaces, where the graph proves it and ORT computes it right; None otherwise."""
+    record = replaced_gather(node)
+    if record is None or scope.opset < OP_OPSET[record.op_type]:
+        return None
+    if record.op_type == GATHER_ND and record.attributes.get("batch_dims", 0) and scope.opset < BATCH_DIMS_OPSET:
+        return None
+    data, indices = scope.info(record.data), scope.info(record.indices)
+    if not data.elem_type:  # the rewrite's replacement depends on it (the float16 Cast round trip)
+        return None
+    tail = None
+    for known_data, known_indices in _inputs_to_try(record, data, indices):
+        made = _made_again(record, known_data, known_indices, scope.opset)
+        gathers = [n for n in made or () if n.op_type == node.op_type and n.domain == node.domain]
+        if len(gathers) != 1:
+            continue
+        comparison = _Comparison(made or [], {record.data, record.indices}, scope)
+        if not (_same_op(gathers[0], node) and all(comparison.same(a, b) for a, b in zip(gathers[0].input, node.input))):
+            continue
+        tail = comparison.tail(gathers[0].output[0], node, record.output)
+        if tail is not None:
+            break
+    if tail is None:
+        return None
+    gather = helper.make_node(record.op_type, [record.data, record.indices], [record.output],
+                              name=record.name or None, domain=record.domain,
+                              **record.attributes)  # type: ignore[arg-type]  # ints: node attributes
+    if recorded_gather_refused(gather, data, scope):
+        return None
+    carry_metadata(node, gather)
+    return RecordedForm(gather, tail)
+
+
+__all__ = ["BATCH_DIMS_OPSET", "OP_OPSET", "RecordedForm", "recorded_form"]
