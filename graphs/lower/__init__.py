@@ -8,7 +8,7 @@ that applies deciding:
    record's names and the node, exactly what the rewrite writes for that gather), that gather comes back
    and the alignment around it goes. This is what lowers nodes the rewrite aligned at run time (unknown
    ranks) to one gather too.
-2. **One standard gather from the node's semantics** (``graphs.lower_forms``): Gather, GatherElements
+2. **One standard gather from the node's semantics** (``graphs.lower.form_plans``): Gather, GatherElements
    or GatherND, chosen from the axes, ranks, mode and the statically known sizes.
 3. **The general decomposition** (``graphs.lower_general``): flat offsets computed from the run-time
    shapes, for the nodes no single gather computes; the report says why for each.
@@ -32,18 +32,19 @@ from typing import ClassVar
 import numpy as np
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
-from ..ops.contract import DOMAIN, OP_TYPE, Mode
-from .inference import TensorInfo
-from .form_check import check_emitted, recorded_form
-from .lower_forms import (FORM_NAMES, ElementsPlan, FormEmitter, GatherPlan, NDPlan, Semantics, emit_form,
-                          plan_forms)
-from .lower_general import (MIN_OPSET, LoweringBuilder, NotLowered, lower_gather_multiaxis,
-                            lower_gather_multiaxis_at_run_time, lowerable)
-from .passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
-from .rank_layers import RankLayers
-from .passes.pass_report import PassReport
-from .provenance import MODEL_KEY, unmark_rewritten
-from .ir.walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, node_holders, round_trip_cast
+from ...ops.contract import DOMAIN, OP_TYPE, Mode
+from ..inference import TensorInfo
+from ..form_check import check_emitted, recorded_form
+from .form_emitter import FormEmitter, emit_form
+from .form_plans import FORM_NAMES, ElementsPlan, GatherPlan, NDPlan, plan_forms
+from .form_semantics import Semantics
+from ..lower_general import (MIN_OPSET, LoweringBuilder, NotLowered, lower_gather_multiaxis,
+                             lower_gather_multiaxis_at_run_time, lowerable)
+from ..passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
+from ..rank_layers import RankLayers
+from ..passes.pass_report import PassReport
+from ..provenance import MODEL_KEY, unmark_rewritten
+from ..ir.walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, node_holders, round_trip_cast
 
 GENERAL = "general"  # the form name of the general decomposition
 KEPT_FOR_KERNEL = "kept for the GatherMultiaxis kernel"  # lower_single_gathers' reason for a node it leaves
