@@ -12,7 +12,7 @@ from .webnn_facts import NodeFacts, WebNNLowering, zero_fills
 from .webnn_ops import INT32_LIMIT
 
 def flat_offsets(lowering: WebNNLowering, facts: NodeFacts) -> list[NodeProto]:
-    """One gather of the data as 1-D at flat offsets (the module docstring)."""
+    """One gather of the data as 1-D at flat offsets ``sum_j c_j * stride(axes[j]) + sum_d iota_d * stride(d)``."""
     node, mode, elem_type = facts.node, facts.mode, facts.elem_type
     indices = node.input[1]
     data_shape, indices_shape, axes, out = facts.data_shape, facts.indices_shape, facts.axes, facts.out

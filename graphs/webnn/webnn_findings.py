@@ -26,7 +26,7 @@ class Finding:
 
 def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None,
                 external_data_folder: str | os.PathLike | None = None) -> list[Finding]:
-    """Every node of ``model`` ORT's WebNN EP would not take, and why (see the module docstring). A
+    """Every node of ``model`` ORT's WebNN EP would not take, and why (see ``gathermultiaxis.graphs.webnn``). A
     constant whose values a check reads (a Reshape's shape) is read from ``external_data_folder``, the
     model's folder, if kept in a file.
 

@@ -112,7 +112,7 @@ class WebNNPass:
 def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None,
                     external_data_folder: str | os.PathLike | None = None) -> tuple[ModelProto, LowerReport]:
     """A copy of ``model`` (rewritten: holding GatherMultiaxis nodes) with its input shapes fixed and
-    every GatherMultiaxis node of the main graph lowered for WebNN (see the module docstring), and the
+    every GatherMultiaxis node of the main graph lowered for WebNN (see ``gathermultiaxis.graphs.webnn``), and the
     report. Raises NotStatic when an input shape is not fixed. A constant kept in an external file is
     read, where its values are needed, from ``external_data_folder`` (the model's folder) only.
 
