@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import assert_never
 
 import numpy as np
 from onnx import TensorProto
 
-from ...ops.contract import Mode
+from ...ops.contract import OutOfRange
 from ..lower_general import LoweringBuilder
 from .form_plans import ElementsPlan, GatherPlan, NDPlan
 from .form_semantics import Semantics
@@ -95,18 +96,23 @@ class FormEmitter:
 
     def prepare(self, axes: tuple[int, ...], vector: bool) -> str | None:
         """The mode's treatment of the indices: clamp, or zero's masking (out-of-range indices set to 0)."""
-        mode = self.semantics.mode
-        if mode not in (Mode.CLAMP, Mode.ZERO):
-            return None
-        low, high = self.bounds(axes, vector)
         b = self.b
-        if mode == Mode.CLAMP:
-            self.idx = b.op("Min", [b.op("Max", [self.idx, low], "clamped_low"), high], "clamped")
-            return None
-        mask = b.op("Or", [b.op("Less", [self.idx, low], "below"), b.op("Greater", [self.idx, high], "above")],
-                    "out_of_range")
-        self.idx = b.op("Where", [mask, b.tensor(np.array(0, self.index_dtype), "index_zero"), self.idx], "masked")
-        return mask
+        match self.semantics.mode.out_of_range:
+            case OutOfRange.RAISE:
+                return None
+            case OutOfRange.CLAMP:
+                low, high = self.bounds(axes, vector)
+                self.idx = b.op("Min", [b.op("Max", [self.idx, low], "clamped_low"), high], "clamped")
+                return None
+            case OutOfRange.ZERO:
+                low, high = self.bounds(axes, vector)
+                mask = b.op("Or", [b.op("Less", [self.idx, low], "below"), b.op("Greater", [self.idx, high], "above")],
+                            "out_of_range")
+                self.idx = b.op("Where", [mask, b.tensor(np.array(0, self.index_dtype), "index_zero"), self.idx],
+                                "masked")
+                return mask
+            case unknown:
+                assert_never(unknown)
 
     def zeroed(self, values: str, mask: str | None) -> str:
         """Mode zero's result: 0 (False for bool) where ``mask`` is set."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from onnx import TensorProto
 
-from ...ops.contract import Mode
+from ...ops.contract import OutOfRange
 from ..form_check import possibly_string
 from .form_semantics import NoForm, Role, Semantics, refuse_unknown_roles
 
@@ -58,7 +58,9 @@ class GatherPlan:
                          f"copies the input between them)")
         refuse_string_blocks(semantics, high)
         copies = [d for d, role in roles.items() if role == Role.COPY]
-        if semantics.mode == Mode.ERROR_NONEMPTY and not semantics.copy_sizes_nonzero(copies):
+        # error_nonempty: checks every index, but none when the output is empty
+        if semantics.mode.checks_indices and not semantics.mode.checks_when_empty \
+                and not semantics.copy_sizes_nonzero(copies):
             raise NoForm("mode 'error_nonempty' checks nothing when the output is empty, Gather checks every "
                          "index, and a copied dimension's size is not known to be above 0")
         return cls(low, tuple(d for d in range(low, high + 1) if d != axis),
@@ -86,7 +88,7 @@ class ElementsPlan:
                          f"reads indices no larger than the input")
         refuse_unknown_roles(roles)
         expand = tuple(d for d, role in roles.items() if role == Role.COPY)
-        if semantics.mode == Mode.ERROR and not semantics.copy_sizes_nonzero(expand):
+        if semantics.mode.checks_when_empty and not semantics.copy_sizes_nonzero(expand):
             raise NoForm("mode 'error' checks every index, and an expanded dimension's size is not known to be "
                          "above 0 (an empty Expand would check none)")
         return cls(axis, expand)
@@ -135,7 +137,7 @@ class NDPlan:
         tail = range(last_index + 1, rank)
         expand = tuple(d for d in range(low) if roles[d] == Role.COPY)
         copies = [d for d in tail if roles[d] == Role.COPY] + list(expand)
-        if semantics.mode == Mode.ERROR and not semantics.copy_sizes_nonzero(copies):
+        if semantics.mode.checks_when_empty and not semantics.copy_sizes_nonzero(copies):
             raise NoForm("mode 'error' checks every index, GatherND nothing when the output is empty, and a "
                          "copied dimension's size is not known to be above 0")
         if last_index < rank - 1:  # the last indices dimension holds exactly the k components
@@ -170,9 +172,10 @@ def plan_forms(semantics: Semantics, opset: int) -> tuple[list[GatherPlan | Elem
     last, k = semantics.indices_size(semantics.rank - 1), len(semantics.axes)
     if k > 1 and last is not None and last % k:
         return [], [f"the last indices dimension ({last}) is not a multiple of the {k} axes (the op raises)"]
-    if semantics.mode == Mode.ZERO and semantics.data.elem_type not in (*WHERE_TYPES, TensorProto.BOOL):
+    zero = semantics.mode.out_of_range is OutOfRange.ZERO
+    if zero and semantics.data.elem_type not in (*WHERE_TYPES, TensorProto.BOOL):
         return [], [f"ORT's Where has no kernel for {TensorProto.DataType.Name(semantics.data.elem_type)} (mode 'zero')"]
-    if semantics.mode in (Mode.CLAMP, Mode.ZERO) and opset < BOUNDS_OPSET:
+    if not semantics.mode.checks_indices and opset < BOUNDS_OPSET:
         return [], [f"mode {semantics.mode.value!r} needs Min / Max on integers (opset {BOUNDS_OPSET})"]
     plans: list[GatherPlan | ElementsPlan | NDPlan] = []
     reasons: list[str] = []
