@@ -12,11 +12,12 @@ from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 from ...ops.contract import OP_TYPE, Mode, is_gather_multiaxis
 from ..ranks.tensor_info import TensorInfo
 from ..ir.walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, node_holders, round_trip_cast
-from ..lower_forms import (FORM_NAMES, ElementsPlan, FormEmitter, GatherPlan, NDPlan, Semantics, emit_form,
-                           plan_forms)
 from ..passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
 from ..provenance import MODEL_KEY, unmark_rewritten
 from ..rank_layers import RankLayers
+from .form_emitter import FormEmitter, emit_form
+from .form_plans import FORM_NAMES, ElementsPlan, GatherPlan, NDPlan, plan_forms
+from .form_semantics import Semantics
 from .general_form import NotLowered, lower_gather_multiaxis, lowerable, zeroes_out_of_range
 from .general_run_time import lower_gather_multiaxis_at_run_time
 from .lower_report import GENERAL, KEPT_FOR_KERNEL, LoweredNode, LowerReport

@@ -119,7 +119,7 @@ def test_nodes_no_single_gather_computes_stay_on_the_kernel(axes, indices_shape,
 
 def test_a_reversal_through_range_stays_right():
     """ORT's GatherToSliceFusion gets Gather(x, Range(T-1, -1, -1)) wrong under its default options: the
-    session's single gathers are the lowering's, which never hand ORT that pattern (graphs/lower_forms.py),
+    session's single gathers are the lowering's, which never hand ORT that pattern (graphs/lower/form_plans.py),
     so the session gives the right answer with builtin gathers only."""
     model, x = reversal_model(), np.arange(12, dtype=np.float32).reshape(3, 4)
     assert plain(model).run(None, {"x": x})[0].shape == (0, 4)  # ORT's bug, still there

@@ -1,4 +1,4 @@
-"""``lower --target webnn`` and ``webnn-check`` (issue 22, item 1): every GatherMultiaxis becomes ops that
+"""graphs/webnn (webnn_pass: ``lower --target webnn``, and ``webnn-check``): every GatherMultiaxis becomes ops that
 map one-to-one onto WebNN, bit-identical on plain ORT (graph optimizations off, as ``check`` compares)
 wherever the original does not raise; the lowered nodes are all inside what ORT's WebNN EP takes."""
 

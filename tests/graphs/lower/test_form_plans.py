@@ -1,4 +1,4 @@
-"""The lowering's forms (graphs/lower.py, graphs/lower_forms.py, graphs/provenance.py): every node in its
+"""The lowering's forms (graphs/lower/, form_plans and form_emitter, graphs/provenance.py): every node in its
 cheapest exact standard form. A rewritten model lowers back to the original's op types and counts; a
 GatherMultiaxis the rewrite did not write takes the form its semantics allow; every result is compared
 bit for bit against ORT running the original (or the custom op), in every mode."""
