@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 from onnx import ModelProto, NodeProto
 
 from .. import __version__
+from .sources.registry import RECORDED_ATTRIBUTES
 
 KEY = "gathermultiaxis.replaces"
 MODEL_KEY = "gathermultiaxis"
-# The ops a record may name, with the integer attributes each has (ONNX's Gather, GatherElements, GatherND).
-RECORDED_ATTRIBUTES = {"Gather": ("axis",), "GatherElements": ("axis",), "GatherND": ("batch_dims",)}
 
 
 @dataclass(frozen=True)

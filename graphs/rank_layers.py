@@ -16,8 +16,14 @@ from onnx import GraphProto, ModelProto, NodeProto, numpy_helper
 from .inference import SymbolicInference, TensorInfo, declared_ranks, known_rank, learn, symbolic_inference, with_elem_type
 from .modelfile import ModelFileError
 from .passes import ConstantView, GraphScope, InferredGraph
-from .rank_inference import FOLD_LIMIT, FOLDABLE_OPS, apply_rank_rule, fold, holder_output_ranks, output_elem_types
+from .ranks.rank_rules import (FOLD_LIMIT, FOLDABLE_OPS, RANK_RULES as GENERIC_RANK_RULES, RankRule, apply_rank_rule, fold,
+                               holder_output_ranks, output_elem_types)
+from .sources.registry import SOURCE_RANK_RULES
 from .ir.walk import ONNX_DOMAINS
+
+
+# (domain, op type) -> rank rule: the generic rules and the source gathers' own
+RANK_RULES: dict[tuple[str, str], RankRule] = {**GENERIC_RANK_RULES, **SOURCE_RANK_RULES}
 
 
 @dataclass
@@ -120,7 +126,7 @@ def type_by_rank_rule(node: NodeProto, scope: GraphScope) -> None:
             numpy_helper.to_array(tensor)
 
     inputs = [infos.get(name) if name else None for name in node.input]
-    outputs = apply_rank_rule(node, inputs, constant)
+    outputs = apply_rank_rule(node, inputs, constant, RANK_RULES)
     for name, info in zip(node.output, outputs or ()):
         if not name or info is None or info.shape is None:
             continue
@@ -159,4 +165,4 @@ def _small_constant(name: str, folded: dict[str, np.ndarray], constants: Constan
         return None
 
 
-__all__ = ["RankLayers", "type_by_rank_rule"]
+__all__ = ["RANK_RULES", "RankLayers", "type_by_rank_rule"]

@@ -35,35 +35,10 @@ from .provenance import mark_rewritten
 from .passes.pass_report import PassReport
 from .inference import known_rank
 from .inference import TensorInfo
-from .rules import RULES, LeftUnchanged, OptInRule, emit_replacement
+from .rules import LeftUnchanged, emit_replacement
+from .sources.registry import GATHER_OPS, INTERNAL_GATHERS, OPT_IN_OPS, RULES
+from .sources.source_gather import OptInRule
 from .ir.walk import ONNX_DOMAINS, node_holders, nodes_within
-
-GATHER_OPS = tuple(op for op, rule in RULES.items() if not isinstance(rule, OptInRule))  # rewritten by default
-
-# Ops of other domains that gather inside their kernel: each is a row of the report. A rewrite for one of
-# them (a rule that replaces the node) reports a "rewritten" row instead, under the same op name.
-_ATTENTION_ROTARY = ("gathers rows of its cos/sin caches by position inside ORT's attention kernel, which "
-                     "reads the KV cache too; no standard form of the rest exists to keep it")
-INTERNAL_GATHERS: dict[tuple[str, str], str] = {
-    ("com.microsoft", "EmbedLayerNormalization"): (
-        "its word, position and segment embedding gathers are fused with their sum and LayerNormalization in "
-        "one ORT kernel (rewrite the model before ORT's transformers optimizer fuses them)"),
-    ("com.microsoft", "QEmbedLayerNormalization"): "its embedding gathers are fused with quantized LayerNormalization",
-    ("com.microsoft", "GatherBlockQuantized"): (
-        "it gathers blocks of 4/8-bit quantized data and dequantizes them with their scales in one kernel; "
-        "rewritten only when asked for (ops including GatherBlockQuantized: graphs/block_quantized.py)"),
-    ("com.microsoft", "RotaryEmbedding"): "it gathers cos/sin cache rows by position ids inside the rotation kernel",
-    ("com.microsoft", "MRotaryEmbedding"): "it gathers cos/sin cache rows by position ids inside the rotation kernel",
-    ("com.microsoft", "GemmaRotaryEmbedding"): "it gathers cos/sin cache rows by position inside the rotation kernel",
-    ("com.microsoft", "GroupQueryAttention"): "it " + _ATTENTION_ROTARY,
-    ("com.microsoft", "SparseAttention"): "it " + _ATTENTION_ROTARY,
-    ("com.microsoft", "TorchEmbedding"): "ORT's kernel of torch's embedding (padding_idx, scale_grad_by_freq)",
-    ("com.microsoft", "WordConvEmbedding"): "its embedding gather is fused with a convolution in one ORT kernel",
-    ("com.microsoft", "GatherND"): "ORT's own (training) GatherND, not the ONNX op: its semantics are not ONNX's",
-}
-
-OPT_IN_OPS = tuple(op for op, rule in RULES.items() if isinstance(rule, OptInRule))  # only when asked for (ops=...)
-
 
 @dataclass
 class NodeOutcome:
@@ -302,7 +277,7 @@ class RewritePass:
                 tables = {name: TensorInfo(tensor.data_type, tuple(tensor.dims)) for name in node.input
                           if (tensor := scope.constants.tensor(name)) is not None and not known_rank(infos.get(name))}
                 # typed by the rule (GatherBlockQuantized: by the scales, the data are quantized)
-                infos[node.output[0]] = rule.emit(node, {**infos, **tables}, builder)
+                infos[node.output[0]] = rule.emit(node, {**infos, **tables}, builder, emit_replacement)
             else:
                 missing = emit_replacement(node, scope.info(node.input[0]), scope.info(node.input[1]), builder,
                                            self.runtime_alignment)

@@ -152,7 +152,8 @@ def test_reason_says_when_symbolic_inference_gave_up():
 ])
 def test_reduce_rule_matches_ort(op, axes, attributes):
     from gathermultiaxis.graphs.inference import TensorInfo
-    from gathermultiaxis.graphs.rank_inference import apply_rank_rule
+    from gathermultiaxis.graphs.rank_layers import RANK_RULES
+    from gathermultiaxis.graphs.ranks.rank_rules import apply_rank_rule
 
     inputs = ["x"] if axes is None else ["x", "axes"]
     node = helper.make_node(op, inputs, ["y"], **attributes)
@@ -162,7 +163,7 @@ def test_reduce_rule_matches_ort(op, axes, attributes):
                        opset=18)
     ran = builtin_session(model).run(None, {"x": np.ones((2, 3, 4), np.float32)})[0]
     constants = {"axes": None if axes is None else np.array(axes, np.int64)}
-    ruled = apply_rank_rule(node, [TensorInfo(T.FLOAT, (None, None, None)), None], constants.get)
+    ruled = apply_rank_rule(node, [TensorInfo(T.FLOAT, (None, None, None)), None], constants.get, RANK_RULES)
     assert ruled is not None and ruled[0].rank == ran.ndim
 
 

@@ -9,140 +9,95 @@ Unsqueeze of a scalar, a Concat of 1-D pieces), because a Reshape's rank is the 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Callable, Sequence, TypeGuard
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence, TypeGuard
 
 import numpy as np
 import onnx.defs
 from onnx import GraphProto, NodeProto, TensorProto
 
-from . import ort_optimizer
-from .inference import Dim, TensorInfo
-from .ir.walk import attribute
+from .. import ort_optimizer
+from ..inference import Dim, TensorInfo
+from ..ir.walk import attribute
 
 if TYPE_CHECKING:
-    from .inference import KnownRankInfo
+    from ..inference import KnownRankInfo
 
 Constants = Callable[[str], "np.ndarray | None"]  # the value of a tensor when it is a graph constant
-RankRule = Callable[[NodeProto, Sequence["TensorInfo | None"], Constants], "list[TensorInfo] | None"]
+
+
+class RankRule(Protocol):
+    """One op's rank rule: from what is known of the inputs and the node's attributes and constant inputs, what
+    is known of the outputs.
+
+    Args:
+        node: the node.
+        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
+        constants: a tensor's value by name when it is a graph constant, else None.
+
+    Returns:
+        One TensorInfo per output the rule types, or None when it cannot tell.
+    """
+
+    def __call__(self, node: NodeProto, inputs: Sequence[TensorInfo | None], constants: Constants
+                 ) -> list[TensorInfo] | None: ...
+
 _MICROSOFT = "com.microsoft"
 
 
-def _known(info: TensorInfo | None) -> TypeGuard[KnownRankInfo]:
+def known(info: TensorInfo | None) -> TypeGuard[KnownRankInfo]:
     return info is not None and info.rank is not None
 
 
-def _ranked(elem_type: int, rank: int) -> TensorInfo:
+def ranked(elem_type: int, rank: int) -> TensorInfo:
     return TensorInfo(elem_type, (None,) * rank)
 
 
-def _elem(info: TensorInfo | None) -> int:
+def elem_type_of(info: TensorInfo | None) -> int:
     return info.elem_type if info is not None else 0
 
 
 def same_shape(node, inputs, constants):
-    """Elementwise unary ops, normalizations, activations: output 0 has the shape of input 0.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    return [inputs[0]] if _known(inputs[0]) else None
+    """Elementwise unary ops, normalizations, activations: output 0 has the shape of input 0."""
+    return [inputs[0]] if known(inputs[0]) else None
 
 
 def same_rank(node, inputs, constants):
-    """Ops whose outputs keep the rank of input 0 but not its sizes (Transpose, Pad, Slice, Conv, ...).
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    if not _known(inputs[0]):
+    """Ops whose outputs keep the rank of input 0 but not its sizes (Transpose, Pad, Slice, Conv, ...)."""
+    if not known(inputs[0]):
         return None
-    return [_ranked(inputs[0].elem_type, inputs[0].rank)] * len(node.output)
+    return [ranked(inputs[0].elem_type, inputs[0].rank)] * len(node.output)
 
 
 def attention(node, inputs, constants):
-    """com.microsoft Attention / MultiHeadAttention: output rank = the query's rank (batch, sequence, hidden).
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    return [_ranked(inputs[0].elem_type, inputs[0].rank)] if _known(inputs[0]) else None
+    """com.microsoft Attention / MultiHeadAttention: output rank = the query's rank (batch, sequence, hidden)."""
+    return [ranked(inputs[0].elem_type, inputs[0].rank)] if known(inputs[0]) else None
 
 
 def broadcast(node, inputs, constants):
-    """Multidirectional broadcast (Add, Mul, Where, Equal, ...): the largest input rank.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
+    """Multidirectional broadcast (Add, Mul, Where, Equal, ...): the largest input rank."""
     present = [info for name, info in zip(node.input, inputs) if name]
-    if not all(_known(info) for info in present):
+    if not all(known(info) for info in present):
         return None
-    elem = TensorProto.BOOL if node.op_type in _COMPARISONS else _elem(present[-2 if node.op_type == "Where" else 0])
-    return [_ranked(elem, max(info.rank for info in present))]
+    elem = TensorProto.BOOL if node.op_type in _COMPARISONS else elem_type_of(present[-2 if node.op_type == "Where" else 0])
+    return [ranked(elem, max(info.rank for info in present))]
 
 
 def cast(node, inputs, constants):
-    """Cast: the input's shape, of the type ``to``.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    if not _known(inputs[0]):
+    """Cast: the input's shape, of the type ``to``."""
+    if not known(inputs[0]):
         return None
     return [TensorInfo(attribute(node, "to"), inputs[0].shape)]
 
 
 def predicate(node, inputs, constants):
-    """IsNaN, IsInf: a bool tensor of the input's shape.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    return [TensorInfo(TensorProto.BOOL, inputs[0].shape)] if _known(inputs[0]) else None
+    """IsNaN, IsInf: a bool tensor of the input's shape."""
+    return [TensorInfo(TensorProto.BOOL, inputs[0].shape)] if known(inputs[0]) else None
 
 
 def shape(node, inputs, constants):
-    """Shape: 1-D, its length the input rank (cut by opset 15's start/end).
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    if not _known(inputs[0]):
+    """Shape: 1-D, its length the input rank (cut by opset 15's start/end)."""
+    if not known(inputs[0]):
         return [TensorInfo(TensorProto.INT64, (None,))]
     rank = inputs[0].rank
     start, end = attribute(node, "start", 0), attribute(node, "end", rank)
@@ -151,127 +106,55 @@ def shape(node, inputs, constants):
 
 
 def size(node, inputs, constants):
-    """Size: an int64 scalar.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
+    """Size: an int64 scalar."""
     return [TensorInfo(TensorProto.INT64, ())]
 
 
 def flatten(node, inputs, constants):
-    """Flatten: 2-D, of the input's type.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    return [_ranked(_elem(inputs[0]), 2)]
+    """Flatten: 2-D, of the input's type."""
+    return [ranked(elem_type_of(inputs[0]), 2)]
 
 
 def _length(info: TensorInfo | None) -> Dim:
     """The length of a 1-D tensor, when known."""
-    return info.shape[0] if _known(info) and info.rank == 1 else None
+    return info.shape[0] if known(info) and info.rank == 1 else None
 
 
 def reshape(node, inputs, constants):
-    """Reshape: the output rank is the length of the shape input.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
+    """Reshape: the output rank is the length of the shape input."""
     length = _length(inputs[1])
-    return [_ranked(_elem(inputs[0]), length)] if isinstance(length, int) else None
+    return [ranked(elem_type_of(inputs[0]), length)] if isinstance(length, int) else None
 
 
 def expand(node, inputs, constants):
-    """Expand: the larger of the input's rank and the shape input's length.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
+    """Expand: the larger of the input's rank and the shape input's length."""
     length = _length(inputs[1])
-    if not (_known(inputs[0]) and isinstance(length, int)):
+    if not (known(inputs[0]) and isinstance(length, int)):
         return None
-    return [_ranked(inputs[0].elem_type, max(inputs[0].rank, length))]
+    return [ranked(inputs[0].elem_type, max(inputs[0].rank, length))]
 
 
 def constant_of_shape(node, inputs, constants):
-    """ConstantOfShape: the rank is the shape input's length; the type is ``value``'s (float by default).
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
+    """ConstantOfShape: the rank is the shape input's length; the type is ``value``'s (float by default)."""
     length = _length(inputs[0])
     value = attribute(node, "value")
     elem = value.data_type if value is not None else TensorProto.FLOAT
-    return [_ranked(elem, length)] if isinstance(length, int) else None
+    return [ranked(elem, length)] if isinstance(length, int) else None
 
 
 def stft(node, inputs, constants):
-    """STFT: [batch, frames, unique bins, 2] whatever the signal's length.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    return [_ranked(_elem(inputs[0]), 4)]
+    """STFT: [batch, frames, unique bins, 2] whatever the signal's length."""
+    return [ranked(elem_type_of(inputs[0]), 4)]
 
 
 def range_(node, inputs, constants):
-    """Range: 1-D, of the start's type.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    return [_ranked(_elem(inputs[0]), 1)]
+    """Range: 1-D, of the start's type."""
+    return [ranked(elem_type_of(inputs[0]), 1)]
 
 
 def non_zero(node, inputs, constants):
-    """NonZero: a 2-D int64 tensor (input rank by the count of non-zeros).
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    return [_ranked(TensorProto.INT64, 2)]
+    """NonZero: a 2-D int64 tensor (input rank by the count of non-zeros)."""
+    return [ranked(TensorProto.INT64, 2)]
 
 
 def _axes(node: NodeProto, inputs, constants: Constants) -> list[int] | None:
@@ -282,18 +165,9 @@ def _axes(node: NodeProto, inputs, constants: Constants) -> list[int] | None:
 
 
 def unsqueeze(node, inputs, constants):
-    """Unsqueeze: size-1 dims inserted at the axes (attribute, or constant input from opset 13).
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
+    """Unsqueeze: size-1 dims inserted at the axes (attribute, or constant input from opset 13)."""
     axes = _axes(node, inputs, constants)
-    if not _known(inputs[0]) or axes is None:
+    if not known(inputs[0]) or axes is None:
         return None
     rank = inputs[0].rank + len(axes)
     dims = list(inputs[0].shape)
@@ -303,18 +177,9 @@ def unsqueeze(node, inputs, constants):
 
 
 def squeeze(node, inputs, constants):
-    """Squeeze: the given axes removed; empty axes, as ORT reads them, remove every dim of size 1.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
+    """Squeeze: the given axes removed; empty axes, as ORT reads them, remove every dim of size 1."""
     axes = _axes(node, inputs, constants)
-    if not _known(inputs[0]) or axes is None:
+    if not known(inputs[0]) or axes is None:
         return None
     rank = inputs[0].rank
     if not axes:  # an empty axes input: ORT squeezes every dim of size 1, as without axes
@@ -326,63 +191,26 @@ def squeeze(node, inputs, constants):
 
 
 def concat(node, inputs, constants):
-    """Concat: the inputs' rank; of 1-D pieces of known lengths, the summed length.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    known = [info for info in inputs if _known(info)]
-    if not known:
+    """Concat: the inputs' rank; of 1-D pieces of known lengths, the summed length."""
+    typed = [info for info in inputs if known(info)]
+    if not typed:
         return None
-    if all(_known(info) and info.rank == 1 for info in inputs):
+    if all(known(info) and info.rank == 1 for info in inputs):
         lengths = [info.shape[0] for info in inputs]
         total = sum(lengths) if all(isinstance(n, int) for n in lengths) else None
-        return [TensorInfo(known[0].elem_type, (total,))]
-    return [_ranked(known[0].elem_type, known[0].rank)]
+        return [TensorInfo(typed[0].elem_type, (total,))]
+    return [ranked(typed[0].elem_type, typed[0].rank)]
 
 
 def matmul(node, inputs, constants):
-    """MatMul: NumPy's matmul rank (a 1-D operand loses its dimension), of input 0's type.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    if not (_known(inputs[0]) and _known(inputs[1])):
+    """MatMul: NumPy's matmul rank (a 1-D operand loses its dimension), of input 0's type."""
+    if not (known(inputs[0]) and known(inputs[1])):
         return None
     a, b = inputs[0].rank, inputs[1].rank
     rank = max(a, b) if a >= 2 and b >= 2 else (b - 1 if a == 1 else a - 1)
-    return [_ranked(inputs[0].elem_type, rank)]
+    return [ranked(inputs[0].elem_type, rank)]
 
 
-def gather(node, inputs, constants):
-    """Gather: rank(data) + rank(indices) - 1; a 1-D result (of a shape vector) keeps its exact length.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    if not (_known(inputs[0]) and _known(inputs[1])):
-        return None
-    data, indices = inputs[0].shape, inputs[1].shape
-    axis = attribute(node, "axis", 0) % len(data)
-    dims = (*data[:axis], *indices, *data[axis + 1:])
-    if len(dims) == 1 and isinstance(dims[0], int):
-        return [TensorInfo(inputs[0].elem_type, dims)]
-    return [_ranked(inputs[0].elem_type, len(dims))]
 
 
 _TO_THE_END = (np.iinfo(np.int32).max, np.iinfo(np.int64).max)
@@ -403,19 +231,10 @@ def _slice_length(length: int, start: int, end: int, step: int) -> int:
 
 def slice_(node, inputs, constants):
     """Slice keeps the rank; of a 1-D vector of known length (a shape vector) with constant bounds, the
-    exact length (a Reshape's rank is the length of its shape input).
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    if not _known(inputs[0]):
+    exact length (a Reshape's rank is the length of its shape input)."""
+    if not known(inputs[0]):
         return None
-    kept = [_ranked(inputs[0].elem_type, inputs[0].rank)]
+    kept = [ranked(inputs[0].elem_type, inputs[0].rank)]
     length = _length(inputs[0])
     if not isinstance(length, int):
         return kept
@@ -435,31 +254,11 @@ def slice_(node, inputs, constants):
     return [TensorInfo(inputs[0].elem_type, (_slice_length(length, int(starts[0]), int(ends[0]), int(steps[0])),))]
 
 
-def gather_elements(node, inputs, constants):
-    """GatherElements: the indices' rank (the data's when the indices' is unknown), of the data's type.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    known = inputs[1] if _known(inputs[1]) else inputs[0]
-    return [_ranked(_elem(inputs[0]), known.rank)] if _known(known) else None
 
 
 def untyped(rule: RankRule) -> RankRule:
     """``rule``'s ranks with the element types left unknown, for ops whose outputs are not of their first
-    input's type (QuantizeLinear, MatMulInteger, ...): the op's schema types them (``output_elem_types``).
-
-    Args:
-        rule: a rank rule.
-
-    Returns:
-        The wrapped rank rule.
-    """
+    input's type (QuantizeLinear, MatMulInteger, ...): the op's schema types them (``output_elem_types``)."""
 
     def ranks_only(node, inputs, constants):
         outputs = rule(node, inputs, constants)
@@ -471,15 +270,7 @@ def untyped(rule: RankRule) -> RankRule:
 
 def on_inputs(rule: RankRule, *positions: int) -> RankRule:
     """``rule`` applied to the inputs at ``positions`` (a quantized op's tensors among its scales and zero
-    points: QLinearAdd's A and B are inputs 0 and 3).
-
-    Args:
-        rule: a rank rule.
-        *positions: the input positions it reads, in its order.
-
-    Returns:
-        The wrapped rank rule.
-    """
+    points: QLinearAdd's A and B are inputs 0 and 3)."""
 
     def picked(node, inputs, constants):
         chosen = [inputs[p] if p < len(inputs) else None for p in positions]
@@ -493,48 +284,25 @@ def on_inputs(rule: RankRule, *positions: int) -> RankRule:
     return picked
 
 
-def gather_block_quantized(node, inputs, constants):
-    """com.microsoft GatherBlockQuantized: a Gather of the (packed, same-rank) data, of the scales' type.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    if not (_known(inputs[0]) and _known(inputs[1])):
-        return None
-    return [_ranked(_elem(inputs[2]) if len(inputs) > 2 else 0, inputs[0].rank + inputs[1].rank - 1)]
 
 
 def reduce(node, inputs, constants):
     """Reductions: the input rank with keepdims (the default); with keepdims=0 one less per reduced axis
-    (ArgMax/ArgMin: one), all of them for empty or absent axes unless noop_with_empty_axes, as ORT reads them.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
-    """
-    if not _known(inputs[0]):
+    (ArgMax/ArgMin: one), all of them for empty or absent axes unless noop_with_empty_axes, as ORT reads them."""
+    if not known(inputs[0]):
         return None
     rank = inputs[0].rank
     elem_type = TensorProto.INT64 if node.op_type in ("ArgMax", "ArgMin") else inputs[0].elem_type
     if attribute(node, "keepdims", 1) == 1:
-        return [_ranked(elem_type, rank)]
+        return [ranked(elem_type, rank)]
     if node.op_type in ("ArgMax", "ArgMin"):
-        return [_ranked(elem_type, rank - 1)] if rank else None
+        return [ranked(elem_type, rank - 1)] if rank else None
     axes = _axes(node, inputs, constants)
     if axes is None and len(node.input) > 1 and node.input[1]:
         return None  # axes known at run time only
     if not axes:
-        return [_ranked(elem_type, rank if attribute(node, "noop_with_empty_axes", 0) else 0)]
-    return [_ranked(elem_type, rank - len({a % rank for a in axes}))] if rank else None
+        return [ranked(elem_type, rank if attribute(node, "noop_with_empty_axes", 0) else 0)]
+    return [ranked(elem_type, rank - len({a % rank for a in axes}))] if rank else None
 
 
 _COMPARISONS = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "IsNaN", "IsInf"}
@@ -558,8 +326,7 @@ RANK_RULES: dict[tuple[str, str], RankRule] = {
     ("", "Cast"): cast, ("", "Shape"): shape, ("", "Size"): size, ("", "Flatten"): flatten,
     ("", "Reshape"): reshape, ("", "Expand"): expand, ("", "ConstantOfShape"): constant_of_shape,
     ("", "STFT"): stft, ("", "Range"): range_, ("", "NonZero"): non_zero, ("", "Unsqueeze"): unsqueeze,
-    ("", "Squeeze"): squeeze, ("", "Slice"): slice_, ("", "Concat"): concat, ("", "MatMul"): matmul, ("", "Gather"): gather,
-    ("", "GatherElements"): gather_elements,
+    ("", "Squeeze"): squeeze, ("", "Slice"): slice_, ("", "Concat"): concat, ("", "MatMul"): matmul, 
     **{(_MICROSOFT, op): same_shape for op in _MICROSOFT_UNARY},
     (_MICROSOFT, "Attention"): attention, (_MICROSOFT, "MultiHeadAttention"): attention,
     (_MICROSOFT, "FusedMatMul"): matmul, (_MICROSOFT, "FusedConv"): same_rank,
@@ -574,7 +341,6 @@ RANK_RULES: dict[tuple[str, str], RankRule] = {
     **{(_MICROSOFT, op): untyped(same_rank) for op in ("QLinearSoftmax", "QLinearSigmoid", "QLinearLeakyRelu")},
     (_MICROSOFT, "QGemm"): untyped(flatten),
     (_MICROSOFT, "MatMulNBits"): same_rank,  # A [..., K] x B -> [..., N], of A's type
-    (_MICROSOFT, "GatherBlockQuantized"): gather_block_quantized,
 }
 
 
@@ -607,8 +373,8 @@ def holder_output_ranks(node: NodeProto, bodies: dict[str, tuple[GraphProto, dic
     if node.op_type == "If" and {"then_branch", "else_branch"} <= bodies.keys():
         for k in range(len(node.output)):
             then, other = body_output("then_branch", k), body_output("else_branch", k)
-            if _known(then) and _known(other) and then.rank == other.rank:
-                result[k] = _ranked(then.elem_type or other.elem_type, then.rank)
+            if known(then) and known(other) and then.rank == other.rank:
+                result[k] = ranked(then.elem_type or other.elem_type, then.rank)
         return result
     if node.op_type not in ("Loop", "Scan") or "body" not in bodies:
         return result
@@ -621,17 +387,17 @@ def holder_output_ranks(node: NodeProto, bodies: dict[str, tuple[GraphProto, dic
             return result  # Scan 8 (a batch axis first): not read here
     for k in range(len(node.output)):
         out = body_output("body", body_at + k)
-        if not _known(out):
+        if not known(out):
             continue
         if k < carried:  # by induction over the iterations, from the body input of the initial value's rank
             initial = outer.get(node.input[initial_at + k])
             graph, infos = bodies["body"]
             body_input = infos.get(graph.input[initial_at + k].name)
-            if _known(initial) and initial.rank == out.rank and (body_input is None or body_input.rank in (
+            if known(initial) and initial.rank == out.rank and (body_input is None or body_input.rank in (
                     None, initial.rank)):
-                result[k] = _ranked(initial.elem_type or out.elem_type, out.rank)
+                result[k] = ranked(initial.elem_type or out.elem_type, out.rank)
         else:
-            result[k] = _ranked(out.elem_type, out.rank + 1)
+            result[k] = ranked(out.elem_type, out.rank + 1)
     return result
 
 # ---- values of small integer constants ----------------------------------------------------------------
@@ -776,19 +542,20 @@ def output_elem_types(node: NodeProto, input_types: list[int], opset: int) -> li
     return ort_optimizer.bound_output_types(formals, outputs, allowed, input_types, len(node.output))
 
 
-def apply_rank_rule(node: NodeProto, inputs: Sequence[TensorInfo | None], constants: Constants
-                    ) -> list[TensorInfo] | None:
-    """The outputs' TensorInfo by the node's rank rule, or None (no rule, or it cannot tell).
+def apply_rank_rule(node: NodeProto, inputs: Sequence[TensorInfo | None], constants: Constants,
+                    rules: Mapping[tuple[str, str], RankRule]) -> list[TensorInfo] | None:
+    """The outputs' TensorInfo by the node's rank rule in ``rules``, or None (no rule, or it cannot tell).
 
     Args:
         node: the node.
         inputs: what is known of each input, in order (None: nothing, or an absent optional input).
         constants: a tensor's value by name when it is a graph constant, else None.
+        rules: (domain, op type) -> rank rule ("" for the ONNX domain).
 
     Returns:
         One TensorInfo per output the rule types, or None.
     """
-    rule = RANK_RULES.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
+    rule = rules.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
     if rule is None:
         return None
     try:
