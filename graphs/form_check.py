@@ -38,14 +38,11 @@ from .ir.builder import NameScope, NodeBuilder
 from .inference import TensorInfo
 from .passes import GraphScope
 from .provenance import ReplacedGather, carry_metadata, replaced_gather
-from .rank_inference import FOLDABLE_OPS, fold
+from .ranks.rank_rules import FOLDABLE_OPS, fold
 from .passes.pass_report import LeftUnchanged
 from .rules import emit_replacement
 from .ir.walk import ONNX_DOMAINS, attribute, constant_value
-
-# The first opset of each recorded op's attributes (GatherND's batch_dims: 12).
-OP_OPSET = {"Gather": 1, "GatherElements": 11, "GatherND": 11}
-BATCH_DIMS_OPSET = 12
+from .sources.registry import BATCH_DIMS_OPSET, OP_OPSET
 _SEARCH_LIMIT = 4096  # values a guard looks at before it stops deciding (and refuses)
 
 
