@@ -21,7 +21,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, TypeProto, helper, nump
 from ..ops.private_api import PrivateAPIError
 from .ranks.symbolic_inference import (partial_symbolic_inference, symbolic_shape_infer_module,
                                        symbolic_shape_inference)
-from . import ort_optimizer
+from .ranks import element_types
 from .ir.builder import NameScope
 from .ir.walk import ONNX_DOMAINS, all_names, attribute, constant_value, names_read, node_holders, subgraphs
 from .schema import register_schema
@@ -245,7 +245,7 @@ class TypingCopier:
                 self.hoisted.append(bare_input(stand_in, value))
                 light.node.append(helper.make_node("Identity", [stand_in], [node.output[0]], name=node.name))
                 continue
-            standard_op = ort_optimizer.typing_stand_in(node)
+            standard_op = element_types.typing_stand_in(node)
             if standard_op is not None:  # an ORT fused op: a standard op of the same output type and shape
                 light.node.append(standard_op)
                 continue

@@ -13,10 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Callable, Protocol, Sequence, TypeGuard
 
 import numpy as np
-import onnx.defs
 from onnx import GraphProto, NodeProto, TensorProto
 
-from .. import ort_optimizer
 from ..inference import Dim, TensorInfo
 from ..ir.walk import attribute
 
@@ -344,7 +342,6 @@ RANK_RULES: dict[tuple[str, str], RankRule] = {
 }
 
 
-
 def holder_output_ranks(node: NodeProto, bodies: dict[str, tuple[GraphProto, dict[str, TensorInfo]]],
                         outer: dict[str, TensorInfo]) -> list[TensorInfo | None]:
     """The ranks of an If's, Loop's or Scan's outputs from what every layer knows of its subgraphs' outputs
@@ -352,16 +349,8 @@ def holder_output_ranks(node: NodeProto, bodies: dict[str, tuple[GraphProto, dic
     runs one branch: otherwise the rank is the condition's); a Loop's or Scan's carried output has its
     initial value's rank when the body gives that rank back; a scan output has the body output's rank plus
     one (after zero iterations a Loop's is [0], rank 1, where ORT knows no shape of the body output: the
-    gathers reading it then fail in the original too, unless their indices are empty).
-
-    Args:
-        node: the If, Loop or Scan node.
-        bodies: attribute name to (its subgraph, the subgraph's name-to-TensorInfo after its walk).
-        outer: the types of the node's own graph.
-
-    Returns:
-        One TensorInfo (rank only) or None per output.
-    """
+    gathers reading it then fail in the original too, unless their indices are empty). ``bodies``: attribute
+    name to (its subgraph, the subgraph's types after its walk); one TensorInfo (rank only) or None per output."""
     result: list[TensorInfo | None] = [None] * len(node.output)
     if node.domain not in ("", "ai.onnx"):
         return result
@@ -468,17 +457,8 @@ _INTEGERS = {TensorProto.INT64: np.int64, TensorProto.INT32: np.int32}
 
 
 def fold(node: NodeProto, values: Sequence["np.ndarray | None"]) -> "np.ndarray | None":
-    """The value of ``node``'s only output from its inputs' values (None for an absent optional input),
-    when it is integer arithmetic or a shape op over at most FOLD_LIMIT int32/int64 elements; else None.
-    Exactly what ORT computes (Div truncates, Mod follows ``fmod``), or None where the op would fail.
-
-    Args:
-        node: the node.
-        values: its inputs' values, in order.
-
-    Returns:
-        The output's array, or None.
-    """
+    """The value of ``node``'s only output, when it is integer arithmetic or a shape op over at most FOLD_LIMIT
+    int32/int64 elements; else None. Exactly what ORT computes (Div truncates, Mod follows ``fmod``)."""
     if node.domain not in ("", "ai.onnx") or len(node.output) != 1:
         return None
     if node.op_type == "Cast":
@@ -504,57 +484,9 @@ def fold(node: NodeProto, values: Sequence["np.ndarray | None"]) -> "np.ndarray 
     return np.asarray(result)
 
 
-@functools.lru_cache(maxsize=None)
-def _onnx_schema(op_type: str, opset: int):
-    try:
-        return onnx.defs.get_schema(op_type, opset, "")
-    except onnx.defs.SchemaError:
-        return None
-
-
-def output_elem_types(node: NodeProto, input_types: list[int], opset: int) -> list[int] | None:
-    """The element types of ``node``'s outputs by its op schema (ONNX's at ``opset`` for the ONNX domain,
-    ORT's for the others): what a type parameter's known input binds (ort_optimizer.bound_output_types),
-    Cast's ``to``. 0 where the schema does not tell; None without a schema. Independent of ranks, so that
-    an element type crosses ops whose shapes no layer knows (what follows a com.microsoft op).
-
-    Args:
-        node: the node.
-        input_types: its inputs' element types (TensorProto data types; 0 for unknown).
-        opset: the model's ONNX opset.
-
-    Returns:
-        One element type per output, or None.
-    """
-    if node.domain not in ("", "ai.onnx"):
-        return ort_optimizer.schema_output_types(node, input_types)
-    if node.op_type == "Cast":
-        return [attribute(node, "to", 0)]
-    schema = _onnx_schema(node.op_type, opset)
-    if schema is None:
-        return None
-    variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
-    formals = [(formal.type_str, formal.option == variadic, formal.is_homogeneous) for formal in schema.inputs]
-    outputs = [formal.type_str for formal in schema.outputs]
-    if schema.outputs and schema.outputs[-1].option == variadic:
-        outputs += outputs[-1:] * (len(node.output) - len(outputs))
-    allowed = {c.type_param_str: list(c.allowed_type_strs) for c in schema.type_constraints}
-    return ort_optimizer.bound_output_types(formals, outputs, allowed, input_types, len(node.output))
-
-
 def apply_rank_rule(node: NodeProto, inputs: Sequence[TensorInfo | None], constants: Constants,
                     rules: Mapping[tuple[str, str], RankRule]) -> list[TensorInfo] | None:
-    """The outputs' TensorInfo by the node's rank rule in ``rules``, or None (no rule, or it cannot tell).
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-        rules: (domain, op type) -> rank rule ("" for the ONNX domain).
-
-    Returns:
-        One TensorInfo per output the rule types, or None.
-    """
+    """The outputs' TensorInfo by the node's rule in ``rules`` ((domain, op type), "" for ONNX), or None."""
     rule = rules.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
     if rule is None:
         return None

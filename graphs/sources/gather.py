@@ -57,17 +57,7 @@ def _gather_by_reshape(builder: NodeBuilder, data: str, indices: str, axis: int)
 
 
 def gather(builder: NodeBuilder, data: str, indices: str, axis: int) -> RuntimeAlignment:
-    """ONNX Gather (batch_dims 0): output = data.shape[:axis] + indices.shape + data.shape[axis+1:].
-
-    Args:
-        builder: the NodeBuilder the alignment nodes are appended to.
-        data: the name of the data tensor (rank known only at run time).
-        indices: the name of the indices tensor.
-        axis: Gather's ``axis`` attribute (negative counts from the end).
-
-    Returns:
-        The RuntimeAlignment: the names GatherMultiaxis reads and how its output gets Gather's rank.
-    """
+    """Gather's alignment at run time: output = data.shape[:axis] + indices.shape + data.shape[axis+1:]."""
     if builder.opset < AXES_INPUT_OPSET:
         return _gather_by_reshape(builder, data, indices, axis)
     m = ShapeArithmetic(builder)

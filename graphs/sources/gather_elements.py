@@ -46,17 +46,7 @@ def rank_rule(node, inputs, constants):
 
 
 def gather_elements(builder: NodeBuilder, data: str, indices: str, axis: int) -> RuntimeAlignment:
-    """GatherElements: equal ranks already; the data is cut to the indices' extents except on ``axis``.
-
-    Args:
-        builder: the NodeBuilder the alignment nodes are appended to.
-        data: the name of the data tensor.
-        indices: the name of the indices tensor.
-        axis: GatherElements' ``axis`` attribute (negative counts from the end).
-
-    Returns:
-        The RuntimeAlignment (no squeeze, no reshape: the output has the indices' rank).
-    """
+    """GatherElements' alignment at run time: the data cut to the indices' extents except on ``axis``."""
     m = ShapeArithmetic(builder)
     r = m.rank(indices, "rank")
     a = m.axis(axis, r, "axis")

@@ -81,20 +81,8 @@ def _gather_nd_by_reshape(builder: NodeBuilder, data: str, indices: str, batch_d
 
 
 def gather_nd(builder: NodeBuilder, data: str, indices: str, batch_dims: int) -> RuntimeAlignment:
-    """GatherND: output = indices.shape[:-1] + data.shape[b+k:], with k = indices.shape[-1] at run time.
-
-    Aligned rank A = b + M + T + 1 with M = max(k, q-1-b) and T = r-b-k: batch dims, the index region,
-    the trailing data dims, and the size-1 dimension that carries the folded coordinates.
-
-    Args:
-        builder: the NodeBuilder the alignment nodes are appended to.
-        data: the name of the data tensor.
-        indices: the name of the indices tensor (its last dimension, k, known only at run time).
-        batch_dims: GatherND's ``batch_dims`` attribute.
-
-    Returns:
-        The RuntimeAlignment: the names GatherMultiaxis reads and how its output gets GatherND's rank.
-    """
+    """GatherND's alignment at run time: aligned rank A = b + M + T + 1, with M = max(k, q-1-b) and T = r-b-k
+    (batch dims, the index region, the trailing data dims, the size-1 dimension of the folded coordinates)."""
     if builder.opset < AXES_INPUT_OPSET:
         return _gather_nd_by_reshape(builder, data, indices, batch_dims)
     m = ShapeArithmetic(builder)

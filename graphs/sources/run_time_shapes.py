@@ -114,15 +114,5 @@ class ShapeArithmetic:
 
 
 def reshape(builder: NodeBuilder, x: str, shape: str, role: str) -> str:
-    """Reshape ``x`` to a computed ``shape`` whose 0s are sizes (see ShapeArithmetic.reshape).
-
-    Args:
-        builder: the NodeBuilder the nodes are appended to.
-        x: the name of the tensor to reshape.
-        shape: the name of the 1-D int64 target shape.
-        role: what the value is, for the names of the nodes (``PREFIX/ROLE``, made unique).
-
-    Returns:
-        The name of the reshaped tensor.
-    """
+    """Reshape ``x`` to a computed ``shape`` whose 0s are sizes (see ShapeArithmetic.reshape)."""
     return ShapeArithmetic(builder).reshape(x, shape, role)

@@ -69,20 +69,7 @@ class OptInRule:
 
     def emit(self, node: NodeProto, infos: dict[str, TensorInfo], builder: NodeBuilder,
              emit_gather: GatherEmitter) -> TensorInfo:
-        """Append the replacement of ``node`` to ``builder``.
-
-        Args:
-            node: the node of this rule's op.
-            infos: what is known of every value by name (the node's inputs among them).
-            builder: where the replacement nodes go.
-            emit_gather: the rewrite's replacement of a builtin gather (``emit_replacement``).
-
-        Returns:
-            What is known of the node's output.
-
-        Raises:
-            LeftUnchanged: the node cannot be replaced; the message says why.
-        """
+        """Append the replacement of ``node`` to ``builder`` (``OptInEmitter``)."""
         return self.emitter(node, infos, builder, emit_gather)
 
 

@@ -152,7 +152,7 @@ def test_reason_says_when_symbolic_inference_gave_up():
 ])
 def test_reduce_rule_matches_ort(op, axes, attributes):
     from gathermultiaxis.graphs.inference import TensorInfo
-    from gathermultiaxis.graphs.rank_layers import RANK_RULES
+    from gathermultiaxis.graphs.rewrite.rank_layers import RANK_RULES
     from gathermultiaxis.graphs.ranks.rank_rules import apply_rank_rule
 
     inputs = ["x"] if axes is None else ["x", "axes"]
@@ -182,7 +182,7 @@ def if_typed_by_rank_rules_model():
 def test_if_output_rank_from_every_layer(monkeypatch):
     """Before: the If's output had a rank only where ONNX's inference typed both branches, and the Gather was
     aligned at run time. Without layer 2, the Gelu rank rule types the then-branch."""
-    from gathermultiaxis.graphs import rank_layers
+    from gathermultiaxis.graphs.rewrite import rank_layers
     from gathermultiaxis.graphs.inference import SymbolicInference
 
     monkeypatch.setattr(rank_layers, "symbolic_inference", lambda light: SymbolicInference({}))
@@ -211,7 +211,7 @@ def loop_scan_typed_by_rank_rules_model():
 def test_loop_outputs_rank_from_every_layer(monkeypatch):
     """Before: a Loop's scan output had a rank only where ONNX's inference typed the body output; the Gather
     was aligned at run time."""
-    from gathermultiaxis.graphs import rank_layers
+    from gathermultiaxis.graphs.rewrite import rank_layers
     from gathermultiaxis.graphs.inference import SymbolicInference
 
     monkeypatch.setattr(rank_layers, "symbolic_inference", lambda light: SymbolicInference({}))

@@ -16,7 +16,7 @@ from sessions import assert_rewrite_matches, custom_session
 from support import make_model
 
 from gathermultiaxis.graphs import rewrite_model
-from gathermultiaxis.graphs.rank_layers import RANK_RULES
+from gathermultiaxis.graphs.rewrite.rank_layers import RANK_RULES
 from gathermultiaxis.graphs.ranks import rank_rules
 from gathermultiaxis.graphs.inference import TensorInfo
 
@@ -381,7 +381,7 @@ def contrib_model():
 @pytest.mark.parametrize("layers", ["all", "without ORT's symbolic inference", "without the rank rules"])
 def test_ranks_through_com_microsoft_ops(layers, monkeypatch):
     """Layers 2 and 3 each find these ranks on their own."""
-    from gathermultiaxis.graphs import rank_layers
+    from gathermultiaxis.graphs.rewrite import rank_layers
     from gathermultiaxis.graphs.inference import SymbolicInference
 
     if layers == "without ORT's symbolic inference":

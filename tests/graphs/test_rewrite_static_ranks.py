@@ -16,9 +16,10 @@ from support import make_model
 
 from gathermultiaxis.graphs import rewrite_model
 from gathermultiaxis.graphs.inference import TensorInfo
-from gathermultiaxis.graphs.rank_layers import RANK_RULES
+from gathermultiaxis.graphs.rewrite.rank_layers import RANK_RULES
 from gathermultiaxis.graphs.ranks import rank_rules
-from gathermultiaxis.graphs.ranks.rank_rules import fold, output_elem_types
+from gathermultiaxis.graphs.ranks.element_types import output_elem_types
+from gathermultiaxis.graphs.ranks.rank_rules import fold
 
 
 def apply_rank_rule(node, inputs, constants):

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from gathermultiaxis.graphs.inference import TensorInfo
-from gathermultiaxis.graphs.rules import emit_replacement
+from gathermultiaxis.graphs.rewrite.replacement import emit_replacement
 from gathermultiaxis.graphs.sources.registry import RULES
 from gathermultiaxis.graphs.sources.source_gather import Replacement
 from gathermultiaxis.ops import Mode, gather_multiaxis
@@ -121,7 +121,8 @@ def test_gather_block_quantized_is_the_opt_in_rule_of_the_table():
 def test_every_backend_table_is_derived_from_the_sources():
     """A source op is one record plus one line in SOURCES: the rewrite's, the rank layers' and the lowering's
     tables hold exactly what the records say, and nothing else."""
-    from gathermultiaxis.graphs import GATHER_OPS, OPT_IN_OPS, RULES as PUBLIC_RULES, form_check, provenance, rank_layers
+    from gathermultiaxis.graphs import GATHER_OPS, OPT_IN_OPS, RULES as PUBLIC_RULES, form_check, provenance
+    from gathermultiaxis.graphs.rewrite import rank_layers
     from gathermultiaxis.graphs.sources import registry
     from gathermultiaxis.graphs.sources.source_gather import Rewrite
 

@@ -5,6 +5,7 @@ rewrite's records by them (``graphs.form_check``).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -13,13 +14,14 @@ import numpy as np
 import onnx
 from onnx import GraphProto, ModelProto, NodeProto, numpy_helper
 
-from .inference import SymbolicInference, TensorInfo, declared_ranks, known_rank, learn, symbolic_inference, with_elem_type
-from .modelfile import ModelFileError
-from .passes import ConstantView, GraphScope, InferredGraph
-from .ranks.rank_rules import (FOLD_LIMIT, FOLDABLE_OPS, RANK_RULES as GENERIC_RANK_RULES, RankRule, apply_rank_rule, fold,
-                               holder_output_ranks, output_elem_types)
-from .sources.registry import SOURCE_RANK_RULES
-from .ir.walk import ONNX_DOMAINS
+from ..inference import SymbolicInference, TensorInfo, declared_ranks, known_rank, learn, symbolic_inference, with_elem_type
+from ..modelfile import ModelFileError
+from ..passes import ConstantView, GraphScope, InferredGraph
+from ..ranks.element_types import output_elem_types
+from ..ranks.rank_rules import (FOLD_LIMIT, FOLDABLE_OPS, RANK_RULES as GENERIC_RANK_RULES, RankRule, apply_rank_rule, fold,
+                               holder_output_ranks)
+from ..sources.registry import SOURCE_RANK_RULES
+from ..ir.walk import ONNX_DOMAINS
 
 
 # (domain, op type) -> rank rule: the generic rules and the source gathers' own
@@ -165,4 +167,29 @@ def _small_constant(name: str, folded: dict[str, np.ndarray], constants: Constan
         return None
 
 
-__all__ = ["RANK_RULES", "RankLayers", "type_by_rank_rule"]
+def why_rank_unknown(name: str, graph: GraphProto, original: int, infos: dict[str, TensorInfo]) -> str:
+    """Where the unknown rank of ``name`` starts: follow the producers whose inputs' ranks are unknown
+    too, up to the first value no layer could type (a node whose inputs are known, or a graph input)."""
+    producers = {output: node for node in itertools.islice(graph.node, original) for output in node.output if output}
+    inputs = {value.name for value in graph.input}
+    seen = set()
+    current = name
+    while current not in seen:
+        seen.add(current)
+        node = producers.get(current)
+        if node is None:
+            if current in inputs:
+                return f"{current!r} is an input of {graph.name or 'the graph'} declared without a shape"
+            return f"{current!r} comes from an enclosing graph, which knows no rank for it"
+        unknown = [i for i in node.input if i and not known_rank(infos.get(i))]
+        if unknown:
+            current = unknown[0]
+            continue
+        op = f"{node.domain}.{node.op_type}" if node.domain not in ONNX_DOMAINS else node.op_type
+        where = "" if current == name else f" (via {name!r})"
+        return (f"{current!r}{where} is an output of {op} node {node.name!r}, whose output rank neither ONNX's "
+                f"nor ORT's shape inference, nor a rank rule, nor a declared value_info gives")
+    return f"{name!r} is computed in a cycle of unknown ranks"
+
+
+__all__ = ["RANK_RULES", "RankLayers", "type_by_rank_rule", "why_rank_unknown"]

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from onnx import NodeProto, TensorProto
 
-from ..ops.contract import DATA_TYPES, Mode
-from ..ops.alignment import AlignmentError
-from . import provenance
-from .sources import run_time_shapes
-from .sources.registry import RULES, default_source
-from .sources.source_gather import NeedsRunTime, OptInRule, Replacement
-from .ir.builder import INT64_MAX, NodeBuilder
-from .ir.tensors import type_name
-from .inference import TensorInfo
-from .passes.pass_report import LeftUnchanged
+from ...ops.contract import DATA_TYPES, Mode
+from ...ops.alignment import AlignmentError
+from .. import provenance
+from ..sources import run_time_shapes
+from ..sources.registry import RULES, default_source
+from ..sources.source_gather import NeedsRunTime, OptInRule, Replacement
+from ..ir.builder import INT64_MAX, NodeBuilder
+from ..ir.tensors import type_name
+from ..inference import TensorInfo
+from ..passes.pass_report import LeftUnchanged
 
 
 # Types the bridge cannot carry but that survive a round trip through float32 exactly.
@@ -23,27 +23,10 @@ _VIA_FLOAT: dict[int, int] = {TensorProto.FLOAT16: 6, TensorProto.BFLOAT16: 13} 
 
 def emit_replacement(node: NodeProto, data: TensorInfo, indices: TensorInfo, builder: NodeBuilder,
                      allow_runtime: bool = True) -> str | None:
-    """Append the replacement of ``node`` to ``builder``; raises LeftUnchanged when it cannot. Returns
-    None for a static alignment, or what was missing (e.g. "the rank of 'x' is not known") for a
-    run-time one.
-
-    Ranks known: the static alignment of ``RULES``. A rank (or GatherND's coordinate size) unknown: the
-    run-time alignment of its source record, unless ``allow_runtime`` is false.
-
-    Args:
-        node: a node of a source gather the rewrite replaces by default.
-        data: what is known of its data input.
-        indices: what is known of its indices input.
-        builder: where the replacement nodes go; its last node's output is renamed to the node's output.
-        allow_runtime: whether a rank known only at run time may be aligned at run time.
-
-    Returns:
-        None for a static alignment, else what was not known statically (the report's reason).
-
-    Raises:
-        LeftUnchanged: the node cannot be replaced (a type the bridge cannot carry, an opset too old, a run-time
-            alignment not allowed); the message says why.
-    """
+    """Append the replacement of ``node`` (a default source gather) to ``builder``: its record's static alignment
+    where ranks are known, else (unless ``allow_runtime`` is false) its run-time alignment. Returns None for a
+    static alignment, else what was not known statically (the report's reason); raises LeftUnchanged with the
+    reason where the node cannot be replaced."""
     source = default_source(node.op_type)
     if source.complete_ranks is not None:
         data, indices = source.complete_ranks(data, indices)
