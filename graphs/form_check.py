@@ -40,7 +40,7 @@ from .passes import GraphScope
 from .provenance import ReplacedGather, carry_metadata, replaced_gather
 from .ranks.rank_rules import FOLDABLE_OPS, fold
 from .passes.pass_report import LeftUnchanged
-from .rules import emit_replacement
+from .rewrite.replacement import emit_replacement
 from .ir.walk import ONNX_DOMAINS, attribute, constant_value
 from .sources.registry import BATCH_DIMS_OPSET, OP_OPSET
 _SEARCH_LIMIT = 4096  # values a guard looks at before it stops deciding (and refuses)

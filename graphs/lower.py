@@ -40,7 +40,7 @@ from .lower_forms import (FORM_NAMES, ElementsPlan, FormEmitter, GatherPlan, NDP
 from .lower_general import (MIN_OPSET, LoweringBuilder, NotLowered, lower_gather_multiaxis,
                             lower_gather_multiaxis_at_run_time, lowerable)
 from .passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
-from .rank_layers import RankLayers
+from .rewrite.rank_layers import RankLayers
 from .passes.pass_report import PassReport
 from .provenance import MODEL_KEY, unmark_rewritten
 from .ir.walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, node_holders, round_trip_cast
