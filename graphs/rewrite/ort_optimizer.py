@@ -67,7 +67,7 @@ def ort_optimize(model: ModelProto, external_data_folder: str | Path | None = No
             ort.InferenceSession(model.SerializeToString(), options,
                                  providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_OPTIMIZERS))
         except Exception as error:  # noqa: BLE001 - ORT raises its own exception types
-            from .modelfile import one_line
+            from ..modelfile import one_line
 
             raise OrtOptimizeError(f"ONNX Runtime cannot optimize the model ({one_line(error)})") from None
         return onnx.load_model(str(target), load_external_data=not keep_external)
