@@ -1,5 +1,5 @@
 """What a rewritten GatherMultiaxis node replaced, carried on the node itself, so that the lowering can
-give back the one standard gather it came from (issue 27) even where the rewrite aligned ranks at run
+give back the one standard gather it came from even where the rewrite aligned ranks at run
 time.
 
 The rewrite writes one entry into the node's ``metadata_props`` (NodeProto field 9, onnx >= 1.16; every
