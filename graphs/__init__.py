@@ -11,11 +11,12 @@ from importlib import import_module
 
 # name -> module that defines it
 _LAZY = {
-    "GATHER_OPS": ".rewrite", "OPT_IN_OPS": ".rewrite", "NodeOutcome": ".rewrite", "RewriteReport": ".rewrite",
-    "holds_gather": ".rewrite", "rewrite_model": ".rewrite",
+    "GATHER_OPS": ".sources.registry", "OPT_IN_OPS": ".sources.registry", "NodeOutcome": ".rewrite.rewrite_report",
+    "RewriteReport": ".rewrite.rewrite_report", "holds_gather": ".rewrite.rewrite_report",
+    "rewrite_model": ".rewrite.rewrite_pass",
     "LowerReport": ".lower", "lower_model": ".lower",
     "TensorInfo": ".ranks.tensor_info",
-    "RULES": ".rules", "LeftUnchanged": ".rules", "Replacement": ".rules",
+    "RULES": ".sources.registry", "LeftUnchanged": ".passes.pass_report", "Replacement": ".sources.source_gather",
     "register_schema": ".schema",
 }
 

@@ -1,12 +1,12 @@
 """What a rewritten GatherMultiaxis node replaced, carried on the node itself, so that the lowering can
-give back the one standard gather it came from (issue 27) even where the rewrite aligned ranks at run
+give back the one standard gather it came from even where the rewrite aligned ranks at run
 time.
 
 The rewrite writes one entry into the node's ``metadata_props`` (NodeProto field 9, onnx >= 1.16; every
 tool that does not know the key ignores it, ORT included, and the model stays valid ONNX at any IR
 version): the replaced op, its integer attributes, the names of its data and indices inputs and of its
 output. It replaces any record the replaced node carried (one record a node). The record is a claim, not
-a proof: it only says which form to try first, and ``graphs.form_check.recorded_form`` uses it only where
+a proof: it only says which form to try first, and ``graphs.lower.recorded_form`` uses it only where
 the graph proves it. A record that is not one (another op or domain, an attribute the op does not have, a
 value that is no integer or lies outside int64's range, two records on one node) is ignored, never an error.
 
@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 from onnx import ModelProto, NodeProto
 
 from .. import __version__
+from .sources.registry import RECORDED_ATTRIBUTES
 
 KEY = "gathermultiaxis.replaces"
 MODEL_KEY = "gathermultiaxis"
-# The ops a record may name, with the integer attributes each has (ONNX's Gather, GatherElements, GatherND).
-RECORDED_ATTRIBUTES = {"Gather": ("axis",), "GatherElements": ("axis",), "GatherND": ("batch_dims",)}
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # imported by import_library() once the arguments are parsed
     from .graphs import modelfile
     from .graphs.modelfile import (ModelFileError, check_target, external_data_files, load_model, read_model,
                                     same_file, save_model, write_bytes_atomic)
-    from .graphs.ort_optimizer import ort_optimized
+    from .graphs.rewrite.ort_optimizer import ort_optimized
     from .harness import session_options
 
 
@@ -81,7 +81,7 @@ def import_library() -> None:
     from .graphs import modelfile
     from .graphs.modelfile import (ModelFileError, check_target, external_data_files, load_model, read_model,
                                     same_file, save_model, write_bytes_atomic)
-    from .graphs.ort_optimizer import ort_optimized
+    from .graphs.rewrite.ort_optimizer import ort_optimized
     from .harness import session_options
 
 

@@ -1,6 +1,6 @@
 """A two-layer BERT-like encoder (word, position and token-type embeddings, attention, GELU, LayerNorm),
 exported by TorchScript at opset 14 with dynamic batch and sequence axes: the input of ORT's transformer
-optimizer and offline optimizer in tests/graphs/test_ort_optimizer.py. ``python tests/tiny_bert.py`` rewrites
+optimizer and offline optimizer in tests/graphs/rewrite/test_ort_optimizer.py. ``python tests/tiny_bert.py`` rewrites
 the shipped copy tests/data/tiny_bert.onnx (needs torch; the tests only use the shipped file)."""
 
 import io

@@ -155,7 +155,7 @@ class NDPlan:
 def plan_forms(semantics: Semantics, opset: int) -> tuple[list[GatherPlan | ElementsPlan | NDPlan], list[str]]:
     """Every form that computes the node exactly, in the order tried (Gather, GatherElements, GatherND), and
     why each of the others does not. The lowering emits the first whose nodes pass
-    ``graphs.form_check.check_emitted``.
+    ``graphs.lower.ort_guards.check_emitted``.
 
     Args:
         semantics: the node's facts.

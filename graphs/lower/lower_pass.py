@@ -14,7 +14,7 @@ from ..ranks.tensor_info import TensorInfo
 from ..ir.walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, node_holders, round_trip_cast
 from ..passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
 from ..provenance import MODEL_KEY, unmark_rewritten
-from ..rank_layers import RankLayers
+from ..rewrite.rank_layers import RankLayers
 from .form_emitter import FormEmitter, emit_form
 from .form_plans import FORM_NAMES, ElementsPlan, GatherPlan, NDPlan, plan_forms
 from .form_semantics import Semantics

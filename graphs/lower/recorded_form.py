@@ -23,12 +23,10 @@ from ..ir.walk import ONNX_DOMAINS, constant_value
 from ..passes import GraphScope
 from ..passes.pass_report import LeftUnchanged
 from ..provenance import ReplacedGather, carry_metadata, replaced_gather
-from ..rules import emit_replacement
+from ..rewrite.replacement import emit_replacement
+from ..sources.registry import BATCH_DIMS_OPSET, OP_OPSET
 from .ort_guards import recorded_gather_refused
 
-# The first opset of each recorded op's attributes (GatherND's batch_dims: 12).
-OP_OPSET = {GATHER: 1, GATHER_ELEMENTS: 11, GATHER_ND: 11}
-BATCH_DIMS_OPSET = 12
 
 
 @dataclass(frozen=True)

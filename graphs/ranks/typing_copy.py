@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 import onnx
 import onnx.shape_inference
 from onnx import AttributeProto, GraphProto, ModelProto, TypeProto, helper, numpy_helper
-from .. import ort_optimizer
 from ..ir.builder import NameScope
 from ..ir.walk import ONNX_DOMAINS, all_names, attribute, constant_value
+from . import element_types
 from .tensor_info import tensor_info
 
 
@@ -107,7 +107,7 @@ class TypingCopier:
                 self.hoisted.append(bare_input(stand_in, value))
                 light.node.append(helper.make_node("Identity", [stand_in], [node.output[0]], name=node.name))
                 continue
-            standard_op = ort_optimizer.typing_stand_in(node)
+            standard_op = element_types.typing_stand_in(node)
             if standard_op is not None:  # an ORT fused op: a standard op of the same output type and shape
                 light.node.append(standard_op)
                 continue

@@ -24,7 +24,7 @@ from .webnn_ops import MAX_RANK
 
 def lower_node(lowering: WebNNLowering, node: NodeProto, scope: GraphScope) -> tuple[list[NodeProto], str, str]:
     """The replacement of one main-graph GatherMultiaxis node, its form and (for the flat form) why no
-    single gather computes it; raises NotLoweredForWebNN, also where the nodes fail ``form_check.check_emitted``."""
+    single gather computes it; raises NotLoweredForWebNN, also where the nodes fail ``lower.ort_guards.check_emitted``."""
     lowering.pending = {}
     absorbed, freed = set(lowering.absorbed), set(lowering.freed)
     nodes, form, reason = lowered_form(lowering, node)

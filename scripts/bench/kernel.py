@@ -27,7 +27,8 @@ from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from ..graphs import lower_model, rewrite_model
 from ..graphs.ranks.tensor_info import TensorInfo
-from ..graphs.rules import RULES, OptInRule
+from ..graphs.sources.registry import RULES
+from ..graphs.sources.source_gather import OptInRule
 from ..harness import IR_VERSION, make_session, single_gather_model, tensor_type_of
 from ..ops import gather_multiaxis
 from ..ops.contract import DOMAIN, OP_TYPE

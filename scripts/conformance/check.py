@@ -60,7 +60,7 @@ from ..graphs import holds_gather, lower_model, rewrite_model
 from ..graphs.modelfile import one_line
 from ..graphs.ir.walk import node_holders
 from ..ops.contract import DOMAIN, OP_TYPE
-from ..graphs.ort_optimizer import OrtOptimizeError, ort_optimize
+from ..graphs.rewrite.ort_optimizer import OrtOptimizeError, ort_optimize
 from ..harness import bit_identical, difference, make_session, session_options, versions
 from . import fuzz, mutate
 from .cases import (DEFAULT_SUITE_SOURCES, CannotGenerate, CheckCase, DataSet, FileSource, InputOptions, default_suite_case, load_case,

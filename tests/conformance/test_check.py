@@ -14,7 +14,8 @@ from gathermultiaxis.conformance.cases import CheckCase, DataSet, FileSource, In
 from gathermultiaxis.cli import main
 from gathermultiaxis.examples import EXAMPLE_PATH
 from gathermultiaxis.conformance.fuzz import fuzz_case, save_reproducer
-from gathermultiaxis.graphs import rules
+from gathermultiaxis.graphs.rewrite import replacement as rules
+from gathermultiaxis.ops.alignment import Alignment
 
 T = TensorProto
 # onnx 1.23's node tests: 84 hold a gather (older onnx ships fewer: 35 in 1.16)
@@ -133,7 +134,7 @@ def broken_gather_elements(monkeypatch):
 
     def wrong_axis(node, data, indices):
         replacement = real(node, data, indices)
-        wrong = rules.Alignment(axes=((replacement.alignment.axes[0] + 1) % data.rank,))
+        wrong = Alignment(axes=((replacement.alignment.axes[0] + 1) % data.rank,))
         return rules.Replacement(wrong, slice_data_except=replacement.slice_data_except)
 
     monkeypatch.setitem(rules.RULES, "GatherElements", wrong_axis)

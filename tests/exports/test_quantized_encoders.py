@@ -28,7 +28,7 @@ import onnxruntime as ort  # noqa: E402
 from gathermultiaxis import session_options  # noqa: E402
 from gathermultiaxis.exports.models import ENCODER_EXPORTS, build_exports  # noqa: E402
 from gathermultiaxis.graphs import lower_model, rewrite_model  # noqa: E402
-from gathermultiaxis.graphs.ort_optimizer import ort_optimize  # noqa: E402
+from gathermultiaxis.graphs.rewrite.ort_optimizer import ort_optimize  # noqa: E402
 from gathermultiaxis.harness import bit_identical  # noqa: E402
 from gathermultiaxis.ops import InferenceSession  # noqa: E402
 

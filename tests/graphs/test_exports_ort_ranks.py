@@ -160,7 +160,7 @@ def test_knn_imputer_functions_at_an_older_opset(knn_imputer):
     call holds an If whose branches give ranks 3 and 2 (a Gather of the donors, or the distances as they
     are): the gathers computed from it are aligned at run time, since only the condition tells the rank."""
     from gathermultiaxis.graphs.passes import pass_copy
-    from gathermultiaxis.graphs.rewrite import GATHER_OPS
+    from gathermultiaxis.graphs.sources.registry import GATHER_OPS
 
     model, feeds = knn_imputer
     assert {o.version for f in model.functions for o in f.opset_import if o.domain in ("", "ai.onnx")} == {21}

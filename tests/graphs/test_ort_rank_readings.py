@@ -153,7 +153,8 @@ def test_reason_says_when_symbolic_inference_gave_up():
 ])
 def test_reduce_rule_matches_ort(op, axes, attributes):
     from gathermultiaxis.graphs.ranks.tensor_info import TensorInfo
-    from gathermultiaxis.graphs.rank_inference import apply_rank_rule
+    from gathermultiaxis.graphs.rewrite.rank_layers import RANK_RULES
+    from gathermultiaxis.graphs.ranks.rank_rules import apply_rank_rule
 
     inputs = ["x"] if axes is None else ["x", "axes"]
     node = helper.make_node(op, inputs, ["y"], **attributes)
@@ -163,7 +164,7 @@ def test_reduce_rule_matches_ort(op, axes, attributes):
                        opset=18)
     ran = builtin_session(model).run(None, {"x": np.ones((2, 3, 4), np.float32)})[0]
     constants = {"axes": None if axes is None else np.array(axes, np.int64)}
-    ruled = apply_rank_rule(node, [TensorInfo(T.FLOAT, (None, None, None)), None], constants.get)
+    ruled = apply_rank_rule(node, [TensorInfo(T.FLOAT, (None, None, None)), None], constants.get, RANK_RULES)
     assert ruled is not None and ruled[0].rank == ran.ndim
 
 
@@ -182,7 +183,7 @@ def if_typed_by_rank_rules_model():
 def test_if_output_rank_from_every_layer(monkeypatch):
     """Before: the If's output had a rank only where ONNX's inference typed both branches, and the Gather was
     aligned at run time. Without layer 2, the Gelu rank rule types the then-branch."""
-    from gathermultiaxis.graphs import rank_layers
+    from gathermultiaxis.graphs.rewrite import rank_layers
     from gathermultiaxis.graphs.ranks.symbolic_ranks import SymbolicInference
 
     monkeypatch.setattr(rank_layers, "symbolic_inference", lambda light: SymbolicInference({}))
@@ -211,7 +212,7 @@ def loop_scan_typed_by_rank_rules_model():
 def test_loop_outputs_rank_from_every_layer(monkeypatch):
     """Before: a Loop's scan output had a rank only where ONNX's inference typed the body output; the Gather
     was aligned at run time."""
-    from gathermultiaxis.graphs import rank_layers
+    from gathermultiaxis.graphs.rewrite import rank_layers
     from gathermultiaxis.graphs.ranks.symbolic_ranks import SymbolicInference
 
     monkeypatch.setattr(rank_layers, "symbolic_inference", lambda light: SymbolicInference({}))

@@ -16,8 +16,14 @@ from sessions import assert_rewrite_matches, custom_session
 from support import make_model
 
 from gathermultiaxis.graphs import rewrite_model
-from gathermultiaxis.graphs.rank_inference import RANK_RULES, apply_rank_rule
+from gathermultiaxis.graphs.rewrite.rank_layers import RANK_RULES
+from gathermultiaxis.graphs.ranks import rank_rules
 from gathermultiaxis.graphs.ranks.tensor_info import TensorInfo
+
+
+def apply_rank_rule(node, inputs, constants):
+    return rank_rules.apply_rank_rule(node, inputs, constants, RANK_RULES)
+
 
 T = TensorProto
 RNG = np.random.default_rng(11)
@@ -375,13 +381,13 @@ def contrib_model():
 @pytest.mark.parametrize("layers", ["all", "without ORT's symbolic inference", "without the rank rules"])
 def test_ranks_through_com_microsoft_ops(layers, monkeypatch):
     """Layers 2 and 3 each find these ranks on their own."""
-    from gathermultiaxis.graphs import rank_layers
+    from gathermultiaxis.graphs.rewrite import rank_layers
     from gathermultiaxis.graphs.ranks.symbolic_ranks import SymbolicInference
 
     if layers == "without ORT's symbolic inference":
         monkeypatch.setattr(rank_layers, "symbolic_inference", lambda light: SymbolicInference({}))
     if layers == "without the rank rules":
-        monkeypatch.setattr(rank_layers, "apply_rank_rule", lambda node, inputs, constants: None)
+        monkeypatch.setattr(rank_layers, "apply_rank_rule", lambda node, inputs, constants, rules: None)
     x = RNG.standard_normal((2, 4, 8)).astype(np.float32)
     feeds = {"x": x, "skip": RNG.standard_normal((2, 4, 8)).astype(np.float32),
              "order": RNG.integers(-8, 8, (2, 4, 5))}

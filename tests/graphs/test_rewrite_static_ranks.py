@@ -16,7 +16,15 @@ from support import make_model
 
 from gathermultiaxis.graphs import rewrite_model
 from gathermultiaxis.graphs.ranks.tensor_info import TensorInfo
-from gathermultiaxis.graphs.rank_inference import apply_rank_rule, fold, output_elem_types
+from gathermultiaxis.graphs.rewrite.rank_layers import RANK_RULES
+from gathermultiaxis.graphs.ranks import rank_rules
+from gathermultiaxis.graphs.ranks.element_types import output_elem_types
+from gathermultiaxis.graphs.ranks.rank_rules import fold
+
+
+def apply_rank_rule(node, inputs, constants):
+    return rank_rules.apply_rank_rule(node, inputs, constants, RANK_RULES)
+
 
 T = TensorProto
 INT64_MAX = np.iinfo(np.int64).max

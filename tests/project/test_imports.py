@@ -183,7 +183,7 @@ ORT_RUNTIME_NAMES = {f"{package}.{name}" for package in ("gathermultiaxis.ops", 
 
 # The one ORT-runtime import the passes make: rewrite_model's default session options for ort_optimize,
 # imported inside the call that loads the model in ORT, so that importing or running the rewriter never does.
-LAZY_RUNTIME_IMPORTS = {("graphs/rewrite.py", "rewrite_model", "from ..ops.ortop import session_options")}
+LAZY_RUNTIME_IMPORTS = {("graphs/rewrite/rewrite_pass.py", "rewrite_model", "from ...ops.ortop import session_options")}
 
 
 def test_the_passes_import_no_ort_runtime():

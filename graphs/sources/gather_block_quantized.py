@@ -26,17 +26,21 @@ index out of range gives 0 * +0.0 = +0.0 as in ORT (a Where on floats would not 
 
 from __future__ import annotations
 
-from typing import Callable, cast
+from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
-from .ir.builder import NodeBuilder
-from ..ops.alignment import gather_alignment
-from ..ops.contract import Mode
-from .ranks.tensor_info import TensorInfo
-from .passes.pass_report import LeftUnchanged
-from .ir.walk import attribute
+from ...ops.alignment import gather_alignment
+from ...ops.contract import Mode
+from ..ranks.tensor_info import TensorInfo
+from ..ir.builder import NodeBuilder
+from ..ir.tensors import type_name
+from ..ir.walk import attribute
+from ..passes.pass_report import LeftUnchanged
+from ..ranks.rank_rules import elem_type_of, known, ranked
+from .source_gather import GatherEmitter, OptInRule, Rewrite, SourceGather
 
 OP_TYPE = "GatherBlockQuantized"
 DOMAIN = "com.microsoft"
@@ -44,11 +48,9 @@ MIN_OPSET = 13  # Unsqueeze / Squeeze / Slice with axes as inputs
 _PACKED = TensorProto.UINT8
 _NIBBLES: dict[int, int] = {TensorProto.INT4: TensorProto.INT8, TensorProto.UINT4: TensorProto.UINT8}  # widened before gathering
 _SCALE_TYPES: tuple[int, ...] = (TensorProto.FLOAT, TensorProto.FLOAT16)
-# (Gather node, data's info, indices' info, builder): appends the node's replacement (rules.emit_replacement)
-GatherEmitter = Callable[[NodeProto, TensorInfo, TensorInfo, NodeBuilder], object]
 
 
-class _Emitter:
+class BlockEmitter:
     """The nodes of one rewrite; every helper returns the name of its output."""
 
     def __init__(self, builder: NodeBuilder, emit_gather: GatherEmitter):
@@ -96,30 +98,84 @@ class _Emitter:
                        f"{role}_unpacked")
 
 
-def _type_name(elem_type: int) -> str:
-    return TensorProto.DataType.Name(elem_type) if elem_type else "unknown"
+@dataclass(frozen=True)
+class BlockLayout:
+    """A GatherBlockQuantized node's inputs and attributes, checked as ORT's kernel checks them."""
+
+    data: TensorInfo
+    indices: TensorInfo
+    scales: TensorInfo
+    zero_points: TensorInfo | None
+    data_dims: tuple[int, ...]
+    gather_axis: int
+    quantize_axis: int
+    block_size: int
+    bits: int
+    components: int  # codes per stored element (8 // bits for packed uint8, else 1)
+
+    @property
+    def rank(self) -> int:
+        return len(self.data_dims)
+
+    @property
+    def codes_on_axis(self) -> int:
+        return self.data_dims[self.quantize_axis] * self.components
+
+    @property
+    def blocks(self) -> int:
+        return -(-self.codes_on_axis // self.block_size)
+
+    @property
+    def packed_blocks(self) -> int:  # uint8 zero points: packed like the data
+        return -(-self.blocks // self.components)
 
 
-def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], builder: NodeBuilder,
-                                emit_gather: GatherEmitter) -> TensorInfo:
-    """Append the replacement of one GatherBlockQuantized node to ``builder``; raises LeftUnchanged with
-    the reason where it cannot (and where ORT's kernel refuses the node). Returns the output's info.
-    ``emit_gather``: the rewriter's replacement of a builtin Gather (``rules.emit_replacement``; this is
-    the opt-in entry of ``rules.RULES``).
+def _checked_axes(node: NodeProto, data: TensorInfo, rank: int) -> tuple[int, int, int, int, int]:
+    """gather_axis, quantize_axis (both non-negative), block_size, bits and codes per element, as ORT accepts them."""
+    gather_axis, quantize_axis = attribute(node, "gather_axis", 0), attribute(node, "quantize_axis", 1)
+    block_size, bits = attribute(node, "block_size", 128), attribute(node, "bits", 4)
+    if not (-rank <= gather_axis < rank and -rank <= quantize_axis < rank):
+        raise LeftUnchanged(f"gather_axis {gather_axis} or quantize_axis {quantize_axis} is outside rank {rank}")
+    gather_axis, quantize_axis = gather_axis % rank, quantize_axis % rank
+    if block_size < 16 or block_size & (block_size - 1):
+        raise LeftUnchanged(f"block_size {block_size} is not a power of 2 >= 16 (ORT refuses it)")
+    if data.elem_type == _PACKED:
+        if bits not in (2, 4, 8) or gather_axis != 0 or quantize_axis != rank - 1 or rank < 2:
+            raise LeftUnchanged(f"uint8 data needs bits 2, 4 or 8, gather_axis 0 and quantize_axis last (ORT "
+                                f"refuses bits {bits}, gather_axis {gather_axis}, quantize_axis {quantize_axis})")
+        return gather_axis, quantize_axis, block_size, bits, 8 // bits
+    if bits != 4:
+        raise LeftUnchanged(f"int4/uint4 data needs bits 4 (ORT refuses {bits})")
+    return gather_axis, quantize_axis, block_size, bits, 1
 
-    Args:
-        node: the GatherBlockQuantized node (com.microsoft).
-        infos: name to TensorInfo of the values its graph knows.
-        builder: the NodeBuilder the replacement nodes are appended to.
-        emit_gather: ``emit_gather(node, data_info, indices_info, builder)``, the builtin Gather's
-            replacement.
 
-    Returns:
-        The TensorInfo of the node's output.
+def _check_tables(layout: BlockLayout) -> None:
+    """ORT's kernel checks the scales' and zero points' shapes on every run and refuses the node; the rewrite
+    would read rows past the end as zeros and ignore extra blocks. A shape not known here (scales fed as a graph
+    input with symbolic dims) cannot be checked at all: such a node stays."""
+    data, scales, zero_points, components = layout.data, layout.scales, layout.zero_points, layout.components
+    assert data.shape is not None
+    blocks = layout.blocks
+    expected = {"scales": tuple(blocks if axis == layout.quantize_axis else n for axis, n in enumerate(data.shape))}
+    if zero_points is not None:
+        expected["zero_points"] = expected["scales"][:-1] + (layout.packed_blocks,) if data.elem_type == _PACKED else \
+            expected["scales"]
+    for role, info in (("scales", scales), ("zero_points", zero_points)):
+        if info is None:
+            continue
+        if info.shape is None or not all(isinstance(n, int) for n in info.shape):
+            raise LeftUnchanged(f"the shape of the {role.replace('_', ' ')} is not known statically (ORT checks it "
+                                f"against the data's on each run; the rewrite could not)")
+        if tuple(info.shape) != expected[role]:
+            raise LeftUnchanged(f"{role.replace('_', ' ')} of shape {list(info.shape)} for data of shape "
+                                f"{list(data.shape)} (ORT refuses them: it needs {list(expected[role])}, "
+                                f"ceil({layout.codes_on_axis} / {layout.block_size}) = {blocks} blocks on quantize_axis"
+                                + (f", packed {components} to a byte" if role == "zero_points" and components > 1 else "")
+                                + ")")
 
-    Raises:
-        LeftUnchanged: the node cannot be rewritten (the message is the reason).
-    """
+
+def check_layout(node: NodeProto, infos: dict[str, TensorInfo], builder: NodeBuilder) -> BlockLayout:
+    """The node's layout; raises LeftUnchanged where the rewrite cannot replace it (or ORT refuses it)."""
     if builder.opset < MIN_OPSET:
         raise LeftUnchanged(f"the dequantization nodes need opset {MIN_OPSET} (the model has {builder.opset})")
     unknown = TensorInfo(0, None)
@@ -138,61 +194,41 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
     if scales.elem_type not in _SCALE_TYPES:
         raise LeftUnchanged("scales must be float or float16 (ORT's CPU kernel has no other)")
     rank = len(data.shape)
-    gather_axis, quantize_axis = attribute(node, "gather_axis", 0), attribute(node, "quantize_axis", 1)
-    block_size, bits = attribute(node, "block_size", 128), attribute(node, "bits", 4)
-    if not (-rank <= gather_axis < rank and -rank <= quantize_axis < rank):
-        raise LeftUnchanged(f"gather_axis {gather_axis} or quantize_axis {quantize_axis} is outside rank {rank}")
-    gather_axis, quantize_axis = gather_axis % rank, quantize_axis % rank
-    if block_size < 16 or block_size & (block_size - 1):
-        raise LeftUnchanged(f"block_size {block_size} is not a power of 2 >= 16 (ORT refuses it)")
-    if data.elem_type == _PACKED:
-        if bits not in (2, 4, 8) or gather_axis != 0 or quantize_axis != rank - 1 or rank < 2:
-            raise LeftUnchanged(f"uint8 data needs bits 2, 4 or 8, gather_axis 0 and quantize_axis last (ORT "
-                                f"refuses bits {bits}, gather_axis {gather_axis}, quantize_axis {quantize_axis})")
-        components = 8 // bits
-    else:
-        if bits != 4:
-            raise LeftUnchanged(f"int4/uint4 data needs bits 4 (ORT refuses {bits})")
-        components = 1
+    gather_axis, quantize_axis, block_size, bits, components = _checked_axes(node, data, rank)
     if scales.rank != rank or (zero_points is not None and zero_points.rank != rank):
         raise LeftUnchanged("scales and zero_points must have the data's rank")
     if zero_points is not None and zero_points.elem_type != data.elem_type:
-        raise LeftUnchanged(f"zero points of type {_type_name(zero_points.elem_type)} with data of type "
-                            f"{_type_name(data.elem_type)} (ORT refuses them: both are its type T1)")
-    codes_on_axis = data_dims[quantize_axis] * components
-    blocks = -(-codes_on_axis // block_size)
-    packed_blocks = -(-blocks // components)  # uint8 zero points: packed like the data
-    # ORT's kernel checks these shapes on every run and refuses the node; the rewrite would read rows past
-    # the end as zeros and ignore extra blocks. A shape not known here (scales fed as a graph input with
-    # symbolic dims) cannot be checked at all: such a node stays.
-    expected = {"scales": tuple(blocks if axis == quantize_axis else n for axis, n in enumerate(data.shape))}
-    if zero_points is not None:
-        expected["zero_points"] = expected["scales"][:-1] + (packed_blocks,) if data.elem_type == _PACKED else \
-            expected["scales"]
-    for role, info in (("scales", scales), ("zero_points", zero_points)):
-        if info is None:
-            continue
-        if info.shape is None or not all(isinstance(n, int) for n in info.shape):
-            raise LeftUnchanged(f"the shape of the {role.replace('_', ' ')} is not known statically (ORT checks it "
-                                f"against the data's on each run; the rewrite could not)")
-        if tuple(info.shape) != expected[role]:
-            raise LeftUnchanged(f"{role.replace('_', ' ')} of shape {list(info.shape)} for data of shape "
-                                f"{list(data.shape)} (ORT refuses them: it needs {list(expected[role])}, "
-                                f"ceil({codes_on_axis} / {block_size}) = {blocks} blocks on quantize_axis"
-                                + (f", packed {components} to a byte" if role == "zero_points" and components > 1 else "")
-                                + ")")
+        raise LeftUnchanged(f"zero points of type {type_name(zero_points.elem_type)} with data of type "
+                            f"{type_name(data.elem_type)} (ORT refuses them: both are its type T1)")
+    layout = BlockLayout(data, indices, scales, zero_points, data_dims, gather_axis, quantize_axis, block_size, bits,
+                         components)
+    _check_tables(layout)
+    return layout
 
-    e = _Emitter(builder, emit_gather)
-    dim = data_dims[gather_axis]
-    out_rank = rank - 1 + indices.rank
-    # In-range indices, and 0 where ORT writes zeros.
+
+def _in_range_rows(e: BlockEmitter, node: NodeProto, dim: int) -> tuple[str, str, str]:
+    """The indices as int64, whether each is in range, and the in-range row each reads (0 where ORT writes zeros)."""
+    builder = e.b
     index = builder.cast(node.input[1], TensorProto.INT64, "indices_int64")
     valid = e.op("And", [e.op("Not", [e.op("Less", [index, builder.constant(-dim, "minus_dim")], "below")], "not_below"),
                          e.op("Less", [index, builder.constant(dim, "dim")], "not_above")], "in_range")
     negative = e.op("Less", [index, builder.constant(0, "zero_index")], "negative")
     counted = e.op("Where", [negative, e.op("Add", [index, builder.constant(dim, "dim_to_add")], "from_end"), index],
                    "counted_from_start")
-    safe = e.op("Where", [valid, counted, builder.constant(0, "first_row")], "safe_indices")
+    return index, valid, e.op("Where", [valid, counted, builder.constant(0, "first_row")], "safe_indices")
+
+
+def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], builder: NodeBuilder,
+                                emit_gather: GatherEmitter) -> TensorInfo:
+    """The opt-in emitter (``OptInEmitter``) of GatherBlockQuantized."""
+    layout = check_layout(node, infos, builder)
+    data, indices, scales, zero_points = layout.data, layout.indices, layout.scales, layout.zero_points
+    assert data.shape is not None and indices.shape is not None and indices.rank is not None
+    rank, gather_axis, quantize_axis, components = layout.rank, layout.gather_axis, layout.quantize_axis, layout.components
+    block_size, bits, blocks, codes_on_axis = layout.block_size, layout.bits, layout.blocks, layout.codes_on_axis
+    e = BlockEmitter(builder, emit_gather)
+    out_rank = rank - 1 + indices.rank
+    index, valid, safe = _in_range_rows(e, node, layout.data_dims[gather_axis])
     safe_info = TensorInfo(TensorProto.INT64, indices.shape)
     same_axis = gather_axis == quantize_axis  # (int4 / uint4 only) each row reads its own block's scale
     output_axis = quantize_axis if quantize_axis < gather_axis else quantize_axis + indices.rank - 1
@@ -220,8 +256,8 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
                         output_axis, f"{role}_per_code")
 
     codes, _ = rows(node.input[0], data, "data")
-    codes = e.unpack(codes, components, bits, out_rank, data_dims[-1], "data") if data.elem_type == _PACKED else \
-        builder.cast(codes, TensorProto.INT32, "codes_int32")
+    codes = e.unpack(codes, components, bits, out_rank, layout.data_dims[-1], "data") if data.elem_type == _PACKED \
+        else builder.cast(codes, TensorProto.INT32, "codes_int32")
     scale_table = node.input[2]
     if scales.elem_type == TensorProto.FLOAT16:  # the bridge carries no float16; ORT computes in float32 anyway
         scale_table = builder.cast(scale_table, TensorProto.FLOAT, "scales_float")
@@ -230,7 +266,7 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
     if zero_points is not None:
         zero_rows, zero_info = rows(node.input[3], zero_points, "zero_points", block_rows)
         if data.elem_type == _PACKED:
-            zero_rows = e.unpack(zero_rows, components, bits, out_rank, packed_blocks, "zero_points")
+            zero_rows = e.unpack(zero_rows, components, bits, out_rank, layout.packed_blocks, "zero_points")
             zero_rows = builder.slice(zero_rows, builder.constant([0], "zp_start"), builder.constant([blocks], "zp_end"),
                                       builder.constant([out_rank - 1], "zp_axis"), "zero_points_blocks")
             zero_info = TensorInfo(TensorProto.INT32, scales.shape)
@@ -240,6 +276,15 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
         codes = e.op("Sub", [codes, spread_blocks(zero_rows, zero_rows_info, "zero_points")], "centred")
     elif data.elem_type == _PACKED:
         codes = e.op("Sub", [codes, e.tensor(np.array(1 << (bits - 1), np.int32), "default_zero_point")], "centred")
+    return _dequantized(e, node, layout, codes, scale, valid, out_rank)
+
+
+def _dequantized(e: BlockEmitter, node: NodeProto, layout: BlockLayout, codes: str, scale: str, valid: str,
+                 out_rank: int) -> TensorInfo:
+    """float(Where(mask, code - zero_point, 0)) * scale, cast back to float16 scales' type; the output's info."""
+    builder, data, indices, scales = e.b, layout.data, layout.indices, layout.scales
+    assert data.shape is not None and indices.shape is not None and indices.rank is not None
+    gather_axis = layout.gather_axis
     # Out of range: code 0 (on integers) times scale +0.0 (mode "zero") is the +0.0 ORT writes.
     mask = builder.unsqueeze(valid, list(range(gather_axis)) + list(range(gather_axis + indices.rank, out_rank)),
                              "in_range_aligned")
@@ -249,8 +294,20 @@ def emit_gather_block_quantized(node: NodeProto, infos: dict[str, TensorInfo], b
         builder.cast(builder.nodes[-1].output[0], TensorProto.FLOAT16, "to_float16")
     builder.rename_last_output(node.output[0])
     shape = list(data.shape[:gather_axis]) + list(indices.shape) + list(data.shape[gather_axis + 1:])
-    shape[-1] = shape[-1] * components if isinstance(shape[-1], int) else None
+    shape[-1] = shape[-1] * layout.components if isinstance(shape[-1], int) else None
     return TensorInfo(scales.elem_type, tuple(shape))
 
 
-__all__ = ["DOMAIN", "OP_TYPE", "emit_gather_block_quantized"]
+def rank_rule(node, inputs, constants):
+    """A Gather of the (packed, same-rank) data, of the scales' type."""
+    if not (known(inputs[0]) and known(inputs[1])):
+        return None
+    return [ranked(elem_type_of(inputs[2]) if len(inputs) > 2 else 0, inputs[0].rank + inputs[1].rank - 1)]
+
+
+SOURCE = SourceGather(DOMAIN, OP_TYPE, Rewrite.OPT_IN, first_opset=1, why_not=(
+    "it gathers blocks of 4/8-bit quantized data and dequantizes them with their scales in one kernel; "
+    "rewritten only when asked for (ops including GatherBlockQuantized: graphs/block_quantized.py)"),
+    rank_rule=rank_rule, opt_in=OptInRule(DOMAIN, emit_gather_block_quantized))
+
+__all__ = ["DOMAIN", "OP_TYPE", "SOURCE", "BlockEmitter", "BlockLayout", "check_layout", "emit_gather_block_quantized", "rank_rule"]

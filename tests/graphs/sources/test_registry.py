@@ -1,4 +1,4 @@
-"""The rewrite rules alone (issue 19): ``TensorInfo`` in, ``Replacement`` out, no ORT. Each replacement's
+"""graphs.sources.registry: the rules alone, ``TensorInfo`` in, ``Replacement`` out, no ORT. Each replacement's
 alignment, applied with NumPy and the kernel, must give what NumPy's own gather gives."""
 
 import numpy as np
@@ -8,7 +8,9 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from gathermultiaxis.graphs.ranks.tensor_info import TensorInfo
-from gathermultiaxis.graphs.rules import RULES, Replacement
+from gathermultiaxis.graphs.rewrite.replacement import emit_replacement
+from gathermultiaxis.graphs.sources.registry import RULES
+from gathermultiaxis.graphs.sources.source_gather import Replacement
 from gathermultiaxis.ops import Mode, gather_multiaxis
 from gathermultiaxis.ops.alignment import AlignmentError
 
@@ -96,7 +98,7 @@ def test_gather_block_quantized_is_the_opt_in_rule_of_the_table():
     rule is used alone too: TensorInfo in, the replacement's nodes and output type out, no ORT."""
     from gathermultiaxis.graphs import GATHER_OPS, OPT_IN_OPS, LeftUnchanged
     from gathermultiaxis.graphs.ir.builder import NameScope, NodeBuilder
-    from gathermultiaxis.graphs.rules import OptInRule
+    from gathermultiaxis.graphs.sources.source_gather import OptInRule
 
     assert GATHER_OPS == ("Gather", "GatherElements", "GatherND") and OPT_IN_OPS == ("GatherBlockQuantized",)
     rule = RULES["GatherBlockQuantized"]
@@ -106,11 +108,55 @@ def test_gather_block_quantized_is_the_opt_in_rule_of_the_table():
     node = helper.make_node("GatherBlockQuantized", ["data", "indices", "scales"], ["out"], domain="com.microsoft",
                             gather_axis=0, quantize_axis=1, block_size=32, bits=4)
     builder = NodeBuilder(13, NameScope({"data", "indices", "scales", "out"}), "gbq")
-    output = rule.emit(node, infos, builder)
+    output = rule.emit(node, infos, builder, emit_replacement)
     assert output == TensorInfo(TensorProto.FLOAT16, ("n", 3, 32))  # 16 bytes of two 4-bit codes each
     assert builder.nodes[-1].output[0] == "out"
     assert sum(n.op_type == "GatherMultiaxis" for n in builder.nodes) == 3  # data rows, scale rows, scale per code
     refused = helper.make_node("GatherBlockQuantized", ["data", "indices", "scales"], ["out"], domain="com.microsoft",
                                block_size=24)
     with pytest.raises(LeftUnchanged, match="block_size 24 is not a power of 2"):
-        rule.emit(refused, infos, NodeBuilder(13, NameScope(set()), "gbq"))
+        rule.emit(refused, infos, NodeBuilder(13, NameScope(set()), "gbq"), emit_replacement)
+
+
+def test_every_backend_table_is_derived_from_the_sources():
+    """A source op is one record plus one line in SOURCES: the rewrite's, the rank layers' and the lowering's
+    tables hold exactly what the records say, and nothing else."""
+    from gathermultiaxis.graphs import GATHER_OPS, OPT_IN_OPS, RULES as PUBLIC_RULES, provenance
+    from gathermultiaxis.graphs.lower import recorded_form
+    from gathermultiaxis.graphs.rewrite import rank_layers
+    from gathermultiaxis.graphs.sources import registry
+    from gathermultiaxis.graphs.sources.source_gather import Rewrite
+
+    sources = registry.SOURCES
+    assert len({(s.domain, s.op_type) for s in sources}) == len(sources)  # each op registered once
+    assert PUBLIC_RULES is registry.RULES and GATHER_OPS is registry.GATHER_OPS and OPT_IN_OPS is registry.OPT_IN_OPS
+    assert list(registry.RULES) == [s.op_type for s in sources if s.rule is not None]
+    assert GATHER_OPS == tuple(s.op_type for s in sources if s.rewrite is Rewrite.DEFAULT)
+    assert OPT_IN_OPS == tuple(s.op_type for s in sources if s.rewrite is Rewrite.OPT_IN)
+    assert set(registry.INTERNAL_GATHERS) == {(s.domain, s.op_type) for s in sources if s.rewrite is not Rewrite.DEFAULT}
+    for source in sources:
+        key = (source.domain, source.op_type)
+        if source.rewrite is Rewrite.DEFAULT:
+            assert registry.RULES[source.op_type] is source.align and source.align_at_run_time is not None
+            assert source.mode is not None and source.recorded_attributes
+        if source.rewrite is Rewrite.OPT_IN:
+            assert registry.RULES[source.op_type] is source.opt_in and source.why_not
+        if source.rewrite is Rewrite.NEVER:
+            assert source.rule is None and source.why_not
+            assert registry.INTERNAL_GATHERS[key] == source.why_not
+        if source.rank_rule is not None:
+            assert rank_layers.RANK_RULES[key] is source.rank_rule
+        if source.recorded_attributes:  # what lower gives back
+            assert recorded_form.OP_OPSET[source.op_type] == source.first_opset
+            assert provenance.RECORDED_ATTRIBUTES[source.op_type] == source.recorded_attributes
+    assert set(recorded_form.OP_OPSET) == set(provenance.RECORDED_ATTRIBUTES) == {
+        s.op_type for s in sources if s.recorded_attributes}
+
+
+def test_source_of_finds_a_node_s_record():
+    from gathermultiaxis.graphs.sources.registry import source_of
+
+    assert source_of(helper.make_node("GatherND", ["x", "i"], ["y"], domain="ai.onnx")).op_type == "GatherND"
+    internal = source_of(helper.make_node("GatherND", ["x", "i"], ["y"], domain="com.microsoft"))
+    assert internal is not None and "training" in internal.why_not
+    assert source_of(helper.make_node("Gather", ["x", "i"], ["y"], domain="com.example")) is None

@@ -1,10 +1,11 @@
 """Layers 2 and 3 of the types a pass reads (``graphs.rewrite``'s module docstring lists the four), for
 any pass whose nodes need ranks: the rewrite, which aligns by them, and the lowering, which proves the
-rewrite's records by them (``graphs.form_check``).
+rewrite's records by them (``graphs.lower.recorded_form``).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -13,12 +14,19 @@ import numpy as np
 import onnx
 from onnx import GraphProto, ModelProto, NodeProto, numpy_helper
 
-from .ranks.symbolic_ranks import SymbolicInference, symbolic_inference
-from .ranks.tensor_info import TensorInfo, declared_ranks, known_rank, learn, with_elem_type
-from .modelfile import ModelFileError
-from .passes import ConstantView, GraphScope, InferredGraph
-from .rank_inference import FOLD_LIMIT, FOLDABLE_OPS, apply_rank_rule, fold, holder_output_ranks, output_elem_types
-from .ir.walk import ONNX_DOMAINS
+from ..ranks.symbolic_ranks import SymbolicInference, symbolic_inference
+from ..ranks.tensor_info import TensorInfo, declared_ranks, known_rank, learn, with_elem_type
+from ..modelfile import ModelFileError
+from ..passes import ConstantView, GraphScope, InferredGraph
+from ..ranks.element_types import output_elem_types
+from ..ranks.rank_rules import (FOLD_LIMIT, FOLDABLE_OPS, RANK_RULES as GENERIC_RANK_RULES, RankRule, apply_rank_rule, fold,
+                               holder_output_ranks)
+from ..sources.registry import SOURCE_RANK_RULES
+from ..ir.walk import ONNX_DOMAINS
+
+
+# (domain, op type) -> rank rule: the generic rules and the source gathers' own
+RANK_RULES: dict[tuple[str, str], RankRule] = {**GENERIC_RANK_RULES, **SOURCE_RANK_RULES}
 
 
 @dataclass
@@ -121,7 +129,7 @@ def type_by_rank_rule(node: NodeProto, scope: GraphScope) -> None:
             numpy_helper.to_array(tensor)
 
     inputs = [infos.get(name) if name else None for name in node.input]
-    outputs = apply_rank_rule(node, inputs, constant)
+    outputs = apply_rank_rule(node, inputs, constant, RANK_RULES)
     for name, info in zip(node.output, outputs or ()):
         if not name or info is None or info.shape is None:
             continue
@@ -160,4 +168,29 @@ def _small_constant(name: str, folded: dict[str, np.ndarray], constants: Constan
         return None
 
 
-__all__ = ["RankLayers", "type_by_rank_rule"]
+def why_rank_unknown(name: str, graph: GraphProto, original: int, infos: dict[str, TensorInfo]) -> str:
+    """Where the unknown rank of ``name`` starts: follow the producers whose inputs' ranks are unknown
+    too, up to the first value no layer could type (a node whose inputs are known, or a graph input)."""
+    producers = {output: node for node in itertools.islice(graph.node, original) for output in node.output if output}
+    inputs = {value.name for value in graph.input}
+    seen = set()
+    current = name
+    while current not in seen:
+        seen.add(current)
+        node = producers.get(current)
+        if node is None:
+            if current in inputs:
+                return f"{current!r} is an input of {graph.name or 'the graph'} declared without a shape"
+            return f"{current!r} comes from an enclosing graph, which knows no rank for it"
+        unknown = [i for i in node.input if i and not known_rank(infos.get(i))]
+        if unknown:
+            current = unknown[0]
+            continue
+        op = f"{node.domain}.{node.op_type}" if node.domain not in ONNX_DOMAINS else node.op_type
+        where = "" if current == name else f" (via {name!r})"
+        return (f"{current!r}{where} is an output of {op} node {node.name!r}, whose output rank neither ONNX's "
+                f"nor ORT's shape inference, nor a rank rule, nor a declared value_info gives")
+    return f"{name!r} is computed in a cycle of unknown ranks"
+
+
+__all__ = ["RANK_RULES", "RankLayers", "type_by_rank_rule", "why_rank_unknown"]

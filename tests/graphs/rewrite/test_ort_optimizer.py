@@ -15,7 +15,9 @@ from tiny_bert import HEADS, HIDDEN, SHIPPED, VOCAB
 
 from gathermultiaxis import session_options
 from gathermultiaxis.cli import main
-from gathermultiaxis.graphs import lower_model, ort_optimizer, rewrite_model
+from gathermultiaxis.graphs import lower_model, rewrite_model
+from gathermultiaxis.graphs.ranks import element_types
+from gathermultiaxis.graphs.rewrite import ort_optimizer
 
 
 def bert_feeds(batch: int, length: int, seed: int) -> dict[str, np.ndarray]:
@@ -214,10 +216,10 @@ def test_fused_op_stand_ins_type_exactly_what_ort_computes():
                            extra_opsets=[helper.make_opsetid(ms, 1)])
         feeds = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
         expected = builtin_session(model).run(None, feeds)[0].shape
-        stand_in = make_model([ort_optimizer.typing_stand_in(node)], model.graph.input, model.graph.output)
+        stand_in = make_model([element_types.typing_stand_in(node)], model.graph.input, model.graph.output)
         inferred = onnx.shape_inference.infer_shapes(stand_in, strict_mode=True).graph.output[0].type.tensor_type
         assert tuple(d.dim_value for d in inferred.shape.dim) == expected, node.op_type
-        assert ort_optimizer.schema_output_types(node, [TensorProto.FLOAT] * len(node.input)) == [TensorProto.FLOAT]
+        assert element_types.schema_output_types(node, [TensorProto.FLOAT] * len(node.input)) == [TensorProto.FLOAT]
 
 
 # -- external data (issue 30, item 8) ---------------------------------------------------------------------

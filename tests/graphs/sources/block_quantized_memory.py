@@ -3,9 +3,9 @@ float32 scales, zero points), in four forms: ORT's contrib op; the rewrite lower
 uint8-packed data and over uint4 data (gather, then dequantize); DequantizeLinear of the whole table,
 then Gather (what ORT's WebNN EP does).
 
-    python tests/graphs/block_quantized_memory.py FOLDER            # writes the models into FOLDER, then runs
+    python tests/graphs/sources/block_quantized_memory.py FOLDER            # writes the models into FOLDER, then runs
                                                                      # each form in a fresh process, 2 rounds
-    python tests/graphs/block_quantized_memory.py FOLDER run NAME OPTIMIZED   # one measurement (used by the above)
+    python tests/graphs/sources/block_quantized_memory.py FOLDER run NAME OPTIMIZED   # one measurement (used by the above)
 """
 import subprocess
 import sys
