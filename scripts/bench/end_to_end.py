@@ -107,7 +107,8 @@ def model_feeds(path: Path, model, batch: int, sequence: int) -> tuple[dict, str
         A tuple ``(feeds, source)``: a dict from input name to ``np.ndarray``, and "NAME.inputs.npz",
         "inputs.npz" or "[batch, sequence]".
     """
-    from ..conformance.cases import generated_inputs, inputs_beside
+    from ..conformance.cases import inputs_beside
+    from ..conformance.input_generation import generated_inputs
 
     saved = inputs_beside(path)
     if saved is not None:

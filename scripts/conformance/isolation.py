@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
-DEFAULT_TIMEOUT_S = 600.0  # a task's time in the child before it counts as hung (check --timeout)
 DEFAULT_CONNECT_TIMEOUT_S = 10.0  # how long a Dask scheduler may take to answer (check --cluster-timeout)
 
 _phase_sender = None

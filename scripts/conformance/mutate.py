@@ -629,7 +629,7 @@ def bases_from(paths: tuple[str, ...]) -> tuple[Base, ...]:
     import onnxruntime as ort
 
     from ..examples import EXAMPLE_PATH, example_inputs
-    from .cases import sized_inputs
+    from .input_generation import sized_inputs
 
     bases = []
     for path in paths:

@@ -25,7 +25,8 @@ from ..graphs import rewrite_model
 from ..graphs.walk import node_holders
 from ..harness import bit_identical, make_session
 from ..ops.contract import DOMAIN, OP_TYPE, Mode
-from .cases import SHAPE_ONLY_OPS, CannotGenerate, index_bounds, sized_inputs
+from .cases import CannotGenerate
+from .input_generation import SHAPE_ONLY_OPS, index_bounds, sized_inputs
 
 # (runtime, what it does with an out-of-range index, the operator's mode that does the same or None)
 RUNTIMES = (
@@ -204,7 +205,7 @@ def policy_report(model: ModelProto, feeds: dict[str, np.ndarray], external_data
 def out_of_range_bounds(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, int]:
     """The inputs ``--out-of-range`` pushes, and the size of the axis each indexes: every input whose
     values reach a main-graph gather's indices, directly or through ops that only move them
-    (``cases.SHAPE_ONLY_OPS``: a dynamo export's token ids reach the embedding through a Reshape).
+    (``input_generation.SHAPE_ONLY_OPS``: a dynamo export's token ids reach the embedding through a Reshape).
 
     Args:
         model: the ``onnx.ModelProto``.

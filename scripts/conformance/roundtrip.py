@@ -2,7 +2,7 @@
 outputs on plain ONNX Runtime (no custom op library registered) equal the original's bit for bit.
 
 ``check_lowered(model, feeds)`` runs one model; ``gathermultiaxis check --lowered`` (and
-``check --fuzz N --lowered``) runs whole suites through the same ``check.check_case``
+``check --fuzz N --lowered``) runs whole suites through the same ``check_case.check_case``
 (``CheckMode.LOWERED``): original and lowered rewrite both with graph optimizations off.
 """
 
@@ -14,7 +14,8 @@ import numpy as np
 from onnx import ModelProto
 
 from .cases import CheckCase, DataSet, InputOptions
-from .check import CheckMode, CheckResult, check_case
+from .check_case import check_case
+from .check_results import CheckMode, CheckResult
 
 
 def check_lowered(model: ModelProto, feeds: dict[str, np.ndarray] | Iterable[dict[str, np.ndarray]] | None = None,
