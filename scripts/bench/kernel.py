@@ -30,7 +30,7 @@ from ..graphs.inference import TensorInfo
 from ..graphs.rules import RULES, OptInRule
 from ..harness import IR_VERSION, make_session, single_gather_model, tensor_type_of
 from ..ops import gather_multiaxis
-from ..ops.contract import DOMAIN, OP_TYPE
+from ..ops.contract import DOMAIN, OP_TYPE, Mode
 from .timing import interleaved
 
 
@@ -192,7 +192,7 @@ def _multiaxis_workload(rng, s) -> Workload:
     original = _single("GatherND", images, yx, batch_dims=1)
     indices = xy.reshape(images.shape[0], points, 1, 2)  # [N, P, 1, 2]: x, y pairs
     aligned_images = images  # [N, H, W, C]
-    node = helper.make_node(OP_TYPE, ["data", "indices", "axes"], ["output"], domain=DOMAIN, mode="error")
+    node = helper.make_node(OP_TYPE, ["data", "indices", "axes"], ["output"], domain=DOMAIN, mode=Mode.ERROR.value)
     graph = helper.make_graph(
         [node], "multiaxis",
         [helper.make_tensor_value_info("data", TensorProto.FLOAT, list(images.shape)),

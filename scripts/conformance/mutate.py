@@ -41,7 +41,7 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 from ..graphs import lower_model, rewrite_model
 from ..graphs.provenance import KEY
 from ..harness import difference
-from ..ops.contract import DOMAIN, MODES, OP_TYPE
+from ..ops.contract import DOMAIN, MODES, OP_TYPE, Mode
 from .fuzz import fuzz_case
 from .isolation import report_phase
 
@@ -323,7 +323,7 @@ def record_copy(g: _Graph, node: NodeProto) -> str:
 
 
 def attribute_change(g: _Graph, node: NodeProto) -> str:
-    mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), "error")
+    mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), Mode.ERROR.value)
     rank = g.rank(node.input[0])
     if rank and g.rng.random() < 0.5:
         k = int(g.rng.integers(1, rank + 1))

@@ -37,7 +37,12 @@ RUNTIMES = (
     ("Chromium WebNN on CoreML", "undefined (validate_indices=false)", None),
     ("WebNN spec", "invalid (the caller must keep indices in range)", None),
 )
-BASELINE = Mode.CLAMP  # every policy's outputs are compared with clamp's (it never raises)
+# The operator's modes in the report: every policy's outputs are compared with clamp's (it never raises);
+# error_nonempty is error's but where the output is empty, where no index is read
+BASELINE = Mode.CLAMP
+COMPARED = (Mode.ERROR, Mode.ZERO)
+ROLE_TEXT = {BASELINE: "the baseline"}  # a mode's result in the table by its role, not by its outputs
+NOT_RUN = "not run: no mode of the operator does that"
 
 
 class RefusedInputs(Exception):
@@ -81,21 +86,20 @@ class PolicyReport:
         lines = ["| gather | op | indices | >= dim | < -dim | negative in range |", "|---|---|---|---|---|---|"]
         lines += [f"| {g.node} | {g.op_type} | {g.indices} | {g.above} | {g.below} | {g.negative_in_range} |"
                   for g in self.gathers]
-        by_mode = {o.mode: o for o in self.outcomes}
+        results: dict[Mode | None, str] = {
+            Mode(o.mode): (not o.error and ROLE_TEXT.get(Mode(o.mode))) or _outcome_text(o) for o in self.outcomes}
         lines += ["", f"| runtime | out-of-range index | outputs, against {BASELINE.value} |", "|---|---|---|"]
-        for runtime, behaviour, mode in RUNTIMES:
-            outcome = by_mode.get(mode.value) if mode else None
-            if outcome is None:
-                result = "not run: no mode of the operator does that"
-            elif outcome.error:
-                result = f"raises: {outcome.error}"
-            elif mode == BASELINE:
-                result = "the baseline"
-            else:
-                result = "; ".join(f"{name}: {count} elements differ" + (f" (max |diff| {diff:g})" if diff is not None else "")
-                                   for name, (count, diff) in outcome.differences.items() if count) or "no output differs"
-            lines.append(f"| {runtime} | {behaviour} | {result} |")
+        lines += [f"| {runtime} | {behaviour} | {results.get(mode, NOT_RUN)} |"
+                  for runtime, behaviour, mode in RUNTIMES]
         return "\n".join(lines)
+
+
+def _outcome_text(outcome: PolicyOutcome) -> str:
+    """What a policy's run gives against the baseline: its error, or which outputs differ."""
+    if outcome.error:
+        return f"raises: {outcome.error}"
+    return "; ".join(f"{name}: {count} elements differ" + (f" (max |diff| {diff:g})" if diff is not None else "")
+                     for name, (count, diff) in outcome.differences.items() if count) or "no output differs"
 
 
 def with_mode(model: ModelProto, mode: Mode) -> ModelProto:
@@ -189,7 +193,7 @@ def policy_report(model: ModelProto, feeds: dict[str, np.ndarray], external_data
     # The captured run is the baseline's run: its first outputs are the model's
     baseline = {value.name: values[value.name] for value in rewritten.graph.output}
     report.outcomes.append(PolicyOutcome(BASELINE.value, differences={name: (0, None) for name in baseline}))
-    for mode in (Mode.ERROR, Mode.ZERO):
+    for mode in COMPARED:
         outcome = PolicyOutcome(mode.value)
         sess = make_session(with_mode(rewritten, mode), custom=True, external_data_folder=external_data_folder)
         try:
