@@ -342,12 +342,8 @@ class _LoadBudget:
             size: bytes the file or member will take.
             what: what takes them (named in the error).
 
-        Returns:
-            None.
-
         Raises:
-            BadInput: ``size`` is over what is left.
-        """
+            BadInput: ``size`` is over what is left."""
         if size > self.left:
             raise BadInput(f"{self.option}: {what} would take {size / 2**30:.2f} GiB, over the "
                            f"{LOADED_BYTES_LIMIT / 2**30:g} GiB limit on loaded inputs (all files together)")

@@ -86,13 +86,9 @@ def reach_scheduler(address: str, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) ->
         address: a scheduler's address, e.g. ``tcp://host:8786`` (``"local"``: nothing to ask, only Dask to import).
         timeout: seconds to wait for the connection and the answer.
 
-    Returns:
-        None.
-
     Raises:
         NoScheduler: the address is malformed, nothing answers in time, or what answers is not a scheduler.
-        ImportError: Dask's distributed is not installed.
-    """
+        ImportError: Dask's distributed is not installed."""
     _needs_distributed()
     if address == "local":
         return
@@ -160,12 +156,8 @@ class DaskPool:
         Args:
             keep: a function of a task's key, true for the tasks to keep.
 
-        Returns:
-            None.
-
         Raises:
-            ImportError: Dask's distributed is not installed.
-        """
+            ImportError: Dask's distributed is not installed."""
         distributed = _needs_distributed()
         dropped = {future.key: future for future, key in self._futures.items() if not keep(key)}
         if not dropped:

@@ -37,11 +37,7 @@ def report_phase(text: str) -> None:
     """Called by a task in the child: what it is doing now (no-op in the parent).
 
     Args:
-        text: the phase, e.g. "rewriting" (named in the outcome if the child crashes or hangs).
-
-    Returns:
-        None.
-    """
+        text: the phase, e.g. "rewriting" (named in the outcome if the child crashes or hangs)."""
     if _phase_sender is not None:
         _phase_sender.send(("phase", text))
 
@@ -74,11 +70,7 @@ def serve(task_fd: int, answer_fd: int, parent: int) -> None:
     Args:
         task_fd: the file descriptor tasks arrive on (a ``multiprocessing`` connection, read end).
         answer_fd: the file descriptor answers and phases go out on (write end).
-        parent: the caller's process id (the child ends when it ends).
-
-    Returns:
-        None.
-    """
+        parent: the caller's process id (the child ends when it ends)."""
     global _phase_sender
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -153,11 +145,7 @@ class Worker:
         self._process = self._tasks = self._answers = None
 
     def stop(self) -> None:
-        """Ask the child to stop, waiting up to 2 s before killing it (nothing when there is no child).
-
-        Returns:
-            None.
-        """
+        """Ask the child to stop, waiting up to 2 s before killing it (nothing when there is no child)."""
         if self._process is None:
             return
         try:
@@ -173,11 +161,7 @@ class Worker:
         self._close()
 
     def kill(self) -> None:
-        """Kill the child now and wait for it (nothing when there is none).
-
-        Returns:
-            None.
-        """
+        """Kill the child now and wait for it (nothing when there is none)."""
         if self._process is not None:
             self._process.kill()
             self._process.wait()
@@ -282,11 +266,7 @@ class WorkerPool:
 
     def cancel(self, keep: Callable[[Any], bool]) -> None:
         """Args:
-            keep: a function of a task's key, true for the tasks to keep.
-
-        Returns:
-            None.
-        """
+            keep: a function of a task's key, true for the tasks to keep."""
         with self._lock:
             self._keep = keep
             for number, key in self._running.items():
