@@ -48,27 +48,13 @@ def single_gather_model(op_type: str, data_type: int, index_type: int, data_shap
 
 
 def tensor_type_of(array: np.ndarray) -> int:
-    """The ONNX element type of a NumPy array (object arrays hold strings).
-
-    Args:
-        array: any array.
-
-    Returns:
-        Its ``TensorProto`` element type.
-    """
+    """The ONNX element type of a NumPy array (object arrays hold strings)."""
     return TensorProto.STRING if array.dtype == object else helper.np_dtype_to_tensor_dtype(array.dtype)
 
 
 def session_options(options):
     """``gathermultiaxis.session_options``, imported on the first call (the command line's ``--help`` needs
-    no onnxruntime): what the commands hand the passes for ORT to load models with.
-
-    Args:
-        options: ``onnxruntime.SessionOptions``, or None for new ones.
-
-    Returns:
-        The options, with the GatherMultiaxis op types registered.
-    """
+    no onnxruntime): what the commands hand the passes for ORT to load models with."""
     from .ops import session_options as register_gathermultiaxis
 
     return register_gathermultiaxis(options)
@@ -133,15 +119,7 @@ def make_session(model: ModelProto, custom: bool, optimized: bool = False,
 
 def difference(actual, expected) -> str | None:
     """None when the two arrays are bit-identical (dtype, shape, bytes; for strings the values),
-    else what differs first.
-
-    Args:
-        actual: an array (or anything ``np.asarray`` takes).
-        expected: the array it should equal bit for bit.
-
-    Returns:
-        None, or a one-line description of the first difference (dtype, shape, or the first element).
-    """
+    else what differs first."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     if actual.dtype != expected.dtype:
         return f"dtype {actual.dtype} vs {expected.dtype}"
@@ -162,25 +140,12 @@ def difference(actual, expected) -> str | None:
 
 
 def bit_identical(actual, expected) -> bool:
-    """Same dtype, shape and bytes (NaN payloads and -0.0 included); object arrays compare values.
-
-    Args:
-        actual: an array.
-        expected: the array it should equal.
-
-    Returns:
-        Whether ``difference`` finds none.
-    """
+    """Same dtype, shape and bytes (NaN payloads and -0.0 included); object arrays compare values."""
     return difference(actual, expected) is None
 
 
 def versions() -> dict[str, str]:
-    """Versions of what a result depends on, for reports.
-
-    Returns:
-        ``python``, ``platform`` and the versions of numpy, onnx, onnxruntime, onnxruntime-extensions and
-        gathermultiaxis ("not installed" for one that is not).
-    """
+    """Versions of what a result depends on, for reports."""
     found = {"python": platform.python_version(), "platform": f"{sys.platform}-{platform.machine()}"}
     for package in ("numpy", "onnx", "onnxruntime", "onnxruntime-extensions", "gathermultiaxis"):
         try:

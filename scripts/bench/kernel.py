@@ -41,11 +41,7 @@ class Timing:
     max_ms: float
 
     def text(self) -> str:
-        """The timing as the report prints it.
-
-        Returns:
-            The median and the min-max spread in milliseconds.
-        """
+        """The timing as the report prints it."""
         return f"{self.median_ms:9.3f} ms [{self.min_ms:.3f}-{self.max_ms:.3f}]"
 
 
@@ -117,15 +113,7 @@ def _aligned_call(model: ModelProto, data, indices):
 
 
 def workloads(quick: bool, seed: int = 0) -> list[Workload]:
-    """The kernel benchmark's workloads (see the module docstring).
-
-    Args:
-        quick: smaller arrays (for smoke tests), instead of the full 1-4 M output elements.
-        seed: NumPy's random seed for the data and indices.
-
-    Returns:
-        One workload per row of the report, each with its one-node model and the NumPy call it is compared with.
-    """
+    """The kernel benchmark's workloads (see the module docstring)."""
     rng = np.random.default_rng(seed)
 
     def s(full: _Size, small: _Size) -> _Size:  # the full size, or the small one when quick
@@ -303,14 +291,7 @@ def run_bench(quick: bool = False, repeats: int | None = None, reference_cap_s: 
 
 
 def format_report(results: list[Result]) -> str:
-    """The full report: every timing and ratio per workload, then ``summary_table``.
-
-    Args:
-        results: what ``run_bench`` returned.
-
-    Returns:
-        The report's text.
-    """
+    """The full report: every timing and ratio per workload, then ``summary_table``."""
     lines = []
     for r in results:
         lines.append(f"{r.name}  ({r.output_elements} output elements)")
@@ -326,14 +307,7 @@ def format_report(results: list[Result]) -> str:
 
 
 def summary_table(results: list[Result]) -> str:
-    """The ratios as one Markdown table (the one docs/performance.md quotes).
-
-    Args:
-        results: what ``run_bench`` returned.
-
-    Returns:
-        The table's text.
-    """
+    """The ratios as one Markdown table (the one docs/performance.md quotes)."""
 
     def f(value, digits=2):
         return "n/a" if value is None else f"{value:.{digits}f}"
@@ -354,14 +328,7 @@ def summary_table(results: list[Result]) -> str:
 
 def lowered_table(results: list[Result]) -> str:
     """The lowered rows: GatherMultiaxis lowered to standard ONNX ops (``graphs.lower_model``) on plain
-    ORT, no bridge, against ORT's builtin gathers and the rewritten model (the custom op).
-
-    Args:
-        results: what ``run_bench`` returned.
-
-    Returns:
-        A Markdown table.
-    """
+    ORT, no bridge, against ORT's builtin gathers and the rewritten model (the custom op)."""
     def f(value, digits=2):
         return "n/a" if value is None else f"{value:.{digits}f}"
 
@@ -377,12 +344,7 @@ def lowered_table(results: list[Result]) -> str:
 
 
 def plot(results: list[Result], path: str | Path) -> None:
-    """Draw the ratios as a bar chart (needs matplotlib, the ``bench`` extra).
-
-    Args:
-        results: what ``run_bench`` returned.
-        path: the PNG file to write.
-    """
+    """Draw the ratios as a bar chart (needs matplotlib, the ``bench`` extra)."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -145,15 +145,8 @@ def _default_suite_by_name() -> dict[str, CheckCase]:
 def default_suite_case(name: str) -> CheckCase:
     """The default suite's case ``name`` (the suite is collected once per process).
 
-    Args:
-        name: the case's name.
-
-    Returns:
-        The ``CheckCase``.
-
     Raises:
-        BadInput: the suite (of this onnx version) has no such case.
-    """
+        BadInput: the suite (of this onnx version) has no such case."""
     try:
         return _default_suite_by_name()[name]
     except KeyError:
@@ -172,14 +165,7 @@ def _vet_model_file(path: Path) -> None:
 
 def inputs_beside(model: Path) -> Path | None:
     """A model's own inputs file: ``NAME.inputs.npz`` beside ``NAME.onnx`` (``bench build-exports`` writes
-    them), else ``inputs.npz`` in its folder (a folder per model, ``model.onnx`` and its inputs).
-
-    Args:
-        model: the model file.
-
-    Returns:
-        The inputs file, or None when there is neither.
-    """
+    them), else ``inputs.npz`` in its folder (a folder per model, ``model.onnx`` and its inputs)."""
     for candidate in (model.with_name(model.stem + ".inputs.npz"), model.with_name("inputs.npz")):
         if path_kind(candidate) == "file":
             return candidate
@@ -239,14 +225,7 @@ def _numbered(folder: Path, prefix: str) -> list[Path]:
 
 
 def feed_names(model: ModelProto) -> list[str]:
-    """The graph inputs a run must feed (initializers listed as inputs are optional).
-
-    Args:
-        model: the ``onnx.ModelProto``.
-
-    Returns:
-        The input names, in graph order.
-    """
+    """The graph inputs a run must feed (initializers listed as inputs are optional)."""
     initializers = {init.name for init in model.graph.initializer}
     return [value.name for value in model.graph.input if value.name not in initializers]
 
@@ -337,10 +316,6 @@ class _LoadBudget:
 
     def take(self, size: int, what: str) -> None:
         """Count ``size`` bytes against the budget.
-
-        Args:
-            size: bytes the file or member will take.
-            what: what takes them (named in the error).
 
         Raises:
             BadInput: ``size`` is over what is left."""

@@ -94,14 +94,7 @@ Source = Union[CheckCase, FileSource, FuzzSeed, MutationSeed, SuiteCase]
 
 def check_mutation_seed(source: MutationSeed) -> CheckResult:
     """The verdict on one mutation case: passed when its default session, kernel path and lowered model agree
-    bit for bit (raising on every side agrees too), else failed, with what differs.
-
-    Args:
-        source: the MutationSeed.
-
-    Returns:
-        The ``CheckResult`` (``rewritten``: the edited model's GatherMultiaxis nodes).
-    """
+    bit for bit (raising on every side agrees too), else failed, with what differs."""
     report_phase("mutating a rewritten model")
     try:
         case = mutate.mutation_case(source.seed, mutate.bases_from(source.bases))
@@ -235,14 +228,7 @@ def _reference(source: Source) -> Source:
 
 def case_keys(sources: list[Source]) -> list[str]:
     """What names each source in a report, for ``--resume``: a fuzz case's seed ("fuzz seed 7"), a file's
-    path, a default-suite case's name; a key met again gets " #2", " #3".
-
-    Args:
-        sources: the run's sources, in order.
-
-    Returns:
-        One key per source, in the same order.
-    """
+    path, a default-suite case's name; a key met again gets " #2", " #3"."""
     keys, seen = list[str](), dict[str, int]()
     for source in sources:
         key = source.name if isinstance(source, (FuzzSeed, MutationSeed, CheckCase, SuiteCase)) else source.path

@@ -26,16 +26,7 @@ SHAPE_ONLY_OPS = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Cast"
 
 def index_source(producers: dict[str, NodeProto], name: str, through: frozenset[str]) -> str:
     """The value whose values ``name`` holds: followed back through ``producers`` (output name -> node) of
-    op types ``through`` (their first input).
-
-    Args:
-        producers: output name -> the node producing it.
-        name: the value to follow back.
-        through: the op types to follow back through.
-
-    Returns:
-        The name of the value it comes from (``name`` itself when no such op produces it).
-    """
+    op types ``through`` (their first input)."""
     seen = set()
     while name in producers and name not in seen:
         node = producers[name]
@@ -49,16 +40,7 @@ def index_source(producers: dict[str, NodeProto], name: str, through: frozenset[
 def index_bounds(model: ModelProto, sizes: dict[str, list[int]], through: frozenset[str] = frozenset()
                  ) -> dict[str, int]:
     """For graph inputs used as gather indices (directly, or through ops of ``through``: SHAPE_ONLY_OPS,
-    which pass the values on unchanged): the size of the axis they index.
-
-    Args:
-        model: the ``onnx.ModelProto``.
-        sizes: the shape of each graph input, by name.
-        through: op types the index values may pass through unchanged.
-
-    Returns:
-        A dict from input name to the smallest axis size it indexes (for GatherND, the smallest indexed dim).
-    """
+    which pass the values on unchanged): the size of the axis they index."""
     shapes = dict(sizes)
     for init in model.graph.initializer:
         shapes[init.name] = list(init.dims)
@@ -104,15 +86,7 @@ def given_dim_sizes(model: ModelProto, given: dict[str, tuple[int, ...]]) -> dic
     """The sizes the user's input shapes give symbolic dims: ``input_ids:[1,128]`` on an input declared
     ``[batch, seq]`` fixes ``batch`` at 1 and ``seq`` at 128 for every generated input that names them
     (``attention_mask``). A name given two sizes (by two inputs) is left to the generator, whose
-    attempts the original model then judges; so is an input given at another rank than declared.
-
-    Args:
-        model: the ``onnx.ModelProto``.
-        given: input shapes given by the user.
-
-    Returns:
-        A dict from ``dim_param`` name to size.
-    """
+    attempts the original model then judges; so is an input given at another rank than declared."""
     sizes: dict[str, set[int]] = {}
     for value in model.graph.input:
         if value.name not in given or not value.type.tensor_type.HasField("shape"):
@@ -128,15 +102,7 @@ def given_dim_sizes(model: ModelProto, given: dict[str, tuple[int, ...]]) -> dic
 
 def symbolic_dim_names(model: ModelProto, given: dict[str, tuple[int, ...]]) -> list[str]:
     """The names of the symbolic dims of the inputs to generate, in order of first appearance, without
-    those the given shapes fix (``given_dim_sizes``).
-
-    Args:
-        model: the ``onnx.ModelProto``.
-        given: input shapes given by the user (those inputs are not generated).
-
-    Returns:
-        The ``dim_param`` names.
-    """
+    those the given shapes fix (``given_dim_sizes``)."""
     fixed = given_dim_sizes(model, given)
     names: dict[str, None] = {}
     for dim in _fed_tensor_dims(model, given):
@@ -148,18 +114,7 @@ def symbolic_dim_names(model: ModelProto, given: dict[str, tuple[int, ...]]) -> 
 def describe_feeds(model: ModelProto, feeds: dict[str, np.ndarray], origin: str,
                    given: dict[str, tuple[int, ...]] | None = None) -> str:
     """What a data set feeds each input, for the user: its type and shape, where it came from, and the
-    declared shape where that differs (the first thing to look at when ORT refuses the inputs).
-
-    Args:
-        model: the ``onnx.ModelProto``.
-        feeds: the data set's feeds.
-        origin: where the feeds came from ("generated", "loaded from FILE", "test data").
-        given: the user's input shapes: those inputs read "generated at the --input-shapes shape".
-
-    Returns:
-        One line, e.g. ``input_ids int64[1, 128] (generated at the --input-shapes shape; declared [batch,
-        seq]), attention_mask int64[1, 128] (generated; declared [batch, seq])``.
-    """
+    declared shape where that differs (the first thing to look at when ORT refuses the inputs)."""
     declared = {value.name: [str(_static_size(d)) if _static_size(d) is not None else (d.dim_param or "?")
                              for d in value.type.tensor_type.shape.dim]
                 for value in model.graph.input
@@ -181,17 +136,8 @@ def sized_inputs(model: ModelProto, seed: int, shapes: dict[str, tuple[int, ...]
     stop at the first the original accepts. An attempt over the memory cap is skipped; when every one
     is, the first one's CannotGenerate says why.
 
-    Args:
-        model: the ``onnx.ModelProto``.
-        seed: the generator's seed.
-        shapes: input shapes given by the user.
-
-    Yields:
-        Feeds, a dict from input name to ``np.ndarray``, one per size attempt.
-
     Raises:
-        CannotGenerate: an input cannot be generated at all, or every attempt is over the cap.
-    """
+        CannotGenerate: an input cannot be generated at all, or every attempt is over the cap."""
     too_large, generated = None, False
     for size, dim_sizes in symbolic_size_attempts(model, shapes):
         try:
@@ -212,15 +158,7 @@ def symbolic_size_attempts(model: ModelProto, given: dict[str, tuple[int, ...]])
     model accepts them: every name at SYMBOLIC_SIZES[0]; then one name at a time at another size, the
     others kept (a name's candidates: the sums of two other names' sizes first, as a total length is a
     past length plus a new one, then SYMBOLIC_SIZES); then every name at each of SYMBOLIC_SIZES, as
-    before names were kept apart. At most MAX_SIZE_ATTEMPTS.
-
-    Args:
-        model: the ``onnx.ModelProto``.
-        given: input shapes given by the user.
-
-    Returns:
-        A list of ``(default size, {dim name: size})`` pairs (one pair when no input has a symbolic dim).
-    """
+    before names were kept apart. At most MAX_SIZE_ATTEMPTS."""
     fixed = given_dim_sizes(model, given)
     if not any(_static_size(dim) is None and dim.dim_param not in fixed for dim in _fed_tensor_dims(model, given)):
         return [(SYMBOLIC_SIZES[0], {})]

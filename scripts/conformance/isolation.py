@@ -34,10 +34,7 @@ _phase_sender = None
 
 
 def report_phase(text: str) -> None:
-    """Called by a task in the child: what it is doing now (no-op in the parent).
-
-    Args:
-        text: the phase, e.g. "rewriting" (named in the outcome if the child crashes or hangs)."""
+    """Called by a task in the child: what it is doing now (no-op in the parent)."""
     if _phase_sender is not None:
         _phase_sender.send(("phase", text))
 
@@ -65,12 +62,7 @@ def _die_with_parent(parent: int) -> None:
 
 def serve(task_fd: int, answer_fd: int, parent: int) -> None:
     """The child's loop (``python -m gathermultiaxis.conformance.worker``): take the caller's sys.path,
-    then run tasks until told to stop or the caller is gone.
-
-    Args:
-        task_fd: the file descriptor tasks arrive on (a ``multiprocessing`` connection, read end).
-        answer_fd: the file descriptor answers and phases go out on (write end).
-        parent: the caller's process id (the child ends when it ends)."""
+    then run tasks until told to stop or the caller is gone."""
     global _phase_sender
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -274,16 +266,7 @@ class WorkerPool:
                     self._cancels[number].set()
 
     def outcomes(self, function: Callable[[Any], Any], tasks: list[tuple[Any, Any]], timeout: float):
-        """Run every task on the workers (at most ``jobs`` at once, each in its own child).
-
-        Args:
-            function: the task, a picklable function of one argument.
-            tasks: ``(key, argument)`` pairs, taken in order.
-            timeout: seconds each task may take.
-
-        Yields:
-            ``(key, Outcome)`` pairs, in the order the tasks finish (cancelled tasks give none).
-        """
+        """Run every task on the workers (at most ``jobs`` at once, each in its own child)."""
         pending = iter(tasks)
         answers: queue.Queue = queue.Queue()
 

@@ -542,15 +542,7 @@ def _holds_gather_multiaxis(model: ModelProto) -> bool:
 
 
 def run_sides(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, list | BaseException]:
-    """The model's outputs (or the exception) on each side: ``default``, ``kernel``, ``lowered``.
-
-    Args:
-        model: a rewritten (and edited) model.
-        feeds: its inputs.
-
-    Returns:
-        Side name to its outputs (a list of arrays) or the exception raised making or running it.
-    """
+    """The model's outputs (or the exception) on each side: ``default``, ``kernel``, ``lowered``."""
     import onnxruntime as ort
 
     from ..ops.session import InferenceSession
@@ -587,14 +579,7 @@ def run_sides(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, list
 
 def compare_sides(results: dict[str, list | BaseException]) -> Comparison:
     """Whether the sides agree: every one raised, or none did and every output is bit-identical to the
-    kernel side's.
-
-    Args:
-        results: ``run_sides``' result.
-
-    Returns:
-        The Comparison (its detail names the first side that differs from the kernel, and how).
-    """
+    kernel side's."""
     raised = {side: isinstance(value, BaseException) for side, value in results.items()}
     if all(raised.values()):
         return Comparison(True, "every side raised", raised)
@@ -618,14 +603,7 @@ def compare_sides(results: dict[str, list | BaseException]) -> Comparison:
 @functools.lru_cache(maxsize=4)
 def bases_from(paths: tuple[str, ...]) -> tuple[Base, ...]:
     """The bases of ``paths``: the bundled example (its own inputs) for ``EXAMPLE``, else the model file with
-    generated inputs (the first set its original model runs on with plain ORT, else the first set made).
-
-    Args:
-        paths: model files, or ``EXAMPLE``.
-
-    Returns:
-        One Base per path, in order (read once per process).
-    """
+    generated inputs (the first set its original model runs on with plain ORT, else the first set made)."""
     import onnxruntime as ort
 
     from ..examples import EXAMPLE_PATH, example_inputs
@@ -659,15 +637,7 @@ EXAMPLE = "example"  # bases_from's name of the bundled example
 
 
 def check_mutation(seed: int, bases: tuple[Base, ...] = ()) -> tuple[MutationCase, Comparison]:
-    """Make case ``seed`` and compare its three sides.
-
-    Args:
-        seed: the case's seed.
-        bases: real models to start from besides the fuzz models.
-
-    Returns:
-        The case and the Comparison.
-    """
+    """Make case ``seed`` and compare its three sides."""
     case = mutation_case(seed, bases)
     return case, compare_sides(run_sides(case.model, case.feeds))
 

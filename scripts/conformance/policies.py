@@ -78,11 +78,7 @@ class PolicyReport:
 
     def table(self) -> str:
         """The report as two Markdown tables: the indices each gather got, then each runtime's policy and what its
-        outputs give against the baseline.
-
-        Returns:
-            The tables as one string.
-        """
+        outputs give against the baseline."""
         lines = ["| gather | op | indices | >= dim | < -dim | negative in range |", "|---|---|---|---|---|---|"]
         lines += [f"| {g.node} | {g.op_type} | {g.indices} | {g.above} | {g.below} | {g.negative_in_range} |"
                   for g in self.gathers]
@@ -103,15 +99,7 @@ def _outcome_text(outcome: PolicyOutcome) -> str:
 
 
 def with_mode(model: ModelProto, mode: Mode) -> ModelProto:
-    """A copy of a rewritten model whose every GatherMultiaxis node (subgraphs and functions too) has ``mode``.
-
-    Args:
-        model: the rewritten ``onnx.ModelProto``.
-        mode: the ``Mode`` to set.
-
-    Returns:
-        The copy.
-    """
+    """A copy of a rewritten model whose every GatherMultiaxis node (subgraphs and functions too) has ``mode``."""
     copy = ModelProto()
     copy.CopyFrom(model)
     for holder in node_holders(copy):
@@ -209,15 +197,7 @@ def policy_report(model: ModelProto, feeds: dict[str, np.ndarray], external_data
 def out_of_range_bounds(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, int]:
     """The inputs ``--out-of-range`` pushes, and the size of the axis each indexes: every input whose
     values reach a main-graph gather's indices, directly or through ops that only move them
-    (``input_generation.SHAPE_ONLY_OPS``: a dynamo export's token ids reach the embedding through a Reshape).
-
-    Args:
-        model: the ``onnx.ModelProto``.
-        feeds: the inputs, a dict from input name to array (their shapes are used).
-
-    Returns:
-        A dict from input name to the size of the axis it indexes.
-    """
+    (``input_generation.SHAPE_ONLY_OPS``: a dynamo export's token ids reach the embedding through a Reshape)."""
     return index_bounds(model, {name: list(value.shape) for name, value in feeds.items()}, SHAPE_ONLY_OPS)
 
 
