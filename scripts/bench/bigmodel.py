@@ -1,18 +1,10 @@
-"""Peak memory of ``gathermultiaxis rewrite`` on a model over protobuf's 2 GB limit, and its time and
-memory on a model of many nodes.
+"""``bench big-model`` and ``bench big-graph``: ``rewrite``'s memory on a model over protobuf's 2 GB limit, and
+its time and memory on a model of many nodes.
 
-``gathermultiaxis bench big-model [GB] [--folder DIR] [--ort-optimize]`` builds a model whose
-embedding table (the data of a Gather, ``--gb`` gigabytes of float32) lives in a sparse external-data
-file (holes read as zeros, so it takes no disk space), rewrites it in a child process, and prints the
-child's peak resident set size (``ru_maxrss`` from ``os.wait4``), the size of the written files and
-whether the rewritten model gives the original's rows. Not a test: it needs a few GB of free disk when
-the file system does not keep holes.
-
-``gathermultiaxis bench big-graph [GATHERS]`` builds a chain of GATHERS x (Gather + Add) and times, in
-fresh processes (wall clock, CPU time and peak RSS from ``os.wait4``), ``gathermultiaxis rewrite`` of it
-against ``onnx.load`` + ``onnx.shape_inference.infer_shapes`` of the same file, and against ORT loading
-it as ``rewrite``'s input check does (``modelfile.ort_load_error``): the floor under the command's peak.
-"""
+big-model: a Gather's table of ``gigabytes`` float32 in a sparse external-data file (holes read as zeros),
+rewritten in a child process: its peak RSS (``os.wait4``), the written files' size, and whether the rewrite
+gives the original's rows. big-graph: a chain of GATHERS x (Gather + Add); ``rewrite`` of it timed in fresh
+processes against ``onnx.load`` + shape inference and against ORT loading it (the floor under its peak)."""
 
 from __future__ import annotations
 

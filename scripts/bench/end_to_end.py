@@ -1,25 +1,14 @@
 """``gathermultiaxis bench end-to-end MODEL|FOLDER ...``: whole models as users run them.
 
-Five columns per model, all with ORT's default session options: the original on plain ORT (builtin
-gathers); the ``rewrite --ort-optimize`` model and the plain ``rewrite`` model, each in
-``gathermultiaxis.InferenceSession`` as users create it (nodes one standard gather computes run as that
-gather, the others on the kernel: ``run_builtin_gathers``); the ``--ort-optimize`` rewrite with every
-node on the kernel (``run_builtin_gathers=False``: the custom-op path itself); and that rewrite lowered
-to standard ONNX ops (``graphs.lower_model``, static ranks only) on plain ORT. Each model is timed in
-``processes`` rounds of fresh processes, one process per column (a slow state of one process counts;
-see ``measure_in_this_process`` for why one session per process), the rounds interleaving every model
-and column. Reported: medians over all repeats of all rounds; per model the ratio of medians of the
-worse round and the spread (the lowest and highest ratio of one round); "rewritten / builtin", the
-worse of the two rewrites (the goals' measure); a geometric-mean row; per session the nodes run as
-builtin gathers, the bridge crossings per run and the bound tables; and the goals (printed, not
-asserted: ``GOALS``). ``load``: that many busy-loop processes (one per core, pinned) run during the
-measurement, for the figures of a busy machine.
-
-Inputs: the model's own inputs file when there is one (``MODEL.inputs.npz`` beside it, as ``gathermultiaxis
-bench build-exports`` writes them, else ``inputs.npz`` in its folder: ``conformance.cases.inputs_beside``),
-else generated inputs whose symbolic dims take (batch, sequence). A folder stands for every ``.onnx`` file
-under it (folders of model folders included), each row named by its path relative to that folder.
-"""
+Five columns per model (``COLUMNS``), all with ORT's default session options: the original on plain ORT;
+the ``--ort-optimize`` and plain rewrites in ``gathermultiaxis.InferenceSession`` as users create it; the
+``--ort-optimize`` rewrite with every node on the kernel (the custom-op path itself); and that rewrite
+lowered to standard ONNX ops on plain ORT. Each model is timed in ``processes`` rounds of fresh processes,
+one per column (``measure_in_this_process`` says why), the rounds interleaving every model and column.
+Reported: medians, per model the ratio of medians of the worse round and the spread, a geometric-mean
+row, per session the builtin gathers, bridge crossings and bound tables, and the goals (``GOALS``, printed,
+not asserted). Inputs: the model's own inputs file (``conformance.cases.inputs_beside``), else generated
+ones whose symbolic dims take (batch, sequence). A folder stands for every ``.onnx`` file under it."""
 
 from __future__ import annotations
 

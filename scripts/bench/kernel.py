@@ -1,18 +1,10 @@
 """``gathermultiaxis bench``: speed and memory of GatherMultiaxis, as ratios measured in one run.
 
-For every workload, on the same arrays and in one process:
-
-1. the NumPy kernel (the exact call the rewritten graph makes) against the idiomatic NumPy;
-2. an ORT session of the rewritten model against the original model on ORT's builtin kernel;
-3. the onnx reference evaluator on the original model, when it finishes within a time cap;
-4. ORT on the rewrite lowered to standard ONNX ops (``graphs.lower_model``, no custom op, no bridge);
-5. the floor of the PyOp bridge: copying the op's inputs once (the bridge copies every input into
-   NumPy) plus the kernel; and that floor plus one copy of the output, which the bridge also makes
-   (a memcpy into ORT's buffer).
-
-Medians of repeated runs after a warm-up, with the min-max spread. Peak memory of the kernel is
-measured with tracemalloc (which sees NumPy's allocations) in a separate, untimed call.
-"""
+For every workload, on the same arrays and in one process: the NumPy kernel against idiomatic NumPy; an
+ORT session of the rewritten model against the original on ORT's builtin kernel; the onnx reference
+evaluator (within a time cap); ORT on the lowered rewrite; and the PyOp bridge's floor (copying the inputs
+once plus the kernel, and that plus one copy of the output). Medians after a warm-up with the min-max
+spread; the kernel's peak memory by tracemalloc in a separate, untimed call."""
 
 from __future__ import annotations
 

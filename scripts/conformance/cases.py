@@ -1,12 +1,8 @@
-"""What the conformance runner checks: cases (a model and its data sets), where they come from, and
-the inputs it makes for models that bring none.
-
-A case comes from ONNX's node tests (the default suite), a backend-test folder (``model.onnx`` +
-``test_data_set_*/input_*.pb``, ``output_*.pb``), a plain ``.onnx`` file, or the fuzzer. Files are
-found and vetted by ``find_sources`` before any work (a missing path, a FIFO or a device is a
-``BadInput``), and read by ``load_case`` inside the runner's child process, where a hang or a crash
-costs one verdict and not the run.
-"""
+"""What the conformance runner checks: cases (a model and its data sets) and where they come from: ONNX's
+node tests (the default suite), a backend-test folder (``model.onnx`` + ``test_data_set_*/input_*.pb``,
+``output_*.pb``), a plain ``.onnx`` file, or the fuzzer. Files are vetted by ``find_sources`` before any
+work (``BadInput``) and read by ``load_case`` in the runner's child process, where a hang or a crash costs
+one verdict and not the run. ``--input-shapes`` and ``--load-inputs`` are parsed and read here."""
 
 from __future__ import annotations
 
@@ -111,15 +107,8 @@ def _node_testcases(modules: tuple[str, ...] | None) -> list:
 
 
 def default_suite(node_test_modules: tuple[str, ...] | None = NODE_TEST_MODULES) -> list[CheckCase]:
-    """ONNX's own node test cases holding a gather anywhere (from ``node_test_modules``; None: from all),
-    plus the bundled example model.
-
-    Args:
-        node_test_modules: names of ONNX's node test modules to collect from, or None for all.
-
-    Returns:
-        A list of ``CheckCase``, the node tests first, then the bundled example.
-    """
+    """ONNX's node test cases holding a gather anywhere (from ``node_test_modules``; None: from all), then the
+    bundled example model."""
     testcases = _node_testcases(node_test_modules)
     cases = []
     for testcase in testcases:
@@ -173,20 +162,13 @@ def inputs_beside(model: Path) -> Path | None:
 
 
 def find_sources(paths: list[str]) -> list[FileSource]:
-    """The cases under ``paths``: .onnx files, backend-test folders, or folders holding many of
-    either; a model found in a folder takes its own inputs file when there is one (``inputs_beside``).
-    Raises BadInput, before any model is read, for a missing path, a FIFO, a device, a dangling link,
-    or a folder with no model.
-
-    Args:
-        paths: paths of model files or folders, as given on the command line.
-
-    Returns:
-        A list of ``FileSource``, in the order of ``paths`` (a folder's models sorted).
+    """The cases under ``paths`` (model files or folders, as given on the command line): .onnx files,
+    backend-test folders, or folders holding many of either, in the order of ``paths`` (a folder's models
+    sorted); a model found in a folder takes its own inputs file when there is one (``inputs_beside``).
 
     Raises:
-        BadInput: as said above, or for an empty file.
-    """
+        BadInput: before any model is read, for a missing path, a FIFO, a device, a dangling link, a folder
+            with no model, or an empty file."""
     sources = []
     for raw in paths:
         path = Path(raw)
@@ -240,15 +222,8 @@ def _backend_data_sets(folder: Path, names: list[str]) -> list[DataSet]:
 
 
 def load_case(source: FileSource) -> CheckCase:
-    """Read a model file or backend-test folder (in the runner's child process).
-
-    Args:
-        source: the ``FileSource``.
-
-    Returns:
-        The ``CheckCase``: the model (external data left in its files), the backend folder's data sets
-        (a model file's own inputs file's, or none) and the external data folder.
-    """
+    """Read a model file or backend-test folder (in the runner's child process): the model (external data left
+    in its files), the folder's data sets (or a model file's own inputs file's, or none), its data folder."""
     # External data stays in its files (ORT memory-maps it; a model over 2 GiB could not be serialized)
     if source.backend_folder:
         folder = Path(source.path)
@@ -269,20 +244,12 @@ _INT64_MAX = (1 << 63) - 1  # ONNX dims are int64
 
 
 def parse_input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
-    """``NAME:[d0,d1,...]`` (polygraphy's form) for each spec: sizes are whole numbers from 0 to
-    2**63-1 separated by commas (a trailing comma allowed, ``NAME:[]`` a scalar), each name given once.
-    The one parser of ``--input-shapes`` for every command; raises BadInput naming the spec and what is
-    wrong.
-
-    Args:
-        specs: the ``--input-shapes`` strings.
-
-    Returns:
-        A dict from input name to shape (a tuple of ints).
+    """``NAME:[d0,d1,...]`` (polygraphy's form) for each spec: a dict from input name to shape. Sizes are whole
+    numbers from 0 to 2**63-1 separated by commas (a trailing comma allowed, ``NAME:[]`` a scalar), each name
+    given once. The one parser of ``--input-shapes`` for every command.
 
     Raises:
-        BadInput: a spec is malformed, a size is not a whole number or is over 2**63-1, or a name repeats.
-    """
+        BadInput: naming the spec and what is wrong."""
     shapes = {}
     for spec in specs:
         match = _SHAPE.match(spec.strip())
@@ -315,10 +282,7 @@ class _LoadBudget:
         self.option, self.left = option, LOADED_BYTES_LIMIT
 
     def take(self, size: int, what: str) -> None:
-        """Count ``size`` bytes against the budget.
-
-        Raises:
-            BadInput: ``size`` is over what is left."""
+        """Count ``size`` bytes against the budget; BadInput when over what is left."""
         if size > self.left:
             raise BadInput(f"{self.option}: {what} would take {size / 2**30:.2f} GiB, over the "
                            f"{LOADED_BYTES_LIMIT / 2**30:g} GiB limit on loaded inputs (all files together)")
@@ -326,23 +290,14 @@ class _LoadBudget:
 
 
 def load_inputs(path: str) -> tuple[DataSet, ...]:
-    """Data sets from an .npz file (arrays named after the inputs), or a folder of .npz files or of
-    backend-test data sets (``test_data_set_*/input_*.pb``, matched by the tensors' names).
-
-    At most ``LOADED_BYTES_LIMIT`` bytes in all, checked before reading (an .npz member's declared
-    sizes, its .npy header's shape and type; a .pb file's size). A bare .npy file is refused: its array
-    has no name to match an input by.
-
-    Args:
-        path: the .npz file or the folder (``--load-inputs``).
-
-    Returns:
-        A tuple of ``DataSet`` (feeds only, no expected outputs).
+    """Data sets (feeds only) from an .npz file (arrays named after the inputs), or a folder of .npz files or
+    of backend-test data sets (``test_data_set_*/input_*.pb``, matched by the tensors' names). At most
+    ``LOADED_BYTES_LIMIT`` bytes in all, checked before reading; a bare .npy file is refused (its array has no
+    name to match an input by).
 
     Raises:
-        BadInput: the path is missing or unreadable, holds no data set, is over the limit, or holds
-            unnamed tensors, a .npy file, or object arrays.
-    """
+        BadInput: the path is missing or unreadable, holds no data set, is over the limit, or holds unnamed
+            tensors, a .npy file, or object arrays."""
     location = Path(path)
     kind = path_kind(location)
     budget = _LoadBudget(f"--load-inputs {path}")

@@ -1,13 +1,6 @@
-"""The conformance runner: every case checked in a child process (``isolation.Worker``) with a timeout, so
-that a crash or a hang is that case's verdict and the run goes on (``check_case`` gives one case's verdict,
-``check_results`` the verdicts and the report's records).
-
-A mutation case (``MutationSeed``, ``check --mutate``) is compared three ways instead: the edited rewrite's
-default session, kernel path and lowered model (``conformance.mutate``); passed when they agree bit for bit
-(raising on every side agrees too), else failed.
-
-``run(sources, ...) -> Report``; ``Report.exit_status()`` maps the verdicts to the command's exit status.
-"""
+"""The conformance runner: each case in a child process (``isolation.Worker``) with a timeout, so a crash or
+a hang is that case's verdict and the run goes on; ``check_case`` gives one case's verdict, ``check_results``
+the records. A mutation case (``MutationSeed``) is compared three ways (``conformance.mutate``)."""
 
 from __future__ import annotations
 
@@ -53,13 +46,8 @@ class SigtermGuard:
 
 @contextlib.contextmanager
 def stop_on_sigterm() -> Iterator[SigtermGuard]:
-    """Within: SIGTERM raises Terminated in the main thread (``run`` then stops its child and returns
-    the partial report, exit status 143). Outside the main thread it does nothing (Python allows
-    signal handlers only there).
-
-    Returns:
-        A context manager yielding the ``SigtermGuard``.
-    """
+    """Within: SIGTERM in the main thread raises Terminated (``run`` stops its child and returns the partial
+    report, exit status 143); elsewhere a no-op (Python allows signal handlers only there). Yields the guard."""
     guard = SigtermGuard()
     if threading.current_thread() is not threading.main_thread():
         yield guard
@@ -93,8 +81,8 @@ Source = Union[CheckCase, FileSource, FuzzSeed, MutationSeed, SuiteCase]
 
 
 def check_mutation_seed(source: MutationSeed) -> CheckResult:
-    """The verdict on one mutation case: passed when its default session, kernel path and lowered model agree
-    bit for bit (raising on every side agrees too), else failed, with what differs."""
+    """One mutation case: passed when its default session, kernel path and lowered model agree bit for bit
+    (raising on every side agrees too), else failed with what differs."""
     report_phase("mutating a rewritten model")
     try:
         case = mutate.mutation_case(source.seed, mutate.bases_from(source.bases))
@@ -116,16 +104,7 @@ def check_mutation_seed(source: MutationSeed) -> CheckResult:
 
 
 def check_source(task: tuple) -> CheckResult:
-    """The child process's task: read the source, then check it.
-
-    Args:
-        task: a tuple ``(source, mode, options)`` or ``(source, mode, options, runtime)``: a ``SuiteCase``,
-            ``FuzzSeed``, ``FileSource`` or ``CheckCase``; the ``CheckMode``; the ``InputOptions``; the
-            runtime's name (default None: ORT as ``mode`` says).
-
-    Returns:
-        The ``CheckResult`` (a file that cannot be read: "not runnable").
-    """
+    """The child's task ``(source, mode, options[, runtime])``: read the source, then check it."""
     source, mode, options, *more = task
     runtime = more[0] if more else None
     if isinstance(source, MutationSeed):
@@ -178,15 +157,8 @@ class Report:
 
     def exit_status(self, allowed: Iterable[str] = ()) -> int:
         """0 when every case passed (or found ORT wrong); 1 on any failure; 3 on any case not compared,
-        not runnable or nondeterministic, else 4 on any case with no gather, unless that verdict is ``allowed``; when
-        interrupted, 130 (Ctrl-C) or 143 (SIGTERM), the shell's codes for a death by those signals.
-
-        Args:
-            allowed: verdicts that do not make the status 3 or 4.
-
-        Returns:
-            The exit status, an int.
-        """
+        not runnable or nondeterministic, else 4 on any case with no gather, unless that verdict is in ``allowed``;
+        when interrupted, 130 (Ctrl-C) or 143 (SIGTERM), the shell's codes for a death by those signals."""
         if self.interrupted:
             return 143 if self.stopped_by == "SIGTERM" else 130
         counts = self.counts()
@@ -371,34 +343,14 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
 
 
 def fuzz_sources(count: int, seed: int, save_dir: str | Path | None = None) -> list[FuzzSeed]:
-    """Fuzz cases ``seed`` to ``seed + count - 1``; failing ones are saved under ``save_dir`` (default:
-    a new temporary folder).
-
-    Args:
-        count: how many fuzz cases.
-        seed: the first case's seed.
-        save_dir: the folder for reproducers of failing cases, or None.
-
-    Returns:
-        A list of ``FuzzSeed``.
-    """
+    """Fuzz cases ``seed`` to ``seed + count - 1``; failing ones are saved under ``save_dir`` (None: a new
+    temporary folder)."""
     return [FuzzSeed(seed + offset, str(save_dir) if save_dir else None) for offset in range(count)]
 
 
 def mutation_sources(count: int, seed: int, bases: tuple[str, ...] = (mutate.EXAMPLE,),
                      save_dir: str | Path | None = None) -> list[MutationSeed]:
     """Mutation cases ``seed`` to ``seed + count - 1`` from the fuzz models and the real models at ``bases``
-    (``mutate.EXAMPLE`` or model files); failing ones are saved under ``save_dir`` (default: a new temporary
-    folder).
-
-    Args:
-        count: how many cases.
-        seed: the first case's seed.
-        bases: the real models mutated besides the fuzz models.
-        save_dir: the folder for the edited models of failing cases, or None.
-
-    Returns:
-        A list of ``MutationSeed``.
-    """
+    (``mutate.EXAMPLE`` or model files); failing ones are saved under ``save_dir`` (None: a new temporary folder)."""
     return [MutationSeed(seed + offset, tuple(bases), str(save_dir) if save_dir else None) for offset in range(count)]
 

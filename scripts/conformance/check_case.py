@@ -1,21 +1,11 @@
-"""One case's verdict (in the runner's child process): rewritten models against ORT's builtin gathers.
+"""One case's verdict (``check_results.VERDICTS``), in the runner's child process: the rewrite (or the
+form ``mode`` names) against the original on ORT, every output compared bit for bit (dtype, shape, bytes).
 
-Rewrite the model, run the original on plain ORT and the rewrite with the GatherMultiaxis op on the same
-inputs, and compare every output (dtype, shape, bytes: NaN payloads and the sign of zero count); the
-verdicts are ``check_results.VERDICTS``. A ``passed`` case that also has gathers left (inside contrib ops,
-unsupported types) names them in its detail.
-
-With ``runtime`` (``--runtime R`` with ``--lowered`` or ``--webnn``; ``conformance.runtimes``) both the
-original and the lowered or WebNN form run on R as its users run it (ORT: default optimizations), the
-original twice (two compilations), and compare as above: R refusing the original is ``not runnable`` (R's
-message), R refusing the form or computing something else is ``failed``, and ``builtin wrong`` means R's
-kernel (onnx's reference evaluator gives what the form gives). Data sets ORT refuses on the original (an
-index out of range) are out of spec: not run on R, whose behaviour there is its own (some runtimes read out
-of bounds or abort the process). A WebNN form that R refuses or computes otherwise is also run against the
-original with the WebNN lowering's two gather-free steps (input shapes fixed, shape arithmetic folded):
-refused alike is ``not runnable``, equal is a pass (an optimizing runtime folds and fuses more with static
-shapes; the detail says so).
-"""
+With ``runtime`` (``--runtime R``, with ``--lowered`` or ``--webnn``) the original (compiled twice) and the
+form both run on R as its users run it: R refusing the original is ``not runnable``, refusing the form or
+computing otherwise ``failed``, ``builtin wrong`` R's kernel. Data sets ORT refuses on the original are
+out of spec and not run on R. A WebNN form R refuses or computes otherwise is also judged against the
+original with its input shapes fixed and shape arithmetic folded (an optimizing runtime folds more)."""
 
 from __future__ import annotations
 

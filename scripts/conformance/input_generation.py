@@ -202,23 +202,12 @@ def _input_shapes(model: ModelProto, symbolic_size: int, given: dict[str, tuple[
 def generated_inputs(model: ModelProto, seed: int = 0, symbolic_size: int = 3,
                      given_shapes: dict[str, tuple[int, ...]] | None = None,
                      dim_sizes: dict[str, int] | None = None) -> dict[str, np.ndarray]:
-    """Seeded inputs for a model without test data; index inputs of gathers stay in range. Symbolic dims
-    named in ``dim_sizes`` take that size, the others ``symbolic_size``. Raises CannotGenerate for
-    inputs that are not tensors, have no shape, or would be too large.
-
-    Args:
-        model: the ``onnx.ModelProto``.
-        seed: the generator's seed.
-        symbolic_size: the size of symbolic dims not in ``dim_sizes``.
-        given_shapes: input shapes given by the user, or None.
-        dim_sizes: a size per symbolic dim name, or None.
-
-    Returns:
-        A dict from input name to ``np.ndarray`` (0-d arrays for scalars).
+    """Seeded inputs (a dict from input name to array) for a model without test data; index inputs of gathers
+    stay in range. Symbolic dims named in ``dim_sizes`` take that size, the others ``symbolic_size``;
+    ``given_shapes``: input shapes given by the user.
 
     Raises:
-        CannotGenerate: as said above.
-    """
+        CannotGenerate: an input is not a tensor, has no shape, or would be too large."""
     shapes = _input_shapes(model, symbolic_size, given_shapes or {}, dim_sizes)
     types = {value.name: value.type.tensor_type.elem_type for value in model.graph.input}
     dtypes = {name: np.dtype(object) if types[name] == TensorProto.STRING else

@@ -1,18 +1,12 @@
-"""One child process that runs tasks one after another, so that a task that crashes the process
-(a segfault in a native library, std::terminate) or hangs costs that task and not the caller.
+"""One child process that runs tasks one after another, so that a task that crashes it (a segfault,
+std::terminate) or hangs costs that task and not the caller; after a crash or a timeout it is replaced.
 
-The child is started once and reused; after a crash or a timeout it is replaced. It is a fresh
-interpreter running ``python -m gathermultiaxis.conformance.worker`` (no ORT thread pools inherited
-through fork), and never the caller's main module: multiprocessing's spawn re-ran a script that calls
-``check.run`` without an ``if __name__ == "__main__"`` guard in the child, which then failed to start.
-Tasks and results travel as pickles over two pipes (``multiprocessing.connection.Connection``); the
-child takes the caller's ``sys.path`` first, so that a task defined in any module the caller imports
-can be unpickled. A task reports the phase it is in, so that a crash or a hang can be
-attributed ("running the original model on ORT"). The child ignores SIGINT and SIGTERM (Ctrl-C or a
-``kill`` of the process group is the parent's to handle: it stops the child), and it never outlives the
-parent: on Linux the kernel kills it when the parent dies (PR_SET_PDEATHSIG), elsewhere a watcher thread
-ends it within a second of the parent being gone.
-"""
+The child is a fresh ``python -m gathermultiaxis.conformance.worker`` (no ORT thread pools inherited through
+fork; never the caller's main module, so a script calling ``check.run`` needs no ``__main__`` guard).
+Tasks and results travel as pickles over two pipes; the child takes the caller's ``sys.path`` first.
+A task reports its phase (``report_phase``), so a crash or a hang can be attributed. The child ignores
+SIGINT and SIGTERM (the parent stops it) and never outlives the parent (PR_SET_PDEATHSIG on Linux, else
+a watcher thread)."""
 
 from __future__ import annotations
 

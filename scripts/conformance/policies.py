@@ -1,17 +1,10 @@
 """``gathermultiaxis policies MODEL``: what each runtime's out-of-range policy makes of a model's gathers.
 
-For a model and its inputs (``--load-inputs``, or generated; ``--out-of-range`` pushes the generated
-index inputs past their bounds), every gather of the main graph that receives an index outside
-``[-dim, dim - 1]`` or a negative one in range is listed, and the model is run once per policy the
-operator has (its ``Mode``): the outputs of each are compared with those of ``clamp``.
-
-Which runtime does what is the README's table "Out-of-range indices: what each runtime does"; the
-policies run here are the operator's own modes, so ``error`` is ORT's builtin behaviour (checked against
-ORT in the tests), ``zero`` OpenVINO Gather-8's (checked against OpenVINO when it is installed), and
-``clamp`` Chromium's WebNN backends' "clamp to [-N, N-1], then wrap negatives" (the same map, proven
-over every index in [-3N, 3N] in the tests). Gathers inside If/Loop/Scan bodies are run under each
-policy too, but their indices are not listed (a body's values are not graph outputs).
-"""
+For a model and its inputs, every main-graph gather that receives an index outside ``[-dim, dim - 1]`` or a
+negative one in range is listed, and the model is run under each of the operator's modes, compared with
+``clamp``: ``error`` is ORT's builtin behaviour, ``zero`` OpenVINO Gather-8's, ``clamp`` Chromium's WebNN
+backends' (each checked against the real one in the tests). Gathers inside If/Loop/Scan bodies run under
+each policy too, but their indices are not listed (a body's values are not graph outputs)."""
 
 from __future__ import annotations
 
@@ -204,23 +197,12 @@ def out_of_range_bounds(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict
 def policy_inputs(model: ModelProto, seed: int = 0, out_of_range: bool = False,
                   shapes: dict[str, tuple[int, ...]] | None = None, external_data_folder: Path | None = None
                   ) -> dict[str, np.ndarray]:
-    """Generated inputs the original model accepts (sized as ``check`` sizes them); with
-    ``out_of_range``, each index input (``out_of_range_bounds``) then gets its first value past the end
-    and its last before the start of the axis it indexes (2 and 3 beyond).
-
-    Args:
-        model: the original ``onnx.ModelProto``.
-        seed: the generator's seed.
-        out_of_range: push each index input's first and last values out of range.
-        shapes: input shapes given by the user, or None.
-        external_data_folder: the model's folder, or None.
-
-    Returns:
-        The feeds, a dict from input name to ``np.ndarray``.
+    """Generated inputs the original model accepts (sized as ``check`` sizes them); with ``out_of_range``, each
+    index input (``out_of_range_bounds``) then gets its first value past the end and its last before the
+    start of the axis it indexes (2 and 3 beyond).
 
     Raises:
-        CannotGenerate: the inputs cannot be generated, or the original refuses every generated set.
-    """
+        CannotGenerate: the inputs cannot be generated, or the original refuses every generated set."""
     session = make_session(model, custom=False, external_data_folder=external_data_folder)
     for feeds in sized_inputs(model, seed, shapes or {}):
         try:
