@@ -28,7 +28,7 @@ COLUMNS = ("builtin", "rewrite --ort-optimize", "rewrite", "kernel only", "lower
 SESSION_COLUMNS = COLUMNS[1:4]  # the columns run in gathermultiaxis.InferenceSession
 TIMED = COLUMNS[1:]  # each timed against "builtin"
 GOAL_KEY = "rewritten / builtin"  # per model the worse of the two rewrites in the default session
-# Issue 29's goals for rewritten / builtin, printed beside the table (a shared machine cannot assert them).
+# The goals for rewritten / builtin, printed beside the table (a shared machine cannot assert them).
 GOALS = {"geometric mean": 1.4, "every model": 2.5}
 
 
@@ -186,8 +186,8 @@ def busy_loops(count: int) -> list[subprocess.Popen]:
 def run(items: list[str], repeats: int = 201, processes: int = 2, batch: int = 1, sequence: int = 16,
         progress=None, load: int = 0) -> list[ModelRow]:
     """Measure every model of ``items`` (files or folders): each column of each model in ``processes``
-    fresh processes, run one after another in rounds (round 1: model A builtin, rewritten, lowered,
-    model B ...; round 2: the same again), so drift of the machine falls on every column alike. With
+    fresh processes, run one after another in rounds (each round: model A builtin, rewritten, lowered,
+    model B ...; then the same again), so drift of the machine falls on every column alike. With
     ``load``, that many ``busy_loops`` run for the whole measurement.
 
     Args:

@@ -328,7 +328,7 @@ TORCHSCRIPT_EXPORTS: dict[str, Callable[[Path], dict]] = {
     "swin_torchscript": functools.partial(_swin, dynamo=False),
 }
 
-# The sentence encoder (TorchScript) as exported and as ORT's quantization tools write it (issue 31; not
+# The sentence encoder (TorchScript) as exported and as ORT's quantization tools write it (not
 # part of the default ``build-exports`` set).
 ENCODER_EXPORTS: dict[str, Callable[[Path], dict]] = {
     "encoder_torchscript": _sentence_encoder,
