@@ -27,8 +27,7 @@ from .isolation import report_phase
 
 # ORT's intra-op threads of a case's sessions (both sides of a comparison alike). One: each case runs one
 # small model in its own child process, often several at once (--jobs), and ORT's default pool (a thread
-# per core) spins after each run, taking the cores the other workers need. Measured, --fuzz 2000 --seed 7
-# on 2 quiet cores: --jobs 1 58.6 s -> 46.3 s, --jobs 2 51.5 s -> 22.0 s; the same verdicts.
+# per core) spins after each run, taking the cores the other workers need (docs/conformance.md has the times).
 CASE_THREADS = 1
 
 
