@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__  # bench/, exports/ and policies: imported by the commands that use them
-from .conformance.isolation import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S
+from .conformance.check_results import DEFAULT_TIMEOUT_S, format_table
+from .conformance.isolation import DEFAULT_CONNECT_TIMEOUT_S
 
 # conformance.runtimes.RUNTIMES, written out: the parser imports no runner (tests/cli/test_cli.py holds them equal)
 RUNTIME_NAMES = ("ort", "openvino", "tract", "reference", "web")
@@ -689,7 +690,7 @@ def print_table(results: list[check.CheckResult], verbosity: int) -> None:
     else:
         shown = results
     if shown:
-        print(printable(check.format_table(shown)))
+        print(printable(format_table(shown)))
     if len(shown) < len(results) and verbosity == 0:
         print(f"({len(results) - len(shown)} passed cases not listed; -v lists them)")
 

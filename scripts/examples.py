@@ -18,12 +18,7 @@ OPSET = 17
 
 
 def build_example_model() -> ModelProto:
-    """The bundled example (``EXAMPLE_PATH`` holds it as written by this function): every kind of gather.
-
-    Returns:
-        The model: embedding Gathers (float32 and float16 tables), torch.gather-style GatherElements,
-        GatherND with batch_dims, ``x[:, 1]``, shape arithmetic, and gathers inside an If branch.
-    """
+    """The bundled example (``EXAMPLE_PATH`` holds it as written by this function): every kind of gather."""
     rng = np.random.default_rng(2025)
     table = numpy_helper.from_array(rng.standard_normal((50, 8)).astype(np.float32), "embedding_table")
     half_table = numpy_helper.from_array(rng.standard_normal((50, 8)).astype(np.float16), "half_table")

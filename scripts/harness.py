@@ -1,9 +1,5 @@
-"""What the conformance runner, the fuzzer, the bench and the tests share: the IR version models are
-written with, the one-node gather model, the ORT session factory and the bit-for-bit comparison.
-
-onnxruntime and onnxruntime-extensions are imported when a session is made, not on import, so that
-``gathermultiaxis --help`` and the NumPy kernel work without them.
-"""
+"""What the runner, the fuzzer, the bench and the tests share: the IR version, the one-node gather model, the
+ORT session factory and the bit-for-bit comparison. onnxruntime is imported when a session is made."""
 
 from __future__ import annotations
 
@@ -21,23 +17,9 @@ IR_VERSION = 8
 
 def single_gather_model(op_type: str, data_type: int, index_type: int, data_shape, indices_shape, *,
                         opset: int = 13, name: str | None = None, output_shape=None, **attributes) -> ModelProto:
-    """``output = op_type(data, indices, **attributes)`` with graph inputs ``data`` and ``indices``.
-    Shapes are lists of ints, symbolic names or None (unknown dim), or None for an unknown rank.
-
-    Args:
-        op_type: the gather's op type (Gather, GatherElements, GatherND, ...).
-        data_type: the data's ONNX element type.
-        index_type: the indices' ONNX element type.
-        data_shape: the declared shape of ``data``.
-        indices_shape: the declared shape of ``indices``.
-        opset: the default domain's opset.
-        name: the node's name (default: the op type in lower case).
-        output_shape: the declared shape of ``output`` (None: unknown rank).
-        **attributes: the node's attributes (``axis``, ``batch_dims``).
-
-    Returns:
-        The model.
-    """
+    """``output = op_type(data, indices, **attributes)`` with graph inputs ``data`` and ``indices`` of ONNX
+    element types ``data_type`` and ``index_type``. Shapes are lists of ints, symbolic names or None (unknown
+    dim), or None for an unknown rank; ``name`` defaults to the op type in lower case."""
     node = helper.make_node(op_type, ["data", "indices"], ["output"], name=name or op_type.lower(), **attributes)
     graph = helper.make_graph(
         [node], op_type.lower(),
@@ -48,27 +30,13 @@ def single_gather_model(op_type: str, data_type: int, index_type: int, data_shap
 
 
 def tensor_type_of(array: np.ndarray) -> int:
-    """The ONNX element type of a NumPy array (object arrays hold strings).
-
-    Args:
-        array: any array.
-
-    Returns:
-        Its ``TensorProto`` element type.
-    """
+    """The ONNX element type of a NumPy array (object arrays hold strings)."""
     return TensorProto.STRING if array.dtype == object else helper.np_dtype_to_tensor_dtype(array.dtype)
 
 
 def session_options(options):
     """``gathermultiaxis.session_options``, imported on the first call (the command line's ``--help`` needs
-    no onnxruntime): what the commands hand the passes for ORT to load models with.
-
-    Args:
-        options: ``onnxruntime.SessionOptions``, or None for new ones.
-
-    Returns:
-        The options, with the GatherMultiaxis op types registered.
-    """
+    no onnxruntime): what the commands hand the passes for ORT to load models with."""
     from .ops import session_options as register_gathermultiaxis
 
     return register_gathermultiaxis(options)
@@ -78,29 +46,25 @@ def make_session(model: ModelProto, custom: bool, optimized: bool = False,
                  external_data_folder: str | os.PathLike | None = None,
                  as_users_do: bool = False, intra_op_threads: int | None = None, run_builtin_gathers: bool | None = None):
     """A CPU session of ``model``: ``gathermultiaxis.InferenceSession`` when ``custom``, else plain ORT.
-    Tensors of ``model`` kept in external files are read by ORT itself from ``external_data_folder``
-    (memory-mapped, never serialized: a model over 2 GiB runs as it does from its path).
 
-    Comparisons run with graph optimizations off: with them on, ORT constant-folds shape arithmetic
-    through a builtin Gather but not through a custom op, and the two foldings can round differently.
-    Timings run with ORT's defaults (``optimized=True``); ``as_users_do``: with no options object at all,
-    as a user's ``InferenceSession(model)`` call (the benchmarks of what users meet), where the nodes one
-    standard gather computes run as that gather (``run_builtin_gathers``). The other custom sessions run
-    every GatherMultiaxis node on the package's kernel unless told otherwise: comparisons test the kernel.
+    Comparisons run with graph optimizations off: with them on, ORT constant-folds shape arithmetic through
+    a builtin Gather but not through a custom op, and the two foldings can round differently. Timings run
+    with ORT's defaults (``optimized=True``).
 
     Args:
         model: the model to run.
         custom: run it in ``gathermultiaxis.InferenceSession`` (else ``onnxruntime.InferenceSession``).
         optimized: ORT's default graph optimizations (else all off).
-        external_data_folder: the folder ``model``'s external data files are in (None: it has none).
-        as_users_do: no options object at all (``optimized`` and ``external_data_folder`` then unused).
+        external_data_folder: where ORT itself reads the model's external tensors (memory-mapped, never
+            serialized: a model over 2 GiB runs as from its path); None: it has none.
+        as_users_do: no options object at all, as a user's ``InferenceSession(model)`` (``optimized`` and
+            ``external_data_folder`` then unused).
         intra_op_threads: ORT's intra-op thread count (None: ORT's default, a thread per core).
         run_builtin_gathers: the custom session's ``run_builtin_gathers`` (None: True with ``as_users_do``,
-            else False).
+            else False: comparisons test the kernel).
 
     Returns:
-        The session, on the CPU execution provider.
-    """
+        The session, on the CPU execution provider."""
     import onnxruntime as ort  # here, not on import: see the module docstring
 
     if run_builtin_gathers is None:
@@ -133,15 +97,7 @@ def make_session(model: ModelProto, custom: bool, optimized: bool = False,
 
 def difference(actual, expected) -> str | None:
     """None when the two arrays are bit-identical (dtype, shape, bytes; for strings the values),
-    else what differs first.
-
-    Args:
-        actual: an array (or anything ``np.asarray`` takes).
-        expected: the array it should equal bit for bit.
-
-    Returns:
-        None, or a one-line description of the first difference (dtype, shape, or the first element).
-    """
+    else what differs first."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     if actual.dtype != expected.dtype:
         return f"dtype {actual.dtype} vs {expected.dtype}"
@@ -162,25 +118,12 @@ def difference(actual, expected) -> str | None:
 
 
 def bit_identical(actual, expected) -> bool:
-    """Same dtype, shape and bytes (NaN payloads and -0.0 included); object arrays compare values.
-
-    Args:
-        actual: an array.
-        expected: the array it should equal.
-
-    Returns:
-        Whether ``difference`` finds none.
-    """
+    """Same dtype, shape and bytes (NaN payloads and -0.0 included); object arrays compare values."""
     return difference(actual, expected) is None
 
 
 def versions() -> dict[str, str]:
-    """Versions of what a result depends on, for reports.
-
-    Returns:
-        ``python``, ``platform`` and the versions of numpy, onnx, onnxruntime, onnxruntime-extensions and
-        gathermultiaxis ("not installed" for one that is not).
-    """
+    """Versions of what a result depends on, for reports."""
     found = {"python": platform.python_version(), "platform": f"{sys.platform}-{platform.machine()}"}
     for package in ("numpy", "onnx", "onnxruntime", "onnxruntime-extensions", "gathermultiaxis"):
         try:

@@ -4,7 +4,7 @@ A visit over the pass driver takes each node through three steps, the first that
 
 1. **The gather it replaced** (``recorded_form``): the rewrite's record, where the graph proves it; this
    lowers the nodes the rewrite aligned at run time to one gather too.
-2. **One standard gather from the node's semantics** (``graphs.lower_forms``): Gather, GatherElements or
+2. **One standard gather from the node's semantics** (``graphs.lower.form_plans``): Gather, GatherElements or
    GatherND, chosen from the axes, ranks, mode and the statically known sizes.
 3. **The general decomposition** (``general_form``, ``general_run_time``): flat offsets from the run-time
    shapes, for the nodes no single gather computes; the report says why for each.

@@ -19,7 +19,7 @@ from .form_semantics import Semantics
 @dataclass
 class FormEmitter:
     """Emits one planned form into ``b``: ``x`` the input (or its narrow source), ``idx`` the indices,
-    ``constants`` the scope's constant view (``graphs.walk.ConstantView``: constant indices are prepared
+    ``constants`` the scope's constant view (``graphs.ir.constant_view.ConstantView``: constant indices are prepared
     here, not in the graph)."""
 
     b: LoweringBuilder

@@ -43,7 +43,7 @@ def _replaced_form(node: NodeProto, scope: GraphScope) -> Visit | None:
 
 def _narrow_tail(scope: GraphScope, name: str, elem_type: int) -> list[NodeProto] | None:
     """The nodes from ``name`` to the Cast back to ``elem_type`` (the rewriter's float16/bfloat16 round trip):
-    moving ops (``graphs.walk.MOVING_OPS``), then the Cast, each the only reader of the value before it; None
+    moving ops (``graphs.ir.walk.MOVING_OPS``), then the Cast, each the only reader of the value before it; None
     when the graph does not have that shape."""
     chain, current = list[NodeProto](), name
     while len(chain) <= len(MOVING_OPS):
@@ -242,7 +242,7 @@ class LowerPass:
 
 def _narrow_source(x: str, data: TensorInfo, scope: GraphScope, builder: LoweringBuilder,
                    types: tuple[int, ...] = (TensorProto.FLOAT16, TensorProto.BFLOAT16)) -> tuple[str, int] | None:
-    """The rewriter's float16/bfloat16 round trip: ``x`` is moving ops (``graphs.walk.MOVING_OPS``: the
+    """The rewriter's float16/bfloat16 round trip: ``x`` is moving ops (``graphs.ir.walk.MOVING_OPS``: the
     rewrite's alignment) of ``Cast(narrow, to=FLOAT)``. Then the lowering gathers from (the moving ops again on)
     ``narrow`` and widens only what it read, instead of the whole input on every run (a Cast is elementwise
     and exact, so the order does not matter)."""

@@ -1,18 +1,10 @@
-"""Peak memory of ``gathermultiaxis rewrite`` on a model over protobuf's 2 GB limit, and its time and
-memory on a model of many nodes.
+"""``bench big-model`` and ``bench big-graph``: ``rewrite``'s memory on a model over protobuf's 2 GB limit, and
+its time and memory on a model of many nodes.
 
-``gathermultiaxis bench big-model [GB] [--folder DIR] [--ort-optimize]`` builds a model whose
-embedding table (the data of a Gather, ``--gb`` gigabytes of float32) lives in a sparse external-data
-file (holes read as zeros, so it takes no disk space), rewrites it in a child process, and prints the
-child's peak resident set size (``ru_maxrss`` from ``os.wait4``), the size of the written files and
-whether the rewritten model gives the original's rows. Not a test: it needs a few GB of free disk when
-the file system does not keep holes.
-
-``gathermultiaxis bench big-graph [GATHERS]`` builds a chain of GATHERS x (Gather + Add) and times, in
-fresh processes (wall clock, CPU time and peak RSS from ``os.wait4``), ``gathermultiaxis rewrite`` of it
-against ``onnx.load`` + ``onnx.shape_inference.infer_shapes`` of the same file, and against ORT loading
-it as ``rewrite``'s input check does (``modelfile.ort_load_error``): the floor under the command's peak.
-"""
+big-model: a Gather's table of ``gigabytes`` float32 in a sparse external-data file (holes read as zeros),
+rewritten in a child process: its peak RSS (``os.wait4``), the written files' size, and whether the rewrite
+gives the original's rows. big-graph: a chain of GATHERS x (Gather + Add); ``rewrite`` of it timed in fresh
+processes against ``onnx.load`` + shape inference and against ORT loading it (the floor under its peak)."""
 
 from __future__ import annotations
 
@@ -35,15 +27,7 @@ _MARKED_ROWS = (0, 3, -1)
 
 
 def build_big_model(folder: Path, gigabytes: float) -> Path:
-    """``folder/big.onnx``: Gather(table, ids) @ projection + bias, the table external (sparse file).
-
-    Args:
-        folder: where the model and its data file go.
-        gigabytes: the table's size.
-
-    Returns:
-        The model's path.
-    """
+    """``folder/big.onnx``: Gather(table, ids) @ projection + bias, the table external (sparse file)."""
     rows = int(gigabytes * 1e9) // (WIDTH * 4)
     table = TensorProto(name="table", data_type=TensorProto.FLOAT, dims=[rows, WIDTH])
     table.data_location = TensorProto.EXTERNAL
@@ -130,14 +114,7 @@ def _rows_match(source: Path, target: Path) -> bool:
 
 def build_big_graph(gathers: int) -> ModelProto:
     """A chain of ``gathers`` x (Gather + Add): 2 x ``gathers`` nodes, every Gather rewritten. Each link
-    reverses the 8 columns of a [n, 8] float tensor and adds one, so the chain is a real computation.
-
-    Args:
-        gathers: the number of links.
-
-    Returns:
-        The model.
-    """
+    reverses the 8 columns of a [n, 8] float tensor and adds one, so the chain is a real computation."""
     nodes = []
     previous = "x"
     for i in range(gathers):
@@ -207,11 +184,7 @@ _REWRITE = _REPORT_PEAK + ("import runpy; sys.argv = ['gathermultiaxis', *sys.ar
 def child_environment() -> dict[str, str]:
     """The environment without PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION: an onnxruntime-extensions import
     in this process may have set it to "python" (see ops/extensions.py), which would slow the children
-    by the pure-Python protobuf parser and measure that instead.
-
-    Returns:
-        A copy of ``os.environ`` for the children.
-    """
+    by the pure-Python protobuf parser and measure that instead."""
     return {k: v for k, v in os.environ.items() if k != "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"}
 
 
@@ -282,14 +255,7 @@ def _graph_output_loads(target: Path) -> bool:
 
 
 def format_big_graph(run: BigGraphRun) -> str:
-    """The report ``bench big-graph`` prints: a Markdown table and the ratios to onnx.load + infer_shapes.
-
-    Args:
-        run: what ``measure_big_graph`` returned.
-
-    Returns:
-        The report's text.
-    """
+    """The report ``bench big-graph`` prints: a Markdown table and the ratios to onnx.load + infer_shapes."""
 
     def row(name: str, measured: Measured) -> str:
         return (f"| {name} | {measured.median_seconds:.2f} [{min(measured.seconds):.2f}-{max(measured.seconds):.2f}] | "

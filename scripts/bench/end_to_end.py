@@ -1,25 +1,14 @@
 """``gathermultiaxis bench end-to-end MODEL|FOLDER ...``: whole models as users run them.
 
-Five columns per model, all with ORT's default session options: the original on plain ORT (builtin
-gathers); the ``rewrite --ort-optimize`` model and the plain ``rewrite`` model, each in
-``gathermultiaxis.InferenceSession`` as users create it (nodes one standard gather computes run as that
-gather, the others on the kernel: ``run_builtin_gathers``); the ``--ort-optimize`` rewrite with every
-node on the kernel (``run_builtin_gathers=False``: the custom-op path itself); and that rewrite lowered
-to standard ONNX ops (``graphs.lower_model``, static ranks only) on plain ORT. Each model is timed in
-``processes`` rounds of fresh processes, one process per column (a slow state of one process counts;
-see ``measure_in_this_process`` for why one session per process), the rounds interleaving every model
-and column. Reported: medians over all repeats of all rounds; per model the ratio of medians of the
-worse round and the spread (the lowest and highest ratio of one round); "rewritten / builtin", the
-worse of the two rewrites (the goals' measure); a geometric-mean row; per session the nodes run as
-builtin gathers, the bridge crossings per run and the bound tables; and the goals (printed, not
-asserted: ``GOALS``). ``load``: that many busy-loop processes (one per core, pinned) run during the
-measurement, for the figures of a busy machine.
-
-Inputs: the model's own inputs file when there is one (``MODEL.inputs.npz`` beside it, as ``gathermultiaxis
-bench build-exports`` writes them, else ``inputs.npz`` in its folder: ``conformance.cases.inputs_beside``),
-else generated inputs whose symbolic dims take (batch, sequence). A folder stands for every ``.onnx`` file
-under it (folders of model folders included), each row named by its path relative to that folder.
-"""
+Five columns per model (``COLUMNS``), all with ORT's default session options: the original on plain ORT;
+the ``--ort-optimize`` and plain rewrites in ``gathermultiaxis.InferenceSession`` as users create it; the
+``--ort-optimize`` rewrite with every node on the kernel (the custom-op path itself); and that rewrite
+lowered to standard ONNX ops on plain ORT. Each model is timed in ``processes`` rounds of fresh processes,
+one per column (``measure_in_this_process`` says why), the rounds interleaving every model and column.
+Reported: medians, per model the ratio of medians of the worse round and the spread, a geometric-mean
+row, per session the builtin gathers, bridge crossings and bound tables, and the goals (``GOALS``, printed,
+not asserted). Inputs: the model's own inputs file (``conformance.cases.inputs_beside``), else generated
+ones whose symbolic dims take (batch, sequence). A folder stands for every ``.onnx`` file under it."""
 
 from __future__ import annotations
 
@@ -39,7 +28,7 @@ COLUMNS = ("builtin", "rewrite --ort-optimize", "rewrite", "kernel only", "lower
 SESSION_COLUMNS = COLUMNS[1:4]  # the columns run in gathermultiaxis.InferenceSession
 TIMED = COLUMNS[1:]  # each timed against "builtin"
 GOAL_KEY = "rewritten / builtin"  # per model the worse of the two rewrites in the default session
-# Issue 29's goals for rewritten / builtin, printed beside the table (a shared machine cannot assert them).
+# The goals for rewritten / builtin, printed beside the table (a shared machine cannot assert them).
 GOALS = {"geometric mean": 1.4, "every model": 2.5}
 
 
@@ -62,14 +51,7 @@ class ModelRow:
 def named_model_paths(items: list[str]) -> list[tuple[Path, str]]:
     """Model files and the names their rows take: a file given as it is, named by its file name; a folder
     standing for the ``.onnx`` files under it at any depth (sorted), each named by its path relative to
-    the folder (``gpt2/model.onnx``: the models of a folder of model folders keep apart).
-
-    Args:
-        items: paths of model files or folders.
-
-    Returns:
-        A list of ``(path, name)``, in the order of ``items``.
-    """
+    the folder (``gpt2/model.onnx``: the models of a folder of model folders keep apart)."""
     named: list[tuple[Path, str]] = []
     for item in items:
         path = Path(item)
@@ -81,33 +63,16 @@ def named_model_paths(items: list[str]) -> list[tuple[Path, str]]:
 
 
 def model_paths(items: list[str]) -> list[Path]:
-    """The model files of ``named_model_paths``.
-
-    Args:
-        items: paths of model files or folders.
-
-    Returns:
-        A list of ``Path``, in the order of ``items``.
-    """
+    """The model files of ``named_model_paths``."""
     return [path for path, _ in named_model_paths(items)]
 
 
 def model_feeds(path: Path, model, batch: int, sequence: int) -> tuple[dict, str]:
     """The inputs a model is timed with, and where they come from: its own inputs file
     (``conformance.cases.inputs_beside``: the file's name), else generated ones whose symbolic dims take
-    (batch, sequence) ("[batch, sequence]").
-
-    Args:
-        path: the model file (its inputs file is looked for beside it).
-        model: the loaded ``onnx.ModelProto``.
-        batch: the size of each input's first symbolic dim.
-        sequence: the size of its other symbolic dims (and the generator's sequence length).
-
-    Returns:
-        A tuple ``(feeds, source)``: a dict from input name to ``np.ndarray``, and "NAME.inputs.npz",
-        "inputs.npz" or "[batch, sequence]".
-    """
-    from ..conformance.cases import generated_inputs, inputs_beside
+    (batch, sequence) ("[batch, sequence]")."""
+    from ..conformance.cases import inputs_beside
+    from ..conformance.input_generation import generated_inputs
 
     saved = inputs_beside(path)
     if saved is not None:
@@ -159,21 +124,7 @@ def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: i
     for tens of milliseconds after a run, so a second session timed right after another one in the same
     process shares the cores with the first one's spinning threads (measured: a 40 ms BERT ran 1.7x
     slower after another session's run, with or without a 20 ms pause). The outputs are compared with
-    the original's first, by a builtin session deleted (its threads joined) before the timing.
-
-    Args:
-        path: the model file.
-        repeats: how many timed runs.
-        batch: the batch size of generated inputs.
-        sequence: the sequence length of generated inputs.
-        column: one of ``COLUMNS``.
-
-    Returns:
-        A JSON-ready dict: ``shape``, ``rewritten_gathers`` (None for the builtin column), ``column``,
-        ``bit_identical`` (None for the builtin column, or a lowering that left a GatherMultiaxis),
-        ``lowering_left`` (the lowered column only, else None), ``samples`` (ms),
-        ``session`` (the session columns only, else None: ``builtin_gathers``, ``crossings``, ``bound_tables``).
-    """
+    the original's first, by a builtin session deleted (its threads joined) before the timing."""
     from ..harness import bit_identical
 
     original, model, feeds, shape, report, lowering = _column_model(path, batch, sequence, column)
@@ -207,16 +158,7 @@ def _child_environment() -> dict[str, str]:
 def in_fresh_process(module: str, function: str, *arguments) -> dict:
     """``gathermultiaxis.<module>.<function>(*arguments)`` (arguments with a ``repr`` that Python reads
     back) in a fresh Python process, and the JSON object it returns; ``{"error": the last line of its
-    stderr}`` when the process fails.
-
-    Args:
-        module: the module path under ``gathermultiaxis``, e.g. "bench.end_to_end".
-        function: the function's name in that module.
-        *arguments: its positional arguments.
-
-    Returns:
-        The function's result as parsed from the child's last stdout line, or ``{"error": ...}``.
-    """
+    stderr}`` when the process fails."""
     code = (f"import json; from gathermultiaxis.{module} import {function}; "
             f"print(json.dumps({function}({', '.join(map(repr, arguments))})))")
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_child_environment())
@@ -232,14 +174,7 @@ def _measure_in_child(path: Path, repeats: int, batch: int, sequence: int, colum
 
 def busy_loops(count: int) -> list[subprocess.Popen]:
     """``count`` processes that spin in Python, the i-th pinned to core i (modulo the cores): with one
-    per core, every core the measured process may use has another process competing for it.
-
-    Args:
-        count: how many processes (0: none).
-
-    Returns:
-        The started ``subprocess.Popen`` objects (the caller kills them).
-    """
+    per core, every core the measured process may use has another process competing for it."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     loops = []
     for i in range(count):
@@ -251,8 +186,8 @@ def busy_loops(count: int) -> list[subprocess.Popen]:
 def run(items: list[str], repeats: int = 201, processes: int = 2, batch: int = 1, sequence: int = 16,
         progress=None, load: int = 0) -> list[ModelRow]:
     """Measure every model of ``items`` (files or folders): each column of each model in ``processes``
-    fresh processes, run one after another in rounds (round 1: model A builtin, rewritten, lowered,
-    model B ...; round 2: the same again), so drift of the machine falls on every column alike. With
+    fresh processes, run one after another in rounds (each round: model A builtin, rewritten, lowered,
+    model B ...; then the same again), so drift of the machine falls on every column alike. With
     ``load``, that many ``busy_loops`` run for the whole measurement.
 
     Args:
@@ -315,42 +250,19 @@ def _row(name: str, rounds: list[dict[str, dict]]) -> ModelRow:
 
 def round_ratios(samples: list[list[float]], baseline: list[list[float]]) -> tuple[float, float, float]:
     """The ratio of medians of each round (``samples[i]`` against ``baseline[i]``, both from round ``i``):
-    their median, lowest and highest.
-
-    Args:
-        samples: the timings (ms) of each round.
-        baseline: the baseline's timings of the same rounds.
-
-    Returns:
-        A tuple ``(median, lowest, highest)`` of the per-round ratios.
-    """
+    their median, lowest and highest."""
     per_round = [float(np.median(a) / np.median(b)) for a, b in zip(samples, baseline)]
     return float(np.median(per_round)), min(per_round), max(per_round)
 
 
 def geometric_mean(rows: list[ModelRow], key: str) -> float | None:
-    """The geometric mean of one ratio over the rows that have it.
-
-    Args:
-        rows: the models' rows.
-        key: the ratio, e.g. "rewritten / builtin".
-
-    Returns:
-        The mean, or None when no row has that ratio.
-    """
+    """The geometric mean of one ratio over the rows that have it."""
     values = [row.ratios[key] for row in rows if key in row.ratios]
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
 def format_rows(rows: list[ModelRow]) -> str:
-    """The report: a Markdown table (one row per model, then the geometric means), the notes and the goal lines.
-
-    Args:
-        rows: the models' rows.
-
-    Returns:
-        The report as one string.
-    """
+    """The report: a Markdown table (one row per model, then the geometric means), the notes and the goal lines."""
     def ratio(row: ModelRow, key: str) -> str:
         if key not in row.ratios:
             return "n/a"
@@ -386,14 +298,7 @@ def format_rows(rows: list[ModelRow]) -> str:
 
 
 def goal_lines(rows: list[ModelRow]) -> list[str]:
-    """The goals for ``GOAL_KEY`` (``GOALS``) against this run, each ratio the worse round's.
-
-    Args:
-        rows: the models' rows.
-
-    Returns:
-        The lines to print (["goals: nothing timed"] when no row was timed).
-    """
+    """The goals for ``GOAL_KEY`` (``GOALS``) against this run, each ratio the worse round's."""
     key = GOAL_KEY
     timed = [row for row in rows if key in row.ratios]
     if not timed:
@@ -411,14 +316,7 @@ def goal_lines(rows: list[ModelRow]) -> list[str]:
 
 
 def versions_line(load: int | None = None) -> str:
-    """The machine and versions; with ``load`` (end-to-end), the busy-loop processes that ran beside.
-
-    Args:
-        load: the number of busy-loop processes, or None to leave the load out.
-
-    Returns:
-        One line of text.
-    """
+    """The machine and versions; with ``load`` (end-to-end), the busy-loop processes that ran beside."""
     import platform
 
     import onnx

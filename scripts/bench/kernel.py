@@ -1,18 +1,10 @@
 """``gathermultiaxis bench``: speed and memory of GatherMultiaxis, as ratios measured in one run.
 
-For every workload, on the same arrays and in one process:
-
-1. the NumPy kernel (the exact call the rewritten graph makes) against the idiomatic NumPy;
-2. an ORT session of the rewritten model against the original model on ORT's builtin kernel;
-3. the onnx reference evaluator on the original model, when it finishes within a time cap;
-4. ORT on the rewrite lowered to standard ONNX ops (``graphs.lower_model``, no custom op, no bridge);
-5. the floor of the PyOp bridge: copying the op's inputs once (the bridge copies every input into
-   NumPy) plus the kernel; and that floor plus one copy of the output, which the bridge also makes
-   (a memcpy into ORT's buffer).
-
-Medians of repeated runs after a warm-up, with the min-max spread. Peak memory of the kernel is
-measured with tracemalloc (which sees NumPy's allocations) in a separate, untimed call.
-"""
+For every workload, on the same arrays and in one process: the NumPy kernel against idiomatic NumPy; an
+ORT session of the rewritten model against the original on ORT's builtin kernel; the onnx reference
+evaluator (within a time cap); ORT on the lowered rewrite; and the PyOp bridge's floor (copying the inputs
+once plus the kernel, and that plus one copy of the output). Medians after a warm-up with the min-max
+spread; the kernel's peak memory by tracemalloc in a separate, untimed call."""
 
 from __future__ import annotations
 
@@ -31,7 +23,7 @@ from ..graphs.sources.registry import RULES
 from ..graphs.sources.source_gather import OptInRule
 from ..harness import IR_VERSION, make_session, single_gather_model, tensor_type_of
 from ..ops import gather_multiaxis
-from ..ops.contract import DOMAIN, OP_TYPE
+from ..ops.contract import DOMAIN, OP_TYPE, Mode
 from .timing import interleaved
 
 
@@ -42,11 +34,7 @@ class Timing:
     max_ms: float
 
     def text(self) -> str:
-        """The timing as the report prints it.
-
-        Returns:
-            The median and the min-max spread in milliseconds.
-        """
+        """The timing as the report prints it."""
         return f"{self.median_ms:9.3f} ms [{self.min_ms:.3f}-{self.max_ms:.3f}]"
 
 
@@ -118,15 +106,7 @@ def _aligned_call(model: ModelProto, data, indices):
 
 
 def workloads(quick: bool, seed: int = 0) -> list[Workload]:
-    """The kernel benchmark's workloads (see the module docstring).
-
-    Args:
-        quick: smaller arrays (for smoke tests), instead of the full 1-4 M output elements.
-        seed: NumPy's random seed for the data and indices.
-
-    Returns:
-        One workload per row of the report, each with its one-node model and the NumPy call it is compared with.
-    """
+    """The kernel benchmark's workloads (see the module docstring)."""
     rng = np.random.default_rng(seed)
 
     def s(full: _Size, small: _Size) -> _Size:  # the full size, or the small one when quick
@@ -193,7 +173,7 @@ def _multiaxis_workload(rng, s) -> Workload:
     original = _single("GatherND", images, yx, batch_dims=1)
     indices = xy.reshape(images.shape[0], points, 1, 2)  # [N, P, 1, 2]: x, y pairs
     aligned_images = images  # [N, H, W, C]
-    node = helper.make_node(OP_TYPE, ["data", "indices", "axes"], ["output"], domain=DOMAIN, mode="error")
+    node = helper.make_node(OP_TYPE, ["data", "indices", "axes"], ["output"], domain=DOMAIN, mode=Mode.ERROR.value)
     graph = helper.make_graph(
         [node], "multiaxis",
         [helper.make_tensor_value_info("data", TensorProto.FLOAT, list(images.shape)),
@@ -304,14 +284,7 @@ def run_bench(quick: bool = False, repeats: int | None = None, reference_cap_s: 
 
 
 def format_report(results: list[Result]) -> str:
-    """The full report: every timing and ratio per workload, then ``summary_table``.
-
-    Args:
-        results: what ``run_bench`` returned.
-
-    Returns:
-        The report's text.
-    """
+    """The full report: every timing and ratio per workload, then ``summary_table``."""
     lines = []
     for r in results:
         lines.append(f"{r.name}  ({r.output_elements} output elements)")
@@ -327,14 +300,7 @@ def format_report(results: list[Result]) -> str:
 
 
 def summary_table(results: list[Result]) -> str:
-    """The ratios as one Markdown table (the one docs/performance.md quotes).
-
-    Args:
-        results: what ``run_bench`` returned.
-
-    Returns:
-        The table's text.
-    """
+    """The ratios as one Markdown table (the one docs/performance.md quotes)."""
 
     def f(value, digits=2):
         return "n/a" if value is None else f"{value:.{digits}f}"
@@ -355,14 +321,7 @@ def summary_table(results: list[Result]) -> str:
 
 def lowered_table(results: list[Result]) -> str:
     """The lowered rows: GatherMultiaxis lowered to standard ONNX ops (``graphs.lower_model``) on plain
-    ORT, no bridge, against ORT's builtin gathers and the rewritten model (the custom op).
-
-    Args:
-        results: what ``run_bench`` returned.
-
-    Returns:
-        A Markdown table.
-    """
+    ORT, no bridge, against ORT's builtin gathers and the rewritten model (the custom op)."""
     def f(value, digits=2):
         return "n/a" if value is None else f"{value:.{digits}f}"
 
@@ -378,12 +337,7 @@ def lowered_table(results: list[Result]) -> str:
 
 
 def plot(results: list[Result], path: str | Path) -> None:
-    """Draw the ratios as a bar chart (needs matplotlib, the ``bench`` extra).
-
-    Args:
-        results: what ``run_bench`` returned.
-        path: the PNG file to write.
-    """
+    """Draw the ratios as a bar chart (needs matplotlib, the ``bench`` extra)."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -12,24 +12,13 @@ from typing import Callable, ContextManager, Mapping
 def interleaved(calls: Mapping[str, Callable[[], object]], repeats: int, warmups: int = 1,
                 clock: Callable[[], float] = time.perf_counter, scale: float = 1e3,
                 per_sample: int = 1, around: Callable[[str], ContextManager] | None = None) -> dict[str, list[float]]:
-    """``repeats`` samples of each call, taken in turn (A, B, C, A, B, C, ...) after ``warmups`` runs of
-    each. A sample is ``per_sample`` back-to-back calls timed by ``clock`` (``time.perf_counter``: wall
-    time; ``time.thread_time``: the calling thread's CPU time), divided by ``per_sample`` and multiplied
-    by ``scale`` (1e3: milliseconds; 1e6: microseconds). ``around(name)``, when given, is a context
-    entered around each sample of that call, outside the timed region (to switch something on or off).
+    """``repeats`` samples of each call, taken in turn (A, B, C, A, B, C, ...) after ``warmups`` runs of each:
+    the samples of each call, by name, in the order taken.
 
-    Args:
-        calls: the calls to time, by name; each takes no argument.
-        repeats: samples per call.
-        warmups: untimed runs of each call first.
-        clock: the clock read before and after each sample.
-        scale: what a clock unit is multiplied by.
-        per_sample: back-to-back calls per sample.
-        around: a context per sample of the named call, or None.
-
-    Returns:
-        The samples of each call, by name, in the order taken.
-    """
+    A sample is ``per_sample`` back-to-back calls timed by ``clock`` (``time.perf_counter``: wall time;
+    ``time.thread_time``: the calling thread's CPU time), divided by ``per_sample`` and multiplied by ``scale``
+    (1e3: milliseconds; 1e6: microseconds). ``around(name)``, when given, is a context entered around each
+    sample of that call, outside the timed region (to switch something on or off)."""
     for call in calls.values():
         for _ in range(warmups):
             call()

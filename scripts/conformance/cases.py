@@ -1,12 +1,8 @@
-"""What the conformance runner checks: cases (a model and its data sets), where they come from, and
-the inputs it makes for models that bring none.
-
-A case comes from ONNX's node tests (the default suite), a backend-test folder (``model.onnx`` +
-``test_data_set_*/input_*.pb``, ``output_*.pb``), a plain ``.onnx`` file, or the fuzzer. Files are
-found and vetted by ``find_sources`` before any work (a missing path, a FIFO or a device is a
-``BadInput``), and read by ``load_case`` inside the runner's child process, where a hang or a crash
-costs one verdict and not the run.
-"""
+"""What the conformance runner checks: cases (a model and its data sets) and where they come from: ONNX's
+node tests (the default suite), a backend-test folder (``model.onnx`` + ``test_data_set_*/input_*.pb``,
+``output_*.pb``), a plain ``.onnx`` file, or the fuzzer. Files are vetted by ``find_sources`` before any
+work (``BadInput``) and read by ``load_case`` in the runner's child process, where a hang or a crash costs
+one verdict and not the run. ``--input-shapes`` and ``--load-inputs`` are parsed and read here."""
 
 from __future__ import annotations
 
@@ -14,24 +10,18 @@ import functools
 import re
 import warnings
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
+from onnx import ModelProto, TensorProto, numpy_helper
 
 from ..examples import EXAMPLE_PATH, example_inputs
-from ..graphs import GATHER_OPS, holds_gather
+from ..graphs import holds_gather
 from ..graphs.modelfile import path_kind, read_model
 
-# Symbolic dims start at the first of these sizes (3: small, and not 1, which would hide broadcasting
-# mistakes); while the original model refuses the generated inputs, one dim name at a time takes the
-# others (see ``symbolic_size_attempts``).
-SYMBOLIC_SIZES = (3, 1, 8, 64, 512, 4096)
-MAX_SIZE_ATTEMPTS = 64  # generated data sets tried per case before it is "not compared"
 GENERATED_BYTES_LIMIT = 1 << 30  # per data set: a declared [100000, 100000] input is not generated
 
 
@@ -54,10 +44,10 @@ class DataSet:
 class CheckCase:
     name: str
     model: ModelProto
-    data_sets: list[DataSet] = field(default_factory=list)  # none: generated (see generated_data_sets)
+    data_sets: list[DataSet] = field(default_factory=list)  # none: generated (see input_generation.sized_inputs)
     source: str = ""
     external_data_folder: str | None = None  # where ORT reads the tensors the model keeps in files
-    data_sets_origin: str = "test data"  # where data_sets come from, for the user (``describe_feeds``)
+    data_sets_origin: str = "test data"  # where data_sets come from, for the user (``input_generation.describe_feeds``)
 
 
 @dataclass(frozen=True)
@@ -117,15 +107,8 @@ def _node_testcases(modules: tuple[str, ...] | None) -> list:
 
 
 def default_suite(node_test_modules: tuple[str, ...] | None = NODE_TEST_MODULES) -> list[CheckCase]:
-    """ONNX's own node test cases holding a gather anywhere (from ``node_test_modules``; None: from all),
-    plus the bundled example model.
-
-    Args:
-        node_test_modules: names of ONNX's node test modules to collect from, or None for all.
-
-    Returns:
-        A list of ``CheckCase``, the node tests first, then the bundled example.
-    """
+    """ONNX's node test cases holding a gather anywhere (from ``node_test_modules``; None: from all), then the
+    bundled example model."""
     testcases = _node_testcases(node_test_modules)
     cases = []
     for testcase in testcases:
@@ -151,15 +134,8 @@ def _default_suite_by_name() -> dict[str, CheckCase]:
 def default_suite_case(name: str) -> CheckCase:
     """The default suite's case ``name`` (the suite is collected once per process).
 
-    Args:
-        name: the case's name.
-
-    Returns:
-        The ``CheckCase``.
-
     Raises:
-        BadInput: the suite (of this onnx version) has no such case.
-    """
+        BadInput: the suite (of this onnx version) has no such case."""
     try:
         return _default_suite_by_name()[name]
     except KeyError:
@@ -178,14 +154,7 @@ def _vet_model_file(path: Path) -> None:
 
 def inputs_beside(model: Path) -> Path | None:
     """A model's own inputs file: ``NAME.inputs.npz`` beside ``NAME.onnx`` (``bench build-exports`` writes
-    them), else ``inputs.npz`` in its folder (a folder per model, ``model.onnx`` and its inputs).
-
-    Args:
-        model: the model file.
-
-    Returns:
-        The inputs file, or None when there is neither.
-    """
+    them), else ``inputs.npz`` in its folder (a folder per model, ``model.onnx`` and its inputs)."""
     for candidate in (model.with_name(model.stem + ".inputs.npz"), model.with_name("inputs.npz")):
         if path_kind(candidate) == "file":
             return candidate
@@ -193,20 +162,13 @@ def inputs_beside(model: Path) -> Path | None:
 
 
 def find_sources(paths: list[str]) -> list[FileSource]:
-    """The cases under ``paths``: .onnx files, backend-test folders, or folders holding many of
-    either; a model found in a folder takes its own inputs file when there is one (``inputs_beside``).
-    Raises BadInput, before any model is read, for a missing path, a FIFO, a device, a dangling link,
-    or a folder with no model.
-
-    Args:
-        paths: paths of model files or folders, as given on the command line.
-
-    Returns:
-        A list of ``FileSource``, in the order of ``paths`` (a folder's models sorted).
+    """The cases under ``paths`` (model files or folders, as given on the command line): .onnx files,
+    backend-test folders, or folders holding many of either, in the order of ``paths`` (a folder's models
+    sorted); a model found in a folder takes its own inputs file when there is one (``inputs_beside``).
 
     Raises:
-        BadInput: as said above, or for an empty file.
-    """
+        BadInput: before any model is read, for a missing path, a FIFO, a device, a dangling link, a folder
+            with no model, or an empty file."""
     sources = []
     for raw in paths:
         path = Path(raw)
@@ -245,14 +207,7 @@ def _numbered(folder: Path, prefix: str) -> list[Path]:
 
 
 def feed_names(model: ModelProto) -> list[str]:
-    """The graph inputs a run must feed (initializers listed as inputs are optional).
-
-    Args:
-        model: the ``onnx.ModelProto``.
-
-    Returns:
-        The input names, in graph order.
-    """
+    """The graph inputs a run must feed (initializers listed as inputs are optional)."""
     initializers = {init.name for init in model.graph.initializer}
     return [value.name for value in model.graph.input if value.name not in initializers]
 
@@ -267,15 +222,8 @@ def _backend_data_sets(folder: Path, names: list[str]) -> list[DataSet]:
 
 
 def load_case(source: FileSource) -> CheckCase:
-    """Read a model file or backend-test folder (in the runner's child process).
-
-    Args:
-        source: the ``FileSource``.
-
-    Returns:
-        The ``CheckCase``: the model (external data left in its files), the backend folder's data sets
-        (a model file's own inputs file's, or none) and the external data folder.
-    """
+    """Read a model file or backend-test folder (in the runner's child process): the model (external data left
+    in its files), the folder's data sets (or a model file's own inputs file's, or none), its data folder."""
     # External data stays in its files (ORT memory-maps it; a model over 2 GiB could not be serialized)
     if source.backend_folder:
         folder = Path(source.path)
@@ -296,20 +244,12 @@ _INT64_MAX = (1 << 63) - 1  # ONNX dims are int64
 
 
 def parse_input_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
-    """``NAME:[d0,d1,...]`` (polygraphy's form) for each spec: sizes are whole numbers from 0 to
-    2**63-1 separated by commas (a trailing comma allowed, ``NAME:[]`` a scalar), each name given once.
-    The one parser of ``--input-shapes`` for every command; raises BadInput naming the spec and what is
-    wrong.
-
-    Args:
-        specs: the ``--input-shapes`` strings.
-
-    Returns:
-        A dict from input name to shape (a tuple of ints).
+    """``NAME:[d0,d1,...]`` (polygraphy's form) for each spec: a dict from input name to shape. Sizes are whole
+    numbers from 0 to 2**63-1 separated by commas (a trailing comma allowed, ``NAME:[]`` a scalar), each name
+    given once. The one parser of ``--input-shapes`` for every command.
 
     Raises:
-        BadInput: a spec is malformed, a size is not a whole number or is over 2**63-1, or a name repeats.
-    """
+        BadInput: naming the spec and what is wrong."""
     shapes = {}
     for spec in specs:
         match = _SHAPE.match(spec.strip())
@@ -342,18 +282,7 @@ class _LoadBudget:
         self.option, self.left = option, LOADED_BYTES_LIMIT
 
     def take(self, size: int, what: str) -> None:
-        """Count ``size`` bytes against the budget.
-
-        Args:
-            size: bytes the file or member will take.
-            what: what takes them (named in the error).
-
-        Returns:
-            None.
-
-        Raises:
-            BadInput: ``size`` is over what is left.
-        """
+        """Count ``size`` bytes against the budget; BadInput when over what is left."""
         if size > self.left:
             raise BadInput(f"{self.option}: {what} would take {size / 2**30:.2f} GiB, over the "
                            f"{LOADED_BYTES_LIMIT / 2**30:g} GiB limit on loaded inputs (all files together)")
@@ -361,23 +290,14 @@ class _LoadBudget:
 
 
 def load_inputs(path: str) -> tuple[DataSet, ...]:
-    """Data sets from an .npz file (arrays named after the inputs), or a folder of .npz files or of
-    backend-test data sets (``test_data_set_*/input_*.pb``, matched by the tensors' names).
-
-    At most ``LOADED_BYTES_LIMIT`` bytes in all, checked before reading (an .npz member's declared
-    sizes, its .npy header's shape and type; a .pb file's size). A bare .npy file is refused: its array
-    has no name to match an input by.
-
-    Args:
-        path: the .npz file or the folder (``--load-inputs``).
-
-    Returns:
-        A tuple of ``DataSet`` (feeds only, no expected outputs).
+    """Data sets (feeds only) from an .npz file (arrays named after the inputs), or a folder of .npz files or
+    of backend-test data sets (``test_data_set_*/input_*.pb``, matched by the tensors' names). At most
+    ``LOADED_BYTES_LIMIT`` bytes in all, checked before reading; a bare .npy file is refused (its array has no
+    name to match an input by).
 
     Raises:
-        BadInput: the path is missing or unreadable, holds no data set, is over the limit, or holds
-            unnamed tensors, a .npy file, or object arrays.
-    """
+        BadInput: the path is missing or unreadable, holds no data set, is over the limit, or holds unnamed
+            tensors, a .npy file, or object arrays."""
     location = Path(path)
     kind = path_kind(location)
     budget = _LoadBudget(f"--load-inputs {path}")
@@ -446,293 +366,3 @@ def _npy_header(archive: zipfile.ZipFile, member: zipfile.ZipInfo, option: str, 
 
 
 # -- generated inputs ----------------------------------------------------------------------------
-
-# Ops whose output holds the values of their first input (rearranged, repeated or cast): index values
-# pass through them unchanged on their way to a gather.
-SHAPE_ONLY_OPS = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Cast", "Expand", "Identity"})
-
-
-def index_source(producers: dict[str, NodeProto], name: str, through: frozenset[str]) -> str:
-    """The value whose values ``name`` holds: followed back through ``producers`` (output name -> node) of
-    op types ``through`` (their first input).
-
-    Args:
-        producers: output name -> the node producing it.
-        name: the value to follow back.
-        through: the op types to follow back through.
-
-    Returns:
-        The name of the value it comes from (``name`` itself when no such op produces it).
-    """
-    seen = set()
-    while name in producers and name not in seen:
-        node = producers[name]
-        if node.op_type not in through or node.domain not in ("", "ai.onnx") or not node.input:
-            break
-        seen.add(name)
-        name = node.input[0]
-    return name
-
-
-def index_bounds(model: ModelProto, sizes: dict[str, list[int]], through: frozenset[str] = frozenset()
-                 ) -> dict[str, int]:
-    """For graph inputs used as gather indices (directly, or through ops of ``through``: SHAPE_ONLY_OPS,
-    which pass the values on unchanged): the size of the axis they index.
-
-    Args:
-        model: the ``onnx.ModelProto``.
-        sizes: the shape of each graph input, by name.
-        through: op types the index values may pass through unchanged.
-
-    Returns:
-        A dict from input name to the smallest axis size it indexes (for GatherND, the smallest indexed dim).
-    """
-    shapes = dict(sizes)
-    for init in model.graph.initializer:
-        shapes[init.name] = list(init.dims)
-    bounds: dict[str, int] = {}
-    producers = {output: node for node in model.graph.node for output in node.output} if through else {}
-    for node in model.graph.node:
-        if node.op_type not in GATHER_OPS or len(node.input) < 2:
-            continue
-        source = index_source(producers, node.input[1], through)
-        if source not in sizes:
-            continue
-        data_shape = shapes.get(node.input[0])
-        if not data_shape:
-            continue
-        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        if node.op_type == "GatherND":
-            size = min(data_shape[attributes.get("batch_dims", 0):], default=None)  # fits every indexed dim
-        else:
-            axis = attributes.get("axis", 0)
-            size = data_shape[axis] if -len(data_shape) <= axis < len(data_shape) else None
-        if size:
-            bounds[source] = min(size, bounds.get(source, size))
-    return bounds
-
-
-def _static_size(dim) -> int | None:
-    """A declared dim's size, or None when it is symbolic (a dim_param, no value, or the negative
-    dim_value -1 that some exporters write for a dynamic dim). A purely numeric dim_param ("16": the
-    transformers exporters name head counts and sizes so) is that size."""
-    if dim.HasField("dim_value") and dim.dim_value >= 0:
-        return dim.dim_value
-    return int(dim.dim_param) if dim.HasField("dim_param") and dim.dim_param.isdigit() else None
-
-
-def _fed_tensor_dims(model: ModelProto, given: dict[str, tuple[int, ...]]):
-    fed = set(feed_names(model))
-    for value in model.graph.input:
-        if value.name in fed and value.name not in given and value.type.HasField("tensor_type"):
-            yield from value.type.tensor_type.shape.dim
-
-
-def given_dim_sizes(model: ModelProto, given: dict[str, tuple[int, ...]]) -> dict[str, int]:
-    """The sizes the user's input shapes give symbolic dims: ``input_ids:[1,128]`` on an input declared
-    ``[batch, seq]`` fixes ``batch`` at 1 and ``seq`` at 128 for every generated input that names them
-    (``attention_mask``). A name given two sizes (by two inputs) is left to the generator, whose
-    attempts the original model then judges; so is an input given at another rank than declared.
-
-    Args:
-        model: the ``onnx.ModelProto``.
-        given: input shapes given by the user.
-
-    Returns:
-        A dict from ``dim_param`` name to size.
-    """
-    sizes: dict[str, set[int]] = {}
-    for value in model.graph.input:
-        if value.name not in given or not value.type.tensor_type.HasField("shape"):
-            continue
-        dims = value.type.tensor_type.shape.dim
-        if len(dims) != len(given[value.name]):
-            continue
-        for dim, size in zip(dims, given[value.name]):
-            if _static_size(dim) is None and dim.dim_param:
-                sizes.setdefault(dim.dim_param, set()).add(size)
-    return {name: next(iter(values)) for name, values in sizes.items() if len(values) == 1}
-
-
-def symbolic_dim_names(model: ModelProto, given: dict[str, tuple[int, ...]]) -> list[str]:
-    """The names of the symbolic dims of the inputs to generate, in order of first appearance, without
-    those the given shapes fix (``given_dim_sizes``).
-
-    Args:
-        model: the ``onnx.ModelProto``.
-        given: input shapes given by the user (those inputs are not generated).
-
-    Returns:
-        The ``dim_param`` names.
-    """
-    fixed = given_dim_sizes(model, given)
-    names: dict[str, None] = {}
-    for dim in _fed_tensor_dims(model, given):
-        if _static_size(dim) is None and dim.dim_param and dim.dim_param not in fixed:
-            names.setdefault(dim.dim_param)
-    return list(names)
-
-
-def describe_feeds(model: ModelProto, feeds: dict[str, np.ndarray], origin: str,
-                   given: dict[str, tuple[int, ...]] | None = None) -> str:
-    """What a data set feeds each input, for the user: its type and shape, where it came from, and the
-    declared shape where that differs (the first thing to look at when ORT refuses the inputs).
-
-    Args:
-        model: the ``onnx.ModelProto``.
-        feeds: the data set's feeds.
-        origin: where the feeds came from ("generated", "loaded from FILE", "test data").
-        given: the user's input shapes: those inputs read "generated at the --input-shapes shape".
-
-    Returns:
-        One line, e.g. ``input_ids int64[1, 128] (generated at the --input-shapes shape; declared [batch,
-        seq]), attention_mask int64[1, 128] (generated; declared [batch, seq])``.
-    """
-    declared = {value.name: [str(_static_size(d)) if _static_size(d) is not None else (d.dim_param or "?")
-                             for d in value.type.tensor_type.shape.dim]
-                for value in model.graph.input
-                if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape")}
-    parts = []
-    for name, array in feeds.items():
-        shape = list(np.shape(array))
-        how = "generated at the --input-shapes shape" if given and name in given else origin
-        if name in declared and declared[name] != [str(size) for size in shape]:
-            how += f"; declared [{', '.join(declared[name])}]"
-        elif name not in {value.name for value in model.graph.input}:
-            how += "; not an input of the model"
-        parts.append(f"{name} {np.asarray(array).dtype}{shape} ({how})")
-    return ", ".join(parts)
-
-
-def sized_inputs(model: ModelProto, seed: int, shapes: dict[str, tuple[int, ...]]) -> Iterator[dict[str, np.ndarray]]:
-    """Generated inputs, one size attempt after another (``symbolic_size_attempts``), for the caller to
-    stop at the first the original accepts. An attempt over the memory cap is skipped; when every one
-    is, the first one's CannotGenerate says why.
-
-    Args:
-        model: the ``onnx.ModelProto``.
-        seed: the generator's seed.
-        shapes: input shapes given by the user.
-
-    Yields:
-        Feeds, a dict from input name to ``np.ndarray``, one per size attempt.
-
-    Raises:
-        CannotGenerate: an input cannot be generated at all, or every attempt is over the cap.
-    """
-    too_large, generated = None, False
-    for size, dim_sizes in symbolic_size_attempts(model, shapes):
-        try:
-            feeds = generated_inputs(model, seed, size, shapes, dim_sizes)
-        except CannotGenerate as reason:
-            if "would take" not in str(reason):  # not a size problem: no other size helps
-                raise
-            too_large = too_large or reason
-            continue
-        generated = True
-        yield feeds
-    if not generated and too_large is not None:
-        raise too_large
-
-
-def symbolic_size_attempts(model: ModelProto, given: dict[str, tuple[int, ...]]) -> list[tuple[int, dict[str, int]]]:
-    """The (default size, size per dim name) pairs to generate inputs with, in order, until the original
-    model accepts them: every name at SYMBOLIC_SIZES[0]; then one name at a time at another size, the
-    others kept (a name's candidates: the sums of two other names' sizes first, as a total length is a
-    past length plus a new one, then SYMBOLIC_SIZES); then every name at each of SYMBOLIC_SIZES, as
-    before names were kept apart. At most MAX_SIZE_ATTEMPTS.
-
-    Args:
-        model: the ``onnx.ModelProto``.
-        given: input shapes given by the user.
-
-    Returns:
-        A list of ``(default size, {dim name: size})`` pairs (one pair when no input has a symbolic dim).
-    """
-    fixed = given_dim_sizes(model, given)
-    if not any(_static_size(dim) is None and dim.dim_param not in fixed for dim in _fed_tensor_dims(model, given)):
-        return [(SYMBOLIC_SIZES[0], {})]
-    names = symbolic_dim_names(model, given)
-    start = {name: SYMBOLIC_SIZES[0] for name in names}
-    attempts = [(SYMBOLIC_SIZES[0], start)]
-    for name in names:
-        others = [start[other] for other in names if other != name]
-        sums = sorted({a + b for i, a in enumerate(others) for b in others[i + 1:]})
-        for size in dict.fromkeys(sums + list(SYMBOLIC_SIZES[1:])):
-            if size != start[name]:
-                attempts.append((SYMBOLIC_SIZES[0], {**start, name: size}))
-    attempts += [(size, {name: size for name in names}) for size in SYMBOLIC_SIZES[1:]]
-    if len(attempts) > MAX_SIZE_ATTEMPTS:  # keep the every-name-alike tail: it was the whole search before
-        attempts = attempts[:MAX_SIZE_ATTEMPTS - len(SYMBOLIC_SIZES) + 1] + attempts[-(len(SYMBOLIC_SIZES) - 1):]
-    return attempts
-
-
-def _input_shapes(model: ModelProto, symbolic_size: int, given: dict[str, tuple[int, ...]],
-                  dim_sizes: dict[str, int] | None = None) -> dict[str, list[int]]:
-    shapes = {}
-    fed = set(feed_names(model))
-    dim_sizes = {**(dim_sizes or {}), **given_dim_sizes(model, given)}  # what the user's shapes fix wins
-    for value in model.graph.input:
-        if value.name not in fed:
-            continue
-        if not value.type.HasField("tensor_type"):
-            kind = value.type.WhichOneof("value") or "unknown"
-            raise CannotGenerate(f"input {value.name!r} is a {kind.replace('_type', '')}, not a tensor: give "
-                                 f"--load-inputs (generated inputs are tensors only)")
-        if value.name in given:
-            shapes[value.name] = list(given[value.name])
-        elif not value.type.tensor_type.HasField("shape"):
-            raise CannotGenerate(f"input {value.name!r} has no declared shape: give --input-shapes {value.name}:[...]")
-        else:
-            shapes[value.name] = [dim_sizes.get(d.dim_param, symbolic_size) if (size := _static_size(d)) is None
-                                  else size for d in value.type.tensor_type.shape.dim]
-    return shapes
-
-
-def generated_inputs(model: ModelProto, seed: int = 0, symbolic_size: int = 3,
-                     given_shapes: dict[str, tuple[int, ...]] | None = None,
-                     dim_sizes: dict[str, int] | None = None) -> dict[str, np.ndarray]:
-    """Seeded inputs for a model without test data; index inputs of gathers stay in range. Symbolic dims
-    named in ``dim_sizes`` take that size, the others ``symbolic_size``. Raises CannotGenerate for
-    inputs that are not tensors, have no shape, or would be too large.
-
-    Args:
-        model: the ``onnx.ModelProto``.
-        seed: the generator's seed.
-        symbolic_size: the size of symbolic dims not in ``dim_sizes``.
-        given_shapes: input shapes given by the user, or None.
-        dim_sizes: a size per symbolic dim name, or None.
-
-    Returns:
-        A dict from input name to ``np.ndarray`` (0-d arrays for scalars).
-
-    Raises:
-        CannotGenerate: as said above.
-    """
-    shapes = _input_shapes(model, symbolic_size, given_shapes or {}, dim_sizes)
-    types = {value.name: value.type.tensor_type.elem_type for value in model.graph.input}
-    dtypes = {name: np.dtype(object) if types[name] == TensorProto.STRING else
-              helper.tensor_dtype_to_np_dtype(types[name]) for name in shapes}
-    needed = sum(prod(shape) * (8 if dtypes[name] == object else dtypes[name].itemsize)
-                 for name, shape in shapes.items())
-    if needed > GENERATED_BYTES_LIMIT:
-        largest = max(shapes, key=lambda name: prod(shapes[name]))
-        raise CannotGenerate(f"the generated inputs would take {needed / 2**30:.1f} GiB (input {largest!r} "
-                             f"{shapes[largest]}): give smaller --input-shapes or --load-inputs")
-    rng = np.random.default_rng(seed)
-    bounds = index_bounds(model, shapes)
-    feeds = {}
-    for name, shape in shapes.items():
-        dtype = dtypes[name]
-        if name in bounds:
-            values: np.ndarray = rng.integers(-bounds[name], bounds[name], shape)
-        elif dtype == object:
-            values = rng.integers(0, 100, shape).astype(str)
-        elif dtype == bool:
-            values = rng.random(shape) < 0.5
-        elif dtype.kind in "iu":
-            values = rng.integers(0, 2, shape)
-        else:
-            values = rng.standard_normal(shape)
-        feeds[name] = np.asarray(values).astype(dtype)  # a 0-d array, never a NumPy scalar, for rank 0
-    return feeds

@@ -28,17 +28,7 @@ _node = threading.local()  # the isolated child of each Dask worker thread, reus
 def check_on_node(function: Callable[[Any], Any], argument: Any, timeout: float,
                   stop_events: tuple[str, ...] = ()) -> Outcome:
     """Runs in a Dask worker: ``function(argument)`` in this thread's isolated child, killed when one
-    of the ``distributed.Event``s named ``stop_events`` is set.
-
-    Args:
-        function: the task, a picklable function of one argument.
-        argument: its argument.
-        timeout: seconds it may take.
-        stop_events: names of ``distributed.Event``s that stop it (checked every second).
-
-    Returns:
-        The ``isolation.Outcome``.
-    """
+    of the ``distributed.Event``s named ``stop_events`` is set."""
     worker = getattr(_node, "worker", None)
     if worker is None:
         worker = _node.worker = Worker()
@@ -82,17 +72,9 @@ def reach_scheduler(address: str, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) ->
     own connect bounds neither the handshake nor the reply, so a service that accepts and stays silent
     would hold ``Client`` for good; here it costs ``timeout``.
 
-    Args:
-        address: a scheduler's address, e.g. ``tcp://host:8786`` (``"local"``: nothing to ask, only Dask to import).
-        timeout: seconds to wait for the connection and the answer.
-
-    Returns:
-        None.
-
     Raises:
         NoScheduler: the address is malformed, nothing answers in time, or what answers is not a scheduler.
-        ImportError: Dask's distributed is not installed.
-    """
+        ImportError: Dask's distributed is not installed."""
     _needs_distributed()
     if address == "local":
         return
@@ -157,15 +139,8 @@ class DaskPool:
         """Drop the submitted tasks whose key ``keep`` refuses: running ones are stopped (their Event set), the
         others never start.
 
-        Args:
-            keep: a function of a task's key, true for the tasks to keep.
-
-        Returns:
-            None.
-
         Raises:
-            ImportError: Dask's distributed is not installed.
-        """
+            ImportError: Dask's distributed is not installed."""
         distributed = _needs_distributed()
         dropped = {future.key: future for future, key in self._futures.items() if not keep(key)}
         if not dropped:
@@ -182,18 +157,8 @@ class DaskPool:
                  shared: Any = None) -> Iterator[tuple[Any, Outcome]]:
         """Submit every task and hand back each outcome as it finishes.
 
-        Args:
-            function: the task, a picklable function of one argument.
-            tasks: ``(key, argument)`` pairs; ``argument`` a tuple, ``shared`` appended to it.
-            timeout: seconds each task may take.
-            shared: a value sent to every node once (``Client.scatter``), or None.
-
-        Yields:
-            ``(key, isolation.Outcome)`` pairs, in the order the tasks finish (a lost worker: "crashed").
-
         Raises:
-            ImportError: Dask's distributed is not installed.
-        """
+            ImportError: Dask's distributed is not installed."""
         distributed = _needs_distributed()
         shared_on_nodes = self.client.scatter(shared, broadcast=True) if shared is not None else None
         self._futures = {self.client.submit(_with_shared, function, argument, shared_on_nodes, timeout,

@@ -90,16 +90,7 @@ def _declared_shape(rng, name: str, shape) -> list:
 
 def with_float_boundary(model: onnx.ModelProto, input_name: str, output_name: str) -> onnx.ModelProto:
     """Let a bfloat16 input and output be fed and fetched as float32 (ORT's Python API has no bfloat16):
-    Casts are inserted behind the input and in front of the output, which keep their names.
-
-    Args:
-        model: the ``onnx.ModelProto``, changed in place.
-        input_name: the bfloat16 graph input.
-        output_name: the bfloat16 graph output.
-
-    Returns:
-        ``model`` itself.
-    """
+    Casts are inserted behind the input and in front of the output, which keep their names."""
     graph = model.graph
     inner_input, inner_output = f"{input_name}_bf16", f"{output_name}_bf16"
     for node in graph.node:
@@ -145,16 +136,7 @@ def fuzz_case(seed: int) -> CheckCase:
 
 def save_reproducer(case: CheckCase, save_dir: str | Path | None, seed: int) -> Path:
     """Save ``case`` as a backend-test folder ``seed-<seed>`` under ``save_dir`` (default: a new
-    temporary folder); ``gathermultiaxis check FOLDER`` runs it again.
-
-    Args:
-        case: the fuzz case (its first data set is saved).
-        save_dir: the parent folder, or None for a new temporary one.
-        seed: the case's seed (names the folder).
-
-    Returns:
-        The folder written.
-    """
+    temporary folder); ``gathermultiaxis check FOLDER`` runs it again."""
     folder = Path(save_dir or tempfile.mkdtemp(prefix="gathermultiaxis-fuzz-")) / f"seed-{seed}"
     folder.mkdir(parents=True, exist_ok=True)
     onnx.save_model(case.model, str(folder / "model.onnx"))

@@ -1,18 +1,12 @@
-"""One child process that runs tasks one after another, so that a task that crashes the process
-(a segfault in a native library, std::terminate) or hangs costs that task and not the caller.
+"""One child process that runs tasks one after another, so that a task that crashes it (a segfault,
+std::terminate) or hangs costs that task and not the caller; after a crash or a timeout it is replaced.
 
-The child is started once and reused; after a crash or a timeout it is replaced. It is a fresh
-interpreter running ``python -m gathermultiaxis.conformance.worker`` (no ORT thread pools inherited
-through fork), and never the caller's main module: multiprocessing's spawn re-ran a script that calls
-``check.run`` without an ``if __name__ == "__main__"`` guard in the child, which then failed to start.
-Tasks and results travel as pickles over two pipes (``multiprocessing.connection.Connection``); the
-child takes the caller's ``sys.path`` first, so that a task defined in any module the caller imports
-can be unpickled. A task reports the phase it is in, so that a crash or a hang can be
-attributed ("running the original model on ORT"). The child ignores SIGINT and SIGTERM (Ctrl-C or a
-``kill`` of the process group is the parent's to handle: it stops the child), and it never outlives the
-parent: on Linux the kernel kills it when the parent dies (PR_SET_PDEATHSIG), elsewhere a watcher thread
-ends it within a second of the parent being gone.
-"""
+The child is a fresh ``python -m gathermultiaxis.conformance.worker`` (no ORT thread pools inherited through
+fork; never the caller's main module, so a script calling ``check.run`` needs no ``__main__`` guard).
+Tasks and results travel as pickles over two pipes; the child takes the caller's ``sys.path`` first.
+A task reports its phase (``report_phase``), so a crash or a hang can be attributed. The child ignores
+SIGINT and SIGTERM (the parent stops it) and never outlives the parent (PR_SET_PDEATHSIG on Linux, else
+a watcher thread)."""
 
 from __future__ import annotations
 
@@ -28,21 +22,13 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
-DEFAULT_TIMEOUT_S = 600.0  # a task's time in the child before it counts as hung (check --timeout)
 DEFAULT_CONNECT_TIMEOUT_S = 10.0  # how long a Dask scheduler may take to answer (check --cluster-timeout)
 
 _phase_sender = None
 
 
 def report_phase(text: str) -> None:
-    """Called by a task in the child: what it is doing now (no-op in the parent).
-
-    Args:
-        text: the phase, e.g. "rewriting" (named in the outcome if the child crashes or hangs).
-
-    Returns:
-        None.
-    """
+    """Called by a task in the child: what it is doing now (no-op in the parent)."""
     if _phase_sender is not None:
         _phase_sender.send(("phase", text))
 
@@ -70,16 +56,7 @@ def _die_with_parent(parent: int) -> None:
 
 def serve(task_fd: int, answer_fd: int, parent: int) -> None:
     """The child's loop (``python -m gathermultiaxis.conformance.worker``): take the caller's sys.path,
-    then run tasks until told to stop or the caller is gone.
-
-    Args:
-        task_fd: the file descriptor tasks arrive on (a ``multiprocessing`` connection, read end).
-        answer_fd: the file descriptor answers and phases go out on (write end).
-        parent: the caller's process id (the child ends when it ends).
-
-    Returns:
-        None.
-    """
+    then run tasks until told to stop or the caller is gone."""
     global _phase_sender
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -154,11 +131,7 @@ class Worker:
         self._process = self._tasks = self._answers = None
 
     def stop(self) -> None:
-        """Ask the child to stop, waiting up to 2 s before killing it (nothing when there is no child).
-
-        Returns:
-            None.
-        """
+        """Ask the child to stop, waiting up to 2 s before killing it (nothing when there is no child)."""
         if self._process is None:
             return
         try:
@@ -174,11 +147,7 @@ class Worker:
         self._close()
 
     def kill(self) -> None:
-        """Kill the child now and wait for it (nothing when there is none).
-
-        Returns:
-            None.
-        """
+        """Kill the child now and wait for it (nothing when there is none)."""
         if self._process is not None:
             self._process.kill()
             self._process.wait()
@@ -283,11 +252,7 @@ class WorkerPool:
 
     def cancel(self, keep: Callable[[Any], bool]) -> None:
         """Args:
-            keep: a function of a task's key, true for the tasks to keep.
-
-        Returns:
-            None.
-        """
+            keep: a function of a task's key, true for the tasks to keep."""
         with self._lock:
             self._keep = keep
             for number, key in self._running.items():
@@ -295,16 +260,7 @@ class WorkerPool:
                     self._cancels[number].set()
 
     def outcomes(self, function: Callable[[Any], Any], tasks: list[tuple[Any, Any]], timeout: float):
-        """Run every task on the workers (at most ``jobs`` at once, each in its own child).
-
-        Args:
-            function: the task, a picklable function of one argument.
-            tasks: ``(key, argument)`` pairs, taken in order.
-            timeout: seconds each task may take.
-
-        Yields:
-            ``(key, Outcome)`` pairs, in the order the tasks finish (cancelled tasks give none).
-        """
+        """Run every task on the workers (at most ``jobs`` at once, each in its own child)."""
         pending = iter(tasks)
         answers: queue.Queue = queue.Queue()
 

@@ -41,7 +41,7 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 from ..graphs import lower_model, rewrite_model
 from ..graphs.provenance import KEY
 from ..harness import difference
-from ..ops.contract import DOMAIN, MODES, OP_TYPE
+from ..ops.contract import DOMAIN, MODES, OP_TYPE, Mode
 from .fuzz import fuzz_case
 from .isolation import report_phase
 
@@ -323,7 +323,7 @@ def record_copy(g: _Graph, node: NodeProto) -> str:
 
 
 def attribute_change(g: _Graph, node: NodeProto) -> str:
-    mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), "error")
+    mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), Mode.ERROR.value)
     rank = g.rank(node.input[0])
     if rank and g.rng.random() < 0.5:
         k = int(g.rng.integers(1, rank + 1))
@@ -542,15 +542,7 @@ def _holds_gather_multiaxis(model: ModelProto) -> bool:
 
 
 def run_sides(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, list | BaseException]:
-    """The model's outputs (or the exception) on each side: ``default``, ``kernel``, ``lowered``.
-
-    Args:
-        model: a rewritten (and edited) model.
-        feeds: its inputs.
-
-    Returns:
-        Side name to its outputs (a list of arrays) or the exception raised making or running it.
-    """
+    """The model's outputs (or the exception) on each side: ``default``, ``kernel``, ``lowered``."""
     import onnxruntime as ort
 
     from ..ops.session import InferenceSession
@@ -587,14 +579,7 @@ def run_sides(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, list
 
 def compare_sides(results: dict[str, list | BaseException]) -> Comparison:
     """Whether the sides agree: every one raised, or none did and every output is bit-identical to the
-    kernel side's.
-
-    Args:
-        results: ``run_sides``' result.
-
-    Returns:
-        The Comparison (its detail names the first side that differs from the kernel, and how).
-    """
+    kernel side's."""
     raised = {side: isinstance(value, BaseException) for side, value in results.items()}
     if all(raised.values()):
         return Comparison(True, "every side raised", raised)
@@ -618,18 +603,11 @@ def compare_sides(results: dict[str, list | BaseException]) -> Comparison:
 @functools.lru_cache(maxsize=4)
 def bases_from(paths: tuple[str, ...]) -> tuple[Base, ...]:
     """The bases of ``paths``: the bundled example (its own inputs) for ``EXAMPLE``, else the model file with
-    generated inputs (the first set its original model runs on with plain ORT, else the first set made).
-
-    Args:
-        paths: model files, or ``EXAMPLE``.
-
-    Returns:
-        One Base per path, in order (read once per process).
-    """
+    generated inputs (the first set its original model runs on with plain ORT, else the first set made)."""
     import onnxruntime as ort
 
     from ..examples import EXAMPLE_PATH, example_inputs
-    from .cases import sized_inputs
+    from .input_generation import sized_inputs
 
     bases = []
     for path in paths:
@@ -659,15 +637,7 @@ EXAMPLE = "example"  # bases_from's name of the bundled example
 
 
 def check_mutation(seed: int, bases: tuple[Base, ...] = ()) -> tuple[MutationCase, Comparison]:
-    """Make case ``seed`` and compare its three sides.
-
-    Args:
-        seed: the case's seed.
-        bases: real models to start from besides the fuzz models.
-
-    Returns:
-        The case and the Comparison.
-    """
+    """Make case ``seed`` and compare its three sides."""
     case = mutation_case(seed, bases)
     return case, compare_sides(run_sides(case.model, case.feeds))
 

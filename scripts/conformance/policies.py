@@ -1,17 +1,10 @@
 """``gathermultiaxis policies MODEL``: what each runtime's out-of-range policy makes of a model's gathers.
 
-For a model and its inputs (``--load-inputs``, or generated; ``--out-of-range`` pushes the generated
-index inputs past their bounds), every gather of the main graph that receives an index outside
-``[-dim, dim - 1]`` or a negative one in range is listed, and the model is run once per policy the
-operator has (its ``Mode``): the outputs of each are compared with those of ``clamp``.
-
-Which runtime does what is the README's table "Out-of-range indices: what each runtime does"; the
-policies run here are the operator's own modes, so ``error`` is ORT's builtin behaviour (checked against
-ORT in the tests), ``zero`` OpenVINO Gather-8's (checked against OpenVINO when it is installed), and
-``clamp`` Chromium's WebNN backends' "clamp to [-N, N-1], then wrap negatives" (the same map, proven
-over every index in [-3N, 3N] in the tests). Gathers inside If/Loop/Scan bodies are run under each
-policy too, but their indices are not listed (a body's values are not graph outputs).
-"""
+For a model and its inputs, every main-graph gather that receives an index outside ``[-dim, dim - 1]`` or a
+negative one in range is listed, and the model is run under each of the operator's modes, compared with
+``clamp``: ``error`` is ORT's builtin behaviour, ``zero`` OpenVINO Gather-8's, ``clamp`` Chromium's WebNN
+backends' (each checked against the real one in the tests). Gathers inside If/Loop/Scan bodies run under
+each policy too, but their indices are not listed (a body's values are not graph outputs)."""
 
 from __future__ import annotations
 
@@ -25,7 +18,8 @@ from ..graphs import rewrite_model
 from ..graphs.ir.walk import node_holders
 from ..harness import bit_identical, make_session
 from ..ops.contract import DOMAIN, OP_TYPE, Mode
-from .cases import SHAPE_ONLY_OPS, CannotGenerate, index_bounds, sized_inputs
+from .cases import CannotGenerate
+from .input_generation import SHAPE_ONLY_OPS, index_bounds, sized_inputs
 
 # (runtime, what it does with an out-of-range index, the operator's mode that does the same or None)
 RUNTIMES = (
@@ -36,7 +30,12 @@ RUNTIMES = (
     ("Chromium WebNN on CoreML", "undefined (validate_indices=false)", None),
     ("WebNN spec", "invalid (the caller must keep indices in range)", None),
 )
-BASELINE = Mode.CLAMP  # every policy's outputs are compared with clamp's (it never raises)
+# The operator's modes in the report: every policy's outputs are compared with clamp's (it never raises);
+# error_nonempty is error's but where the output is empty, where no index is read
+BASELINE = Mode.CLAMP
+COMPARED = (Mode.ERROR, Mode.ZERO)
+ROLE_TEXT = {BASELINE: "the baseline"}  # a mode's result in the table by its role, not by its outputs
+NOT_RUN = "not run: no mode of the operator does that"
 
 
 class RefusedInputs(Exception):
@@ -72,41 +71,28 @@ class PolicyReport:
 
     def table(self) -> str:
         """The report as two Markdown tables: the indices each gather got, then each runtime's policy and what its
-        outputs give against the baseline.
-
-        Returns:
-            The tables as one string.
-        """
+        outputs give against the baseline."""
         lines = ["| gather | op | indices | >= dim | < -dim | negative in range |", "|---|---|---|---|---|---|"]
         lines += [f"| {g.node} | {g.op_type} | {g.indices} | {g.above} | {g.below} | {g.negative_in_range} |"
                   for g in self.gathers]
-        by_mode = {o.mode: o for o in self.outcomes}
+        results: dict[Mode | None, str] = {
+            Mode(o.mode): (not o.error and ROLE_TEXT.get(Mode(o.mode))) or _outcome_text(o) for o in self.outcomes}
         lines += ["", f"| runtime | out-of-range index | outputs, against {BASELINE.value} |", "|---|---|---|"]
-        for runtime, behaviour, mode in RUNTIMES:
-            outcome = by_mode.get(mode.value) if mode else None
-            if outcome is None:
-                result = "not run: no mode of the operator does that"
-            elif outcome.error:
-                result = f"raises: {outcome.error}"
-            elif mode == BASELINE:
-                result = "the baseline"
-            else:
-                result = "; ".join(f"{name}: {count} elements differ" + (f" (max |diff| {diff:g})" if diff is not None else "")
-                                   for name, (count, diff) in outcome.differences.items() if count) or "no output differs"
-            lines.append(f"| {runtime} | {behaviour} | {result} |")
+        lines += [f"| {runtime} | {behaviour} | {results.get(mode, NOT_RUN)} |"
+                  for runtime, behaviour, mode in RUNTIMES]
         return "\n".join(lines)
 
 
+def _outcome_text(outcome: PolicyOutcome) -> str:
+    """What a policy's run gives against the baseline: its error, or which outputs differ."""
+    if outcome.error:
+        return f"raises: {outcome.error}"
+    return "; ".join(f"{name}: {count} elements differ" + (f" (max |diff| {diff:g})" if diff is not None else "")
+                     for name, (count, diff) in outcome.differences.items() if count) or "no output differs"
+
+
 def with_mode(model: ModelProto, mode: Mode) -> ModelProto:
-    """A copy of a rewritten model whose every GatherMultiaxis node (subgraphs and functions too) has ``mode``.
-
-    Args:
-        model: the rewritten ``onnx.ModelProto``.
-        mode: the ``Mode`` to set.
-
-    Returns:
-        The copy.
-    """
+    """A copy of a rewritten model whose every GatherMultiaxis node (subgraphs and functions too) has ``mode``."""
     copy = ModelProto()
     copy.CopyFrom(model)
     for holder in node_holders(copy):
@@ -188,7 +174,7 @@ def policy_report(model: ModelProto, feeds: dict[str, np.ndarray], external_data
     # The captured run is the baseline's run: its first outputs are the model's
     baseline = {value.name: values[value.name] for value in rewritten.graph.output}
     report.outcomes.append(PolicyOutcome(BASELINE.value, differences={name: (0, None) for name in baseline}))
-    for mode in (Mode.ERROR, Mode.ZERO):
+    for mode in COMPARED:
         outcome = PolicyOutcome(mode.value)
         sess = make_session(with_mode(rewritten, mode), custom=True, external_data_folder=external_data_folder)
         try:
@@ -204,38 +190,19 @@ def policy_report(model: ModelProto, feeds: dict[str, np.ndarray], external_data
 def out_of_range_bounds(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, int]:
     """The inputs ``--out-of-range`` pushes, and the size of the axis each indexes: every input whose
     values reach a main-graph gather's indices, directly or through ops that only move them
-    (``cases.SHAPE_ONLY_OPS``: a dynamo export's token ids reach the embedding through a Reshape).
-
-    Args:
-        model: the ``onnx.ModelProto``.
-        feeds: the inputs, a dict from input name to array (their shapes are used).
-
-    Returns:
-        A dict from input name to the size of the axis it indexes.
-    """
+    (``input_generation.SHAPE_ONLY_OPS``: a dynamo export's token ids reach the embedding through a Reshape)."""
     return index_bounds(model, {name: list(value.shape) for name, value in feeds.items()}, SHAPE_ONLY_OPS)
 
 
 def policy_inputs(model: ModelProto, seed: int = 0, out_of_range: bool = False,
                   shapes: dict[str, tuple[int, ...]] | None = None, external_data_folder: Path | None = None
                   ) -> dict[str, np.ndarray]:
-    """Generated inputs the original model accepts (sized as ``check`` sizes them); with
-    ``out_of_range``, each index input (``out_of_range_bounds``) then gets its first value past the end
-    and its last before the start of the axis it indexes (2 and 3 beyond).
-
-    Args:
-        model: the original ``onnx.ModelProto``.
-        seed: the generator's seed.
-        out_of_range: push each index input's first and last values out of range.
-        shapes: input shapes given by the user, or None.
-        external_data_folder: the model's folder, or None.
-
-    Returns:
-        The feeds, a dict from input name to ``np.ndarray``.
+    """Generated inputs the original model accepts (sized as ``check`` sizes them); with ``out_of_range``, each
+    index input (``out_of_range_bounds``) then gets its first value past the end and its last before the
+    start of the axis it indexes (2 and 3 beyond).
 
     Raises:
-        CannotGenerate: the inputs cannot be generated, or the original refuses every generated set.
-    """
+        CannotGenerate: the inputs cannot be generated, or the original refuses every generated set."""
     session = make_session(model, custom=False, external_data_folder=external_data_folder)
     for feeds in sized_inputs(model, seed, shapes or {}):
         try:

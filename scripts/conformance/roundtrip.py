@@ -1,10 +1,5 @@
-"""The lowered round trip: ``rewrite`` then ``lower`` must give a model of standard ONNX ops only whose
-outputs on plain ONNX Runtime (no custom op library registered) equal the original's bit for bit.
-
-``check_lowered(model, feeds)`` runs one model; ``gathermultiaxis check --lowered`` (and
-``check --fuzz N --lowered``) runs whole suites through the same ``check.check_case``
-(``CheckMode.LOWERED``): original and lowered rewrite both with graph optimizations off.
-"""
+"""The lowered round trip: ``rewrite`` then ``lower`` gives standard ONNX ops whose outputs on plain ORT equal
+the original's bit for bit; ``check --lowered`` runs suites through the same ``check_case``."""
 
 from __future__ import annotations
 
@@ -14,7 +9,8 @@ import numpy as np
 from onnx import ModelProto
 
 from .cases import CheckCase, DataSet, InputOptions
-from .check import CheckMode, CheckResult, check_case
+from .check_case import check_case
+from .check_results import CheckMode, CheckResult
 
 
 def check_lowered(model: ModelProto, feeds: dict[str, np.ndarray] | Iterable[dict[str, np.ndarray]] | None = None,

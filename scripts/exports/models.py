@@ -113,28 +113,14 @@ _DECODERS: dict[str, tuple[str, str, dict[str, Any]]] = {
 
 def decoder_step(path: Path, architecture: str, dynamo: bool, symbolic: bool = True, batch: int = BATCH,
                  sequence: int = 1, past: int = PAST) -> dict:
-    """One decode step with a KV cache: ``sequence`` new tokens over ``past`` cached positions (input ids,
-    attention mask over past + new positions, position ids, and each layer's past keys and values in;
-    the logits and the grown cache out), for an architecture of ``_DECODERS``.
+    """One decode step with a KV cache, written to ``path``: ``sequence`` new tokens over ``past`` cached
+    positions for an architecture of ``_DECODERS``, exported by torch's dynamo exporter (``dynamo``) or the
+    TorchScript one; returns the example inputs.
 
     With ``symbolic``, batch, sequence and past lengths are symbolic dims, as decoders are exported for
-    generation: the TorchScript exporter names them (``batch``, ``sequence``, ``total_sequence`` for the
-    mask, ``past_sequence``); the dynamo one is given ``Dim.AUTO`` and writes its own names (``s23``...),
-    one per input dim it could not prove equal (the mask's length is one of them). The dynamo exporter
-    specialises dims of size 0 or 1, so give it ``batch`` and ``sequence`` of 2 or more.
-
-    Args:
-        path: where to write the ONNX model.
-        architecture: a key of ``_DECODERS``: "gpt2", "llama", "qwen2", "phi3" or "mistral".
-        dynamo: True: ``torch.onnx.export``'s dynamo exporter; False: the TorchScript one.
-        symbolic: export batch, sequence and past lengths as symbolic dims.
-        batch: the batch size of the example inputs.
-        sequence: the number of new tokens.
-        past: the number of cached positions.
-
-    Returns:
-        The example inputs, a dict from input name to ``np.ndarray``.
-    """
+    generation: TorchScript names them (``batch``, ``sequence``, ``total_sequence``, ``past_sequence``);
+    dynamo, given ``Dim.AUTO``, writes its own (``s23``...), one per input dim it could not prove equal. The
+    dynamo exporter specialises dims of size 0 or 1: give it ``batch`` and ``sequence`` of 2 or more."""
     import torch
     import transformers
 
@@ -342,7 +328,7 @@ TORCHSCRIPT_EXPORTS: dict[str, Callable[[Path], dict]] = {
     "swin_torchscript": functools.partial(_swin, dynamo=False),
 }
 
-# The sentence encoder (TorchScript) as exported and as ORT's quantization tools write it (issue 31; not
+# The sentence encoder (TorchScript) as exported and as ORT's quantization tools write it (not
 # part of the default ``build-exports`` set).
 ENCODER_EXPORTS: dict[str, Callable[[Path], dict]] = {
     "encoder_torchscript": _sentence_encoder,

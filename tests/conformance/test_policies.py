@@ -132,3 +132,10 @@ def test_out_of_range_reaches_the_gather_through_shape_only_ops(tmp_path, capsys
     out = capsys.readouterr().out
     assert "--out-of-range pushed: ids (axis of 6: 8 and -9); positions (axis of 6: 8 and -9)" in out
     assert "| embed | Gather | 3 | 1 | 1 |" in out
+
+
+def test_every_mode_has_its_place_in_the_report():
+    from gathermultiaxis.conformance.policies import BASELINE, COMPARED
+
+    # error_nonempty reads no index where error does not: on an empty output; elsewhere it is error
+    assert set(Mode) - {BASELINE, *COMPARED} == {Mode.ERROR_NONEMPTY} and BASELINE not in COMPARED

@@ -24,7 +24,7 @@ pytest.importorskip("transformers", reason="transformers is not installed: no ex
 
 import onnxruntime as ort  # noqa: E402
 
-from gathermultiaxis.conformance.cases import generated_inputs  # noqa: E402
+from gathermultiaxis.conformance.input_generation import generated_inputs  # noqa: E402
 from gathermultiaxis.cli import main  # noqa: E402
 from gathermultiaxis.exports.models import DECODER_EXPORTS, EXPORTS, TORCHSCRIPT_EXPORTS, build_exports  # noqa: E402
 from gathermultiaxis.graphs import lower_model, rewrite_model  # noqa: E402

@@ -3,7 +3,7 @@
 out-of-range indices, static / symbolic / rank-only declared shapes), the builtin ORT kernel against
 the rewrite, in this process. ``pytest --property-cases N`` runs more than the default 2000."""
 
-from gathermultiaxis.conformance.check import check_case
+from gathermultiaxis.conformance.check_case import check_case
 from gathermultiaxis.conformance.fuzz import fuzz_case
 
 FIRST_SEED = 100_000  # apart from the seeds test_check.py runs through the command line

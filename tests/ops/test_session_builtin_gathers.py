@@ -12,7 +12,8 @@ from support import assert_bit_identical, make_model, reversal_model
 
 import gathermultiaxis
 from gathermultiaxis.conformance.cases import default_suite
-from gathermultiaxis.conformance.check import CheckMode, check_case
+from gathermultiaxis.conformance.check_case import check_case
+from gathermultiaxis.conformance.check_results import CheckMode
 from gathermultiaxis.conformance.fuzz import fuzz_case
 from gathermultiaxis.graphs import rewrite_model
 from gathermultiaxis.ops import DOMAIN

@@ -63,12 +63,12 @@ print(sorted(m for m in sys.modules if m.startswith("onnxruntime")))
 
 
 # What the command line loads before it parses: the package root (the kernel, NumPy), the command line and
-# the runner's child-process module (check's default timeout); onnx, the variants, the passes and the
+# the check's light records (its modes and default timeout) and the runner's child-process module; onnx, the variants, the passes and the
 # conformance runner are imported once the arguments are parsed (cli.import_library).
 STARTUP_MODULES = {"gathermultiaxis", "gathermultiaxis.cli", "gathermultiaxis.ops",
                    "gathermultiaxis.ops.contract", "gathermultiaxis.ops.geometry", "gathermultiaxis.ops.kernel",
                    "gathermultiaxis.ops.private_api", "gathermultiaxis.conformance",
-                   "gathermultiaxis.conformance.isolation"}
+                   "gathermultiaxis.conformance.check_results", "gathermultiaxis.conformance.isolation"}
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["--version"], ["check", "--help"], ["bench", "end-to-end", "--help"],

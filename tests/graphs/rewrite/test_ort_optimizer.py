@@ -110,7 +110,8 @@ def test_the_pre_pass_takes_the_package_session_options_by_default():
 
 def test_check_compares_both_ways(tmp_path, capsys):
     from gathermultiaxis.conformance.cases import CheckCase, DataSet
-    from gathermultiaxis.conformance.check import CheckMode, check_case
+    from gathermultiaxis.conformance.check_case import check_case
+    from gathermultiaxis.conformance.check_results import CheckMode
 
     case = CheckCase("reversal", reversal_model(), [DataSet({"x": np.arange(12, dtype=np.float32).reshape(3, 4)})])
     assert check_case(case).verdict == "passed"  # optimizations off on both sides

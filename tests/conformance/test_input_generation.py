@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from gathermultiaxis.conformance.cases import MAX_SIZE_ATTEMPTS, generated_inputs, symbolic_dim_names, symbolic_size_attempts
+from gathermultiaxis.conformance.input_generation import MAX_SIZE_ATTEMPTS, generated_inputs, symbolic_dim_names, symbolic_size_attempts
 from gathermultiaxis.cli import main
 
 
