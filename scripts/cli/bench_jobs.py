@@ -7,6 +7,7 @@ import argparse
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from .command_base import ArgGroup, CommandError, Output, non_negative_int, positive_float, positive_int
 from .option_groups import write_json, writable
@@ -23,7 +24,7 @@ class BenchOptions(ArgGroup):
         self.default, self.quick, self.reference, self.legacy = default, quick, reference, legacy
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
-        keep = {} if self.default is None else {"default": self.default}
+        keep: dict[str, Any] = {} if self.default is None else {"default": self.default}
         parser.add_argument("--repeats", type=positive_int, help="timed runs per measurement",
                             **({"default": None} | keep))
         parser.add_argument("--json", metavar="FILE", help="also write the results as JSON", **({"default": None} | keep))
