@@ -8,6 +8,7 @@ from sessions import builtin_session, custom_session
 from support import assert_bit_identical
 
 from gathermultiaxis import cli
+from gathermultiaxis.cli import model_io as cli_model_io
 from gathermultiaxis.bench.bigmodel import build_big_graph
 from gathermultiaxis.graphs import rewrite_model
 from gathermultiaxis.graphs.ir.builder import NameScope
@@ -38,7 +39,7 @@ def test_rewrite_loads_the_output_in_ort_only_when_it_differs_from_the_input(tmp
     def loads_in_ort(path, part=None):
         checked.append((path.name, None if part is None else len(part.graph.node)))
 
-    monkeypatch.setattr(cli, "loads_in_ort", loads_in_ort)
+    monkeypatch.setattr(cli_model_io, "loads_in_ort", loads_in_ort)
     changed, unchanged = build_big_graph(2), build_big_graph(2)
     for node in unchanged.graph.node:  # no gather left: nothing to rewrite
         if node.op_type == "Gather":

@@ -1,4 +1,4 @@
-"""Hostile files and paths on the command line: one clear line, exit status 2, no traceback, and
+"""Reading, transforming and writing model files (model_io); hostile files and paths on the command line: one clear line, exit status 2, no traceback, and
 nothing written, changed or left behind."""
 
 import os
@@ -9,9 +9,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 from support import make_model
-from test_cli import external_data_model, files_in
+from test_command_rewrite import external_data_model, files_in
 
 from gathermultiaxis.cli import main
+from gathermultiaxis.cli.command_base import CommandError
+from gathermultiaxis.cli.model_io import load_check, loads_in_ort, read_model_file
 from gathermultiaxis.examples import EXAMPLE_PATH
 from gathermultiaxis.graphs import modelfile as model_io
 
@@ -160,3 +162,22 @@ def test_no_traceback_from_the_console_command(tmp_path, content):
                          capture_output=True, text=True)
     assert run.returncode == 2 and "Traceback" not in run.stderr and run.stderr.count("\n") == 1, run.stderr
     assert run.stdout == "" and files_in(tmp_path) == {"in.onnx"}
+
+
+def test_read_model_file_refuses_with_one_line(tmp_path):
+    source = tmp_path / "in.onnx"
+    source.write_bytes(b"this is not a protobuf at all \xff\xfe")
+    with pytest.raises(CommandError, match="not a readable ONNX model"):
+        read_model_file(source)
+    model, data_folder = read_model_file(EXAMPLE_PATH)
+    assert data_folder is None and len(model.graph.node) > 0
+
+
+def test_load_check_loads_what_changed():
+    model = onnx.load_model(str(EXAMPLE_PATH))
+    assert load_check(model, model, model, None) is None  # unchanged: nothing to prove
+    rewritten = onnx.load_model(str(EXAMPLE_PATH))
+    rewritten.graph.node[0].name = "renamed"
+    assert load_check(model, onnx.ModelProto(), rewritten, None) is loads_in_ort  # optimized by ORT: all of it
+    check = load_check(model, model, rewritten, None)
+    assert check is loads_in_ort or check.func is loads_in_ort

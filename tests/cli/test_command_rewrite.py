@@ -1,8 +1,7 @@
-"""The command line: rewrite, example, and their behaviour on bad input."""
+"""``rewrite``: the table, the JSON report, --ops, external data beside the output."""
 
+import argparse
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,16 +13,13 @@ from support import assert_bit_identical, make_model
 
 from gathermultiaxis import session_options
 from gathermultiaxis.cli import main
+from gathermultiaxis.cli.command_rewrite import op_list
 from gathermultiaxis.examples import EXAMPLE_PATH, build_example_model, example_inputs
 from gathermultiaxis.graphs import modelfile as model_io
 
 
 def files_in(folder: Path) -> set[str]:
     return {p.name for p in folder.iterdir()}
-
-
-def test_shipped_example_is_what_the_builder_makes():
-    assert onnx.load_model(str(EXAMPLE_PATH)) == build_example_model()
 
 
 def test_rewrite_prints_table_and_writes_json(tmp_path, capsys):
@@ -82,24 +78,21 @@ def test_models_over_the_protobuf_limit_go_external(tmp_path, monkeypatch):
         assert_bit_identical(numpy_helper.to_array(a), numpy_helper.to_array(b))
 
 
-def test_example_command(tmp_path, capsys):
-    target = tmp_path / "example.onnx"
-    assert main(["example", str(target)]) == 0
-    assert target.read_bytes() == EXAMPLE_PATH.read_bytes()
-    assert main(["example", str(target)]) == 2
+def test_op_list_parses_and_refuses():
+    assert op_list(" GatherND, Gather ,") == ["GatherND", "Gather"]
+    assert op_list("GatherBlockQuantized") == ["GatherBlockQuantized"]  # opt-in: only when listed
+    for text in ("", ",", "Gather,Scatter"):
+        with pytest.raises(argparse.ArgumentTypeError, match="choose from Gather,GatherElements,GatherND"):
+            op_list(text)
 
 
-@pytest.mark.parametrize("command", [["gathermultiaxis"], [sys.executable, "-m", "gathermultiaxis"]])
-def test_console_entry_points(command):
-    version = subprocess.run(command + ["--version"], capture_output=True, text=True, check=True)
-    assert version.stdout.startswith("gathermultiaxis ")
-    usage = subprocess.run(command + ["--help"], capture_output=True, text=True, check=True)
-    assert all(word in usage.stdout for word in ("rewrite", "check", "example"))
+def test_rewrite_static_ranks_only_reaches_the_rewriter(tmp_path, monkeypatch):
+    from gathermultiaxis import graphs
 
-
-def test_the_parsers_runtime_names_are_the_runners():
-    """The parser writes ``--runtime``'s choices out (it imports no runner): they must be the runner's."""
-    from gathermultiaxis import cli
-    from gathermultiaxis.conformance import runtimes
-
-    assert cli.RUNTIME_NAMES == runtimes.RUNTIMES
+    calls = []
+    rewrite_model = graphs.rewrite_model
+    monkeypatch.setattr(graphs, "rewrite_model", lambda model, ops, **options: calls.append((ops, options))
+                        or rewrite_model(model, ops, **options))
+    assert main(["rewrite", str(EXAMPLE_PATH), "-o", str(tmp_path / "out.onnx"), "--static-ranks-only", "-q"]) == 0
+    (ops, options), = calls
+    assert ops == graphs.GATHER_OPS and options["runtime_alignment"] is False

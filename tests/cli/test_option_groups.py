@@ -1,4 +1,4 @@
-"""Files the command line must never lose or half-replace (issue 30): --in-place and another model's data
+"""The option groups, and the files the command line must never lose or half-replace: --in-place and another model's data
 file, a --json report naming a model or a data file, a failure while the written files are moved into
 place, and --input-shapes specs that are malformed (one parser for every command)."""
 
@@ -11,10 +11,13 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
-from test_cli import external_data_model, files_in
+from test_command_rewrite import external_data_model, files_in
 
 from gathermultiaxis import session_options
 from gathermultiaxis.cli import main
+from gathermultiaxis.cli.command_base import CommandError, OneLineParser
+from gathermultiaxis.cli.option_groups import (JsonReportOptions, LoadInputsOptions, ModelFileOptions, SeedOptions,
+                                               VerbosityOptions, exists, not_over)
 from gathermultiaxis.conformance.cases import BadInput, parse_input_shapes
 from gathermultiaxis.examples import EXAMPLE_PATH
 from gathermultiaxis.graphs import modelfile as model_io
@@ -279,14 +282,68 @@ def test_input_shapes_grammar():
 
 @pytest.mark.parametrize("existing", ["out.onnx", "out.onnx.data"])
 def test_existing_output_is_refused_before_the_work(tmp_path, monkeypatch, capsys, existing):
-    from gathermultiaxis import cli
+    from gathermultiaxis import graphs
 
     rewrites = []
-    cli.import_library()  # the command line's names of library functions, bound once the arguments are parsed
-    monkeypatch.setattr(cli, "rewrite_model", lambda *args, **kwargs: rewrites.append(args))
+    monkeypatch.setattr(graphs, "rewrite_model", lambda *args, **kwargs: rewrites.append(args))
     (tmp_path / "in").mkdir()
     source = external_data_model(tmp_path / "in")
     (tmp_path / existing).write_bytes(b"old")
     assert main(["rewrite", str(source), "-o", str(tmp_path / "out.onnx")]) == 2
     one_line_error(capsys, f"{existing}: already exists (pass --force")
     assert rewrites == [] and (tmp_path / existing).read_bytes() == b"old"
+
+
+def parsed(groups, argv):
+    parser = OneLineParser(prog="t")
+    for group in groups:
+        group.add_to(parser)
+    return parser.parse_args(argv)
+
+
+def test_verbosity_seed_and_report_groups():
+    groups = (VerbosityOptions(), SeedOptions("seed"), JsonReportOptions("report"))
+    assert (parsed(groups, []).verbose, parsed(groups, ["-q"]).verbose, parsed(groups, ["-vv"]).verbose) == (0, -1, 2)
+    args = parsed(groups, ["--seed", "7", "--json", "r.json", "--force"])
+    assert (args.seed, args.json, args.force) == (7, "r.json", True)
+    with pytest.raises(SystemExit):
+        parsed(groups, ["-q", "-v"])  # one or the other
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["in.onnx"], "no output: give -o OUT.onnx"),
+    (["in.onnx", "-o", "x.onnx", "--in-place"], "give either -o/--output or --in-place, not both"),
+    (["in.onnx", "-o", "./in.onnx"], "the output is the input file"),
+])
+def test_source_and_target_refuses(argv, message):
+    with pytest.raises(CommandError, match=message):
+        ModelFileOptions.source_and_target(parsed([ModelFileOptions()], argv))
+
+
+def test_source_and_target():
+    args = parsed([ModelFileOptions()], ["in.onnx", "--in-place"])
+    assert ModelFileOptions.source_and_target(args) == (Path("in.onnx"), Path("in.onnx"))
+    args = parsed([ModelFileOptions()], ["in.onnx", "-o", "out.onnx"])
+    assert ModelFileOptions.source_and_target(args) == (Path("in.onnx"), Path("out.onnx"))
+
+
+def test_files_load_inputs_reads(tmp_path):
+    assert LoadInputsOptions.files_read(None) == {}
+    assert LoadInputsOptions.files_read(str(tmp_path / "x.npz")) == {tmp_path / "x.npz": "the --load-inputs file"}
+    (tmp_path / "a.npz").write_bytes(b"")
+    (tmp_path / "test_data_set_0").mkdir()
+    (tmp_path / "test_data_set_0" / "input_0.pb").write_bytes(b"")
+    (tmp_path / "notes.txt").write_bytes(b"")
+    assert set(LoadInputsOptions.files_read(str(tmp_path))) == {tmp_path / "a.npz",
+                                                                 tmp_path / "test_data_set_0" / "input_0.pb"}
+
+
+def test_not_over_and_exists(tmp_path):
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"")
+    os.symlink(tmp_path / "gone", tmp_path / "dangling")
+    assert exists(model) and exists(tmp_path / "dangling") and not exists(None) and not exists("")
+    not_over("--json", str(tmp_path / "other.json"), {model: "the model"})
+    not_over("--json", None, {model: "the model"})
+    with pytest.raises(CommandError, match="--json .*m.onnx: is the model; choose another name"):
+        not_over("--json", str(tmp_path / "." / "m.onnx"), {model: "the model"})

@@ -1,0 +1,54 @@
+"""``rewrite IN -o OUT``: every ONNX gather (``--ops``) becomes GatherMultiaxis."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .command_base import Command
+from .model_io import transform_file
+from .option_groups import ModelFileOptions, VerbosityOptions
+
+
+def op_list(text: str) -> list[str]:
+    """An argparse ``type``: comma-separated op types the rewriter knows."""
+    from ..graphs import GATHER_OPS, OPT_IN_OPS  # parsing imports the library only for the option that needs it
+
+    ops = [op.strip() for op in text.split(",") if op.strip()]
+    unknown = [op for op in ops if op not in GATHER_OPS + OPT_IN_OPS]
+    if unknown or not ops:
+        raise argparse.ArgumentTypeError(f"choose from {','.join(GATHER_OPS + OPT_IN_OPS)} (got {text!r})")
+    return ops
+
+
+class RewriteCommand(Command):
+    """``rewrite``: ``graphs.rewrite_model`` on a model file."""
+
+    name = "rewrite"
+    help = "replace Gather, GatherElements and GatherND nodes by GatherMultiaxis"
+    groups = (VerbosityOptions(), ModelFileOptions())
+
+    def parser_options(self) -> dict[str, Any]:
+        return {"description": "Rewrite every Gather, GatherElements and GatherND node of a model (subgraphs and "
+                               "model-local functions included) as GatherMultiaxis plus rank-alignment nodes."}
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--ops", type=op_list, default=None, metavar="OPS",
+                            help="comma-separated op types to rewrite (default: Gather,GatherElements,GatherND; "
+                                 "GatherBlockQuantized (com.microsoft) only when listed)")
+        parser.add_argument("--static-ranks-only", action="store_true",
+                            help="leave a gather whose rank only the run time knows as it is, instead of aligning it "
+                                 "at run time (for models to be lowered: `lower` needs static axes)")
+        parser.add_argument("--ort-optimize", action="store_true",
+                            help="run ONNX Runtime's offline optimizer (CPU, extended level) first, so the rewrite is "
+                                 "bit-identical to the original under ORT's default session options too")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from ..graphs import GATHER_OPS, rewrite_model
+        from ..harness import session_options
+
+        transform_file(args, lambda model, folder: rewrite_model(model, args.ops or GATHER_OPS,
+                                                              runtime_alignment=not args.static_ranks_only,
+                                                              session_options=session_options,
+                                                              external_data_folder=folder))
+        return 0
