@@ -376,6 +376,222 @@ def run(items: list[str], with_kernels: bool = True, repeats: int = 41, processe
     return rows
 
 
+# ---------------------------------------------------------------- on other runtimes
+
+WEB_BLOCK = 5  # runs per page call on ``web``: each call makes a fresh session, so the forms alternate in blocks
+
+
+@dataclass
+class RuntimeRow:
+    """One model (or kernel) on one runtime: the original against its lowered (or WebNN) form."""
+    name: str
+    runtime: str
+    form: str                                      # "lowered" or "webnn"
+    inputs: str
+    version: str = ""
+    same_outputs: bool | None = None               # the form's outputs bit-identical to the original's on R
+    median_ms: dict[str, float] = field(default_factory=dict)
+    ratio: float | None = None                     # form / original: median over rounds of the ratio of medians
+    spread: tuple[float, float] | None = None      # lowest, highest ratio of one round
+    processes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def write_forms(subject: Subject, stem: Path, webnn: bool) -> str | None:
+    """Rewrite and lower ``subject`` (``lower_for_webnn`` at the inputs' shapes with ``webnn``), then write
+    ``STEM.original.onnx``, ``STEM.lowered.onnx`` and ``STEM.inputs.npz``.
+
+    Args:
+        subject: a model or kernel with its inputs.
+        stem: the path prefix of the written files.
+        webnn: the WebNN form rather than the standard lowering.
+
+    Returns:
+        None, or why nothing was written (a GatherMultiaxis left: no other runtime can run it).
+    """
+    from ..graphs import lower_model, rewrite_model
+    from ..graphs.webnn import lower_for_webnn
+    from ..ops.contract import DOMAIN, OP_TYPE
+
+    multiaxis = subject.multiaxis if subject.multiaxis is not None else rewrite_model(subject.original)[0]
+    if webnn:
+        shapes = {name: np.asarray(value).shape for name, value in subject.feeds.items()}
+        lowered = lower_for_webnn(multiaxis, shapes)[0]
+    else:
+        lowered = lower_model(multiaxis)[0]
+    left = op_counts(lowered).get(f"{DOMAIN}::{OP_TYPE}", 0)
+    if left:
+        return f"{left} GatherMultiaxis node(s) not lowered: not timed"
+    onnx.save_model(subject.original, f"{stem}.original.onnx")
+    onnx.save_model(lowered, f"{stem}.lowered.onnx")
+    np.savez(f"{stem}.inputs.npz", **subject.feeds)
+    return None
+
+
+def time_on_runtime(runtime_name: str, stem: str, repeats: int, first: str) -> dict:
+    """A fresh process's task: both forms loaded on one runtime (``first`` first) and run once, their
+    outputs compared, then ``repeats`` timed runs of each, alternating (A, B, A, B ...; blocks of
+    ``WEB_BLOCK`` on ``web``).
+
+    Args:
+        runtime_name: one of ``conformance.runtimes.RUNTIMES``.
+        stem: the path prefix ``write_forms`` wrote.
+        repeats: timed runs per form.
+        first: the column loaded and timed first.
+
+    Returns:
+        ``{"samples": {column: [ms, ...]}, "difference": "" or the first output that differs, "version": ...}``.
+    """
+    from ..conformance.runtimes import WebRuntime, run_timer, runtime
+    from ..harness import difference
+
+    with np.load(f"{stem}.inputs.npz", allow_pickle=False) as arrays:
+        feeds = {name: arrays[name] for name in arrays.files}
+    target = runtime(runtime_name)
+    order = [first] + [column for column in COLUMNS if column != first]
+    timers, outputs = {}, {}
+    try:
+        for column in order:
+            timers[column], outputs[column] = run_timer(target, onnx.load(f"{stem}.{column}.onnx"), feeds)
+        found = [difference(a, e) for a, e in zip(outputs["lowered"], outputs["original"])]
+        differs = next((f"output {i}: {d}" for i, d in enumerate(found) if d), "")
+        if len(outputs["lowered"]) != len(outputs["original"]):
+            differs = f"{len(outputs['lowered'])} outputs against {len(outputs['original'])}"
+        block = WEB_BLOCK if isinstance(target, WebRuntime) else 1
+        samples: dict[str, list[float]] = {column: [] for column in order}
+        while len(samples[first]) < repeats:
+            for column in order:
+                samples[column] += timers[column](min(block, repeats - len(samples[column])))
+        return {"samples": samples, "difference": differs, "version": target.version()}
+    finally:
+        if isinstance(target, WebRuntime):
+            target.close()
+
+
+def run_on_runtimes(items: list[str], runtimes: list[str], webnn: bool = False, with_kernels: bool = False,
+                    repeats: int = 41, processes: int = 2, batch: int = 1, sequence: int = 16,
+                    progress: Callable[[str], None] | None = None) -> list[RuntimeRow]:
+    """The lowered (or WebNN) form against the original on each runtime of ``runtimes``: per model and
+    runtime, ``processes`` fresh processes (rounds), the form loaded first alternating from round to round,
+    the runtimes and models interleaved within a round.
+
+    Args:
+        items: model files or folders.
+        runtimes: names from ``conformance.runtimes.RUNTIMES``.
+        webnn: time the ``lower --target webnn`` form (input shapes fixed to the fed ones).
+        with_kernels: also the kernels of ``kernels()``.
+        repeats: timed runs per form and process.
+        processes: rounds of fresh processes.
+        batch: the size of a symbolic batch dim in generated inputs.
+        sequence: the size of other symbolic dims in generated inputs.
+        progress: called with a line per step, or None.
+
+    Returns:
+        One row per model and runtime (runtime-major order).
+    """
+    from .end_to_end import in_fresh_process, model_paths, round_ratios
+
+    form = "webnn" if webnn else "lowered"
+    subjects = model_subjects(model_paths(items), batch, sequence) + (kernels() if with_kernels else [])
+    rows = {(subject.name, name): RuntimeRow(subject.name, name, form, subject.inputs)
+            for subject in subjects for name in runtimes}
+    with tempfile.TemporaryDirectory(prefix="lowering-bench-") as folder:
+        stems: dict[str, str] = {}
+        for number, subject in enumerate(subjects):
+            reason = "; ".join(subject.notes) if isinstance(subject, LoweringRow) else None
+            if isinstance(subject, Subject):
+                if progress:
+                    progress(f"{subject.name}: rewrite, lower ({form})")
+                try:
+                    reason = write_forms(subject, Path(folder) / f"{number:03d}", webnn)
+                except Exception as error:  # noqa: BLE001 - a pass crashing on one model: reported, the others run
+                    reason = f"rewrite or lower failed: {type(error).__name__}: {error}"
+            if reason:
+                for name in runtimes:
+                    rows[subject.name, name].notes.append(reason)
+            else:
+                stems[subject.name] = str(Path(folder) / f"{number:03d}")
+        measured: dict[tuple[str, str], list[dict]] = {key: [] for key in rows}
+        for round_number in range(processes):
+            first = COLUMNS[round_number % 2]
+            for name in runtimes:
+                for model, stem in stems.items():
+                    if progress:
+                        progress(f"{model} on {name} (round {round_number + 1} of {processes})")
+                    measured[model, name].append(in_fresh_process("bench.lowering", "time_on_runtime", name, stem,
+                                                                  repeats, first))
+    for key, row in rows.items():
+        row.notes += sorted({f"a process failed: {result['error']}" for result in measured[key] if "error" in result})
+        good = [result for result in measured[key] if "error" not in result]
+        row.processes = len(good)
+        if not good:
+            continue
+        row.version = good[0]["version"]
+        row.same_outputs = not any(result["difference"] for result in good)
+        row.notes += sorted({f"outputs differ on {row.runtime}: {r['difference']}" for r in good if r["difference"]})
+        for column in COLUMNS:
+            row.median_ms[column] = float(np.median([s for result in good for s in result["samples"][column]]))
+        row.ratio, low, high = round_ratios([r["samples"]["lowered"] for r in good],
+                                            [r["samples"]["original"] for r in good])
+        row.spread = (low, high)
+    return [rows[subject.name, name] for name in runtimes for subject in subjects]
+
+
+def runtime_summary(rows: list[RuntimeRow]) -> dict[str, dict]:
+    """Per runtime: rows timed, geometric mean and worst (with its model) of the ratios, every output the same.
+
+    Args:
+        rows: what ``run_on_runtimes`` returned.
+
+    Returns:
+        By runtime: ``{"timed", "rows", "geometric mean", "worst", "worst model", "all same outputs", "version"}``.
+    """
+    result: dict[str, dict] = {}
+    for name in dict.fromkeys(row.runtime for row in rows):
+        mine = [row for row in rows if row.runtime == name]
+        timed = [row for row in mine if row.ratio is not None]
+        worst = max(timed, key=lambda row: row.ratio or 0.0, default=None)
+        result[name] = {"timed": len(timed), "rows": len(mine),
+                        "geometric mean": geometric_mean([row.ratio for row in timed if row.ratio is not None]),
+                        "worst": worst.ratio if worst else None, "worst model": worst.name if worst else None,
+                        "all same outputs": all(row.same_outputs for row in timed),
+                        "version": next((row.version for row in timed), "")}
+    return result
+
+
+def format_runtime_report(rows: list[RuntimeRow]) -> str:
+    """The report of ``bench lowering --runtime``: a Markdown table per model and runtime, the summary per
+    runtime and the notes.
+
+    Args:
+        rows: what ``run_on_runtimes`` returned.
+
+    Returns:
+        The report's text.
+    """
+    def number(value, digits=2):
+        return "n/a" if value is None else f"{value:.{digits}f}"
+
+    form = rows[0].form if rows else "lowered"
+    words = {None: "n/a", True: "yes", False: "NO"}
+    lines = [f"| runtime | model | original ms | {form} ms | {form} / original [per-round min-max] | rounds "
+             "| same outputs |", "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        ratio = "n/a" if row.ratio is None or row.spread is None else \
+            f"{row.ratio:.2f} [{row.spread[0]:.2f}-{row.spread[1]:.2f}]"
+        lines.append(f"| {row.runtime} | {row.name} | {number(row.median_ms.get('original'), 3)} | "
+                     f"{number(row.median_ms.get('lowered'), 3)} | {ratio} | {row.processes} | "
+                     f"{words[row.same_outputs]} |")
+    lines += ["", f"Per runtime ({form} / original):"]
+    for name, entry in runtime_summary(rows).items():
+        worst = f" ({entry['worst model']})" if entry["worst model"] else ""
+        lines.append(f"  {name:<9} {entry['version'] or 'n/a'}: {entry['timed']} of {entry['rows']} timed; "
+                     f"geometric mean {number(entry['geometric mean'])}, worst {number(entry['worst'])}{worst}; "
+                     f"outputs the same: {'yes' if entry['all same outputs'] else 'NO'}")
+    notes = [f"{row.runtime} {row.name}: {note}" for row in rows for note in row.notes]
+    return "\n".join(lines + ([""] + [f"note: {note}" for note in notes] if notes else []))
+
+
 # ---------------------------------------------------------------- report
 
 def geometric_mean(values: list[float]) -> float | None:
@@ -512,5 +728,6 @@ def as_json(rows: list[LoweringRow]) -> dict:
             "summary": summary(rows)}
 
 
-__all__ = ["LoweringRow", "Subject", "as_json", "format_report", "kernels", "op_counts", "run", "summary",
-           "time_in_this_process"]
+__all__ = ["LoweringRow", "RuntimeRow", "Subject", "as_json", "format_report", "format_runtime_report", "kernels",
+           "op_counts", "run", "run_on_runtimes", "runtime_summary", "summary", "time_in_this_process", "time_on_runtime",
+           "write_forms"]
