@@ -847,6 +847,10 @@ def run_lowering_bench(args) -> int:
     if not args.models and args.no_kernels:
         raise CommandError("lowering: nothing to measure (no model given, and --no-kernels)")
     output = Output(args.verbose)
+    if args.on_runtimes:
+        return _lowering_on_runtimes(args, output)
+    if args.webnn:
+        raise CommandError("lowering: --webnn goes with --runtime")
     rows = lowering_bench.run(args.models, with_kernels=not args.no_kernels, repeats=args.repeats or 41,
                               processes=args.processes, progress=lambda text: output.progress(0, None, text))
     output.end_progress()
@@ -859,6 +863,30 @@ def run_lowering_bench(args) -> int:
     failed = [row for row in rows if not row.op_counts or (
         row.all_lowered and not (row.bit_identical and row.bit_identical_unoptimized and row.processes))]
     return 1 if failed else 0
+
+
+def _lowering_on_runtimes(args, output: "Output") -> int:
+    """bench lowering --runtime R...: the form against the original on each runtime (exit 1 if outputs differ)."""
+    from .bench import end_to_end
+    from .bench import lowering as lowering_bench
+    from .conformance.runtimes import RuntimeUnavailable, check_available
+
+    for name in dict.fromkeys(args.on_runtimes):
+        try:
+            check_available(name)
+        except RuntimeUnavailable as error:
+            raise CommandError(f"--runtime {name}: {error}") from None
+    rows = lowering_bench.run_on_runtimes(args.models, list(dict.fromkeys(args.on_runtimes)), webnn=args.webnn,
+                                          with_kernels=not args.no_kernels, repeats=args.repeats or 41,
+                                          processes=args.processes,
+                                          progress=lambda text: output.progress(0, None, text))
+    output.end_progress()
+    print(end_to_end.versions_line())
+    print(lowering_bench.format_runtime_report(rows))
+    if args.json:
+        _write_json(args.json, {"machine": end_to_end.versions_line(), "rows": [asdict(row) for row in rows],
+                                "summary": lowering_bench.runtime_summary(rows)}, force=args.force)
+    return 1 if any(row.same_outputs is False for row in rows) else 0
 
 
 def run_runtime_bench(args) -> int:
@@ -1232,6 +1260,10 @@ def build_parser() -> argparse.ArgumentParser:
     lowering.add_argument("--processes", type=_positive_int, default=suppressed,
                           help="rounds of fresh processes (default 2)")
     lowering.add_argument("--no-kernels", action="store_true", help="only the models given, not the kernels")
+    lowering.add_argument("--runtime", action="append", choices=RUNTIME_NAMES, metavar="RUNTIME", dest="on_runtimes",
+                          help=f"time the lowered form against the original on this runtime instead (one of "
+                               f"{', '.join(RUNTIME_NAMES)}; repeatable), both forms in each fresh process, alternating")
+    lowering.add_argument("--webnn", action="store_true", help="with --runtime: the `lower --target webnn` form")
     build = jobs.add_parser("build-exports", help="write the real exports end-to-end is meant for into DIR "
                                                   "(transformers models with random weights, a hummingbird-ml "
                                                   "tree ensemble; needs torch and transformers)")
