@@ -20,8 +20,10 @@ GatherElements on the last axis, GatherND with full coordinates, GatherND with `
 GatherMultiaxis nodes on NHWC images built directly, which have no builtin: their lowering is timed
 against the cheapest standard ONNX written by hand for the same function (the row says which).
 
-The summary puts the figures beside issue 27's goals (met / not met). Nothing here asserts a timing:
-speed targets live in benchmarks, and a shared machine makes them noise.
+The summary puts the figures beside issue 27's goals (met / not met). Nothing here asserts a timing.
+
+``--runtime R`` (``run_on_runtimes``): the lowered or WebNN form against the original on another runtime
+(``conformance.runtimes``), both loaded in each fresh process and timed alternately.
 
 Inputs: ``MODEL.inputs.npz`` beside the model when there is one, else generated (``end_to_end.model_feeds``).
 """
@@ -289,17 +291,8 @@ def prepare(subject: Subject, stem: Path) -> LoweringRow:
 # ---------------------------------------------------------------- timed part (in the children)
 
 def time_in_this_process(model_path: str, feeds_path: str, repeats: int) -> dict:
-    """A fresh process's task: ``repeats`` runs of one model on plain ORT with default session options
-    (after a warm-up, ``timing.interleaved``).
-
-    Args:
-        model_path: the model file.
-        feeds_path: an ``.npz`` of the inputs by name.
-        repeats: timed runs.
-
-    Returns:
-        ``{"samples": [ms, ...]}``.
-    """
+    """A fresh process's task: ``{"samples": [ms, ...]}`` of ``repeats`` runs of the model at ``model_path``
+    on plain ORT with default session options, fed from ``feeds_path`` (after a warm-up)."""
     from ..harness import make_session
     from .timing import interleaved
 
@@ -389,7 +382,7 @@ class RuntimeRow:
     form: str                                      # "lowered" or "webnn"
     inputs: str
     version: str = ""
-    same_outputs: bool | None = None               # the form's outputs bit-identical to the original's on R
+    same_outputs: bool | None = None               # bit for bit on R; None: not timed, or R's own nondeterminism
     median_ms: dict[str, float] = field(default_factory=dict)
     ratio: float | None = None                     # form / original: median over rounds of the ratio of medians
     spread: tuple[float, float] | None = None      # lowest, highest ratio of one round
@@ -398,17 +391,8 @@ class RuntimeRow:
 
 
 def write_forms(subject: Subject, stem: Path, webnn: bool) -> str | None:
-    """Rewrite and lower ``subject`` (``lower_for_webnn`` at the inputs' shapes with ``webnn``), then write
-    ``STEM.original.onnx``, ``STEM.lowered.onnx`` and ``STEM.inputs.npz``.
-
-    Args:
-        subject: a model or kernel with its inputs.
-        stem: the path prefix of the written files.
-        webnn: the WebNN form rather than the standard lowering.
-
-    Returns:
-        None, or why nothing was written (a GatherMultiaxis left: no other runtime can run it).
-    """
+    """Write ``STEM.{original,lowered}.onnx`` (lowered: ``lower_for_webnn`` at the fed shapes with ``webnn``)
+    and ``STEM.inputs.npz``; or return why not (a GatherMultiaxis left: no other runtime can run it)."""
     from ..graphs import lower_model, rewrite_model
     from ..graphs.webnn import lower_for_webnn
     from ..ops.contract import DOMAIN, OP_TYPE
@@ -428,22 +412,38 @@ def write_forms(subject: Subject, stem: Path, webnn: bool) -> str | None:
     return None
 
 
-def time_on_runtime(runtime_name: str, stem: str, repeats: int, first: str) -> dict:
-    """A fresh process's task: both forms loaded on one runtime (``first`` first) and run once, their
-    outputs compared, then ``repeats`` timed runs of each, alternating (A, B, A, B ...; blocks of
-    ``WEB_BLOCK`` on ``web``).
+def _timer(target, model: ModelProto, feeds: dict) -> tuple[Callable[[int], list[float]], list[np.ndarray]]:
+    """Load ``model`` and run it once (untimed); ``timed(n)`` gives ``n`` more runs' ms (on ``web`` timed in
+    the page, a fresh session per call whose first run is untimed), and the first run's outputs."""
+    from ..conformance.runtimes import WebRuntime
+    from .timing import interleaved
 
-    Args:
-        runtime_name: one of ``conformance.runtimes.RUNTIMES``.
-        stem: the path prefix ``write_forms`` wrote.
-        repeats: timed runs per form.
-        first: the column loaded and timed first.
+    if isinstance(target, WebRuntime):
+        model_bytes = model.SerializeToString()
 
-    Returns:
-        ``{"samples": {column: [ms, ...]}, "difference": "" or the first output that differs, "version": ...}``.
-    """
-    from ..conformance.runtimes import WebRuntime, run_timer, runtime
+        def timed_in_page(count: int) -> list[float]:
+            target.run(model_bytes, feeds, repeat=count)
+            return [seconds * 1e3 for seconds in target.times]
+
+        return timed_in_page, target.run(model_bytes, feeds)
+    loaded = target.load(model)
+    outputs = loaded.run(feeds)
+    return (lambda count: interleaved({"run": lambda: loaded.run(feeds)}, count, warmups=0)["run"]), outputs
+
+
+def _first_difference(actual: list, expected: list) -> str:
     from ..harness import difference
+
+    found = [difference(a, e) for a, e in zip(actual, expected)] + (
+        [] if len(actual) == len(expected) else ["another number of outputs"])
+    return next((f"output {i}: {d}" for i, d in enumerate(found) if d), "")
+
+
+def time_on_runtime(runtime_name: str, stem: str, repeats: int, first: str) -> dict:
+    """A fresh process's task: both forms of ``stem`` loaded on one runtime (``first`` first), run once and
+    compared, then ``repeats`` timed runs of each, alternating (A, B, A, B ...; blocks of ``WEB_BLOCK`` on
+    ``web``). Returns ``{"samples": {column: [ms, ...]}, "difference": "" or what differs, "version"}``."""
+    from ..conformance.runtimes import WebRuntime, runtime
 
     with np.load(f"{stem}.inputs.npz", allow_pickle=False) as arrays:
         feeds = {name: arrays[name] for name in arrays.files}
@@ -452,11 +452,11 @@ def time_on_runtime(runtime_name: str, stem: str, repeats: int, first: str) -> d
     timers, outputs = {}, {}
     try:
         for column in order:
-            timers[column], outputs[column] = run_timer(target, onnx.load(f"{stem}.{column}.onnx"), feeds)
-        found = [difference(a, e) for a, e in zip(outputs["lowered"], outputs["original"])]
-        differs = next((f"output {i}: {d}" for i, d in enumerate(found) if d), "")
-        if len(outputs["lowered"]) != len(outputs["original"]):
-            differs = f"{len(outputs['lowered'])} outputs against {len(outputs['original'])}"
+            timers[column], outputs[column] = _timer(target, onnx.load(f"{stem}.{column}.onnx"), feeds)
+        differs = _first_difference(outputs["lowered"], outputs["original"])
+        if differs:  # the runtime's own nondeterminism, not the lowering's, when two compilations differ
+            again = _first_difference(_timer(target, onnx.load(f"{stem}.original.onnx"), feeds)[1], outputs["original"])
+            differs = f"{runtime_name}'s own: two compilations of the original differ, {again}" if again else differs
         block = WEB_BLOCK if isinstance(target, WebRuntime) else 1
         samples: dict[str, list[float]] = {column: [] for column in order}
         while len(samples[first]) < repeats:
@@ -471,24 +471,9 @@ def time_on_runtime(runtime_name: str, stem: str, repeats: int, first: str) -> d
 def run_on_runtimes(items: list[str], runtimes: list[str], webnn: bool = False, with_kernels: bool = False,
                     repeats: int = 41, processes: int = 2, batch: int = 1, sequence: int = 16,
                     progress: Callable[[str], None] | None = None) -> list[RuntimeRow]:
-    """The lowered (or WebNN) form against the original on each runtime of ``runtimes``: per model and
-    runtime, ``processes`` fresh processes (rounds), the form loaded first alternating from round to round,
-    the runtimes and models interleaved within a round.
-
-    Args:
-        items: model files or folders.
-        runtimes: names from ``conformance.runtimes.RUNTIMES``.
-        webnn: time the ``lower --target webnn`` form (input shapes fixed to the fed ones).
-        with_kernels: also the kernels of ``kernels()``.
-        repeats: timed runs per form and process.
-        processes: rounds of fresh processes.
-        batch: the size of a symbolic batch dim in generated inputs.
-        sequence: the size of other symbolic dims in generated inputs.
-        progress: called with a line per step, or None.
-
-    Returns:
-        One row per model and runtime (runtime-major order).
-    """
+    """The lowered (``webnn``: ``lower --target webnn``) form against the original on each of ``runtimes``:
+    per model and runtime ``processes`` fresh processes (rounds; the form loaded first alternates), every
+    runtime and model in each round. Other arguments as ``run``'s; one row per runtime and model."""
     from .end_to_end import in_fresh_process, model_paths, round_ratios
 
     form = "webnn" if webnn else "lowered"
@@ -527,7 +512,8 @@ def run_on_runtimes(items: list[str], runtimes: list[str], webnn: bool = False, 
         if not good:
             continue
         row.version = good[0]["version"]
-        row.same_outputs = not any(result["difference"] for result in good)
+        own = [r for r in good if r["difference"].startswith(f"{row.runtime}'s own")]
+        row.same_outputs = None if own else not any(result["difference"] for result in good)
         row.notes += sorted({f"outputs differ on {row.runtime}: {r['difference']}" for r in good if r["difference"]})
         for column in COLUMNS:
             row.median_ms[column] = float(np.median([s for result in good for s in result["samples"][column]]))
@@ -538,14 +524,8 @@ def run_on_runtimes(items: list[str], runtimes: list[str], webnn: bool = False, 
 
 
 def runtime_summary(rows: list[RuntimeRow]) -> dict[str, dict]:
-    """Per runtime: rows timed, geometric mean and worst (with its model) of the ratios, every output the same.
-
-    Args:
-        rows: what ``run_on_runtimes`` returned.
-
-    Returns:
-        By runtime: ``{"timed", "rows", "geometric mean", "worst", "worst model", "all same outputs", "version"}``.
-    """
+    """By runtime: ``{"timed", "rows", "geometric mean", "worst", "worst model", "all same outputs", "version"}``
+    of ``run_on_runtimes``' rows."""
     result: dict[str, dict] = {}
     for name in dict.fromkeys(row.runtime for row in rows):
         mine = [row for row in rows if row.runtime == name]
@@ -554,24 +534,14 @@ def runtime_summary(rows: list[RuntimeRow]) -> dict[str, dict]:
         result[name] = {"timed": len(timed), "rows": len(mine),
                         "geometric mean": geometric_mean([row.ratio for row in timed if row.ratio is not None]),
                         "worst": worst.ratio if worst else None, "worst model": worst.name if worst else None,
-                        "all same outputs": all(row.same_outputs for row in timed),
+                        "all same outputs": all(row.same_outputs is not False for row in timed),
                         "version": next((row.version for row in timed), "")}
     return result
 
 
 def format_runtime_report(rows: list[RuntimeRow]) -> str:
-    """The report of ``bench lowering --runtime``: a Markdown table per model and runtime, the summary per
-    runtime and the notes.
-
-    Args:
-        rows: what ``run_on_runtimes`` returned.
-
-    Returns:
-        The report's text.
-    """
-    def number(value, digits=2):
-        return "n/a" if value is None else f"{value:.{digits}f}"
-
+    """The report of ``bench lowering --runtime``: a Markdown table (a row per runtime and model), the
+    summary per runtime, the notes."""
     form = rows[0].form if rows else "lowered"
     words = {None: "n/a", True: "yes", False: "NO"}
     lines = [f"| runtime | model | original ms | {form} ms | {form} / original [per-round min-max] | rounds "
@@ -579,14 +549,15 @@ def format_runtime_report(rows: list[RuntimeRow]) -> str:
     for row in rows:
         ratio = "n/a" if row.ratio is None or row.spread is None else \
             f"{row.ratio:.2f} [{row.spread[0]:.2f}-{row.spread[1]:.2f}]"
-        lines.append(f"| {row.runtime} | {row.name} | {number(row.median_ms.get('original'), 3)} | "
-                     f"{number(row.median_ms.get('lowered'), 3)} | {ratio} | {row.processes} | "
-                     f"{words[row.same_outputs]} |")
+        same = words[row.same_outputs] if row.same_outputs is not None or not row.processes else \
+            f"{row.runtime} nondeterministic"
+        lines.append(f"| {row.runtime} | {row.name} | {_decimals(row.median_ms.get('original'), 3)} | "
+                     f"{_decimals(row.median_ms.get('lowered'), 3)} | {ratio} | {row.processes} | {same} |")
     lines += ["", f"Per runtime ({form} / original):"]
     for name, entry in runtime_summary(rows).items():
         worst = f" ({entry['worst model']})" if entry["worst model"] else ""
         lines.append(f"  {name:<9} {entry['version'] or 'n/a'}: {entry['timed']} of {entry['rows']} timed; "
-                     f"geometric mean {number(entry['geometric mean'])}, worst {number(entry['worst'])}{worst}; "
+                     f"geometric mean {_decimals(entry['geometric mean'])}, worst {_decimals(entry['worst'])}{worst}; "
                      f"outputs the same: {'yes' if entry['all same outputs'] else 'NO'}")
     notes = [f"{row.runtime} {row.name}: {note}" for row in rows for note in row.notes]
     return "\n".join(lines + ([""] + [f"note: {note}" for note in notes] if notes else []))
@@ -595,15 +566,13 @@ def format_runtime_report(rows: list[RuntimeRow]) -> str:
 # ---------------------------------------------------------------- report
 
 def geometric_mean(values: list[float]) -> float | None:
-    """The geometric mean.
-
-    Args:
-        values: positive numbers.
-
-    Returns:
-        Their geometric mean, or None for none.
-    """
+    """The geometric mean of positive ``values``, or None for none."""
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def _decimals(value: float | None, digits: int = 2) -> str:
+    """``value`` with ``digits`` decimals, or "n/a"."""
+    return "n/a" if value is None else f"{value:.{digits}f}"
 
 
 def _goal(value: float | None, goal: float) -> str:
@@ -657,9 +626,6 @@ def format_report(rows: list[LoweringRow]) -> str:
         The report's text.
     """
 
-    def number(value, digits=2):
-        return "n/a" if value is None else f"{value:.{digits}f}"
-
     def same(row: LoweringRow) -> str:
         words = {None: "n/a", True: "yes", False: "NO"}
         return f"{words[row.bit_identical]} / {words[row.bit_identical_unoptimized]}"
@@ -674,10 +640,10 @@ def format_report(rows: list[LoweringRow]) -> str:
              "| nodes original | nodes lowered | node ratio | original ms | lowered ms | lowered / original [per-round min-max] |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        ms = (lambda column: number(row.median_ms.get(column), 3))
+        ms = (lambda column: _decimals(row.median_ms.get(column), 3))
         lines.append(f"| {row.name} | {row.baseline} | {row.gathers_rewritten} | {'yes' if row.all_lowered else 'NO'} | "
                      f"{same(row)} | {row.nodes.get('original', 'n/a')} | {row.nodes.get('lowered', 'n/a')} | "
-                     f"{number(row.node_ratio)} | {ms('original')} | {ms('lowered')} | {ratio(row)} |")
+                     f"{_decimals(row.node_ratio)} | {ms('original')} | {ms('lowered')} | {ratio(row)} |")
     lines += ["", "Op types (Constant nodes not counted), and the form the lowering chose for each GatherMultiaxis:"]
     for row in rows:
         if row.op_counts:
@@ -697,16 +663,16 @@ def format_report(rows: list[LoweringRow]) -> str:
 
     def line(label: str, entry: dict, bound: str) -> str:
         where = f" ({entry['model']})" if entry.get("model") else ""
-        return f"  {label:<28}{number(entry['value']):>6}{where}   goal {bound} {entry['goal']}: {entry['verdict']}"
+        return f"  {label:<28}{_decimals(entry['value']):>6}{where}   goal {bound} {entry['goal']}: {entry['verdict']}"
 
     lines.append(line("time, geometric mean", figures["time geometric mean"], "<="))
     lines.append(line("time, worst model", figures["time max"], "<="))
     lines.append(line("nodes, worst model", figures["nodes max"], "<="))
     for name, entry in figures["kernels"].items():
         if entry["goal"] is None:
-            lines.append(f"  kernel {name}: {number(entry['value'])} against {entry['against']} ({entry['verdict']})")
+            lines.append(f"  kernel {name}: {_decimals(entry['value'])} against {entry['against']} ({entry['verdict']})")
         else:
-            lines.append(f"  kernel {name}: {number(entry['value'])} against {entry['against']}   goal <= "
+            lines.append(f"  kernel {name}: {_decimals(entry['value'])} against {entry['against']}   goal <= "
                          f"{entry['goal']}: {entry['verdict']}")
     lines.append(f"  every GatherMultiaxis lowered: {'yes' if figures['all lowered'] else 'NO'}; "
                  f"every lowered model bit-identical: {'yes' if figures['all bit-identical'] else 'NO'}")

@@ -627,45 +627,6 @@ class WebRuntime:
         return log
 
 
-def run_timer(target: Runtime, model: ModelProto,
-              feeds: dict[str, np.ndarray]) -> tuple[Callable[[int], list[float]], list[np.ndarray]]:
-    """Load ``model`` on ``target`` and run it once on ``feeds`` (untimed: compilation and first-run work).
-
-    Args:
-        target: the runtime.
-        model: the model.
-        feeds: a dict from input name to array.
-
-    Returns:
-        ``(timed, outputs)``: ``timed(n)`` runs the loaded model ``n`` more times and returns each run's
-        milliseconds (inference only; on ``web`` timed in the page, one fresh session per call, whose
-        first run is untimed), and the first run's outputs.
-
-    Raises:
-        Refused: the runtime refuses the model.
-    """
-    if isinstance(target, WebRuntime):
-        model_bytes = model.SerializeToString()
-
-        def timed_in_page(count: int) -> list[float]:
-            target.run(model_bytes, feeds, repeat=count)
-            return [seconds * 1e3 for seconds in target.times]
-
-        return timed_in_page, target.run(model_bytes, feeds)
-    loaded = target.load(model)
-    outputs = loaded.run(feeds)
-
-    def timed(count: int) -> list[float]:
-        samples = []
-        for _ in range(count):
-            start = time.perf_counter()
-            loaded.run(feeds)
-            samples.append((time.perf_counter() - start) * 1e3)
-        return samples
-
-    return timed, outputs
-
-
 # -- choosing one ---------------------------------------------------------------------------------
 
 _FACTORIES: dict[str, Callable[[], Runtime]] = {
