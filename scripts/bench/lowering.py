@@ -20,8 +20,10 @@ GatherElements on the last axis, GatherND with full coordinates, GatherND with `
 GatherMultiaxis nodes on NHWC images built directly, which have no builtin: their lowering is timed
 against the cheapest standard ONNX written by hand for the same function (the row says which).
 
-The summary puts the figures beside issue 27's goals (met / not met). Nothing here asserts a timing:
-speed targets live in benchmarks, and a shared machine makes them noise.
+The summary puts the figures beside issue 27's goals (met / not met). Nothing here asserts a timing.
+
+``--runtime R`` (``run_on_runtimes``): the lowered or WebNN form against the original on another runtime
+(``conformance.runtimes``), both loaded in each fresh process and timed alternately.
 
 Inputs: ``MODEL.inputs.npz`` beside the model when there is one, else generated (``end_to_end.model_feeds``).
 """
@@ -289,17 +291,8 @@ def prepare(subject: Subject, stem: Path) -> LoweringRow:
 # ---------------------------------------------------------------- timed part (in the children)
 
 def time_in_this_process(model_path: str, feeds_path: str, repeats: int) -> dict:
-    """A fresh process's task: ``repeats`` runs of one model on plain ORT with default session options
-    (after a warm-up, ``timing.interleaved``).
-
-    Args:
-        model_path: the model file.
-        feeds_path: an ``.npz`` of the inputs by name.
-        repeats: timed runs.
-
-    Returns:
-        ``{"samples": [ms, ...]}``.
-    """
+    """A fresh process's task: ``{"samples": [ms, ...]}`` of ``repeats`` runs of the model at ``model_path``
+    on plain ORT with default session options, fed from ``feeds_path`` (after a warm-up)."""
     from ..harness import make_session
     from .timing import interleaved
 
@@ -376,18 +369,210 @@ def run(items: list[str], with_kernels: bool = True, repeats: int = 41, processe
     return rows
 
 
+# ---------------------------------------------------------------- on other runtimes
+
+WEB_BLOCK = 5  # runs per page call on ``web``: each call makes a fresh session, so the forms alternate in blocks
+
+
+@dataclass
+class RuntimeRow:
+    """One model (or kernel) on one runtime: the original against its lowered (or WebNN) form."""
+    name: str
+    runtime: str
+    form: str                                      # "lowered" or "webnn"
+    inputs: str
+    version: str = ""
+    same_outputs: bool | None = None               # bit for bit on R; None: not timed, or R's own nondeterminism
+    median_ms: dict[str, float] = field(default_factory=dict)
+    ratio: float | None = None                     # form / original: median over rounds of the ratio of medians
+    spread: tuple[float, float] | None = None      # lowest, highest ratio of one round
+    processes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def write_forms(subject: Subject, stem: Path, webnn: bool) -> str | None:
+    """Write ``STEM.{original,lowered}.onnx`` (lowered: ``lower_for_webnn`` at the fed shapes with ``webnn``)
+    and ``STEM.inputs.npz``; or return why not (a GatherMultiaxis left: no other runtime can run it)."""
+    from ..graphs import lower_model, rewrite_model
+    from ..graphs.webnn import lower_for_webnn
+    from ..ops.contract import DOMAIN, OP_TYPE
+
+    multiaxis = subject.multiaxis if subject.multiaxis is not None else rewrite_model(subject.original)[0]
+    if webnn:
+        shapes = {name: np.asarray(value).shape for name, value in subject.feeds.items()}
+        lowered = lower_for_webnn(multiaxis, shapes)[0]
+    else:
+        lowered = lower_model(multiaxis)[0]
+    left = op_counts(lowered).get(f"{DOMAIN}::{OP_TYPE}", 0)
+    if left:
+        return f"{left} GatherMultiaxis node(s) not lowered: not timed"
+    onnx.save_model(subject.original, f"{stem}.original.onnx")
+    onnx.save_model(lowered, f"{stem}.lowered.onnx")
+    np.savez(f"{stem}.inputs.npz", **subject.feeds)
+    return None
+
+
+def _timer(target, model: ModelProto, feeds: dict) -> tuple[Callable[[int], list[float]], list[np.ndarray]]:
+    """Load ``model`` and run it once (untimed); ``timed(n)`` gives ``n`` more runs' ms (on ``web`` timed in
+    the page, a fresh session per call whose first run is untimed), and the first run's outputs."""
+    from ..conformance.runtimes import WebRuntime
+    from .timing import interleaved
+
+    if isinstance(target, WebRuntime):
+        model_bytes = model.SerializeToString()
+
+        def timed_in_page(count: int) -> list[float]:
+            target.run(model_bytes, feeds, repeat=count)
+            return [seconds * 1e3 for seconds in target.times]
+
+        return timed_in_page, target.run(model_bytes, feeds)
+    loaded = target.load(model)
+    outputs = loaded.run(feeds)
+    return (lambda count: interleaved({"run": lambda: loaded.run(feeds)}, count, warmups=0)["run"]), outputs
+
+
+def _first_difference(actual: list, expected: list) -> str:
+    from ..harness import difference
+
+    found = [difference(a, e) for a, e in zip(actual, expected)] + (
+        [] if len(actual) == len(expected) else ["another number of outputs"])
+    return next((f"output {i}: {d}" for i, d in enumerate(found) if d), "")
+
+
+def time_on_runtime(runtime_name: str, stem: str, repeats: int, first: str) -> dict:
+    """A fresh process's task: both forms of ``stem`` loaded on one runtime (``first`` first), run once and
+    compared, then ``repeats`` timed runs of each, alternating (A, B, A, B ...; blocks of ``WEB_BLOCK`` on
+    ``web``). Returns ``{"samples": {column: [ms, ...]}, "difference": "" or what differs, "version"}``."""
+    from ..conformance.runtimes import WebRuntime, runtime
+
+    with np.load(f"{stem}.inputs.npz", allow_pickle=False) as arrays:
+        feeds = {name: arrays[name] for name in arrays.files}
+    target = runtime(runtime_name)
+    order = [first] + [column for column in COLUMNS if column != first]
+    timers, outputs = {}, {}
+    try:
+        for column in order:
+            timers[column], outputs[column] = _timer(target, onnx.load(f"{stem}.{column}.onnx"), feeds)
+        differs = _first_difference(outputs["lowered"], outputs["original"])
+        if differs:  # the runtime's own nondeterminism, not the lowering's, when two compilations differ
+            again = _first_difference(_timer(target, onnx.load(f"{stem}.original.onnx"), feeds)[1], outputs["original"])
+            differs = f"{runtime_name}'s own: two compilations of the original differ, {again}" if again else differs
+        block = WEB_BLOCK if isinstance(target, WebRuntime) else 1
+        samples: dict[str, list[float]] = {column: [] for column in order}
+        while len(samples[first]) < repeats:
+            for column in order:
+                samples[column] += timers[column](min(block, repeats - len(samples[column])))
+        return {"samples": samples, "difference": differs, "version": target.version()}
+    finally:
+        if isinstance(target, WebRuntime):
+            target.close()
+
+
+def run_on_runtimes(items: list[str], runtimes: list[str], webnn: bool = False, with_kernels: bool = False,
+                    repeats: int = 41, processes: int = 2, batch: int = 1, sequence: int = 16,
+                    progress: Callable[[str], None] | None = None) -> list[RuntimeRow]:
+    """The lowered (``webnn``: ``lower --target webnn``) form against the original on each of ``runtimes``:
+    per model and runtime ``processes`` fresh processes (rounds; the form loaded first alternates), every
+    runtime and model in each round. Other arguments as ``run``'s; one row per runtime and model."""
+    from .end_to_end import in_fresh_process, model_paths, round_ratios
+
+    form = "webnn" if webnn else "lowered"
+    subjects = model_subjects(model_paths(items), batch, sequence) + (kernels() if with_kernels else [])
+    rows = {(subject.name, name): RuntimeRow(subject.name, name, form, subject.inputs)
+            for subject in subjects for name in runtimes}
+    with tempfile.TemporaryDirectory(prefix="lowering-bench-") as folder:
+        stems: dict[str, str] = {}
+        for number, subject in enumerate(subjects):
+            reason = "; ".join(subject.notes) if isinstance(subject, LoweringRow) else None
+            if isinstance(subject, Subject):
+                if progress:
+                    progress(f"{subject.name}: rewrite, lower ({form})")
+                try:
+                    reason = write_forms(subject, Path(folder) / f"{number:03d}", webnn)
+                except Exception as error:  # noqa: BLE001 - a pass crashing on one model: reported, the others run
+                    reason = f"rewrite or lower failed: {type(error).__name__}: {error}"
+            if reason:
+                for name in runtimes:
+                    rows[subject.name, name].notes.append(reason)
+            else:
+                stems[subject.name] = str(Path(folder) / f"{number:03d}")
+        measured: dict[tuple[str, str], list[dict]] = {key: [] for key in rows}
+        for round_number in range(processes):
+            first = COLUMNS[round_number % 2]
+            for name in runtimes:
+                for model, stem in stems.items():
+                    if progress:
+                        progress(f"{model} on {name} (round {round_number + 1} of {processes})")
+                    measured[model, name].append(in_fresh_process("bench.lowering", "time_on_runtime", name, stem,
+                                                                  repeats, first))
+    for key, row in rows.items():
+        row.notes += sorted({f"a process failed: {result['error']}" for result in measured[key] if "error" in result})
+        good = [result for result in measured[key] if "error" not in result]
+        row.processes = len(good)
+        if not good:
+            continue
+        row.version = good[0]["version"]
+        own = [r for r in good if r["difference"].startswith(f"{row.runtime}'s own")]
+        row.same_outputs = None if own else not any(result["difference"] for result in good)
+        row.notes += sorted({f"outputs differ on {row.runtime}: {r['difference']}" for r in good if r["difference"]})
+        for column in COLUMNS:
+            row.median_ms[column] = float(np.median([s for result in good for s in result["samples"][column]]))
+        row.ratio, low, high = round_ratios([r["samples"]["lowered"] for r in good],
+                                            [r["samples"]["original"] for r in good])
+        row.spread = (low, high)
+    return [rows[subject.name, name] for name in runtimes for subject in subjects]
+
+
+def runtime_summary(rows: list[RuntimeRow]) -> dict[str, dict]:
+    """By runtime: ``{"timed", "rows", "geometric mean", "worst", "worst model", "all same outputs", "version"}``
+    of ``run_on_runtimes``' rows."""
+    result: dict[str, dict] = {}
+    for name in dict.fromkeys(row.runtime for row in rows):
+        mine = [row for row in rows if row.runtime == name]
+        timed = [row for row in mine if row.ratio is not None]
+        worst = max(timed, key=lambda row: row.ratio or 0.0, default=None)
+        result[name] = {"timed": len(timed), "rows": len(mine),
+                        "geometric mean": geometric_mean([row.ratio for row in timed if row.ratio is not None]),
+                        "worst": worst.ratio if worst else None, "worst model": worst.name if worst else None,
+                        "all same outputs": all(row.same_outputs is not False for row in timed),
+                        "version": next((row.version for row in timed), "")}
+    return result
+
+
+def format_runtime_report(rows: list[RuntimeRow]) -> str:
+    """The report of ``bench lowering --runtime``: a Markdown table (a row per runtime and model), the
+    summary per runtime, the notes."""
+    form = rows[0].form if rows else "lowered"
+    words = {None: "n/a", True: "yes", False: "NO"}
+    lines = [f"| runtime | model | original ms | {form} ms | {form} / original [per-round min-max] | rounds "
+             "| same outputs |", "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        ratio = "n/a" if row.ratio is None or row.spread is None else \
+            f"{row.ratio:.2f} [{row.spread[0]:.2f}-{row.spread[1]:.2f}]"
+        same = words[row.same_outputs] if row.same_outputs is not None or not row.processes else \
+            f"{row.runtime} nondeterministic"
+        lines.append(f"| {row.runtime} | {row.name} | {_decimals(row.median_ms.get('original'), 3)} | "
+                     f"{_decimals(row.median_ms.get('lowered'), 3)} | {ratio} | {row.processes} | {same} |")
+    lines += ["", f"Per runtime ({form} / original):"]
+    for name, entry in runtime_summary(rows).items():
+        worst = f" ({entry['worst model']})" if entry["worst model"] else ""
+        lines.append(f"  {name:<9} {entry['version'] or 'n/a'}: {entry['timed']} of {entry['rows']} timed; "
+                     f"geometric mean {_decimals(entry['geometric mean'])}, worst {_decimals(entry['worst'])}{worst}; "
+                     f"outputs the same: {'yes' if entry['all same outputs'] else 'NO'}")
+    notes = [f"{row.runtime} {row.name}: {note}" for row in rows for note in row.notes]
+    return "\n".join(lines + ([""] + [f"note: {note}" for note in notes] if notes else []))
+
+
 # ---------------------------------------------------------------- report
 
 def geometric_mean(values: list[float]) -> float | None:
-    """The geometric mean.
-
-    Args:
-        values: positive numbers.
-
-    Returns:
-        Their geometric mean, or None for none.
-    """
+    """The geometric mean of positive ``values``, or None for none."""
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def _decimals(value: float | None, digits: int = 2) -> str:
+    """``value`` with ``digits`` decimals, or "n/a"."""
+    return "n/a" if value is None else f"{value:.{digits}f}"
 
 
 def _goal(value: float | None, goal: float) -> str:
@@ -441,9 +626,6 @@ def format_report(rows: list[LoweringRow]) -> str:
         The report's text.
     """
 
-    def number(value, digits=2):
-        return "n/a" if value is None else f"{value:.{digits}f}"
-
     def same(row: LoweringRow) -> str:
         words = {None: "n/a", True: "yes", False: "NO"}
         return f"{words[row.bit_identical]} / {words[row.bit_identical_unoptimized]}"
@@ -458,10 +640,10 @@ def format_report(rows: list[LoweringRow]) -> str:
              "| nodes original | nodes lowered | node ratio | original ms | lowered ms | lowered / original [per-round min-max] |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        ms = (lambda column: number(row.median_ms.get(column), 3))
+        ms = (lambda column: _decimals(row.median_ms.get(column), 3))
         lines.append(f"| {row.name} | {row.baseline} | {row.gathers_rewritten} | {'yes' if row.all_lowered else 'NO'} | "
                      f"{same(row)} | {row.nodes.get('original', 'n/a')} | {row.nodes.get('lowered', 'n/a')} | "
-                     f"{number(row.node_ratio)} | {ms('original')} | {ms('lowered')} | {ratio(row)} |")
+                     f"{_decimals(row.node_ratio)} | {ms('original')} | {ms('lowered')} | {ratio(row)} |")
     lines += ["", "Op types (Constant nodes not counted), and the form the lowering chose for each GatherMultiaxis:"]
     for row in rows:
         if row.op_counts:
@@ -481,16 +663,16 @@ def format_report(rows: list[LoweringRow]) -> str:
 
     def line(label: str, entry: dict, bound: str) -> str:
         where = f" ({entry['model']})" if entry.get("model") else ""
-        return f"  {label:<28}{number(entry['value']):>6}{where}   goal {bound} {entry['goal']}: {entry['verdict']}"
+        return f"  {label:<28}{_decimals(entry['value']):>6}{where}   goal {bound} {entry['goal']}: {entry['verdict']}"
 
     lines.append(line("time, geometric mean", figures["time geometric mean"], "<="))
     lines.append(line("time, worst model", figures["time max"], "<="))
     lines.append(line("nodes, worst model", figures["nodes max"], "<="))
     for name, entry in figures["kernels"].items():
         if entry["goal"] is None:
-            lines.append(f"  kernel {name}: {number(entry['value'])} against {entry['against']} ({entry['verdict']})")
+            lines.append(f"  kernel {name}: {_decimals(entry['value'])} against {entry['against']} ({entry['verdict']})")
         else:
-            lines.append(f"  kernel {name}: {number(entry['value'])} against {entry['against']}   goal <= "
+            lines.append(f"  kernel {name}: {_decimals(entry['value'])} against {entry['against']}   goal <= "
                          f"{entry['goal']}: {entry['verdict']}")
     lines.append(f"  every GatherMultiaxis lowered: {'yes' if figures['all lowered'] else 'NO'}; "
                  f"every lowered model bit-identical: {'yes' if figures['all bit-identical'] else 'NO'}")
@@ -512,5 +694,6 @@ def as_json(rows: list[LoweringRow]) -> dict:
             "summary": summary(rows)}
 
 
-__all__ = ["LoweringRow", "Subject", "as_json", "format_report", "kernels", "op_counts", "run", "summary",
-           "time_in_this_process"]
+__all__ = ["LoweringRow", "RuntimeRow", "Subject", "as_json", "format_report", "format_runtime_report", "kernels",
+           "op_counts", "run", "run_on_runtimes", "runtime_summary", "summary", "time_in_this_process", "time_on_runtime",
+           "write_forms"]

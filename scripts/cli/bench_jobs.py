@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from .command_check import RUNTIME_NAMES
 from .command_base import ArgGroup, CommandError, Output, non_negative_int, positive_float, positive_int
 from .option_groups import write_json, writable
 
@@ -200,6 +201,11 @@ class LoweringJob(BenchJob):
         parser.add_argument("--processes", type=positive_int, default=SUPPRESSED,
                             help="rounds of fresh processes (default 2)")
         parser.add_argument("--no-kernels", action="store_true", help="only the models given, not the kernels")
+        parser.add_argument("--runtime", action="append", choices=RUNTIME_NAMES, metavar="RUNTIME", dest="on_runtimes",
+                            help=f"time the lowered form against the original on this runtime instead (one of "
+                                 f"{', '.join(RUNTIME_NAMES)}; repeatable), both forms in each fresh process, "
+                                 "alternating")
+        parser.add_argument("--webnn", action="store_true", help="with --runtime: the `lower --target webnn` form")
 
     def chosen(self, args: argparse.Namespace) -> bool:
         return args.job == "lowering"
@@ -216,6 +222,10 @@ class LoweringJob(BenchJob):
         if not args.models and args.no_kernels:
             raise CommandError("lowering: nothing to measure (no model given, and --no-kernels)")
         output = Output(args.verbose)
+        if args.on_runtimes:
+            return self.on_runtimes(args, output)
+        if args.webnn:
+            raise CommandError("lowering: --webnn goes with --runtime")
         rows = lowering_bench.run(args.models, with_kernels=not args.no_kernels, repeats=args.repeats or 41,
                                   processes=args.processes, progress=lambda text: output.progress(0, None, text))
         output.end_progress()
@@ -228,6 +238,30 @@ class LoweringJob(BenchJob):
         failed = [row for row in rows if not row.op_counts or (
             row.all_lowered and not (row.bit_identical and row.bit_identical_unoptimized and row.processes))]
         return 1 if failed else 0
+
+    @staticmethod
+    def on_runtimes(args: argparse.Namespace, output: Output) -> int:
+        """bench lowering --runtime R...: the form against the original on each runtime (exit 1 if outputs differ)."""
+        from ..bench import end_to_end
+        from ..bench import lowering as lowering_bench
+        from ..conformance.runtimes import RuntimeUnavailable, check_available
+
+        names = list(dict.fromkeys(args.on_runtimes))
+        for name in names:
+            try:
+                check_available(name)
+            except RuntimeUnavailable as error:
+                raise CommandError(f"--runtime {name}: {error}") from None
+        rows = lowering_bench.run_on_runtimes(args.models, names, webnn=args.webnn, with_kernels=not args.no_kernels,
+                                              repeats=args.repeats or 41, processes=args.processes,
+                                              progress=lambda text: output.progress(0, None, text))
+        output.end_progress()
+        print(end_to_end.versions_line())
+        print(lowering_bench.format_runtime_report(rows))
+        if args.json:
+            write_json(args.json, {"machine": end_to_end.versions_line(), "rows": [asdict(row) for row in rows],
+                                   "summary": lowering_bench.runtime_summary(rows)}, force=args.force)
+        return 1 if any(row.same_outputs is False for row in rows) else 0
 
 
 class BuildExportsJob(BenchJob):

@@ -266,7 +266,8 @@ class CheckCommand(Command):
             options = InputOptions(parse_input_shapes(args.input_shapes or []),
                                    load_inputs(args.load_inputs) if args.load_inputs else (), args.seed)
             sources, allowed = check_sources(args)
-            finished = resumed_results(args.resume, args.mode.value, check.case_keys(sources)) if args.resume else []
+            finished = (resumed_results(args.resume, args.mode.value, check.case_keys(sources), args.runtime or "")
+                        if args.resume else [])
         except BadInput as error:
             raise CommandError(str(error)) from None
         cluster_timeout = self.cluster.reachable(args)
@@ -297,7 +298,8 @@ class CheckCommand(Command):
         report_file = ReportFile(report_path, overwrite=args.force or resume_into) if report_path else None
         if report_file is not None:
             try:
-                report_file.start(check.Report(command=list(command), mode=args.mode.value), len(sources), finished)
+                report_file.start(check.Report(command=list(command), mode=args.mode.value, runtime=args.runtime or ""),
+                                  len(sources), finished)
             except ModelFileError as error:
                 raise CommandError(str(error)) from None
 

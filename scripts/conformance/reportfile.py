@@ -2,7 +2,7 @@
 what ``--resume`` reads back.
 
 While the run goes, the file is JSON Lines: a first line ``{"run": {"mode", "command", "versions",
-"cases"}}``, then ``{"result": {...}}`` per finished case, in the order cases finish, flushed at once.
+"cases"}}`` (and ``"runtime"`` with ``--runtime``), then ``{"result": {...}}`` per finished case, in the order cases finish, flushed at once.
 When the run ends (all done, Ctrl-C or SIGTERM), the file is replaced, atomically, by the report as one
 JSON document (``check.Report.as_dict``: the format of ``--json`` before streaming, each result with its
 ``case`` key), results in the order of the cases. Only a run killed outright (SIGKILL, a power cut)
@@ -73,7 +73,8 @@ def _read(path: str | os.PathLike) -> tuple[dict, list[CheckResult]]:
     if run is None:
         raise BadInput(f"{path}: not a check --json report")
     results = _checked_results(path, entries)
-    report = Report(results, interrupted=True, mode=run["mode"], command=run["command"], versions=run["versions"])
+    report = Report(results, interrupted=True, mode=run["mode"], command=run["command"], versions=run["versions"],
+                    runtime=run.get("runtime", ""))
     return report.as_dict(), results
 
 
@@ -107,6 +108,8 @@ def _checked_run(path: str | os.PathLike, run: Any) -> dict:
             raise BadInput(f"{path}: line 1: the run has no {key!r}: not a check --json report")
         if not fits(run[key]):
             raise BadInput(f"{path}: line 1: the run's {key!r} is {_shown(run[key])}, not {what}")
+    if not isinstance(run.get("runtime", ""), str):
+        raise BadInput(f"{path}: line 1: the run's 'runtime' is {_shown(run['runtime'])}, not a string")
     return run
 
 
@@ -137,21 +140,22 @@ def _checked_results(path: str | os.PathLike, results: Any) -> list[CheckResult]
 OLD_MODE_NAMES = {"gathers": "default"}
 
 
-def resumed_results(path: str | os.PathLike, mode: str, keys: list[str]) -> list[CheckResult]:
+def resumed_results(path: str | os.PathLike, mode: str, keys: list[str], runtime: str = "") -> list[CheckResult]:
     """The finished cases of the report at ``path`` (``--resume``), checked to belong to this run: the
-    same mode, and every case among ``keys`` (``check.case_keys`` of this run's sources), once.
+    same mode and runtime, and every case among ``keys`` (``check.case_keys`` of this run's sources), once.
 
     Args:
         path: the report file (``--resume``).
         mode: this run's mode (a ``CheckMode`` value).
         keys: this run's case keys.
+        runtime: this run's ``--runtime`` ("" without it).
 
     Returns:
         The report's results, a list of ``CheckResult``.
 
     Raises:
         BadInput: the path is no regular file (a FIFO is never opened), the file cannot be read or is no
-            report, its mode differs, its results carry no case key, or a case is not in this run or
+            report, its mode or runtime differs, its results carry no case key, or a case is not in this run or
             is in the report twice.
     """
     kind = path_kind(Path(path))
@@ -167,6 +171,11 @@ def resumed_results(path: str | os.PathLike, mode: str, keys: list[str]) -> list
         raise BadInput(f"--resume {error}") from None
     if report.get("mode") != mode and OLD_MODE_NAMES.get(str(report.get("mode"))) != mode:
         raise BadInput(f"--resume {path}: that run compared in mode {report.get('mode')!r}, this one in {mode!r}")
+    if (report.get("runtime") or "") != runtime:
+        def where(name: str) -> str:
+            return f"--runtime {name}" if name else "no --runtime"
+        raise BadInput(f"--resume {path}: that run had {where(str(report.get('runtime') or ''))}, this one "
+                       f"{where(runtime)}")
     unnamed = [r.name for r in results if not r.case]
     if unnamed:
         raise BadInput(f"--resume {path}: its results carry no case key (a report from before --resume); run again")
@@ -206,7 +215,8 @@ class ReportFile:
         Raises:
             ModelFileError: the file exists (without ``overwrite``) or its folder is missing.
         """
-        head = {"run": {"mode": report.mode, "command": report.command, "versions": report.versions, "cases": cases}}
+        head = {"run": {"mode": report.mode, "command": report.command, "versions": report.versions, "cases": cases}
+                | ({"runtime": report.runtime} if report.runtime else {})}
         lines = [json.dumps(head)] + [json.dumps({"result": asdict(r)}) for r in finished]
         write_bytes_atomic(self.path, ("\n".join(lines) + "\n").encode(), overwrite=self.overwrite)
         self._stream = open(self.path, "a", encoding="utf-8")

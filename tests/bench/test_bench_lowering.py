@@ -109,3 +109,52 @@ def test_op_counts_leave_out_constants_and_name_custom_domains():
                               [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
     counts = op_counts(helper.make_model(graph))
     assert counts == {f"{DOMAIN}::{OP_TYPE}": 1, "Gather": 1}
+
+
+def runtime_param(name: str):
+    """A pytest param for runtime ``name`` that skips, saying why, when it cannot run here."""
+    from gathermultiaxis.conformance.runtimes import RuntimeUnavailable, check_available
+
+    try:
+        check_available(name)
+        reason = ""
+    except RuntimeUnavailable as error:
+        reason = str(error)
+    return pytest.param(name, marks=pytest.mark.skipif(bool(reason), reason=reason))
+
+
+@pytest.mark.parametrize("form", ["lowered", "webnn"])
+@pytest.mark.parametrize("name", [runtime_param(name) for name in ("ort", "openvino", "tract")])
+def test_runtime_mode_table(name, form, tmp_path, capsys):
+    """``bench lowering --runtime R`` on the bundled example, 3 repeats in 2 rounds of fresh processes: the
+    table's structure, outputs the same on R, ratios positive and finite (no timing asserted)."""
+    import math
+
+    report = tmp_path / "runtime.json"
+    assert main(["bench", "lowering", str(EXAMPLE_PATH), "--no-kernels", "--runtime", name, "--repeats", "3",
+                 "--processes", "2", "--json", str(report)] + (["--webnn"] if form == "webnn" else [])) == 0
+    payload = json.loads(report.read_text())
+    [row] = payload["rows"]
+    assert (row["name"], row["runtime"], row["form"], row["processes"]) == ("gathers.onnx", name, form, 2), row["notes"]
+    assert row["same_outputs"] is True and row["notes"] == [] and row["version"]
+    assert set(row["median_ms"]) == {"original", "lowered"}
+    low, high = row["spread"]
+    for value in (*row["median_ms"].values(), row["ratio"], low, high):
+        assert math.isfinite(value) and value > 0
+    assert low <= row["ratio"] <= high
+    entry = payload["summary"][name]
+    assert (entry["timed"], entry["rows"], entry["worst model"]) == (1, 1, "gathers.onnx")
+    assert entry["geometric mean"] == pytest.approx(row["ratio"]) and entry["worst"] == row["ratio"]
+    out = capsys.readouterr().out
+    assert f"| runtime | model | original ms | {form} ms | {form} / original [per-round min-max] | rounds " in out
+    assert f"| {name} | gathers.onnx | " in out and f"  {name:<9} {row['version']}: 1 of 1 timed;" in out
+
+
+def test_runtime_mode_misuse_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
+    """--webnn without --runtime, and a runtime that cannot run here, are refused before anything runs."""
+    assert main(["bench", "lowering", str(EXAMPLE_PATH), "--webnn"]) == 2
+    assert capsys.readouterr().err.strip().endswith("lowering: --webnn goes with --runtime")
+    monkeypatch.setenv("GATHERMULTIAXIS_WEB_NODE_MODULES", str(tmp_path / "nowhere"))
+    assert main(["bench", "lowering", str(EXAMPLE_PATH), "--runtime", "web"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--runtime web: the web runtime needs" in err

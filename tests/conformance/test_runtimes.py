@@ -15,6 +15,7 @@ from support import make_model
 from gathermultiaxis.cli import main
 from gathermultiaxis.conformance import check, runtimes
 from gathermultiaxis.conformance.cases import CheckCase, DataSet
+from gathermultiaxis.conformance.reportfile import ReportFile
 from gathermultiaxis.examples import EXAMPLE_PATH, example_inputs
 
 T = TensorProto
@@ -95,6 +96,33 @@ def test_cli_check_runtime_reports_the_runtime_and_its_version(tmp_path, capsys)
     assert status == 0, capsys.readouterr().out
     assert written["runtime"] == "reference" and written["versions"]["reference"] == runtimes.runtime_version("reference")
     assert written["counts"]["passed"] == 1
+
+
+def test_cli_resume_refuses_a_report_of_another_runtime(tmp_path, capsys):
+    """--resume takes a report of the same mode and runtime only: another runtime's (in either form of the
+    file, the final document or the lines of a killed run) is one line, exit 2, and the file is kept."""
+    import json
+
+    report = tmp_path / "check.json"
+    assert main(["check", str(EXAMPLE_PATH), "--lowered", "--runtime", "reference", "-j", "1", "--json", str(report)]) == 0
+    lines = tmp_path / "killed.json"  # what a run killed outright leaves: the head line carries the runtime
+    written = json.loads(report.read_text())
+    killed = ReportFile(lines, overwrite=False)
+    killed.start(check.Report(command=written["command"], mode=written["mode"], runtime="reference"), 1, [])
+    del killed  # killed outright: the head line stays, written whole by start
+    assert json.loads(lines.read_text().splitlines()[0])["run"]["runtime"] == "reference"
+    for path in (report, lines):
+        before = path.read_bytes()
+        for other, said in ((["--runtime", "ort"], "this one --runtime ort"), ([], "this one no --runtime")):
+            capsys.readouterr()
+            assert main(["check", str(EXAMPLE_PATH), "--lowered", *other, "-j", "1", "--resume", str(path)]) == 2
+            err = capsys.readouterr().err.strip()
+            assert len(err.splitlines()) == 1, err
+            assert f"--resume {path}: that run had --runtime reference, {said}" in err, err
+        assert path.read_bytes() == before
+    # the same runtime resumes: the finished case is kept, nothing is run again
+    assert main(["check", str(EXAMPLE_PATH), "--lowered", "--runtime", "reference", "-j", "1", "--resume", str(report)]) == 0
+    assert json.loads(report.read_text())["results"] == written["results"]
 
 
 @pytest.mark.parametrize("args, message", [
