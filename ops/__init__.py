@@ -19,7 +19,8 @@ _VARIANTS = ("gather_xy_nchw", "numpy_take", "numpy_take_along_axis", "onnx_gath
              "coreml_gather_along_axis", "coreml_gather_nd", "jax_gather")
 # name -> module that defines it, imported on first access (PEP 562): the variants too, so that the package
 # root, and the command line's --help, load only the kernel
-_LAZY = {"bridge_info": ".ortop", "register": ".ortop", "session_options": ".ortop", "InferenceSession": ".session",
+_LAZY = {"bridge_info": ".runtime.registration", "register": ".runtime.registration",
+         "session_options": ".runtime.registration", "InferenceSession": ".runtime.session",
          **dict.fromkeys(_VARIANTS, ".variants")}
 
 

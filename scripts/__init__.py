@@ -24,7 +24,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 # imported on first access (PEP 562), so that the kernel and --help work without onnxruntime
-_LAZY = {"session_options": ".ops.ortop", "InferenceSession": ".ops.session"}
+_LAZY = {"session_options": ".ops.runtime.registration", "InferenceSession": ".ops.runtime.session"}
 
 
 def __getattr__(name: str):

@@ -553,7 +553,7 @@ def run_sides(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, list
     """
     import onnxruntime as ort
 
-    from ..ops.session import InferenceSession
+    from ..ops.runtime.session import InferenceSession
 
     results: dict[str, list | BaseException] = {}
     providers = ["CPUExecutionProvider"]

@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection
 import numpy as np
 import onnxruntime as ort
 
-from .runtime.internals import c_cpu_device, c_ort_value, iobinding_state, session_internals
+from .internals import c_cpu_device, c_ort_value, iobinding_state, session_internals
 
 
 def _cpu_tensor(value) -> bool:

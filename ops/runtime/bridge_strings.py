@@ -16,8 +16,8 @@ import numpy as np
 import onnx
 from onnx import ModelProto, TensorProto
 
-from ..graphs.ir.walk import node_holders, subgraphs
-from .contract import DOMAIN
+from ...graphs.ir.walk import node_holders, subgraphs
+from ..contract import DOMAIN
 
 NOT_UTF8 = ("holds bytes that are not UTF-8: onnxruntime-extensions' PyOp bridge decodes every string it passes "
             "to the op as UTF-8 and ends the process when that fails")

@@ -56,14 +56,14 @@ import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 from onnx.external_data_helper import uses_external_data
 
-from ..ops.contract import DOMAIN, OP_TYPE
-from ..ops.run_ops import (FIXED_RUN_OP_TYPE, GROUP_MAX, GROUP_TYPES, NARROWING_AXES_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE,
+from ...contract import DOMAIN, OP_TYPE
+from ..run_ops import (FIXED_RUN_OP_TYPE, GROUP_MAX, GROUP_TYPES, NARROWING_AXES_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE,
                            RUN_OP_TYPE, BoundTable, axes_attribute, bound_op_type, group_attributes, group_op_type)
-from .modelfile import ExternalData, ExternalDataError, check_external_data
-from .passes import GraphScope, Visit, run_pass
-from .passes.pass_report import PassReport
-from .ir.dead_nodes import remove_dead
-from .ir.walk import (MOVING_OPS, ONNX_DOMAINS, all_names, attribute, moves_elements, names_read,
+from ....graphs.modelfile import ExternalData, ExternalDataError, check_external_data
+from ....graphs.passes import GraphScope, Visit, run_pass
+from ....graphs.passes.pass_report import PassReport
+from ....graphs.ir.dead_nodes import remove_dead
+from ....graphs.ir.walk import (MOVING_OPS, ONNX_DOMAINS, all_names, attribute, moves_elements, names_read,
                       node_holders, round_trip_cast, subgraphs)
 
 RUN_TOKEN = "gathermultiaxis::run_token"
@@ -800,7 +800,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
         return PreparedModel(model)
     lowered = 0
     if builtin_gathers:
-        from .lower import lower_single_gathers  # here: a kernel-only session loads no lowering
+        from ....graphs.lower import lower_single_gathers  # here: a kernel-only session loads no lowering
 
         try:
             with_builtins, lowering = lower_single_gathers(model, base_dir)

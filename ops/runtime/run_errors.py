@@ -22,8 +22,8 @@ import numpy as np
 import onnxruntime as ort
 
 from .bridge_strings import refuse_unsafe_string_constants, refuse_unsafe_string_feeds
-from .contract import OP_TYPE
-from .runtime.internals import session_internals
+from ..contract import OP_TYPE
+from .internals import session_internals
 from .preallocated import run_with_preallocated_fetches_checked, run_with_preallocated_outputs_checked
 
 _lock = threading.Lock()

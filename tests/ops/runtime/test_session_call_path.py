@@ -12,8 +12,8 @@ from session_cases import GOOD
 from support import gather_multiaxis_model, make_model
 
 import gathermultiaxis
-from gathermultiaxis.ops import ortop
-from gathermultiaxis.ops.session import RUN_TOKEN
+from gathermultiaxis.ops.runtime import registration as ortop
+from gathermultiaxis.ops.runtime.session import RUN_TOKEN
 
 SPINNING = "session.intra_op.allow_spinning"
 MODEL = gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64)
@@ -58,7 +58,7 @@ def test_user_config_entries_and_properties_survive_the_copy():
 
 def test_config_keys_are_ones_ort_knows():
     """Every key the copy carries is one ORT accepts (a typo would silently carry nothing)."""
-    from gathermultiaxis.ops.session import CONFIG_KEYS
+    from gathermultiaxis.ops.runtime.session import CONFIG_KEYS
 
     assert SPINNING in CONFIG_KEYS and len(set(CONFIG_KEYS)) == len(CONFIG_KEYS)
     assert all(key.count(".") >= 1 and key == key.strip() for key in CONFIG_KEYS)
@@ -113,7 +113,7 @@ def test_nothing_changes_sessions_the_package_did_not_make():
 def test_run_tokens_are_lent_and_an_error_stays_with_its_run():
     """run() feeds a token array it reuses (ORT takes an array it has seen before faster): an error is
     raised by the run that caused it and never by the next run, which holds the same token again."""
-    from gathermultiaxis.ops.run_errors import RUN_ERRORS
+    from gathermultiaxis.ops.runtime.run_errors import RUN_ERRORS
 
     sess = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
     np.testing.assert_array_equal(sess.run(None, GOOD)[0], [[2, 0], [5, 3]])
@@ -137,7 +137,7 @@ def test_fixed_axes_one_dimensional_shortcut_keeps_errors_and_strings():
     """The fixed-axes node's 1-D take shortcut (attributes parsed once per node): negative indices count from
     the end, an out-of-range index still names its position, and string data takes the general way."""
     from gathermultiaxis.graphs import rewrite_model
-    from gathermultiaxis.ops.session import prepare_model
+    from gathermultiaxis.ops.runtime.session import prepare_model
 
     value = helper.make_tensor_value_info
     for elem_type, data in ((TensorProto.INT64, np.array([5, 6, 7], np.int64)),

@@ -21,13 +21,13 @@ import onnxruntime as ort
 from onnx import ModelProto
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 
-from ..graphs import bind as bind_step
-from ..graphs.bind import BIND_FORMS, RUN_TOKEN, PreparedModel  # noqa: F401 - public here too
-from ..graphs.modelfile import ExternalDataError, external_tensors
-from . import ortop
+from . import bind as bind_step
+from .bind import BIND_FORMS, RUN_TOKEN, PreparedModel  # noqa: F401 - public here too
+from ...graphs.modelfile import ExternalDataError, external_tensors
+from . import registration as ortop
 from .bridge_strings import refuse_unsafe_string_feeds
-from .contract import DOMAIN
-from .runtime.internals import c_ort_value, session_internals, session_state, set_inputs_meta
+from ..contract import DOMAIN
+from .internals import c_ort_value, session_internals, session_state, set_inputs_meta
 from .preallocated import run_with_preallocated_fetches_checked, run_with_preallocated_outputs_checked
 from .run_errors import RUN_ERRORS
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from onnx import TensorProto
 
-from .contract import DATA_TYPES
+from ..contract import DATA_TYPES
 
 RUN_OP_TYPE = "GatherMultiaxisRun"
 FIXED_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxes"

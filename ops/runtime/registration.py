@@ -58,10 +58,10 @@ from onnx import TensorProto
 from . import extensions  # noqa: F401, I001 - first: onnxruntime_extensions without transformers/torch
 from onnxruntime_extensions import PyCustomOpDef, get_library_path, onnx_op
 
-from .runtime.internals import pyop_id, pyop_internals
-from .contract import DATA_TYPES, INDEX_TYPES, OP_TYPE, GatherIndexError, normalize_axes
-from .geometry import GatherGeometry
-from .kernel import gather_multiaxis
+from .internals import pyop_id, pyop_internals
+from ..contract import DATA_TYPES, INDEX_TYPES, OP_TYPE, GatherIndexError, normalize_axes
+from ..geometry import GatherGeometry
+from ..kernel import gather_multiaxis
 from .run_ops import (BOUND_OUTPUT_TYPES, FIXED_RUN_OP_TYPE, NARROWING_AXES_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE,
                       RUN_OP_TYPE, BoundTable,
                       bound_op_type, group_op_type, group_signatures, parse_axes, parse_group)
