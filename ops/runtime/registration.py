@@ -50,7 +50,7 @@ import functools
 import threading
 import warnings
 import weakref
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import onnxruntime as ort
@@ -59,7 +59,7 @@ from . import extensions  # noqa: F401, I001 - first: onnxruntime_extensions wit
 from onnxruntime_extensions import PyCustomOpDef, get_library_path, onnx_op
 
 from .internals import pyop_id, pyop_internals
-from ..contract import DATA_TYPES, INDEX_TYPES, OP_TYPE, GatherIndexError, normalize_axes
+from ..contract import CHECKING_MODE_VALUES, DATA_TYPES, INDEX_TYPES, OP_TYPE, GatherIndexError, Mode, normalize_axes
 from ..geometry import GatherGeometry
 from ..kernel import gather_multiaxis
 from .run_ops import (BOUND_OUTPUT_TYPES, FIXED_RUN_OP_TYPE, NARROWING_AXES_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE,
@@ -168,7 +168,15 @@ class _ArrayHandback:
         return self.array
 
 
-_state: dict[str, Any] = {"registered": False, "handback": False, "opdefs": [], "hook": False, "registered_early": None}
+class CallPath(NamedTuple):
+    """Steps of the op's call path that ``register(call_path=...)`` can switch off (``bench runtime``)."""
+
+    take_1d: bool = True  # ndarray.take for the tiny 1-D gathers of shape arithmetic
+    take_bound: bool = True  # ndarray.take for a bound table's embedding form
+
+
+_state: dict[str, Any] = {"registered": False, "handback": False, "opdefs": [], "hook": False, "registered_early": None,
+                          "call_path": CallPath()}
 _lock = threading.RLock()
 
 NUL_LIMIT = ("a string holding a NUL character cannot cross onnxruntime-extensions' PyOp bridge (it passes "
@@ -269,7 +277,7 @@ def _bound_output(indices, run_token, table) -> np.ndarray:
         RUN_ERRORS.record(int(run_token), RuntimeError(f"no bound table {table!r} (its session was released)"))
         return np.zeros((0,) * max(indices.ndim, 1), dtype=np.float32)
     take_table = bound.take_table
-    if take_table is not None and indices.ndim == bound.array.ndim - len(bound.indices_axes) and CALL_PATH["take_bound"]:
+    if take_table is not None and indices.ndim == bound.array.ndim - len(bound.indices_axes) and _state["call_path"].take_bound:
         try:  # the embedding form: refusals go the general way below, which names the index
             return _widen(take_table.take(indices, axis=0), bound.widen)
         except (IndexError, TypeError):
@@ -287,16 +295,12 @@ def _bound_output(indices, run_token, table) -> np.ndarray:
 
 # ---------------------------------------------------------------- the own invocation hook
 
-# Steps of the call path that can be switched off, for `bench --runtime`'s breakdown of what each one buys.
-CALL_PATH = {"take_1d": True, "take_bound": True}
-
-
 def _gather_call(data: np.ndarray, indices: np.ndarray, axes, mode: str) -> np.ndarray:
     """gather_multiaxis, with a shortcut for the tiny 1-D gathers of shape arithmetic (TorchScript exports
     are full of them): ``ndarray.take`` counts negatives from the end once and refuses out-of-range
     indices, as mode "error" does; any refusal goes the general way, which names the offending index."""
     if data.ndim == 1 and indices.ndim == 1 and len(axes) == 1 and axes[0] in (0, -1) and (
-            mode == "error" or mode == "error_nonempty") and CALL_PATH["take_1d"]:
+            mode in CHECKING_MODE_VALUES) and _state["call_path"].take_1d:
         try:
             return data.take(indices)
         except (IndexError, TypeError):
@@ -343,7 +347,7 @@ def _fixed_node(axes_text: str, mode: str) -> tuple[tuple[int, ...], bool]:
     node = _fixed_nodes.get((axes_text, mode))
     if node is None:
         axes = parse_axes(axes_text)
-        node = (axes, len(axes) == 1 and axes[0] in (0, -1) and (mode == "error" or mode == "error_nonempty"))
+        node = (axes, len(axes) == 1 and axes[0] in (0, -1) and mode in CHECKING_MODE_VALUES)
         if len(_fixed_nodes) < 4096:  # bounded: the attribute strings come from the models' nodes
             _fixed_nodes[(axes_text, mode)] = node
     return node
@@ -353,7 +357,7 @@ def _hook_fixed(k_id, feed, attributes):
     input, indices, token = feed
     mode = attributes["mode"]
     axes, take_1d = _fixed_node(attributes["axes"], mode)
-    if take_1d and input.ndim == 1 and indices.ndim == 1 and input.dtype != object and CALL_PATH["take_1d"]:
+    if take_1d and input.ndim == 1 and indices.ndim == 1 and input.dtype != object and _state["call_path"].take_1d:
         # the shape arithmetic of TorchScript exports: see _gather_call; a refusal goes the general way.
         # Indexing by a 1-D integer array is ndarray.take's semantics (negatives once, out of range
         # refused) and ~0.15 us faster on these tiny arrays.
@@ -468,7 +472,7 @@ def _handback_works(opdef) -> bool:
     feed = [probe_input, np.array([[2, 0]], dtype=np.int64), np.array([1], dtype=np.int64)]
     _state["handback"] = True
     try:
-        result = _generic_invoker(pyop_id(opdef), feed, {"mode": "error"})
+        result = _generic_invoker(pyop_id(opdef), feed, {"mode": Mode.ERROR.value})
         payload = result[2]
         return (isinstance(payload, np.ndarray) and tuple(result[1]) == (2, 2)
                 and np.array_equal(payload, np.array([[2, 0], [5, 3]], dtype=np.float32)))
@@ -504,7 +508,7 @@ def library_registered_in_process() -> bool | None:
     return probe() == int(ort.__version__.split(".")[1])
 
 
-def register(handback: bool | None = None, hook: bool | None = None) -> None:
+def register(handback: bool | None = None, hook: bool | None = None, call_path: CallPath | None = None) -> None:
     """Define every GatherMultiaxis op type with the PyOp bridge: plain, Run, RunFixedAxes, Bound and
     BoundGroup, for every (data type, index type) pair, and install the package's invocation hook.
 
@@ -516,6 +520,7 @@ def register(handback: bool | None = None, hook: bool | None = None) -> None:
         handback: False: the bridge's list output path; True or None: the array handback when the bridge
             passes the self-test (it is never used otherwise).
         hook: False: onnxruntime-extensions' generic invoker; True or None: the package's own hook.
+        call_path: the call-path steps to use from now on (None: every step, ``CallPath()``).
 
     Returns:
         None.
@@ -552,10 +557,16 @@ def register(handback: bool | None = None, hook: bool | None = None) -> None:
             _state["handback_supported"] = _handback_works(_state["opdefs"][0])
         _state["handback"] = _state["handback_supported"] if handback is None else (
             handback and _state["handback_supported"])
+        _state["call_path"] = CallPath() if call_path is None else call_path
         use_hook = hook is None or hook
         if use_hook != _state["hook"]:
             pyop_internals().install_hook(_invoke if use_hook else _generic_invoker)
             _state["hook"] = use_hook
+
+
+def active_call_path() -> CallPath:
+    """The call-path steps the last ``register`` call chose."""
+    return _state["call_path"]
 
 
 def bridge_info() -> dict:

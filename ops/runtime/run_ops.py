@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from onnx import TensorProto
 
-from ..contract import DATA_TYPES
+from ..contract import CHECKING_MODE_VALUES, DATA_TYPES, DOMAIN, OP_TYPE, Mode
 
 RUN_OP_TYPE = "GatherMultiaxisRun"
 FIXED_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxes"
@@ -127,6 +127,11 @@ def axes_attribute(axes) -> str:
     return ",".join(str(int(axis)) for axis in axes)
 
 
+def is_bridge_node(node) -> bool:
+    """Whether ``node`` is one of the session's GatherMultiaxis op types (each crosses the PyOp bridge)."""
+    return node.domain == DOMAIN and node.op_type.startswith(OP_TYPE)
+
+
 @dataclass(frozen=True)
 class BoundTable:
     """A constant data operand handed to the kernel once, with everything else its node needs (set at
@@ -139,7 +144,7 @@ class BoundTable:
     array: np.ndarray
     widen: str | None = None
     axes: tuple[int, ...] = (0,)
-    mode: str = "error"
+    mode: str = Mode.ERROR.value
     indices_axes: tuple[int, ...] = ()
     take_table: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -148,7 +153,7 @@ class BoundTable:
         # indices' size-1 dimensions after it): the gather is ndarray.take of the raw indices along the
         # table's first real dimension, with no plan to look up.
         rank = self.array.ndim
-        if (len(self.axes) == 1 and self.mode in ("error", "error_nonempty") and -rank <= self.axes[0] < rank
+        if (len(self.axes) == 1 and getattr(self.mode, "value", self.mode) in CHECKING_MODE_VALUES and -rank <= self.axes[0] < rank
                 and self.array.dtype != object):
             axis = self.axes[0] % rank
             if all(size == 1 for size in self.array.shape[:axis]) and self.indices_axes == tuple(range(axis + 1, rank)):
@@ -176,4 +181,4 @@ class BoundTable:
 
 __all__ = ["BOUND_OP_PREFIX", "BOUND_OUTPUT_TYPES", "FIXED_RUN_OP_TYPE", "GROUP_MAX", "GROUP_OP_PREFIX", "GROUP_TYPES",
            "NARROWING_AXES_RUN_OP_TYPE", "NARROWING_RUN_OP_TYPE", "RUN_OP_TYPE", "BoundTable", "axes_attribute", "bound_op_type", "group_attributes",
-           "group_op_type", "group_signatures", "parse_axes", "parse_group"]
+           "group_op_type", "group_signatures", "is_bridge_node", "parse_axes", "parse_group"]

@@ -22,7 +22,7 @@ from onnx import ModelProto
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 
 from . import bind as bind_step
-from .bind import BIND_FORMS, RUN_TOKEN, PreparedModel  # noqa: F401 - public here too
+from .bind import RUN_TOKEN, BindOptions, PreparedModel  # noqa: F401 - public here too
 from ...graphs.modelfile import ExternalDataError, external_tensors
 from . import registration as ortop
 from .bridge_strings import refuse_unsafe_string_feeds
@@ -60,7 +60,7 @@ def evaluate_constants(model: ModelProto, base_dir: str | None) -> list[np.ndarr
 
 
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True,
-                  builtin_gathers: bool = False) -> PreparedModel:
+                  builtin_gathers: bool = False, options: BindOptions = BindOptions()) -> PreparedModel:
     """The bind step (``graphs.bind.prepare_model``) for the installed PyOp bridge: float16 outputs where it
     hands arrays back, tables computed from constants computed by ORT (``evaluate_constants``).
 
@@ -69,12 +69,14 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
         base_dir: the folder of the model file (for its external data), or None.
         bind: False skips binding tables (the model is still prepared for the session).
         builtin_gathers: run the nodes one standard gather computes as that gather (see the session).
+        options: the bind step's node forms (default: all of them).
 
     Returns:
         The ``PreparedModel`` from ``graphs.bind.prepare_model``.
     """
     return bind_step.prepare_model(model, base_dir, bind, float16_outputs=ortop.bridge_info()["handback_supported"],
-                                   evaluate=evaluate_constants, builtin_gathers=builtin_gathers)
+                                   evaluate=evaluate_constants, builtin_gathers=builtin_gathers,
+                                   options=options)
 
 
 def _load(path_or_bytes) -> tuple[ModelProto, str | None]:
@@ -246,7 +248,7 @@ def _result_or_run_error(token: int, call):
 class InferenceSession(ort.InferenceSession):
     """``onnxruntime.InferenceSession`` for models holding GatherMultiaxis nodes (see the module docstring).
 
-    Same arguments as ORT's (``path_or_bytes`` may also be a ``ModelProto``), and two of its own:
+    Same arguments as ORT's (``path_or_bytes`` may also be a ``ModelProto``), and three of its own:
 
     * ``run_builtin_gathers`` (default True): a node that one standard ONNX gather computes exactly (a
       rewritten Gather, GatherElements or GatherND, and most nodes from other frameworks' gathers) runs
@@ -257,6 +259,7 @@ class InferenceSession(ort.InferenceSession):
       the nodes no single gather computes run on the GatherMultiaxis kernel. False: every node runs
       on the kernel (its errors, its bound tables).
     * ``bind_constants=False`` keeps every data operand of the kernel's nodes on the bridge.
+    * ``bind_options`` (keyword): the bind step's node forms, a ``BindOptions`` (None: all of them).
 
     The session runs on its own copy of ``sess_options`` (see ``own_options``).
     """
@@ -268,7 +271,8 @@ class InferenceSession(ort.InferenceSession):
                  sess_options: ort.SessionOptions | None = None,
                  providers: Sequence[str | tuple[str, dict[Any, Any]]] | None = None,
                  provider_options: Sequence[dict[Any, Any]] | None = None, bind_constants: bool = True,
-                 run_builtin_gathers: bool = True, **kwargs: Any) -> None:
+                 run_builtin_gathers: bool = True, *, bind_options: BindOptions | None = None,
+                 **kwargs: Any) -> None:
         if isinstance(path_or_bytes, (str, os.PathLike)) and os.fspath(path_or_bytes).endswith(".ort"):
             raise ValueError("ORT format models are not supported: pass the ONNX model")
         if sess_options is not None:
@@ -276,7 +280,8 @@ class InferenceSession(ort.InferenceSession):
         model, model_folder = _load(path_or_bytes)
         folder = _external_data_folder(model_folder, sess_options)
         try:
-            prepared = prepare_model(model, folder, bind=bind_constants, builtin_gathers=run_builtin_gathers)
+            prepared = prepare_model(model, folder, bind=bind_constants, builtin_gathers=run_builtin_gathers,
+                                     options=BindOptions() if bind_options is None else bind_options)
         except ExternalDataError as error:  # ORT's exception type for the same refusal
             raise Fail(f"cannot load the model: {error}") from error
         self._gathermultiaxis_token_name = prepared.token if prepared.tokened else None

@@ -45,26 +45,26 @@ self-contained):
 from __future__ import annotations
 
 import itertools
-import os
-import stat
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, cast
+from typing import Callable, ClassVar, NamedTuple, cast
 
 import numpy as np
 import onnx
-from onnx import ModelProto, TensorProto, helper, numpy_helper
+from onnx import ModelProto, TensorProto, helper
 from onnx.external_data_helper import uses_external_data
 
-from ...contract import DOMAIN, OP_TYPE
+from ...contract import DOMAIN, OP_TYPE, is_gather_multiaxis
 from ..run_ops import (FIXED_RUN_OP_TYPE, GROUP_MAX, GROUP_TYPES, NARROWING_AXES_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE,
-                           RUN_OP_TYPE, BoundTable, axes_attribute, bound_op_type, group_attributes, group_op_type)
-from ....graphs.modelfile import ExternalData, ExternalDataError, check_external_data
+                       RUN_OP_TYPE, BoundTable, axes_attribute, bound_op_type, group_attributes, group_op_type,
+                       is_bridge_node)
+from ....graphs.modelfile import ExternalDataError
 from ....graphs.passes import GraphScope, Visit, run_pass
 from ....graphs.passes.pass_report import PassReport
 from ....graphs.ir.dead_nodes import remove_dead
-from ....graphs.ir.walk import (MOVING_OPS, ONNX_DOMAINS, all_names, attribute, moves_elements, names_read,
-                      node_holders, round_trip_cast, subgraphs)
+from ....graphs.ir.tensors import read_tensor
+from ....graphs.ir.walk import (MOVING_OPS, ONNX_DOMAINS, all_names, any_node, attribute, moves_elements,
+                               names_read, node_holders, round_trip_cast, subgraphs)
 
 RUN_TOKEN = "gathermultiaxis::run_token"
 _session_numbers = itertools.count(1)  # bound tables are keyed "session<n>/<node number>"
@@ -90,60 +90,21 @@ class PreparedModel:
 # ---------------------------------------------------------------- constant operands
 
 def _tensor_array(tensor: TensorProto, base_dir: str | None) -> tuple[np.ndarray, str | None] | None:
-    """A tensor's values without an extra copy where possible, and the 16-bit float format of its
-    raw values (float16/bfloat16 are kept raw: float16 as numpy float16, bfloat16 as uint16 bits)."""
-    widen = _WIDENED.get(tensor.data_type)
-    if uses_external_data(tensor):
-        if base_dir is None:
-            return None
-        dtype = (np.dtype(np.uint16) if tensor.data_type == TensorProto.BFLOAT16
-                 else helper.tensor_dtype_to_np_dtype(tensor.data_type))
-        if dtype == object:
-            return None
-        return _mapped(tensor.name, check_external_data(tensor, base_dir), dtype, tuple(tensor.dims)), widen
-    if tensor.data_type == TensorProto.STRING:
-        decoded = []
-        for value in tensor.string_data:
-            try:  # like ORT: undecodable bytes stay bytes, and fail as builtin does when returned
-                decoded.append(value.decode("utf-8"))
-            except UnicodeDecodeError:
-                decoded.append(value)
-        array = np.empty(len(decoded), dtype=object)
-        array[:] = decoded
-        return array.reshape(tuple(tensor.dims)), None
-    if tensor.data_type == TensorProto.BFLOAT16:
-        if tensor.HasField("raw_data"):
-            return np.frombuffer(tensor.raw_data, dtype=np.uint16).reshape(tuple(tensor.dims)), widen
-        return np.asarray(tensor.int32_data, dtype=np.uint32).astype(np.uint16).reshape(tuple(tensor.dims)), widen
-    if tensor.HasField("raw_data") and tensor.data_type != TensorProto.BOOL:
-        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).newbyteorder("<")
-        array = np.frombuffer(tensor.raw_data, dtype=dtype).reshape(tuple(tensor.dims))  # one copy: the bytes
-        return array.astype(array.dtype.newbyteorder("=")) if not array.dtype.isnative else array, widen
-    return numpy_helper.to_array(tensor), widen
+    """A tensor's values without an extra copy where possible, and the 16-bit float format of its raw values
+    (None: not bound, external data with no folder or of strings)."""
+    if uses_external_data(tensor) and (base_dir is None or tensor.data_type == TensorProto.STRING):
+        return None
+    return (read_tensor(tensor, base_dir, mmap=True, raw_16bit=True, lenient_strings=True),
+            _WIDENED.get(tensor.data_type))
 
 
-def _mapped(name: str, where: ExternalData, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-    """The external bytes of tensor ``name`` (checked by ``check_external_data``) as a read-only
-    memory-mapped array. The file is opened without blocking and checked again once open: it may have
-    been replaced (by a FIFO, say) since it was checked."""
-    if where.size == 0:
-        return np.zeros(shape, dtype)
-    descriptor = os.open(where.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    with open(descriptor, "rb") as file:
-        status = os.fstat(file.fileno())
-        if not stat.S_ISREG(status.st_mode) or where.offset + where.size > status.st_size:
-            raise ExternalDataError(f"external data file of {name!r} changed while the model was loaded")
-        return np.memmap(file, dtype=dtype, mode="r", offset=where.offset, shape=shape)
+class BindOptions(NamedTuple):
+    """Node forms of the bind step, each on by default (``bench runtime`` switches them off one at a time)."""
 
-
-def _is_gather(node: onnx.NodeProto) -> bool:
-    return node.op_type == OP_TYPE and node.domain == DOMAIN
-
-
-# Node forms of the bind step that can be switched off, for `bench --runtime`'s breakdown of what each buys:
-# constant axes as an attribute, the indices' alignment Unsqueeze absorbed into bound nodes, float16 outputs,
-# bound gathers sharing their indices in one call.
-BIND_FORMS = {"fixed_axes": True, "absorb_alignment": True, "float16_output": True, "group_shared_indices": True}
+    fixed_axes: bool = True  # constant axes as an attribute
+    absorb_alignment: bool = True  # the indices' alignment Unsqueeze absorbed into bound nodes
+    float16_output: bool = True  # float16 outputs instead of widened float32
+    group_shared_indices: bool = True  # bound gathers sharing their indices in one call
 
 
 # ---------------------------------------------------------------- resolving through Unsqueeze and Cast
@@ -453,6 +414,7 @@ class BindPass:
     base_dir: str | None
     bind: bool
     float16_outputs: bool
+    options: BindOptions = BindOptions()
     report: BindReport = field(default_factory=BindReport)
     prepared: PreparedModel | None = None
     chain: list = field(default_factory=list)          # the nodes passed through to bound operands
@@ -470,7 +432,7 @@ class BindPass:
     @property
     def narrow_float16(self) -> bool:
         """Whether the op may return float16 and the ``float16_output`` bind form is on."""
-        return self.float16_outputs and BIND_FORMS["float16_output"]
+        return self.float16_outputs and self.options.float16_output
 
     def targets(self, node: onnx.NodeProto) -> bool:
         """Whether the pass visits ``node``.
@@ -481,7 +443,7 @@ class BindPass:
         Returns:
             True for a GatherMultiaxis node.
         """
-        return _is_gather(node)
+        return is_gather_multiaxis(node)
 
     def begin(self, model: ModelProto, light: None) -> None:
         """Makes the PreparedModel the visits fill in.
@@ -494,7 +456,7 @@ class BindPass:
             ValueError: a model-local function holding GatherMultiaxis could not be inlined.
         """
         if self.report.outcomes:  # the driver could not inline a function holding GatherMultiaxis
-            holding = sorted(f.name for f in model.functions if any(_is_gather(n) for n in f.node))
+            holding = sorted(f.name for f in model.functions if any(is_gather_multiaxis(n) for n in f.node))
             raise ValueError(f"{OP_TYPE} inside model-local functions {holding}: {self.report.outcomes[0].reason}")
         self.prepared = PreparedModel(model)
 
@@ -562,7 +524,7 @@ class BindPass:
             raise Deferred
 
         for node in scope.own_nodes():
-            if not (_is_gather(node) and attribute(node, "mode") is not None and len(node.input) > 2
+            if not (is_gather_multiaxis(node) and attribute(node, "mode") is not None and len(node.input) > 2
                     and _fixed_axes(scope, node.input[2]) is not None):
                 continue
             try:
@@ -633,7 +595,7 @@ class BindPass:
             self.crosses_bridge = True
             found = (_float16_cast_after(scope, node.output[0])
                      if scope.main and self.narrow_float16 and _widened_float16(scope, node.input[0]) else None)
-            if axes is None or not BIND_FORMS["fixed_axes"]:
+            if axes is None or not self.options.fixed_axes:
                 removes: list[onnx.NodeProto] = []
                 node.op_type = RUN_OP_TYPE
                 if found is not None and len(node.input) == 3:  # float16 data, widened: back to float16 in the op
@@ -655,7 +617,7 @@ class BindPass:
         array, widen = bound
         indices_axes: tuple[int, ...]
         indices, indices_axes = node.input[1], ()
-        unsqueezed = _unsqueezed(scope, indices) if BIND_FORMS["absorb_alignment"] else None
+        unsqueezed = _unsqueezed(scope, indices) if self.options.absorb_alignment else None
         if unsqueezed is not None:  # the alignment Unsqueeze of the indices: a free view in the kernel
             indices, indices_axes = unsqueezed
             self.chain.append(scope.producers[node.input[1]])
@@ -677,7 +639,7 @@ class BindPass:
 
 
 def _holds_gather(model: ModelProto) -> bool:
-    return any(_is_gather(node) for holder in node_holders(model) for node in holder.node)
+    return any_node(model, is_gather_multiaxis)
 
 
 _GROUPED_TYPES = {bound_op_type(elem_type): elem_type for elem_type in GROUP_TYPES}
@@ -741,8 +703,7 @@ def _copy_scan_body_outputs(model: ModelProto) -> int:
             if node.op_type != "Scan" or node.domain not in ONNX_DOMAINS:
                 continue
             body = attribute(node, "body")
-            written = {name for inner in body.node if inner.domain == DOMAIN and inner.op_type.startswith(OP_TYPE)
-                       for name in inner.output}
+            written = {name for inner in body.node if is_bridge_node(inner) for name in inner.output}
             for output in body.output:
                 dims = output.type.tensor_type.shape.dim
                 if output.name not in written or not output.type.tensor_type.HasField("shape") or not dims:
@@ -767,12 +728,12 @@ def bridge_crossings(model: ModelProto) -> int:
     Returns:
         The number of such nodes.
     """
-    return sum(node.domain == DOMAIN and node.op_type.startswith(OP_TYPE)
-               for holder in node_holders(model) for node in holder.node)
+    return sum(is_bridge_node(node) for holder in node_holders(model) for node in holder.node)
 
 
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True, *,
-                  float16_outputs: bool, evaluate=None, builtin_gathers: bool = False) -> PreparedModel:
+                  float16_outputs: bool, evaluate=None, builtin_gathers: bool = False,
+                  options: BindOptions = BindOptions()) -> PreparedModel:
     """Turn ``model`` (changed in place: pass a copy) into what the session runs: see the module docstring.
     ``base_dir``: the folder external data is relative to (None: tables in external data are not bound).
     ``float16_outputs``: whether the op may return float16 (the installed PyOp bridge hands arrays back:
@@ -789,6 +750,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
         evaluate: ``evaluate(model, base_dir)`` giving a small model's outputs as arrays, or None.
         builtin_gathers: first turn every node that one standard gather computes into that gather
             (``graphs.lower.lower_single_gathers``), so that only the others cross the bridge.
+        options: the node forms to use (default: all of them).
 
     Returns:
         The PreparedModel (holding the model unchanged when it has no GatherMultiaxis node).
@@ -814,7 +776,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
             model, lowered = with_builtins, lowering.lowered
             if not _holds_gather(model):
                 return PreparedModel(model, builtin_gathers=lowered)
-    binding = BindPass(base_dir, bind, float16_outputs, evaluate=evaluate)
+    binding = BindPass(base_dir, bind, float16_outputs, options, evaluate=evaluate)
     model = run_pass(model, binding)
     prepared = binding.prepared
     assert prepared is not None  # made by binding.begin(), which run_pass calls
@@ -830,7 +792,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
         # graph, and only the nodes passed through, not whatever else fed them)
         constants = [node for node in model.graph.node if node.op_type == "Constant" and node.domain == ""]
         remove_dead(model.graph, binding.chain + constants)
-        if BIND_FORMS["group_shared_indices"]:
+        if options.group_shared_indices:
             _group_shared_indices(model.graph)
     _drop_unread_constants(model, binding.freed_axes)
     _copy_scan_body_outputs(model)
@@ -845,5 +807,5 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
     return prepared
 
 
-__all__ = ["BIND_FORMS", "COMPUTED_OPS", "RUN_TOKEN", "VIEW_OPS", "BindPass", "BindReport", "BoundNode", "PreparedModel",
+__all__ = ["BindOptions", "COMPUTED_OPS", "RUN_TOKEN", "VIEW_OPS", "BindPass", "BindReport", "BoundNode", "PreparedModel",
            "bridge_crossings", "prepare_model"]
