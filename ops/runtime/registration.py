@@ -1,47 +1,11 @@
 """GatherMultiaxis as an ONNX Runtime custom operator, through onnxruntime-extensions' PyOp bridge.
 
-The node model files carry is ``GatherMultiaxis`` as ``ops.contract`` states it (signature, modes,
-errors, shape rule). More op types exist only inside the in-memory model of a ``gathermultiaxis.InferenceSession``
-(``ops/session.py``), never in a file (their names and attribute forms: ``ops/run_ops.py``)::
-
-    output = GatherMultiaxisRun(input, indices, axes, run_token, mode)       # data through the bridge
-    output = GatherMultiaxisRunFixedAxes(input, indices, run_token, mode, axes)  # the same, constant axes
-    output = GatherMultiaxisRunFixedAxesToFloat16(input, indices, run_token, mode, axes)  # float -> float16
-    output = GatherMultiaxisRunToFloat16(input, indices, axes, run_token, mode)  # float -> float16, axes an input
-    output = GatherMultiaxisBound<Type>(indices, run_token, table)             # data bound once (the session's)
-    outputs... = GatherMultiaxisBoundGroup<Types>(indices, run_token, tables, slots)  # bound tables, shared indices
-
-``run_token`` is an int64 scalar the session feeds on every run: an error is recorded under it and the
-session's run wrapper raises it, so each error belongs to the run that caused it in every run API and
-execution mode. ``axes`` as an attribute is a comma-separated string (the bridge hands every attribute
-over as a string); a bound node's ``table`` attribute names a ``BoundTable`` that holds the table and
-everything else the call needs (axes, mode, the indices' alignment, the output type), set once at bind
-time.
-
-Calls arrive through the package's own invocation hook (``PyCustomOpDef.install_hooker``, installed by
-``register``): it answers the op types defined here directly and hands every other PyOp id to
-onnxruntime-extensions' own invoker, unchanged. Without it (another hook installed later) the op bodies
-still work through the generic invoker, only slower.
-
-Properties of the bridge (onnxruntime-extensions 0.15, ORT 1.31) that shape this module:
-
-* Any C++ exception leaving a PyOp (a Python exception included) ends the process with
-  ``std::terminate``. So the op never raises: it records the error and returns an output of the
-  right shape and type (zeros; the shape is known for index errors) so that nothing downstream
-  (Squeeze, Scan outputs, pre-allocated IOBinding outputs) aborts on a placeholder.
-* Errors are routed to their run by ``ops.run_errors`` (by run token for the session's own op types;
-  through a per-thread channel and run wrappers for plain nodes in sessions built with
-  ``session_options()``, which cannot attribute errors under ``ExecutionMode.ORT_PARALLEL`` or
-  ``run_async``: see the README).
-* float16 outputs cross the bridge (one ``memcpy``, itemsize 2); float16 *inputs* and bfloat16 in
-  either direction do not.
-* The default return path converts every output to a Python list (6x slower on large outputs). The
-  bridge copies any array with ``memcpy``, so the op hands back the C-contiguous array itself, wrapped
-  so that the bridge's ``rv.flatten().tolist()`` yields it. A self-test against the installed bridge
-  decides at registration whether that works; otherwise outputs go the list path, uint64 as int64 bits
-  (a list of Python ints above 2**63 would come back through float64).
-* Strings cross the bridge as C strings in both directions: a NUL character ends them. The op refuses
-  to return a string holding NUL (a clear error instead of a truncated value).
+Files carry ``GatherMultiaxis`` (``ops.contract``); the session's in-memory model also uses the op types of
+``run_ops`` (run token, fixed axes, float16 output, bound tables, bound groups). The package's own invocation
+hook answers these op types and hands every other PyOp to onnxruntime-extensions' invoker. Any exception
+leaving a PyOp ends the process, so the op never raises: it records the error (``run_errors``, by run token)
+and returns a placeholder of the right shape and type. Outputs are handed back as arrays when the installed
+bridge passes a self-test (else as lists); strings holding NUL are refused (the bridge cuts them).
 """
 
 from __future__ import annotations
@@ -94,35 +58,17 @@ _bound_index: "weakref.WeakValueDictionary[str, BoundTable]" = weakref.WeakValue
 
 def publish_bound_tables(tables: dict[str, BoundTable]) -> None:
     """Let the op find ``tables`` (held by the session that bound them) by their keys, for as long as
-    that session holds them.
-
-    Args:
-        tables: the session's bound tables, keyed by the ``table`` attribute their nodes carry.
-
-    Returns:
-        None.
-    """
+    that session holds them."""
     _bound_index.update(tables)
 
 
 def bound_table(key: str) -> BoundTable | None:
-    """The table a bound node's ``table`` attribute names, or None once its session is gone.
-
-    Args:
-        key: the value of the bound node's ``table`` attribute.
-
-    Returns:
-        The ``BoundTable``, or None when no live session holds it.
-    """
+    """The table a bound node's ``table`` attribute names, or None once its session is gone."""
     return _bound_index.get(key)
 
 
 def bound_table_keys() -> frozenset[str]:
-    """The keys of every table a live session holds (for tests and diagnostics).
-
-    Returns:
-        A frozenset of the keys.
-    """
+    """The keys of every table a live session holds (for tests and diagnostics)."""
     return frozenset(_bound_index.keys())
 
 
@@ -152,19 +98,11 @@ class _ArrayHandback:
         self.shape = array.shape
 
     def flatten(self):
-        """The handback itself (the bridge calls ``rv.flatten().tolist()``).
-
-        Returns:
-            This object.
-        """
+        """The handback itself (the bridge calls ``rv.flatten().tolist()``)."""
         return self
 
     def tolist(self):
-        """The wrapped array, which the bridge's C++ side copies in one memcpy.
-
-        Returns:
-            The wrapped ``np.ndarray``.
-        """
+        """The wrapped array, which the bridge's C++ side copies in one memcpy."""
         return self.array
 
 
@@ -493,11 +431,7 @@ EARLY_REGISTRATION = (
 def library_registered_in_process() -> bool | None:
     """Whether onnxruntime-extensions' RegisterCustomOps has run in this process (None: cannot tell). Its
     exported GetActiveOrtAPIVersion answers its default (an old ORT minor version) until the first
-    registration caches the registering ORT's own minor version.
-
-    Returns:
-        True or False, or None when the library has no ``GetActiveOrtAPIVersion`` probe.
-    """
+    registration caches the registering ORT's own minor version."""
     import ctypes
 
     try:
@@ -590,14 +524,7 @@ def count_crossings(call):
     """``call()``'s result and how many times the bridge handed a call to Python meanwhile (a PyOp call:
     the package's op types and any other), for benchmarks (``bench end-to-end``'s crossings per run). The
     counting hook stands in for the installed one during ``call()``: nothing else in the process should run
-    PyOps meanwhile, or their calls are counted too.
-
-    Args:
-        call: a callable taking no arguments.
-
-    Returns:
-        A tuple ``(call's result, number of PyOp calls)``.
-    """
+    PyOps meanwhile, or their calls are counted too."""
     with _lock:
         register()
         installed = _invoke if _state["hook"] else _generic_invoker
@@ -619,26 +546,12 @@ _registered_options: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()
 
 
 def registered_by_us(options: ort.SessionOptions) -> bool:
-    """Whether ``register_library`` registered the extensions library on these options.
-
-    Args:
-        options: an ``onnxruntime.SessionOptions``.
-
-    Returns:
-        True when it did (and the options are still alive), else False.
-    """
+    """Whether ``register_library`` registered the extensions library on these options."""
     return options in _registered_options
 
 
 def register_library(options: ort.SessionOptions) -> ort.SessionOptions:
-    """Register the extensions library (with every GatherMultiaxis op type) on ``options`` once.
-
-    Args:
-        options: the ``onnxruntime.SessionOptions`` to register the library on.
-
-    Returns:
-        The same ``options``.
-    """
+    """Register the extensions library (with every GatherMultiaxis op type) on ``options`` once."""
     with _lock:
         if not _state["registered"]:
             register()
@@ -649,15 +562,7 @@ def register_library(options: ort.SessionOptions) -> ort.SessionOptions:
 
 
 def config_entry(options: ort.SessionOptions, key: str) -> str | None:
-    """A session config entry of ``options``, or None when it is not set (ORT raises for those).
-
-    Args:
-        options: the ``onnxruntime.SessionOptions`` to read.
-        key: the session config key.
-
-    Returns:
-        The entry's string value, or None.
-    """
+    """A session config entry of ``options``, or None when it is not set (ORT raises for those)."""
     try:
         return options.get_session_config_entry(key)
     except RuntimeError:

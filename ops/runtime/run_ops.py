@@ -38,36 +38,18 @@ GROUP_MAX = 4
 
 def bound_op_type(elem_type: int) -> str:
     """The op type of a bound gather whose output has ONNX type ``elem_type``, e.g. GatherMultiaxisBoundFloat.
-    (One op type per output type: a bound node has no data input from which ORT could pick the type.)
-
-    Args:
-        elem_type: the output's ONNX element type (a ``TensorProto`` data type).
-
-    Returns:
-        The op type name.
-    """
+    (One op type per output type: a bound node has no data input from which ORT could pick the type.)"""
     return BOUND_OP_PREFIX + TensorProto.DataType.Name(elem_type).capitalize()
 
 
 def group_op_type(elem_types) -> str:
     """The op type of a group whose outputs have ONNX types ``elem_types`` (sorted as GROUP_TYPES),
-    e.g. GatherMultiaxisBoundGroupFloatInt64Int64Int64.
-
-    Args:
-        elem_types: the ONNX element types of the outputs, in order.
-
-    Returns:
-        The op type name.
-    """
+    e.g. GatherMultiaxisBoundGroupFloatInt64Int64Int64."""
     return GROUP_OP_PREFIX + "".join(TensorProto.DataType.Name(t).capitalize() for t in elem_types)
 
 
 def group_signatures() -> list[tuple[int, ...]]:
-    """The output types of every group op type: each sorted choice of 2 to GROUP_MAX of GROUP_TYPES.
-
-    Returns:
-        A list of tuples of ONNX element types.
-    """
+    """The output types of every group op type: each sorted choice of 2 to GROUP_MAX of GROUP_TYPES."""
     return [types for size in range(2, GROUP_MAX + 1)
             for types in itertools.combinations_with_replacement(GROUP_TYPES, size)]
 
@@ -75,55 +57,25 @@ def group_signatures() -> list[tuple[int, ...]]:
 def group_attributes(tables: list[str], slots: list[int]) -> dict[str, str]:
     """The attributes of a group node gathering bound ``tables`` in that order (the graph order of the
     nodes it replaces, so that the first error is the one the ungrouped run would raise first), table i
-    into output ``slots[i]``.
-
-    Args:
-        tables: the bound table keys, in gather order.
-        slots: the output index of each table.
-
-    Returns:
-        A dict with the string attributes ``tables`` and ``slots`` (comma-separated).
-    """
+    into output ``slots[i]``."""
     return {"tables": ",".join(tables), "slots": ",".join(str(slot) for slot in slots)}
 
 
 @functools.lru_cache(maxsize=256)
 def parse_group(tables: str, slots: str) -> tuple[tuple[str, int], ...]:
-    """The (table key, output slot) pairs of a group node's attributes, in the order they are gathered.
-
-    Args:
-        tables: the node's ``tables`` attribute (comma-separated keys).
-        slots: the node's ``slots`` attribute (comma-separated ints).
-
-    Returns:
-        A tuple of ``(table key, output slot)`` pairs.
-    """
+    """The (table key, output slot) pairs of a group node's attributes, in the order they are gathered."""
     return tuple(zip(tables.split(","), (int(slot) for slot in slots.split(","))))
 
 
 @functools.lru_cache(maxsize=256)
 def parse_axes(text: str) -> tuple[int, ...]:
-    """The ``axes`` attribute of a GatherMultiaxisRunFixedAxes node ("0,2"; "" for none), as ints.
-
-    Args:
-        text: the attribute's string.
-
-    Returns:
-        The axes, a tuple of ints.
-    """
+    """The ``axes`` attribute of a GatherMultiaxisRunFixedAxes node ("0,2"; "" for none), as ints."""
     return tuple(int(part) for part in text.split(",")) if text else ()
 
 
 def axes_attribute(axes) -> str:
     """``axes`` as the ``axes`` attribute of a GatherMultiaxisRunFixedAxes node (the bridge hands every
-    attribute over as a string).
-
-    Args:
-        axes: the axes, a sequence of ints.
-
-    Returns:
-        The comma-separated string ("" for no axes).
-    """
+    attribute over as a string)."""
     return ",".join(str(int(axis)) for axis in axes)
 
 
@@ -160,22 +112,11 @@ class BoundTable:
                 object.__setattr__(self, "take_table", self.array.reshape(self.array.shape[axis:]))
 
     def output_dtype(self) -> np.dtype:
-        """The dtype of the node's output.
-
-        Returns:
-            float32 when ``widen`` is set, else ``array``'s dtype.
-        """
+        """The dtype of the node's output."""
         return np.dtype(np.float32) if self.widen else self.array.dtype
 
     def indices(self, indices: np.ndarray) -> np.ndarray:
-        """The node's indices with the absorbed alignment applied.
-
-        Args:
-            indices: the indices the node receives.
-
-        Returns:
-            ``indices`` with size-1 dimensions inserted at ``indices_axes`` (``indices`` itself when there are none).
-        """
+        """The node's indices with the absorbed alignment applied."""
         return np.expand_dims(indices, self.indices_axes) if self.indices_axes else indices
 
 

@@ -40,16 +40,7 @@ EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
 
 def evaluate_constants(model: ModelProto, base_dir: str | None) -> list[np.ndarray]:
     """The outputs of ``model`` (standard ONNX computing a table from constants, made by the bind step) as
-    ONNX Runtime's CPU kernels compute them: the values the unbound model would compute on every run.
-
-    Args:
-        model: the constant-only ``onnx.ModelProto`` (no graph inputs).
-        base_dir: the folder its external data is read from, or None (no external data, or ORT's working
-            folder).
-
-    Returns:
-        The model's outputs, a list of ``np.ndarray`` in graph output order.
-    """
+    ONNX Runtime's CPU kernels compute them: the values the unbound model would compute on every run."""
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.intra_op_num_threads = 1  # elementwise and copies: the same bits on any number of threads
@@ -62,18 +53,7 @@ def evaluate_constants(model: ModelProto, base_dir: str | None) -> list[np.ndarr
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True,
                   builtin_gathers: bool = False, options: BindOptions = BindOptions()) -> PreparedModel:
     """The bind step (``graphs.bind.prepare_model``) for the installed PyOp bridge: float16 outputs where it
-    hands arrays back, tables computed from constants computed by ORT (``evaluate_constants``).
-
-    Args:
-        model: the ``onnx.ModelProto`` to prepare (a rewritten model with GatherMultiaxis nodes).
-        base_dir: the folder of the model file (for its external data), or None.
-        bind: False skips binding tables (the model is still prepared for the session).
-        builtin_gathers: run the nodes one standard gather computes as that gather (see the session).
-        options: the bind step's node forms (default: all of them).
-
-    Returns:
-        The ``PreparedModel`` from ``graphs.bind.prepare_model``.
-    """
+    hands arrays back, tables computed from constants computed by ORT (``evaluate_constants``)."""
     return bind_step.prepare_model(model, base_dir, bind, float16_outputs=ortop.bridge_info()["handback_supported"],
                                    evaluate=evaluate_constants, builtin_gathers=builtin_gathers,
                                    options=options)
@@ -179,18 +159,7 @@ def own_options(options: ort.SessionOptions | None) -> ort.SessionOptions:
     before gathermultiaxis defined its op types), and refuses options registered twice. A copy has
     neither problem; the library registered on it brings the extensions' own ops too. What ORT gives no
     way to read (initializers, free dimension overrides, custom op libraries added to ``options``) is
-    not copied: see the README.
-
-    Args:
-        options: the caller's ``onnxruntime.SessionOptions``, or None.
-
-    Returns:
-        The ``onnxruntime.SessionOptions`` the session is created with.
-
-    Raises:
-        ValueError: ``options`` ask ORT to save the optimized model (``optimized_model_filepath`` or
-            ``session.optimized_model_filepath``).
-    """
+    not copied: see the README."""
     if options is not None:
         _refuse_model_writing(options)
     if options is not None and ortop.registered_by_us(options):

@@ -101,59 +101,25 @@ class BindPass:
         return self.float16_outputs and self.options.float16_output
 
     def targets(self, node: onnx.NodeProto) -> bool:
-        """Whether the pass visits ``node``.
-
-        Args:
-            node: a node of any graph.
-
-        Returns:
-            True for a GatherMultiaxis node.
-        """
+        """Whether the pass visits ``node``."""
         return is_gather_multiaxis(node)
 
     def begin(self, model: ModelProto, light: None) -> None:
-        """Makes the PreparedModel the visits fill in.
-
-        Args:
-            model: the session's copy (the pass works on it in place).
-            light: always None (the pass infers no types).
-
-        Raises:
-            ValueError: a model-local function holding GatherMultiaxis could not be inlined.
-        """
+        """Makes the PreparedModel the visits fill in."""
         if self.report.outcomes:  # the driver could not inline a function holding GatherMultiaxis
             holding = sorted(f.name for f in model.functions if any(is_gather_multiaxis(n) for n in f.node))
             raise ValueError(f"{OP_TYPE} inside model-local functions {holding}: {self.report.outcomes[0].reason}")
         self.prepared = PreparedModel(model)
 
     def outcome(self, node: onnx.NodeProto, path: str, visit: Visit | None, reason: str) -> BoundNode:
-        """The report's row for a visited node.
-
-        Args:
-            node: the GatherMultiaxis node.
-            path: the path of its graph in the model.
-            visit: the visit's change, or None when the node was left.
-            reason: why it was left (used when ``visit`` is None).
-
-        Returns:
-            The BoundNode.
-        """
+        """The report's row for a visited node."""
         if visit is None:
             return BoundNode(node.name, path, False, reason=reason)
         return BoundNode(node.name, path, visit.detail["bound"], visit.detail["op_type"])
 
     def evaluate_subgraph(self, nodes: list, initializers: list, outputs: list[str]) -> list[np.ndarray]:
         """``outputs`` computed by ``self.evaluate`` from ``nodes`` (standard ONNX, inputs first) and the
-        ``initializers`` they read, as a model of the prepared model's opsets.
-
-        Args:
-            nodes: the nodes, in graph order.
-            initializers: the TensorProtos they read.
-            outputs: the names to compute.
-
-        Returns:
-            One array per name of ``outputs``, in order.
-        """
+        ``initializers`` they read, as a model of the prepared model's opsets."""
         assert self.prepared is not None and self.evaluate is not None  # called only while binding with evaluate
         model = self.prepared.model
         graph = helper.make_graph(nodes, "bind_constants", [],
@@ -163,26 +129,13 @@ class BindPass:
         return self.evaluate(folded, self.base_dir)
 
     def evaluate_table(self, nodes: list, initializers: list, output: str) -> np.ndarray:
-        """``evaluate_subgraph`` for one output.
-
-        Args:
-            nodes: the nodes, in graph order.
-            initializers: the TensorProtos they read.
-            output: the name to compute.
-
-        Returns:
-            Its array.
-        """
+        """``evaluate_subgraph`` for one output."""
         return self.evaluate_subgraph(nodes, initializers, [output])[0]
 
     def prefetch(self, scope: GraphScope) -> None:
         """Compute the tables of every gather of the main graph that the evaluator computes in one ORT session
         (a session's creation costs ~10 ms), into the cache ``computed`` reads; a batch ORT refuses is left
-        to the visits, which compute each table alone (and leave one ORT refuses to the run).
-
-        Args:
-            scope: the main graph's scope (its cache receives the computed tables).
-        """
+        to the visits, which compute each table alone (and leave one ORT refuses to the run)."""
         requests = {}
 
         def note(nodes, initializers, output):
@@ -224,15 +177,7 @@ class BindPass:
 
     def visit(self, node: onnx.NodeProto, scope: GraphScope) -> Visit:
         """The node changed in place (``Visit.in_place``): the scope's producers (and the main graph's
-        readers, the only ones read) are read first, so that they describe the graph before its first change.
-
-        Args:
-            node: a GatherMultiaxis node.
-            scope: its graph's scope.
-
-        Returns:
-            The in-place Visit, with ``bound`` and the new ``op_type`` in ``detail``.
-        """
+        readers, the only ones read) are read first, so that they describe the graph before its first change."""
         scope.producers  # noqa: B018 - computed (and cached) before any node of the scope changes
         if scope.main:
             scope.readers  # noqa: B018

@@ -97,12 +97,5 @@ def copy_scan_body_outputs(model: ModelProto) -> int:
 
 def bridge_crossings(model: ModelProto) -> int:
     """The GatherMultiaxis nodes of ``model`` (every op type of the domain): each crosses the PyOp bridge
-    once per call (counted in the graph: a node in a Loop body counts once, both branches of an If count).
-
-    Args:
-        model: the prepared model.
-
-    Returns:
-        The number of such nodes.
-    """
+    once per call (counted in the graph: a node in a Loop body counts once, both branches of an If count)."""
     return sum(is_bridge_node(node) for holder in node_holders(model) for node in holder.node)

@@ -1,45 +1,15 @@
-"""The session's bind step: the in-memory model ``gathermultiaxis.InferenceSession`` runs, made from a
-rewritten model (a pass over the graph, like the rewrite and the lowering; the session module only
-runs what this returns).
+"""The session's bind step: the in-memory model ``gathermultiaxis.InferenceSession`` runs, made from a rewritten
+model (the file stays standard). In order:
 
-What it changes in the session's in-memory copy of the model (the file stays standard and
-self-contained):
-
-* With ``builtin_gathers`` (the session's default), every node that one standard ONNX gather computes
-  exactly becomes that gather first (``graphs.lower.lower_single_gathers``: the lowering's single-gather
-  forms, bit-identical and raising ORT's own out-of-range errors), run by ORT's builtin kernels with no
-  bridge crossing; what follows concerns the nodes left, those only the general decomposition computes.
-* Every GatherMultiaxis node gets one more input, a hidden int64 scalar graph input (``RUN_TOKEN``, or
-  ``RUN_TOKEN_n`` when the model already has that name), and becomes ``GatherMultiaxisRun``, or
-  ``GatherMultiaxisRunFixedAxes`` when its axes are constant (they travel as an attribute). Each run
-  feeds a fresh token; the op records an error under it; the run wrapper (``run``,
-  ``run_with_ort_values``, ``run_with_iobinding``, ``run_with_ortvaluevector``, ``run_async``'s
-  callback) pops that token's error and raises it (``run_async``: passes it as the callback's error
-  argument). Neither ``get_inputs()`` nor ORT's missing-input message shows the token.
-* A node of the main graph whose data operand is a constant (an initializer that is not a graph input,
-  or a Constant node, seen through Unsqueeze with constant axes and through the rewriter's Cast of a
-  float16/bfloat16 table to float) and whose axes are constant becomes
-  ``GatherMultiaxisBound<Type>(indices, token)``: the table, axes, mode and the indices' alignment
-  Unsqueeze (absorbed) are handed to the kernel once (``PreparedModel.tables``, which the session
-  holds) instead of being copied through the bridge on every call. float16 tables are gathered and
-  returned as float16 (the Cast back is dropped); bfloat16 tables are gathered as they are and only the
-  gathered output is widened to float32, which the Cast after the op turns back exactly. A float16
-  graph input crossing the bridge (widened by ORT's exact Cast) comes back as float16 from
-  ``GatherMultiaxisRunFixedAxesToFloat16`` (``GatherMultiaxisRunToFloat16`` where the axes are computed at
-  run time); the Cast back is found after moving ops (``walk.MOVING_OPS``: the rewrite's Squeeze of a
-  GatherND or scalar-index Gather output), which then move float16 values. External-data tables are memory-mapped, after
-  ``graphs.modelfile.check_external_data`` has checked their entry as ORT would (ORT never sees a bound
-  table). A table computed from constants only is bound too: ``VIEW_OPS`` as NumPy views (a mapped table
-  stays mapped), a chain holding ``COMPUTED_OPS`` (DequantizeLinear, Cast, Concat) computed once by the
-  session's evaluator (ORT itself: bit for bit the run's values). Nodes and initializers that only fed a
-  bound operand are dropped from the in-memory model.
-* Bound nodes of the main graph that read the same indices (after the absorbed Unsqueeze) become
-  ``GatherMultiaxisBoundGroup<Types>`` nodes, one call for up to ``GROUP_MAX`` float32/int64 tables.
-* Constant nodes nothing reads and axes initializers no node reads any more are dropped in every graph
-  (ORT warns about each unread initializer, and makes one of every Constant).
-* Other external data is not read: the model ORT gets keeps its references, and ORT maps them itself
-  from the model's folder (``EXTERNAL_DATA_FOLDER``), with its own checks.
-* Model-local functions holding GatherMultiaxis are inlined first, so that every node takes the token.
+* with ``builtin_gathers``, nodes one standard gather computes become that gather (``lower_single_gathers``);
+* model-local functions holding GatherMultiaxis are inlined, and every GatherMultiaxis node takes the hidden
+  run-token input (``RUN_TOKEN``) and a run op type (``run_ops``), constant axes as an attribute, float16
+  data widened by ORT's Cast coming back as float16;
+* a main-graph node whose data is constant (an initializer, a Constant, a view or a constant subgraph of
+  it: ``bound_operands``; external data memory-mapped after ORT's checks) is bound: its table is handed to
+  the kernel once (``PreparedModel.tables``), its alignment Unsqueeze absorbed;
+* the steps of ``bind_steps``: what fed only bound operands is dropped, bound nodes sharing indices are
+  grouped, unread Constants and axes initializers go, Scan body outputs written by the op are copied.
 """
 
 
