@@ -31,7 +31,7 @@ from .internals import c_ort_value, session_internals, session_state, set_inputs
 from .preallocated import run_with_preallocated_fetches_checked, run_with_preallocated_outputs_checked
 from .run_errors import RUN_ERRORS
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger("gathermultiaxis.ops.session")  # the name -v has always shown
 
 # ORT's session config entry naming the folder external data is relative to (for a model given as bytes;
 # it overrides the model file's own folder too).
