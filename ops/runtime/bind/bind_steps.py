@@ -63,17 +63,13 @@ def drop_unread_constants(model: ModelProto, freed: set[str]) -> None:
 
 
 def copy_scan_body_outputs(model: ModelProto) -> int:
-    """Route each Scan body output that a GatherMultiaxis node writes and that is declared with a rank of at
-    least 1 through a one-input Concat (an exact copy); returns how many.
-
-    Why: ORT's Scan hands the body its own output buffers, shaped by the first iteration. A builtin node
-    writing one with another shape gets an error status (InvalidArgument); the PyOp bridge asks for its output
-    after the Python call and lets ORT's exception leave the kernel, which ends the process (std::terminate,
-    onnxruntime-extensions pyop/pyfunc.cc). With the copy the op writes a value ORT allocates, and the Concat
-    meets the Scan's check as a builtin does. Identity would not do: ORT's optimizer removes it; a one-input
-    Concat is kept at every optimization level. Outputs declared with a static shape get the copy too: a
-    declaration the run does not meet ended the process the same way. A scalar cannot be concatenated, so
-    outputs of unknown or zero rank are left as they are."""
+    """Route each Scan body output a GatherMultiaxis node writes (rank >= 1) through a one-input Concat."""
+    # Why: ORT's Scan hands the body its own output buffers, shaped by the first iteration. A builtin node
+    # writing one with another shape gets an error status; the PyOp bridge lets ORT's exception leave the
+    # kernel, which ends the process (std::terminate, pyop/pyfunc.cc). With the copy the op writes a value ORT
+    # allocates, and the Concat meets the Scan's check as a builtin does. Identity would be optimized away; a
+    # one-input Concat is kept at every level. Static declarations get the copy too (a declaration the run
+    # does not meet ended the process the same way). Scalars cannot be concatenated: left as they are.
     taken, copies = None, 0
     for holder in list(node_holders(model)):
         for node in holder.node:
