@@ -2,7 +2,7 @@
 GatherMultiaxis becomes standard ONNX ops.
 
 The public names are imported on first access (PEP 562), so that running a rewritten model (the
-session's bind step, ``graphs.bind``) loads neither the rewriter nor the lowerings. The first access
+session's bind step, ``ops.runtime.bind``) loads neither the rewriter nor the lowerings. The first access
 also registers the GatherMultiaxis schema with onnx, whose shape inference and checker then understand
 rewritten models (``graphs.ranks.shape_inference`` registers it too, before it infers).
 """

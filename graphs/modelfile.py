@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # GatherMultiaxis op library registered (``gathermultiaxis.session_options``). The caller (the session, the
 # command line) passes it: the passes use the op's definition, not its ORT runtime. The passes call it with
 # None and set what they need on the result: options passed in are refused in a process that registered
-# onnxruntime-extensions' library before the op types were defined (ops.ortop.EARLY_REGISTRATION).
+# onnxruntime-extensions' library before the op types were defined (ops.runtime.registration.EARLY_REGISTRATION).
 SessionOptionsFactory = Callable[["onnxruntime.SessionOptions | None"], "onnxruntime.SessionOptions"]
 
 # Models whose serialized size reaches protobuf's 2 GiB limit must keep their weights outside.

@@ -19,13 +19,14 @@ _VARIANTS = ("gather_xy_nchw", "numpy_take", "numpy_take_along_axis", "onnx_gath
              "coreml_gather_along_axis", "coreml_gather_nd", "jax_gather")
 # name -> module that defines it, imported on first access (PEP 562): the variants too, so that the package
 # root, and the command line's --help, load only the kernel
-_LAZY = {"bridge_info": ".ortop", "register": ".ortop", "session_options": ".ortop", "InferenceSession": ".session",
+_LAZY = {"bridge_info": ".runtime.registration", "register": ".runtime.registration",
+         "session_options": ".runtime.registration", "InferenceSession": ".runtime.session",
          **dict.fromkeys(_VARIANTS, ".variants")}
 
 if TYPE_CHECKING:  # the lazy names, for type checkers
     from . import variants
-    from .ortop import bridge_info, register, session_options
-    from .session import InferenceSession
+    from .runtime.registration import bridge_info, register, session_options
+    from .runtime.session import InferenceSession
     from .variants import (coreml_gather, coreml_gather_along_axis, coreml_gather_nd, gather_xy_nchw, jax_gather,
                            numpy_take, numpy_take_along_axis, onnx_gather, onnx_gather_elements, onnx_gather_nd,
                            openvino_gather, openvino_gather_nd, tf_gather, tf_gather_nd, torch_gather,

@@ -16,8 +16,8 @@ from .ops.geometry import GatherGeometry
 from .ops.kernel import gather_multiaxis
 
 if TYPE_CHECKING:
-    from .ops.ortop import session_options
-    from .ops.session import InferenceSession
+    from .ops.runtime.registration import session_options
+    from .ops.runtime.session import InferenceSession
 
 # The library logs through logging.getLogger(__name__) in each module and prints nothing; an application
 # decides what is shown (the command line: -q, -v, -vv). Until then nothing reaches stderr.
@@ -29,7 +29,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 # imported on first access (PEP 562), so that the kernel and --help work without onnxruntime
-_LAZY = {"session_options": ".ops.ortop", "InferenceSession": ".ops.session"}
+_LAZY = {"session_options": ".ops.runtime.registration", "InferenceSession": ".ops.runtime.session"}
 
 
 def __getattr__(name: str):

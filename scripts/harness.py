@@ -71,7 +71,7 @@ def make_session(model: ModelProto, custom: bool, optimized: bool = False,
         run_builtin_gathers = as_users_do
     if as_users_do:
         if custom:
-            from .ops.session import InferenceSession
+            from .ops.runtime.session import InferenceSession
 
             return InferenceSession(model, providers=["CPUExecutionProvider"], run_builtin_gathers=run_builtin_gathers)
         return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -87,7 +87,7 @@ def make_session(model: ModelProto, custom: bool, optimized: bool = False,
                                          str(external_data_folder))
     if custom:  # the package's own session: the way rewritten models are meant to run
         from .ops import session_options
-        from .ops.session import InferenceSession  # onnxruntime-extensions: only when the op is needed
+        from .ops.runtime.session import InferenceSession  # onnxruntime-extensions: only when the op is needed
 
         if external_data_folder is not None:  # options it keeps as they are, config entry included
             options = session_options(options)

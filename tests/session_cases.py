@@ -488,7 +488,7 @@ def case_binding(entry):
                       location=f"tables{elem_type}.bin", size_threshold=0)
             before = open(path, "rb").read()
             sess = InferenceSession(path, run_builtin_gathers=False)
-            from gathermultiaxis.ops.ortop import bound_table, bound_table_keys
+            from gathermultiaxis.ops.runtime.registration import bound_table, bound_table_keys
 
             tables = [bound_table(key) for key in bound_table_keys()]
             assert any(isinstance(t.array.base if t.array.base is not None else t.array, np.memmap)
@@ -501,7 +501,7 @@ def case_binding(entry):
     # tables computed from constants (issue 29 item 1): a view of a mapped table (Reshape, Unsqueeze, Squeeze)
     # stays mapped; a DequantizeLinear of a mapped int8 table is computed once (a new array); both bit-exact
     with tempfile.TemporaryDirectory() as folder:
-        from gathermultiaxis.ops.ortop import bound_table, bound_table_keys
+        from gathermultiaxis.ops.runtime.registration import bound_table, bound_table_keys
 
         value = helper.make_tensor_value_info
         constants = [table_tensor(TensorProto.FLOAT, [300, 8], rng),

@@ -206,7 +206,7 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
         if session_options is None:
             # Imported here, on the one call that loads the model in ORT: the rewriter itself runs without
             # ORT's runtime (tests/project/test_imports.py allows this one import in graphs/).
-            from ...ops.ortop import session_options as package_session_options
+            from ...ops.runtime.registration import session_options as package_session_options
             session_options = package_session_options
         model = ort_optimizer.ort_optimize(model, external_data_folder, session_options=session_options)
     ops = tuple(ops)

@@ -7,13 +7,13 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..ortop import bridge_info, register, session_options
-    from ..run_errors import guard_onnxruntime_sessions
-    from ..session import InferenceSession
+    from .registration import bridge_info, register, session_options
+    from .run_errors import guard_onnxruntime_sessions
+    from .session import InferenceSession
 
 # name -> module that defines it (relative to this package)
-_LAZY = {"InferenceSession": "..session", "bridge_info": "..ortop", "register": "..ortop",
-         "session_options": "..ortop", "guard_onnxruntime_sessions": "..run_errors"}
+_LAZY = {"InferenceSession": ".session", "bridge_info": ".registration", "register": ".registration",
+         "session_options": ".registration", "guard_onnxruntime_sessions": ".run_errors"}
 
 
 def __getattr__(name: str):

@@ -101,7 +101,7 @@ def _rows_match(source: Path, target: Path) -> bool:
     """Original (plain ORT) and rewrite (GatherMultiaxis) give the same rows, first and last included."""
     import onnxruntime as ort
 
-    from ..ops.ortop import session_options
+    from ..ops.runtime.registration import session_options
 
     feeds = {"ids": np.array([*_MARKED_ROWS, 1], np.int64)}
     want = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).run(None, feeds)[0]

@@ -139,7 +139,7 @@ def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: i
         same = all(bit_identical(a, b) for a, b in zip(sess.run(None, feeds), want))
     facts = None
     if column in SESSION_COLUMNS:  # counted on a run of its own, before the timing (the count hook costs)
-        from ..ops.ortop import count_crossings
+        from ..ops.runtime.registration import count_crossings
 
         facts = {"builtin_gathers": sess.builtin_gathers, "crossings": count_crossings(lambda: sess.run(None, feeds))[1],
                  "bound_tables": sess.bound_tables}

@@ -269,9 +269,11 @@ def format_runtime_report(results: list[RuntimeResult]) -> str:
     return "\n".join(lines)
 
 
-# The steps of the call path and how to switch each one off (ops.ortop.register / CALL_PATH, graphs.bind.BIND_FORMS).
+# The steps of the call path and how to switch each one off (register's CallPath and hook, the session's BindOptions).
 CALL_PATH_STEPS = ("own invocation hook", "1-D take shortcut", "bound take shortcut", "axes as an attribute",
                    "alignment absorbed", "float16 output")
+_BIND_STEPS = {"axes as an attribute": "fixed_axes", "alignment absorbed": "absorb_alignment",
+               "float16 output": "float16_output"}
 
 
 def _call_path_workloads(rng) -> list[RuntimeWorkload]:
@@ -281,19 +283,21 @@ def _call_path_workloads(rng) -> list[RuntimeWorkload]:
             _embedding("bound embedding float16 [1000, 64], ids [1, 8]", table.astype(np.float16), ids, "")]
 
 
-def _switch(step: str, on: bool) -> None:
-    from ..graphs import bind
-    from ..ops import ortop
+def _register_without(step: str | None) -> None:
+    """Register the op types with every runtime step of the call path, or all but ``step``."""
+    from ..ops.runtime.registration import CallPath, register
 
-    if step == "own invocation hook":
-        ortop.register(hook=on)
-    elif step == "1-D take shortcut":
-        ortop.CALL_PATH["take_1d"] = on
-    elif step == "bound take shortcut":
-        ortop.CALL_PATH["take_bound"] = on
-    else:
-        bind.BIND_FORMS[{"axes as an attribute": "fixed_axes", "alignment absorbed": "absorb_alignment",
-                            "float16 output": "float16_output"}[step]] = on
+    off = {"1-D take shortcut": "take_1d", "bound take shortcut": "take_bound"}.get(step or "")
+    register(hook=step != "own invocation hook", call_path=CallPath(**({off: False} if off else {})))
+
+
+def _session_without(model: ModelProto, step: str):
+    """A kernel-only session whose bind step leaves out the node form ``step``."""
+    from ..ops.runtime.bind import BindOptions
+    from ..ops.runtime.session import InferenceSession
+
+    return InferenceSession(model, providers=["CPUExecutionProvider"], run_builtin_gathers=False,
+                            bind_options=BindOptions(**{_BIND_STEPS[step]: False}))
 
 
 def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
@@ -309,20 +313,15 @@ def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
     Returns:
         One row per workload and variant: ``workload``, ``variant``, ``median_us``, ``p10_us``, ``p90_us``.
     """
-    from ..ops import ortop
-
     rows = []
-    ortop.register()
+    _register_without(None)
     for workload in _call_path_workloads(np.random.default_rng(0)):
         rewritten = rewrite_model(workload.model)[0]
         variants = {"builtin": make_session(workload.model, custom=False, as_users_do=True)}
         variants["default session"] = make_session(rewritten, custom=True, as_users_do=True)
         variants["all steps"] = make_session(rewritten, custom=True, as_users_do=True, run_builtin_gathers=False)
-        for step in ("axes as an attribute", "alignment absorbed", "float16 output"):
-            _switch(step, False)
-            variants[f"without {step}"] = make_session(rewritten, custom=True, as_users_do=True,
-                                                       run_builtin_gathers=False)
-            _switch(step, True)
+        for step in _BIND_STEPS:
+            variants[f"without {step}"] = _session_without(rewritten, step)
         runtime_steps = {f"without {step}": step
                          for step in ("own invocation hook", "1-D take shortcut", "bound take shortcut")}
         for name in runtime_steps:
@@ -333,7 +332,7 @@ def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
             """The variant's runtime step off while its sample is taken, and its output checked first."""
             step = runtime_steps.get(name)
             if step:
-                _switch(step, False)
+                _register_without(step)
             try:
                 got = variants[name].run(None, feeds)
                 if not all(bit_identical(a, e) for a, e in zip(got, expected)):
@@ -341,7 +340,7 @@ def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
                 yield
             finally:
                 if step:
-                    _switch(step, True)
+                    _register_without(None)
 
         runs = {name: (lambda sess=sess: sess.run(None, workload.feeds)) for name, sess in variants.items()}
         samples = interleaved(runs, repeats, warmups=0, clock=time.thread_time, scale=1e6, per_sample=calls,

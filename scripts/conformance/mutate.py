@@ -545,7 +545,7 @@ def run_sides(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, list
     """The model's outputs (or the exception) on each side: ``default``, ``kernel``, ``lowered``."""
     import onnxruntime as ort
 
-    from ..ops.session import InferenceSession
+    from ..ops.runtime.session import InferenceSession
 
     results: dict[str, list | BaseException] = {}
     providers = ["CPUExecutionProvider"]

@@ -186,7 +186,7 @@ ORT_RUNTIME_NAMES = {f"{package}.{name}" for package in ("gathermultiaxis.ops", 
 
 # The one ORT-runtime import the passes make: rewrite_model's default session options for ort_optimize,
 # imported inside the call that loads the model in ORT, so that importing or running the rewriter never does.
-LAZY_RUNTIME_IMPORTS = {("graphs/rewrite/rewrite_pass.py", "rewrite_model", "from ...ops.ortop import session_options")}
+LAZY_RUNTIME_IMPORTS = {("graphs/rewrite/rewrite_pass.py", "rewrite_model", "from ...ops.runtime.registration import session_options")}
 
 
 def test_the_passes_import_no_ort_runtime():
@@ -232,7 +232,7 @@ print(sorted(m for m in sys.modules if m.startswith("gathermultiaxis.ops.")))
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     before, after = (set(ast.literal_eval(line)) for line in run.stdout.strip().splitlines()[-2:])
-    assert not before & ORT_RUNTIME and "gathermultiaxis.ops.ortop" in after
+    assert not before & ORT_RUNTIME and "gathermultiaxis.ops.runtime.registration" in after
 
 
 # The rewriter's and the lowerings' modules, by old or new name (a name and everything below it)

@@ -13,10 +13,10 @@ from onnx import TensorProto
 from support import gather_multiaxis_model
 
 import gathermultiaxis
-from gathermultiaxis.ops.ortop import bound_table, bound_table_keys
-from gathermultiaxis.ops.session import RUN_TOKEN
+from gathermultiaxis.ops.runtime.registration import bound_table, bound_table_keys
+from gathermultiaxis.ops.runtime.session import RUN_TOKEN
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/: session_cases.py and support.py
+HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: session_cases.py and support.py
 
 # What the session_options() path cannot do (README, "The operator in ONNX Runtime"): its nodes carry no
 # run token and its data always crosses the bridge. run_async and parallel runs there are checked not to

@@ -1,6 +1,6 @@
 """The session's call path and options (issue 21 items 1-4; issue 18 items 10 and 15): what the session
 keeps of the user's options, the hidden token, and that nothing the package installs changes sessions it
-did not make. The node forms it runs and float16 outputs: tests/graphs/test_bind.py. Timings live in
+did not make. The node forms it runs and float16 outputs: tests/ops/runtime/bind/test_bind_pass.py. Timings live in
 `bench --runtime`, not here."""
 
 import numpy as np
@@ -12,15 +12,15 @@ from session_cases import GOOD
 from support import gather_multiaxis_model, make_model
 
 import gathermultiaxis
-from gathermultiaxis.ops import ortop
-from gathermultiaxis.ops.session import RUN_TOKEN
+from gathermultiaxis.ops.runtime import registration
+from gathermultiaxis.ops.runtime.session import RUN_TOKEN
 
 SPINNING = "session.intra_op.allow_spinning"
 MODEL = gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64)
 
 
 def entry(sess, key):
-    return ortop.config_entry(sess.get_session_options(), key)
+    return registration.config_entry(sess.get_session_options(), key)
 
 
 def test_threading_is_left_as_the_user_or_ort_sets_it():
@@ -33,9 +33,9 @@ def test_threading_is_left_as_the_user_or_ort_sets_it():
         options.add_session_config_entry(SPINNING, value)
         sess = gathermultiaxis.InferenceSession(MODEL, options, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
         assert entry(sess, SPINNING) == value
-        assert ortop.config_entry(options, SPINNING) == value
-        assert ortop.config_entry(gathermultiaxis.session_options(options), SPINNING) == value
-    assert ortop.config_entry(gathermultiaxis.session_options(ort.SessionOptions()), SPINNING) is None
+        assert registration.config_entry(options, SPINNING) == value
+        assert registration.config_entry(gathermultiaxis.session_options(options), SPINNING) == value
+    assert registration.config_entry(gathermultiaxis.session_options(ort.SessionOptions()), SPINNING) is None
 
 
 def test_user_config_entries_and_properties_survive_the_copy():
@@ -58,7 +58,7 @@ def test_user_config_entries_and_properties_survive_the_copy():
 
 def test_config_keys_are_ones_ort_knows():
     """Every key the copy carries is one ORT accepts (a typo would silently carry nothing)."""
-    from gathermultiaxis.ops.session import CONFIG_KEYS
+    from gathermultiaxis.ops.runtime.session import CONFIG_KEYS
 
     assert SPINNING in CONFIG_KEYS and len(set(CONFIG_KEYS)) == len(CONFIG_KEYS)
     assert all(key.count(".") >= 1 and key == key.strip() for key in CONFIG_KEYS)
@@ -113,7 +113,7 @@ def test_nothing_changes_sessions_the_package_did_not_make():
 def test_run_tokens_are_lent_and_an_error_stays_with_its_run():
     """run() feeds a token array it reuses (ORT takes an array it has seen before faster): an error is
     raised by the run that caused it and never by the next run, which holds the same token again."""
-    from gathermultiaxis.ops.run_errors import RUN_ERRORS
+    from gathermultiaxis.ops.runtime.run_errors import RUN_ERRORS
 
     sess = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
     np.testing.assert_array_equal(sess.run(None, GOOD)[0], [[2, 0], [5, 3]])
@@ -137,7 +137,7 @@ def test_fixed_axes_one_dimensional_shortcut_keeps_errors_and_strings():
     """The fixed-axes node's 1-D take shortcut (attributes parsed once per node): negative indices count from
     the end, an out-of-range index still names its position, and string data takes the general way."""
     from gathermultiaxis.graphs import rewrite_model
-    from gathermultiaxis.ops.session import prepare_model
+    from gathermultiaxis.ops.runtime.session import prepare_model
 
     value = helper.make_tensor_value_info
     for elem_type, data in ((TensorProto.INT64, np.array([5, 6, 7], np.int64)),
@@ -158,9 +158,61 @@ def test_count_crossings_counts_a_runs_bridge_calls_and_puts_the_hook_back():
     """bench end-to-end's crossings column: the calls one run makes, as the graph count says; afterwards the
     package's own hook answers again."""
     sess = gathermultiaxis.InferenceSession(MODEL, providers=["CPUExecutionProvider"], run_builtin_gathers=False)
-    result, crossings = ortop.count_crossings(lambda: sess.run(None, GOOD))
+    result, crossings = registration.count_crossings(lambda: sess.run(None, GOOD))
     np.testing.assert_array_equal(result[0], [[2, 0], [5, 3]])
     assert crossings == sess.bridge_crossings == 1
-    assert ortop.count_crossings(lambda: None)[1] == 0
-    assert ortop.bridge_info()["own_hook"]
+    assert registration.count_crossings(lambda: None)[1] == 0
+    assert registration.bridge_info()["own_hook"]
     np.testing.assert_array_equal(sess.run(None, GOOD)[0], [[2, 0], [5, 3]])
+
+
+def rewritten_gather():
+    """A rewritten 1-D int64 Gather (constant axes: a fixed-axes node in the session)."""
+    from gathermultiaxis.graphs import rewrite_model
+
+    value = helper.make_tensor_value_info
+    model = make_model([helper.make_node("Gather", ["data", "i"], ["out"], axis=0)],
+                       [value("data", TensorProto.INT64, [3]), value("i", TensorProto.INT64, [2])],
+                       [value("out", TensorProto.INT64, [2])])
+    return rewrite_model(model)[0]
+
+
+FEEDS = {"data": np.array([5, 6, 7], np.int64), "i": np.array([2, -3], np.int64)}
+
+
+def test_call_path_steps_are_passed_to_register_and_give_the_same_results():
+    """``register(call_path=CallPath(...))`` switches a shortcut off (bench runtime's breakdown); the results
+    stay bit for bit the same, and ``register()`` puts every step back."""
+    from gathermultiaxis.ops.runtime.registration import CallPath
+
+    sess = gathermultiaxis.InferenceSession(rewritten_gather(), providers=["CPUExecutionProvider"],
+                                            run_builtin_gathers=False)
+    try:
+        for call_path in (CallPath(take_1d=False), CallPath(take_bound=False), CallPath(False, False)):
+            registration.register(call_path=call_path)
+            assert registration.active_call_path() == call_path
+            np.testing.assert_array_equal(sess.run(None, FEEDS)[0], [7, 5])
+            with pytest.raises(gathermultiaxis.GatherIndexError, match=r"index 3 at indices\[1\]"):
+                sess.run(None, {**FEEDS, "i": np.array([0, 3], np.int64)})
+    finally:
+        registration.register()
+    assert registration.active_call_path() == CallPath()
+
+
+def test_bind_options_switch_node_forms_off_with_the_same_results():
+    """``InferenceSession(..., bind_options=BindOptions(...))``: each node form of the bind step can be left
+    out; the in-memory model differs, the outputs do not."""
+    from gathermultiaxis.ops.runtime.bind import BindOptions
+    from gathermultiaxis.ops.runtime.session import prepare_model
+
+    rewritten = rewritten_gather()
+    for options in (None, BindOptions(fixed_axes=False), BindOptions(absorb_alignment=False),
+                    BindOptions(float16_output=False), BindOptions(group_shared_indices=False)):
+        sess = gathermultiaxis.InferenceSession(rewritten, providers=["CPUExecutionProvider"],
+                                                run_builtin_gathers=False, bind_options=options)
+        np.testing.assert_array_equal(sess.run(None, FEEDS)[0], [7, 5])
+    op_types = {options: [node.op_type for node in prepare_model(onnx.load_from_string(rewritten.SerializeToString()),
+                                                                 options=options).model.graph.node]
+                for options in (BindOptions(), BindOptions(fixed_axes=False))}
+    assert "GatherMultiaxisRunFixedAxes" in op_types[BindOptions()]
+    assert "GatherMultiaxisRun" in op_types[BindOptions(fixed_axes=False)]

@@ -16,7 +16,7 @@ from support import assert_bit_identical, gather_multiaxis_model, make_model
 
 import gathermultiaxis
 from gathermultiaxis.graphs import rewrite_model
-from gathermultiaxis.ops.session import prepare_model  # the bind step for the installed bridge
+from gathermultiaxis.ops.runtime.session import prepare_model  # the bind step for the installed bridge
 
 MODEL = gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64)
 
@@ -187,7 +187,7 @@ def test_tables_are_computed_in_one_batch_unless_ort_refuses_one(monkeypatch):
     """Two computed tables: one ORT session computes both. With a third that ORT refuses (a Reshape to the
     wrong size, its shape made by a Concat), each is computed alone: the good ones are bound, the bad one is
     left to the run, which fails as the unbound run fails."""
-    from gathermultiaxis.ops import session as session_module
+    from gathermultiaxis.ops.runtime import session as session_module
 
     value = helper.make_tensor_value_info
     rng = np.random.default_rng(9)

@@ -22,8 +22,8 @@ import numpy as np
 import onnxruntime as ort
 
 from .bridge_strings import refuse_unsafe_string_constants, refuse_unsafe_string_feeds
-from .contract import OP_TYPE
-from .runtime.internals import session_internals
+from ..contract import OP_TYPE
+from .internals import session_internals
 from .preallocated import run_with_preallocated_fetches_checked, run_with_preallocated_outputs_checked
 
 _lock = threading.Lock()
@@ -50,22 +50,14 @@ class RunErrors:
         self._lendable: list[tuple[int, np.ndarray]] = []
 
     def new_token(self) -> int:
-        """A fresh run token (a counter: never one handed out before).
-
-        Returns:
-            The token, an int.
-        """
+        """A fresh run token (a counter: never one handed out before)."""
         return next(self._tokens)
 
     def lend_token(self) -> tuple[int, np.ndarray]:
         """A token no run in progress holds, with its int64 scalar array to feed, for a synchronous run that
         hands both back (``give_back``) once it has popped its error. ORT takes a fed array it has seen
         before ~1.3 us faster than a new one (measured on the tiny shape gather), so these are reused;
-        ``list.pop`` and ``list.append`` are atomic under the GIL, so concurrent runs never share one.
-
-        Returns:
-            A tuple ``(token, its read-only int64 scalar array)``.
-        """
+        ``list.pop`` and ``list.append`` are atomic under the GIL, so concurrent runs never share one."""
         try:
             return self._lendable.pop()
         except IndexError:
@@ -75,39 +67,16 @@ class RunErrors:
             return token, value
 
     def give_back(self, lent: tuple[int, np.ndarray]) -> None:
-        """Return a token from ``lend_token`` after its run ended and its error (if any) was popped.
-
-        Args:
-            lent: the ``(token, array)`` pair ``lend_token`` returned.
-
-        Returns:
-            None.
-        """
+        """Return a token from ``lend_token`` after its run ended and its error (if any) was popped."""
         if len(self._lendable) < 64:  # as many as runs were ever in progress at once, bounded
             self._lendable.append(lent)
 
     def record(self, token: int, error: BaseException) -> None:
-        """Keep ``error`` for run ``token``, unless that run already has one (the first error wins).
-
-        Args:
-            token: the run's token (the node's token input).
-            error: the exception the op raised.
-
-        Returns:
-            None.
-        """
+        """Keep ``error`` for run ``token``, unless that run already has one (the first error wins)."""
         self._errors.setdefault(token, error)
 
     def pop(self, token: int) -> BaseException | None:
-        """The error of run ``token`` rebuilt to name the op, or None; forgets it.
-
-        Args:
-            token: the run's token.
-
-        Returns:
-            A new exception of the recorded one's type (RuntimeError if that type cannot be built from a
-            message), its message prefixed with the op type; or None.
-        """
+        """The error of run ``token`` rebuilt to name the op, or None; forgets it."""
         error = self._errors.pop(token, None)
         return None if error is None else _rebuilt(error)
 
@@ -131,14 +100,7 @@ class _ErrorChannel:
 
     def record(self, error: BaseException) -> None:
         """Keep ``error`` for the guarded run in progress on this thread (its first error wins), or, on a thread
-        with no guarded run (an ORT pool thread), in the unattributed queue.
-
-        Args:
-            error: the exception the op raised.
-
-        Returns:
-            None.
-        """
+        with no guarded run (an ORT pool thread), in the unattributed queue."""
         if getattr(self._local, "depth", 0):
             if getattr(self._local, "error", None) is None:
                 self._local.error = error
@@ -163,14 +125,7 @@ class _ErrorChannel:
         return error
 
     def guard(self, run):
-        """Wrap a Session.run* method so that an error recorded during the run is raised from it.
-
-        Args:
-            run: an unbound run method of an onnxruntime session class.
-
-        Returns:
-            The wrapped method (``run`` itself when it is already wrapped).
-        """
+        """Wrap a Session.run* method so that an error recorded during the run is raised from it."""
         if getattr(run, "_gathermultiaxis_guard", False):
             return run
 

@@ -1,47 +1,11 @@
 """GatherMultiaxis as an ONNX Runtime custom operator, through onnxruntime-extensions' PyOp bridge.
 
-The node model files carry is ``GatherMultiaxis`` as ``ops.contract`` states it (signature, modes,
-errors, shape rule). More op types exist only inside the in-memory model of a ``gathermultiaxis.InferenceSession``
-(``ops/session.py``), never in a file (their names and attribute forms: ``ops/run_ops.py``)::
-
-    output = GatherMultiaxisRun(input, indices, axes, run_token, mode)       # data through the bridge
-    output = GatherMultiaxisRunFixedAxes(input, indices, run_token, mode, axes)  # the same, constant axes
-    output = GatherMultiaxisRunFixedAxesToFloat16(input, indices, run_token, mode, axes)  # float -> float16
-    output = GatherMultiaxisRunToFloat16(input, indices, axes, run_token, mode)  # float -> float16, axes an input
-    output = GatherMultiaxisBound<Type>(indices, run_token, table)             # data bound once (the session's)
-    outputs... = GatherMultiaxisBoundGroup<Types>(indices, run_token, tables, slots)  # bound tables, shared indices
-
-``run_token`` is an int64 scalar the session feeds on every run: an error is recorded under it and the
-session's run wrapper raises it, so each error belongs to the run that caused it in every run API and
-execution mode. ``axes`` as an attribute is a comma-separated string (the bridge hands every attribute
-over as a string); a bound node's ``table`` attribute names a ``BoundTable`` that holds the table and
-everything else the call needs (axes, mode, the indices' alignment, the output type), set once at bind
-time.
-
-Calls arrive through the package's own invocation hook (``PyCustomOpDef.install_hooker``, installed by
-``register``): it answers the op types defined here directly and hands every other PyOp id to
-onnxruntime-extensions' own invoker, unchanged. Without it (another hook installed later) the op bodies
-still work through the generic invoker, only slower.
-
-Properties of the bridge (onnxruntime-extensions 0.15, ORT 1.31) that shape this module:
-
-* Any C++ exception leaving a PyOp (a Python exception included) ends the process with
-  ``std::terminate``. So the op never raises: it records the error and returns an output of the
-  right shape and type (zeros; the shape is known for index errors) so that nothing downstream
-  (Squeeze, Scan outputs, pre-allocated IOBinding outputs) aborts on a placeholder.
-* Errors are routed to their run by ``ops.run_errors`` (by run token for the session's own op types;
-  through a per-thread channel and run wrappers for plain nodes in sessions built with
-  ``session_options()``, which cannot attribute errors under ``ExecutionMode.ORT_PARALLEL`` or
-  ``run_async``: see the README).
-* float16 outputs cross the bridge (one ``memcpy``, itemsize 2); float16 *inputs* and bfloat16 in
-  either direction do not.
-* The default return path converts every output to a Python list (6x slower on large outputs). The
-  bridge copies any array with ``memcpy``, so the op hands back the C-contiguous array itself, wrapped
-  so that the bridge's ``rv.flatten().tolist()`` yields it. A self-test against the installed bridge
-  decides at registration whether that works; otherwise outputs go the list path, uint64 as int64 bits
-  (a list of Python ints above 2**63 would come back through float64).
-* Strings cross the bridge as C strings in both directions: a NUL character ends them. The op refuses
-  to return a string holding NUL (a clear error instead of a truncated value).
+Files carry ``GatherMultiaxis`` (``ops.contract``); the session's in-memory model also uses the op types of
+``run_ops`` (run token, fixed axes, float16 output, bound tables, bound groups). The package's own invocation
+hook answers these op types and hands every other PyOp to onnxruntime-extensions' invoker. Any exception
+leaving a PyOp ends the process, so the op never raises: it records the error (``run_errors``, by run token)
+and returns a placeholder of the right shape and type. Outputs are handed back as arrays when the installed
+bridge passes a self-test (else as lists); strings holding NUL are refused (the bridge cuts them).
 """
 
 from __future__ import annotations
@@ -50,7 +14,7 @@ import functools
 import threading
 import warnings
 import weakref
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import onnxruntime as ort
@@ -58,10 +22,10 @@ from onnx import TensorProto
 from . import extensions  # noqa: F401, I001 - first: onnxruntime_extensions without transformers/torch
 from onnxruntime_extensions import PyCustomOpDef, get_library_path, onnx_op
 
-from .runtime.internals import pyop_id, pyop_internals
-from .contract import DATA_TYPES, INDEX_TYPES, OP_TYPE, GatherIndexError, normalize_axes
-from .geometry import GatherGeometry
-from .kernel import gather_multiaxis
+from .internals import pyop_id, pyop_internals
+from ..contract import CHECKING_MODE_VALUES, DATA_TYPES, INDEX_TYPES, OP_TYPE, GatherIndexError, Mode, normalize_axes
+from ..geometry import GatherGeometry
+from ..kernel import gather_multiaxis
 from .run_ops import (BOUND_OUTPUT_TYPES, FIXED_RUN_OP_TYPE, NARROWING_AXES_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE,
                       RUN_OP_TYPE, BoundTable,
                       bound_op_type, group_op_type, group_signatures, parse_axes, parse_group)
@@ -94,35 +58,17 @@ _bound_index: "weakref.WeakValueDictionary[str, BoundTable]" = weakref.WeakValue
 
 def publish_bound_tables(tables: dict[str, BoundTable]) -> None:
     """Let the op find ``tables`` (held by the session that bound them) by their keys, for as long as
-    that session holds them.
-
-    Args:
-        tables: the session's bound tables, keyed by the ``table`` attribute their nodes carry.
-
-    Returns:
-        None.
-    """
+    that session holds them."""
     _bound_index.update(tables)
 
 
 def bound_table(key: str) -> BoundTable | None:
-    """The table a bound node's ``table`` attribute names, or None once its session is gone.
-
-    Args:
-        key: the value of the bound node's ``table`` attribute.
-
-    Returns:
-        The ``BoundTable``, or None when no live session holds it.
-    """
+    """The table a bound node's ``table`` attribute names, or None once its session is gone."""
     return _bound_index.get(key)
 
 
 def bound_table_keys() -> frozenset[str]:
-    """The keys of every table a live session holds (for tests and diagnostics).
-
-    Returns:
-        A frozenset of the keys.
-    """
+    """The keys of every table a live session holds (for tests and diagnostics)."""
     return frozenset(_bound_index.keys())
 
 
@@ -152,23 +98,23 @@ class _ArrayHandback:
         self.shape = array.shape
 
     def flatten(self):
-        """The handback itself (the bridge calls ``rv.flatten().tolist()``).
-
-        Returns:
-            This object.
-        """
+        """The handback itself (the bridge calls ``rv.flatten().tolist()``)."""
         return self
 
     def tolist(self):
-        """The wrapped array, which the bridge's C++ side copies in one memcpy.
-
-        Returns:
-            The wrapped ``np.ndarray``.
-        """
+        """The wrapped array, which the bridge's C++ side copies in one memcpy."""
         return self.array
 
 
-_state: dict[str, Any] = {"registered": False, "handback": False, "opdefs": [], "hook": False, "registered_early": None}
+class CallPath(NamedTuple):
+    """Steps of the op's call path that ``register(call_path=...)`` can switch off (``bench runtime``)."""
+
+    take_1d: bool = True  # ndarray.take for the tiny 1-D gathers of shape arithmetic
+    take_bound: bool = True  # ndarray.take for a bound table's embedding form
+
+
+_state: dict[str, Any] = {"registered": False, "handback": False, "opdefs": [], "hook": False, "registered_early": None,
+                          "call_path": CallPath()}
 _lock = threading.RLock()
 
 NUL_LIMIT = ("a string holding a NUL character cannot cross onnxruntime-extensions' PyOp bridge (it passes "
@@ -269,7 +215,7 @@ def _bound_output(indices, run_token, table) -> np.ndarray:
         RUN_ERRORS.record(int(run_token), RuntimeError(f"no bound table {table!r} (its session was released)"))
         return np.zeros((0,) * max(indices.ndim, 1), dtype=np.float32)
     take_table = bound.take_table
-    if take_table is not None and indices.ndim == bound.array.ndim - len(bound.indices_axes) and CALL_PATH["take_bound"]:
+    if take_table is not None and indices.ndim == bound.array.ndim - len(bound.indices_axes) and _state["call_path"].take_bound:
         try:  # the embedding form: refusals go the general way below, which names the index
             return _widen(take_table.take(indices, axis=0), bound.widen)
         except (IndexError, TypeError):
@@ -287,16 +233,12 @@ def _bound_output(indices, run_token, table) -> np.ndarray:
 
 # ---------------------------------------------------------------- the own invocation hook
 
-# Steps of the call path that can be switched off, for `bench --runtime`'s breakdown of what each one buys.
-CALL_PATH = {"take_1d": True, "take_bound": True}
-
-
 def _gather_call(data: np.ndarray, indices: np.ndarray, axes, mode: str) -> np.ndarray:
     """gather_multiaxis, with a shortcut for the tiny 1-D gathers of shape arithmetic (TorchScript exports
     are full of them): ``ndarray.take`` counts negatives from the end once and refuses out-of-range
     indices, as mode "error" does; any refusal goes the general way, which names the offending index."""
     if data.ndim == 1 and indices.ndim == 1 and len(axes) == 1 and axes[0] in (0, -1) and (
-            mode == "error" or mode == "error_nonempty") and CALL_PATH["take_1d"]:
+            mode in CHECKING_MODE_VALUES) and _state["call_path"].take_1d:
         try:
             return data.take(indices)
         except (IndexError, TypeError):
@@ -343,7 +285,7 @@ def _fixed_node(axes_text: str, mode: str) -> tuple[tuple[int, ...], bool]:
     node = _fixed_nodes.get((axes_text, mode))
     if node is None:
         axes = parse_axes(axes_text)
-        node = (axes, len(axes) == 1 and axes[0] in (0, -1) and (mode == "error" or mode == "error_nonempty"))
+        node = (axes, len(axes) == 1 and axes[0] in (0, -1) and mode in CHECKING_MODE_VALUES)
         if len(_fixed_nodes) < 4096:  # bounded: the attribute strings come from the models' nodes
             _fixed_nodes[(axes_text, mode)] = node
     return node
@@ -353,7 +295,7 @@ def _hook_fixed(k_id, feed, attributes):
     input, indices, token = feed
     mode = attributes["mode"]
     axes, take_1d = _fixed_node(attributes["axes"], mode)
-    if take_1d and input.ndim == 1 and indices.ndim == 1 and input.dtype != object and CALL_PATH["take_1d"]:
+    if take_1d and input.ndim == 1 and indices.ndim == 1 and input.dtype != object and _state["call_path"].take_1d:
         # the shape arithmetic of TorchScript exports: see _gather_call; a refusal goes the general way.
         # Indexing by a 1-D integer array is ndarray.take's semantics (negatives once, out of range
         # refused) and ~0.15 us faster on these tiny arrays.
@@ -468,7 +410,7 @@ def _handback_works(opdef) -> bool:
     feed = [probe_input, np.array([[2, 0]], dtype=np.int64), np.array([1], dtype=np.int64)]
     _state["handback"] = True
     try:
-        result = _generic_invoker(pyop_id(opdef), feed, {"mode": "error"})
+        result = _generic_invoker(pyop_id(opdef), feed, {"mode": Mode.ERROR.value})
         payload = result[2]
         return (isinstance(payload, np.ndarray) and tuple(result[1]) == (2, 2)
                 and np.array_equal(payload, np.array([[2, 0], [5, 3]], dtype=np.float32)))
@@ -489,11 +431,7 @@ EARLY_REGISTRATION = (
 def library_registered_in_process() -> bool | None:
     """Whether onnxruntime-extensions' RegisterCustomOps has run in this process (None: cannot tell). Its
     exported GetActiveOrtAPIVersion answers its default (an old ORT minor version) until the first
-    registration caches the registering ORT's own minor version.
-
-    Returns:
-        True or False, or None when the library has no ``GetActiveOrtAPIVersion`` probe.
-    """
+    registration caches the registering ORT's own minor version."""
     import ctypes
 
     try:
@@ -504,7 +442,7 @@ def library_registered_in_process() -> bool | None:
     return probe() == int(ort.__version__.split(".")[1])
 
 
-def register(handback: bool | None = None, hook: bool | None = None) -> None:
+def register(handback: bool | None = None, hook: bool | None = None, call_path: CallPath | None = None) -> None:
     """Define every GatherMultiaxis op type with the PyOp bridge: plain, Run, RunFixedAxes, Bound and
     BoundGroup, for every (data type, index type) pair, and install the package's invocation hook.
 
@@ -516,6 +454,7 @@ def register(handback: bool | None = None, hook: bool | None = None) -> None:
         handback: False: the bridge's list output path; True or None: the array handback when the bridge
             passes the self-test (it is never used otherwise).
         hook: False: onnxruntime-extensions' generic invoker; True or None: the package's own hook.
+        call_path: the call-path steps to use from now on (None: every step, ``CallPath()``).
 
     Returns:
         None.
@@ -552,10 +491,16 @@ def register(handback: bool | None = None, hook: bool | None = None) -> None:
             _state["handback_supported"] = _handback_works(_state["opdefs"][0])
         _state["handback"] = _state["handback_supported"] if handback is None else (
             handback and _state["handback_supported"])
+        _state["call_path"] = CallPath() if call_path is None else call_path
         use_hook = hook is None or hook
         if use_hook != _state["hook"]:
             pyop_internals().install_hook(_invoke if use_hook else _generic_invoker)
             _state["hook"] = use_hook
+
+
+def active_call_path() -> CallPath:
+    """The call-path steps the last ``register`` call chose."""
+    return _state["call_path"]
 
 
 def bridge_info() -> dict:
@@ -579,14 +524,7 @@ def count_crossings(call):
     """``call()``'s result and how many times the bridge handed a call to Python meanwhile (a PyOp call:
     the package's op types and any other), for benchmarks (``bench end-to-end``'s crossings per run). The
     counting hook stands in for the installed one during ``call()``: nothing else in the process should run
-    PyOps meanwhile, or their calls are counted too.
-
-    Args:
-        call: a callable taking no arguments.
-
-    Returns:
-        A tuple ``(call's result, number of PyOp calls)``.
-    """
+    PyOps meanwhile, or their calls are counted too."""
     with _lock:
         register()
         installed = _invoke if _state["hook"] else _generic_invoker
@@ -608,26 +546,12 @@ _registered_options: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()
 
 
 def registered_by_us(options: ort.SessionOptions) -> bool:
-    """Whether ``register_library`` registered the extensions library on these options.
-
-    Args:
-        options: an ``onnxruntime.SessionOptions``.
-
-    Returns:
-        True when it did (and the options are still alive), else False.
-    """
+    """Whether ``register_library`` registered the extensions library on these options."""
     return options in _registered_options
 
 
 def register_library(options: ort.SessionOptions) -> ort.SessionOptions:
-    """Register the extensions library (with every GatherMultiaxis op type) on ``options`` once.
-
-    Args:
-        options: the ``onnxruntime.SessionOptions`` to register the library on.
-
-    Returns:
-        The same ``options``.
-    """
+    """Register the extensions library (with every GatherMultiaxis op type) on ``options`` once."""
     with _lock:
         if not _state["registered"]:
             register()
@@ -638,15 +562,7 @@ def register_library(options: ort.SessionOptions) -> ort.SessionOptions:
 
 
 def config_entry(options: ort.SessionOptions, key: str) -> str | None:
-    """A session config entry of ``options``, or None when it is not set (ORT raises for those).
-
-    Args:
-        options: the ``onnxruntime.SessionOptions`` to read.
-        key: the session config key.
-
-    Returns:
-        The entry's string value, or None.
-    """
+    """A session config entry of ``options``, or None when it is not set (ORT raises for those)."""
     try:
         return options.get_session_config_entry(key)
     except RuntimeError:

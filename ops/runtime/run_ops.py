@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from onnx import TensorProto
 
-from .contract import DATA_TYPES
+from ..contract import CHECKING_MODE_VALUES, DATA_TYPES, DOMAIN, OP_TYPE, Mode
 
 RUN_OP_TYPE = "GatherMultiaxisRun"
 FIXED_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxes"
@@ -38,36 +38,18 @@ GROUP_MAX = 4
 
 def bound_op_type(elem_type: int) -> str:
     """The op type of a bound gather whose output has ONNX type ``elem_type``, e.g. GatherMultiaxisBoundFloat.
-    (One op type per output type: a bound node has no data input from which ORT could pick the type.)
-
-    Args:
-        elem_type: the output's ONNX element type (a ``TensorProto`` data type).
-
-    Returns:
-        The op type name.
-    """
+    (One op type per output type: a bound node has no data input from which ORT could pick the type.)"""
     return BOUND_OP_PREFIX + TensorProto.DataType.Name(elem_type).capitalize()
 
 
 def group_op_type(elem_types) -> str:
     """The op type of a group whose outputs have ONNX types ``elem_types`` (sorted as GROUP_TYPES),
-    e.g. GatherMultiaxisBoundGroupFloatInt64Int64Int64.
-
-    Args:
-        elem_types: the ONNX element types of the outputs, in order.
-
-    Returns:
-        The op type name.
-    """
+    e.g. GatherMultiaxisBoundGroupFloatInt64Int64Int64."""
     return GROUP_OP_PREFIX + "".join(TensorProto.DataType.Name(t).capitalize() for t in elem_types)
 
 
 def group_signatures() -> list[tuple[int, ...]]:
-    """The output types of every group op type: each sorted choice of 2 to GROUP_MAX of GROUP_TYPES.
-
-    Returns:
-        A list of tuples of ONNX element types.
-    """
+    """The output types of every group op type: each sorted choice of 2 to GROUP_MAX of GROUP_TYPES."""
     return [types for size in range(2, GROUP_MAX + 1)
             for types in itertools.combinations_with_replacement(GROUP_TYPES, size)]
 
@@ -75,56 +57,31 @@ def group_signatures() -> list[tuple[int, ...]]:
 def group_attributes(tables: list[str], slots: list[int]) -> dict[str, str]:
     """The attributes of a group node gathering bound ``tables`` in that order (the graph order of the
     nodes it replaces, so that the first error is the one the ungrouped run would raise first), table i
-    into output ``slots[i]``.
-
-    Args:
-        tables: the bound table keys, in gather order.
-        slots: the output index of each table.
-
-    Returns:
-        A dict with the string attributes ``tables`` and ``slots`` (comma-separated).
-    """
+    into output ``slots[i]``."""
     return {"tables": ",".join(tables), "slots": ",".join(str(slot) for slot in slots)}
 
 
 @functools.lru_cache(maxsize=256)
 def parse_group(tables: str, slots: str) -> tuple[tuple[str, int], ...]:
-    """The (table key, output slot) pairs of a group node's attributes, in the order they are gathered.
-
-    Args:
-        tables: the node's ``tables`` attribute (comma-separated keys).
-        slots: the node's ``slots`` attribute (comma-separated ints).
-
-    Returns:
-        A tuple of ``(table key, output slot)`` pairs.
-    """
+    """The (table key, output slot) pairs of a group node's attributes, in the order they are gathered."""
     return tuple(zip(tables.split(","), (int(slot) for slot in slots.split(","))))
 
 
 @functools.lru_cache(maxsize=256)
 def parse_axes(text: str) -> tuple[int, ...]:
-    """The ``axes`` attribute of a GatherMultiaxisRunFixedAxes node ("0,2"; "" for none), as ints.
-
-    Args:
-        text: the attribute's string.
-
-    Returns:
-        The axes, a tuple of ints.
-    """
+    """The ``axes`` attribute of a GatherMultiaxisRunFixedAxes node ("0,2"; "" for none), as ints."""
     return tuple(int(part) for part in text.split(",")) if text else ()
 
 
 def axes_attribute(axes) -> str:
     """``axes`` as the ``axes`` attribute of a GatherMultiaxisRunFixedAxes node (the bridge hands every
-    attribute over as a string).
-
-    Args:
-        axes: the axes, a sequence of ints.
-
-    Returns:
-        The comma-separated string ("" for no axes).
-    """
+    attribute over as a string)."""
     return ",".join(str(int(axis)) for axis in axes)
+
+
+def is_bridge_node(node) -> bool:
+    """Whether ``node`` is one of the session's GatherMultiaxis op types (each crosses the PyOp bridge)."""
+    return node.domain == DOMAIN and node.op_type.startswith(OP_TYPE)
 
 
 @dataclass(frozen=True)
@@ -139,7 +96,7 @@ class BoundTable:
     array: np.ndarray
     widen: str | None = None
     axes: tuple[int, ...] = (0,)
-    mode: str = "error"
+    mode: str = Mode.ERROR.value
     indices_axes: tuple[int, ...] = ()
     take_table: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -148,32 +105,21 @@ class BoundTable:
         # indices' size-1 dimensions after it): the gather is ndarray.take of the raw indices along the
         # table's first real dimension, with no plan to look up.
         rank = self.array.ndim
-        if (len(self.axes) == 1 and self.mode in ("error", "error_nonempty") and -rank <= self.axes[0] < rank
+        if (len(self.axes) == 1 and getattr(self.mode, "value", self.mode) in CHECKING_MODE_VALUES and -rank <= self.axes[0] < rank
                 and self.array.dtype != object):
             axis = self.axes[0] % rank
             if all(size == 1 for size in self.array.shape[:axis]) and self.indices_axes == tuple(range(axis + 1, rank)):
                 object.__setattr__(self, "take_table", self.array.reshape(self.array.shape[axis:]))
 
     def output_dtype(self) -> np.dtype:
-        """The dtype of the node's output.
-
-        Returns:
-            float32 when ``widen`` is set, else ``array``'s dtype.
-        """
+        """The dtype of the node's output."""
         return np.dtype(np.float32) if self.widen else self.array.dtype
 
     def indices(self, indices: np.ndarray) -> np.ndarray:
-        """The node's indices with the absorbed alignment applied.
-
-        Args:
-            indices: the indices the node receives.
-
-        Returns:
-            ``indices`` with size-1 dimensions inserted at ``indices_axes`` (``indices`` itself when there are none).
-        """
+        """The node's indices with the absorbed alignment applied."""
         return np.expand_dims(indices, self.indices_axes) if self.indices_axes else indices
 
 
 __all__ = ["BOUND_OP_PREFIX", "BOUND_OUTPUT_TYPES", "FIXED_RUN_OP_TYPE", "GROUP_MAX", "GROUP_OP_PREFIX", "GROUP_TYPES",
            "NARROWING_AXES_RUN_OP_TYPE", "NARROWING_RUN_OP_TYPE", "RUN_OP_TYPE", "BoundTable", "axes_attribute", "bound_op_type", "group_attributes",
-           "group_op_type", "group_signatures", "parse_axes", "parse_group"]
+           "group_op_type", "group_signatures", "is_bridge_node", "parse_axes", "parse_group"]

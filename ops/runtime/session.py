@@ -21,17 +21,17 @@ import onnxruntime as ort
 from onnx import ModelProto
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 
-from ..graphs import bind as bind_step
-from ..graphs.bind import BIND_FORMS, RUN_TOKEN, PreparedModel  # noqa: F401 - public here too
-from ..graphs.modelfile import ExternalDataError, external_tensors
-from . import ortop
+from . import bind as bind_step
+from .bind import RUN_TOKEN, BindOptions, PreparedModel  # noqa: F401 - public here too
+from ...graphs.modelfile import ExternalDataError, external_tensors
+from . import registration as ortop
 from .bridge_strings import refuse_unsafe_string_feeds
-from .contract import DOMAIN
-from .runtime.internals import c_ort_value, session_internals, session_state, set_inputs_meta
+from ..contract import DOMAIN
+from .internals import c_ort_value, session_internals, session_state, set_inputs_meta
 from .preallocated import run_with_preallocated_fetches_checked, run_with_preallocated_outputs_checked
 from .run_errors import RUN_ERRORS
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger("gathermultiaxis.ops.session")  # the name -v has always shown
 
 # ORT's session config entry naming the folder external data is relative to (for a model given as bytes;
 # it overrides the model file's own folder too).
@@ -40,16 +40,7 @@ EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
 
 def evaluate_constants(model: ModelProto, base_dir: str | None) -> list[np.ndarray]:
     """The outputs of ``model`` (standard ONNX computing a table from constants, made by the bind step) as
-    ONNX Runtime's CPU kernels compute them: the values the unbound model would compute on every run.
-
-    Args:
-        model: the constant-only ``onnx.ModelProto`` (no graph inputs).
-        base_dir: the folder its external data is read from, or None (no external data, or ORT's working
-            folder).
-
-    Returns:
-        The model's outputs, a list of ``np.ndarray`` in graph output order.
-    """
+    ONNX Runtime's CPU kernels compute them: the values the unbound model would compute on every run."""
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.intra_op_num_threads = 1  # elementwise and copies: the same bits on any number of threads
@@ -60,21 +51,12 @@ def evaluate_constants(model: ModelProto, base_dir: str | None) -> list[np.ndarr
 
 
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True,
-                  builtin_gathers: bool = False) -> PreparedModel:
+                  builtin_gathers: bool = False, options: BindOptions = BindOptions()) -> PreparedModel:
     """The bind step (``graphs.bind.prepare_model``) for the installed PyOp bridge: float16 outputs where it
-    hands arrays back, tables computed from constants computed by ORT (``evaluate_constants``).
-
-    Args:
-        model: the ``onnx.ModelProto`` to prepare (a rewritten model with GatherMultiaxis nodes).
-        base_dir: the folder of the model file (for its external data), or None.
-        bind: False skips binding tables (the model is still prepared for the session).
-        builtin_gathers: run the nodes one standard gather computes as that gather (see the session).
-
-    Returns:
-        The ``PreparedModel`` from ``graphs.bind.prepare_model``.
-    """
+    hands arrays back, tables computed from constants computed by ORT (``evaluate_constants``)."""
     return bind_step.prepare_model(model, base_dir, bind, float16_outputs=ortop.bridge_info()["handback_supported"],
-                                   evaluate=evaluate_constants, builtin_gathers=builtin_gathers)
+                                   evaluate=evaluate_constants, builtin_gathers=builtin_gathers,
+                                   options=options)
 
 
 def _load(path_or_bytes) -> tuple[ModelProto, str | None]:
@@ -177,18 +159,7 @@ def own_options(options: ort.SessionOptions | None) -> ort.SessionOptions:
     before gathermultiaxis defined its op types), and refuses options registered twice. A copy has
     neither problem; the library registered on it brings the extensions' own ops too. What ORT gives no
     way to read (initializers, free dimension overrides, custom op libraries added to ``options``) is
-    not copied: see the README.
-
-    Args:
-        options: the caller's ``onnxruntime.SessionOptions``, or None.
-
-    Returns:
-        The ``onnxruntime.SessionOptions`` the session is created with.
-
-    Raises:
-        ValueError: ``options`` ask ORT to save the optimized model (``optimized_model_filepath`` or
-            ``session.optimized_model_filepath``).
-    """
+    not copied: see the README."""
     if options is not None:
         _refuse_model_writing(options)
     if options is not None and ortop.registered_by_us(options):
@@ -246,7 +217,7 @@ def _result_or_run_error(token: int, call):
 class InferenceSession(ort.InferenceSession):
     """``onnxruntime.InferenceSession`` for models holding GatherMultiaxis nodes (see the module docstring).
 
-    Same arguments as ORT's (``path_or_bytes`` may also be a ``ModelProto``), and two of its own:
+    Same arguments as ORT's (``path_or_bytes`` may also be a ``ModelProto``), and three of its own:
 
     * ``run_builtin_gathers`` (default True): a node that one standard ONNX gather computes exactly (a
       rewritten Gather, GatherElements or GatherND, and most nodes from other frameworks' gathers) runs
@@ -257,6 +228,7 @@ class InferenceSession(ort.InferenceSession):
       the nodes no single gather computes run on the GatherMultiaxis kernel. False: every node runs
       on the kernel (its errors, its bound tables).
     * ``bind_constants=False`` keeps every data operand of the kernel's nodes on the bridge.
+    * ``bind_options`` (keyword): the bind step's node forms, a ``BindOptions`` (None: all of them).
 
     The session runs on its own copy of ``sess_options`` (see ``own_options``).
     """
@@ -268,7 +240,8 @@ class InferenceSession(ort.InferenceSession):
                  sess_options: ort.SessionOptions | None = None,
                  providers: Sequence[str | tuple[str, dict[Any, Any]]] | None = None,
                  provider_options: Sequence[dict[Any, Any]] | None = None, bind_constants: bool = True,
-                 run_builtin_gathers: bool = True, **kwargs: Any) -> None:
+                 run_builtin_gathers: bool = True, *, bind_options: BindOptions | None = None,
+                 **kwargs: Any) -> None:
         if isinstance(path_or_bytes, (str, os.PathLike)) and os.fspath(path_or_bytes).endswith(".ort"):
             raise ValueError("ORT format models are not supported: pass the ONNX model")
         if sess_options is not None:
@@ -276,7 +249,8 @@ class InferenceSession(ort.InferenceSession):
         model, model_folder = _load(path_or_bytes)
         folder = _external_data_folder(model_folder, sess_options)
         try:
-            prepared = prepare_model(model, folder, bind=bind_constants, builtin_gathers=run_builtin_gathers)
+            prepared = prepare_model(model, folder, bind=bind_constants, builtin_gathers=run_builtin_gathers,
+                                     options=BindOptions() if bind_options is None else bind_options)
         except ExternalDataError as error:  # ORT's exception type for the same refusal
             raise Fail(f"cannot load the model: {error}") from error
         self._gathermultiaxis_token_name = prepared.token if prepared.tokened else None

@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection
 import numpy as np
 import onnxruntime as ort
 
-from .runtime.internals import c_cpu_device, c_ort_value, iobinding_state, session_internals
+from .internals import c_cpu_device, c_ort_value, iobinding_state, session_internals
 
 
 def _cpu_tensor(value) -> bool:
@@ -36,15 +36,7 @@ class _Preallocated:
         self.element_type, self.data_ptr = value.element_type(), value.data_ptr()
 
     def rebind(self, bound, cpu) -> None:
-        """Bind the caller's pre-allocated output again after the run.
-
-        Args:
-            bound: ORT's C binding behind the ``IOBinding`` (``iobinding_state``).
-            cpu: the C-level CPU device.
-
-        Returns:
-            None.
-        """
+        """Bind the caller's pre-allocated output again after the run."""
         if self.user_value is not None:
             bound.bind_ortvalue_output(self.name, c_ort_value(self.user_value))
         else:  # bound with bind_output(..., buffer_ptr): bind the same buffer again
@@ -77,19 +69,7 @@ def _copy_into_preallocated(preallocated, values) -> None:
 
 def run_with_preallocated_outputs_checked(iobinding: ort.IOBinding, run: Callable, at_risk: Collection[str] | None):
     """``run()`` (a run of ``iobinding``), with the caller's pre-allocated CPU outputs named in ``at_risk``
-    (None: every one) written by ORT into its own outputs first, checked and copied over.
-
-    Args:
-        iobinding: the ``onnxruntime.IOBinding`` the run uses.
-        run: a callable taking no arguments that runs the session with ``iobinding``.
-        at_risk: names of the outputs to redirect and check, or None for every output.
-
-    Returns:
-        ``run()``'s result.
-
-    Raises:
-        RuntimeError: an output ORT computed does not match the pre-allocated one (shape or type).
-    """
+    (None: every one) written by ORT into its own outputs first, checked and copied over."""
     if at_risk is not None and not at_risk:
         return run()
     bound, user_values = iobinding_state(iobinding)  # rebinding through the C binding leaves the record alone
@@ -118,21 +98,7 @@ def run_with_preallocated_fetches_checked(fetch_names, fetches, run: Callable, a
     """``run(fetches_to_use)`` for ``run_with_ortvaluevector``: when ``fetches`` holds a pre-allocated CPU
     tensor for an output in ``at_risk`` (None: any), ORT writes every output into a vector of its own, then
     each is checked against the caller's and copied into it. A vector of ORT's own cannot hold an
-    unallocated slot next to allocated ones (ORT fills an empty one), so such a mix is refused.
-
-    Args:
-        fetch_names: the output names, in the order of ``fetches``.
-        fetches: the caller's ``OrtValueVector``.
-        run: a callable taking the vector to fetch into, that runs the session.
-        at_risk: names of the outputs to check, or None for every output.
-
-    Returns:
-        ``run(...)``'s result.
-
-    Raises:
-        ValueError: some but not all fetches are pre-allocated CPU tensors while one at risk is.
-        RuntimeError: an output ORT computed does not match the pre-allocated fetch.
-    """
+    unallocated slot next to allocated ones (ORT fills an empty one), so such a mix is refused."""
     if (at_risk is not None and not at_risk) or len(fetches) == 0 or len(fetches) != len(fetch_names):
         return run(fetches)
     held = [fetches[index] for index in range(len(fetches))]

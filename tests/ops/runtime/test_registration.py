@@ -12,7 +12,7 @@ from support import assert_bit_identical, gather_cases, gather_multiaxis_model
 
 from gathermultiaxis import GatherIndexError, InferenceSession, gather_multiaxis, session_options
 from gathermultiaxis.ops import DATA_TYPES, INDEX_TYPES, bridge_info, register
-from gathermultiaxis.ops.run_ops import group_signatures
+from gathermultiaxis.ops.runtime.run_ops import group_signatures
 
 
 def numpy_dtype(elem_type):

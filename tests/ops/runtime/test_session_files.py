@@ -17,8 +17,8 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 from support import OPSET, make_model
 
 import gathermultiaxis
-from gathermultiaxis.ops.ortop import ERRORS
-from gathermultiaxis.ops.session import EXTERNAL_DATA_FOLDER
+from gathermultiaxis.ops.runtime.registration import ERRORS
+from gathermultiaxis.ops.runtime.session import EXTERNAL_DATA_FOLDER
 
 CONTRIB = helper.make_opsetid("ai.onnx.contrib", 1)
 TABLE = np.arange(12, dtype=np.float32).reshape(6, 2)
@@ -175,7 +175,7 @@ def test_malformed_entries_name_the_tensor_and_the_problem(model_folder):
 
 FIFO_CHILD = """
 import os, sys, numpy as np, onnx, onnxruntime as ort
-sys.path[:0] = [{tests!r}, os.path.dirname({tests!r})]  # this file's folder, and tests/ (support.py)
+sys.path[:0] = [{tests!r}, os.path.dirname(os.path.dirname({tests!r}))]  # this file's folder, and tests/ (support.py)
 from pathlib import Path
 from test_session_files import model_files
 import gathermultiaxis

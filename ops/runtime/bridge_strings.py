@@ -16,8 +16,8 @@ import numpy as np
 import onnx
 from onnx import ModelProto, TensorProto
 
-from ..graphs.ir.walk import node_holders, subgraphs
-from .contract import DOMAIN
+from ...graphs.ir.walk import node_holders, subgraphs
+from ..contract import DOMAIN
 
 NOT_UTF8 = ("holds bytes that are not UTF-8: onnxruntime-extensions' PyOp bridge decodes every string it passes "
             "to the op as UTF-8 and ends the process when that fails")
@@ -43,19 +43,7 @@ def _problem(values) -> str | None:
 
 def refuse_unsafe_string_feeds(input_feed, names, nul: bool = False) -> None:
     """Raise ValueError for a feed of ``names`` (inputs whose strings cross the bridge) holding bytes that
-    are not UTF-8 (a NumPy ``S`` array: ORT passes its bytes on as they are) or, with ``nul``, a NUL.
-
-    Args:
-        input_feed: the run's feed, a dict from input name to value (only ``np.ndarray`` values are checked).
-        names: the input names to check.
-        nul: also refuse strings holding a NUL character.
-
-    Returns:
-        None.
-
-    Raises:
-        ValueError: a checked feed holds such a string, naming the input.
-    """
+    are not UTF-8 (a NumPy ``S`` array: ORT passes its bytes on as they are) or, with ``nul``, a NUL."""
     for name in names:
         value = input_feed.get(name)
         if isinstance(value, np.ndarray) and value.dtype.kind in "SUO":
@@ -85,14 +73,7 @@ def _bad_constants(holder) -> dict[str, str]:
 def unsafe_string_constant(model: ModelProto) -> str | None:
     """What the first string constant that cannot cross the bridge and may reach a PyOp node (domain ai.onnx.contrib) is, or
     None. Conservative: every output of a node that reads such a value (directly or inside its subgraphs)
-    may hold its bytes, and so may a subgraph's formal inputs.
-
-    Args:
-        model: the ``onnx.ModelProto`` to inspect (subgraphs included).
-
-    Returns:
-        A description naming the constant and its problem, or None.
-    """
+    may hold its bytes, and so may a subgraph's formal inputs."""
     holders = list(node_holders(model))
     origin: dict[str, str] = {}
     for holder in holders:
@@ -121,17 +102,7 @@ def unsafe_string_constant(model: ModelProto) -> str | None:
 
 def refuse_unsafe_string_constants(path_or_bytes) -> None:
     """Raise ValueError when the model (a path, bytes or a ModelProto, as given to ORT) has a string constant
-    that is not UTF-8 or holds a NUL and may reach a PyOp node; do nothing for a model it cannot read (ORT reports that).
-
-    Args:
-        path_or_bytes: the model as given to ORT: a path, bytes, or an ``onnx.ModelProto``.
-
-    Returns:
-        None.
-
-    Raises:
-        ValueError: such a constant may reach a PyOp node.
-    """
+    that is not UTF-8 or holds a NUL and may reach a PyOp node; do nothing for a model it cannot read (ORT reports that)."""
     try:
         if isinstance(path_or_bytes, ModelProto):
             model = path_or_bytes

@@ -1,0 +1,97 @@
+"""The bind step's steps after the visit, over the whole model: grouped bound gathers, unread constants,
+Scan body outputs, bridge crossings."""
+
+
+from __future__ import annotations
+
+import itertools
+
+import onnx
+from onnx import ModelProto, helper
+
+from ...contract import DOMAIN, is_gather_multiaxis
+from ..run_ops import GROUP_MAX, GROUP_TYPES, bound_op_type, group_attributes, group_op_type, is_bridge_node
+from ....graphs.ir.dead_nodes import remove_dead
+from ....graphs.ir.walk import ONNX_DOMAINS, all_names, any_node, attribute, node_holders
+
+
+def holds_gather(model: ModelProto) -> bool:
+    return any_node(model, is_gather_multiaxis)
+
+
+GROUPED_TYPES = {bound_op_type(elem_type): elem_type for elem_type in GROUP_TYPES}
+
+
+def group_shared_indices(graph: onnx.GraphProto) -> None:
+    """Bound nodes of ``graph`` that read the same indices become GatherMultiaxisBoundGroup<Types> nodes of up
+    to GROUP_MAX outputs, each where the first of its nodes was (the indices and the token are there already,
+    and every reader of an output comes after that output's own node)."""
+    sharing: dict[tuple[str, ...], list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        if node.domain == DOMAIN and node.op_type in GROUPED_TYPES:
+            sharing.setdefault(tuple(node.input), []).append(node)
+    removed: set[int] = set()  # ids of the nodes merged into their group's first
+    for members in sharing.values():
+        for start in range(0, len(members) - 1, GROUP_MAX):
+            chunk = members[start:start + GROUP_MAX]
+            if len(chunk) < 2:
+                continue
+            types = [GROUPED_TYPES[node.op_type] for node in chunk]
+            order = sorted(range(len(chunk)), key=lambda i: GROUP_TYPES.index(types[i]))  # output slot -> member
+            slots = [order.index(i) for i in range(len(chunk))]
+            tables = [attribute(node, "table") for node in chunk]
+            first = chunk[0]
+            group = helper.make_node(group_op_type([types[i] for i in order]), list(first.input),
+                                     [chunk[i].output[0] for i in order], name=first.name, domain=DOMAIN,
+                                     **group_attributes(tables, slots))
+            removed.update(id(node) for node in chunk[1:])
+            first.CopyFrom(group)
+    if removed:
+        kept = [node for node in graph.node if id(node) not in removed]
+        del graph.node[:]
+        graph.node.extend(kept)
+
+
+def drop_unread_constants(model: ModelProto, freed: set[str]) -> None:
+    """In every graph: the Constant nodes nothing reads, and the initializers in ``freed`` (axes operands that
+    became attributes) nothing reads any more. ORT would warn about each ("Removing initializer"); it
+    turns Constant nodes into initializers. Holders are read as the walk goes: dropping rebuilds a node list."""
+    for holder in node_holders(model):
+        if isinstance(holder, onnx.GraphProto):
+            constants = [node for node in holder.node if node.op_type == "Constant" and node.domain in ONNX_DOMAINS]
+            remove_dead(holder, constants, freed, initializers="freed")
+
+
+def copy_scan_body_outputs(model: ModelProto) -> int:
+    """Route each Scan body output a GatherMultiaxis node writes (rank >= 1) through a one-input Concat."""
+    # Why: ORT's Scan hands the body its own output buffers, shaped by the first iteration. A builtin node
+    # writing one with another shape gets an error status; the PyOp bridge lets ORT's exception leave the
+    # kernel, which ends the process (std::terminate, pyop/pyfunc.cc). With the copy the op writes a value ORT
+    # allocates, and the Concat meets the Scan's check as a builtin does. Identity would be optimized away; a
+    # one-input Concat is kept at every level. Static declarations get the copy too (a declaration the run
+    # does not meet ended the process the same way). Scalars cannot be concatenated: left as they are.
+    taken, copies = None, 0
+    for holder in list(node_holders(model)):
+        for node in holder.node:
+            if node.op_type != "Scan" or node.domain not in ONNX_DOMAINS:
+                continue
+            body = attribute(node, "body")
+            written = {name for inner in body.node if is_bridge_node(inner) for name in inner.output}
+            for output in body.output:
+                dims = output.type.tensor_type.shape.dim
+                if output.name not in written or not output.type.tensor_type.HasField("shape") or not dims:
+                    continue
+                taken = all_names(model) if taken is None else taken
+                copy = next(name for name in (f"{output.name}/scan_copy{n or ''}" for n in itertools.count())
+                            if name not in taken)
+                taken.add(copy)
+                body.node.append(helper.make_node("Concat", [output.name], [copy], name=copy, axis=0))
+                output.name = copy
+                copies += 1
+    return copies
+
+
+def bridge_crossings(model: ModelProto) -> int:
+    """The GatherMultiaxis nodes of ``model`` (every op type of the domain): each crosses the PyOp bridge
+    once per call (counted in the graph: a node in a Loop body counts once, both branches of an If count)."""
+    return sum(is_bridge_node(node) for holder in node_holders(model) for node in holder.node)
