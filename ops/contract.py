@@ -125,14 +125,7 @@ class _Node(Protocol):
 
 
 def is_gather_multiaxis(node: _Node) -> bool:
-    """Whether ``node`` is a GatherMultiaxis node (its op type in the op's domain).
-
-    Args:
-        node: an ``onnx.NodeProto``, or anything with ``op_type`` and ``domain``.
-
-    Returns:
-        True for the op's own node type (not the session's in-memory op types).
-    """
+    """Whether ``node`` is a GatherMultiaxis node (its op type in the op's domain)."""
     return node.op_type == OP_TYPE and node.domain == DOMAIN
 
 
@@ -145,14 +138,7 @@ class GatherIndexError(IndexError):
 
 
 def shape_text(shape: Sequence[int | None]) -> str:
-    """A shape as error messages write it.
-
-    Args:
-        shape: the dims; None is a size not known.
-
-    Returns:
-        ``"[2, ?, 4]"``.
-    """
+    """A shape as error messages write it."""
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
@@ -196,13 +182,6 @@ def logical_indices_dims(indices_dims: Sequence[int | None], axes_count: int) ->
     """The indices' dims with each coordinate tuple folded: with more than one axis, the last dimension
     holds ``axes_count`` components per coordinate.
 
-    Args:
-        indices_dims: the indices' dims; None is a size not known (and stays None).
-        axes_count: ``len(axes)``.
-
-    Returns:
-        The logical indices' dims: the last one divided by ``axes_count`` when there is more than one axis.
-
     Raises:
         GatherShapeError: the last dimension is known and not a multiple of ``axes_count``.
     """
@@ -226,14 +205,6 @@ def output_dims(input_dims: Sequence[int | None], indices_dims: Sequence[int | N
     """The shape rule. Input and indices have one rank; on an axis the output takes the logical indices'
     size; elsewhere the two sizes broadcast (equal, or one of them 1). Dims may be None (not known):
     the output size is then None unless the rule fixes it anyway.
-
-    Args:
-        input_dims: the input's dims (None: not known).
-        indices_dims: the indices' dims, coordinate tuples unfolded (None: not known).
-        axes: the gathered dimensions of the input, in tuple order.
-
-    Returns:
-        The output's dims, of the input's rank (None where the known sizes do not decide it).
 
     Raises:
         GatherShapeError: the ranks differ, an axis is bad, or the known sizes break the rule.

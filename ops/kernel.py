@@ -38,14 +38,7 @@ def _physical_memory() -> int | None:
 
 
 def zero_element(dtype: np.dtype):
-    """The value written for out-of-range indices in mode "zero": 0, False, or an empty string.
-
-    Args:
-        dtype: the output's NumPy dtype (``object`` for strings).
-
-    Returns:
-        A NumPy scalar of ``dtype`` equal to 0 (False for bool), or ``""`` for ``object``.
-    """
+    """The value written for out-of-range indices in mode "zero": 0, False, or an empty string."""
     if dtype == object:
         return ""
     return np.zeros((), dtype)[()]
@@ -259,11 +252,7 @@ class _Plan:
     cached_grid: np.ndarray | int | None = None
 
     def offset_grid(self):
-        """Offsets of the non-axis dimensions, broadcastable to ``lead_out`` (0 when there are none).
-
-        Returns:
-            An int64 array broadcastable to ``lead_out``, or the int 0.
-        """
+        """Offsets of the non-axis dimensions, broadcastable to ``lead_out`` (0 when there are none)."""
         if self.cached_grid is not None:
             return self.cached_grid
         return _build_grid(self.grid_terms, len(self.lead_out))
@@ -310,11 +299,7 @@ class PlanCache:
         return plan
 
     def info(self) -> dict:
-        """How full the cache is.
-
-        Returns:
-            A dict: ``plans`` (plans held), ``bytes`` (their size), ``max_plans`` and ``max_bytes`` (the limits).
-        """
+        """How full the cache is."""
         with self._lock:
             return {"plans": len(self._plans), "bytes": self._bytes, "max_plans": self.max_plans,
                     "max_bytes": self.max_bytes}
