@@ -115,6 +115,11 @@ MODES = tuple(mode.value for mode in Mode)  # the mode strings, in Mode's order
 # The strings of the modes that check indices, for hot paths that hold a node's mode attribute as a str. Values,
 # not members: a Mode hashes as its name, so ``Mode.ERROR in {"error"}`` is False (compare ``mode.value``).
 CHECKING_MODE_VALUES = frozenset(mode.value for mode in Mode if mode.checks_indices)
+# The kernel's per-call lookups, keyed by members and strings alike (a Mode and its string hash differently):
+# what an out-of-range index gives, and the modes that skip every check when the output is empty.
+OUT_OF_RANGE_OF = {**{mode: mode.out_of_range for mode in Mode}, **{mode.value: mode.out_of_range for mode in Mode}}
+CHECKING_MODES = frozenset({*(m for m in Mode if m.checks_indices), *CHECKING_MODE_VALUES})
+UNCHECKED_WHEN_EMPTY = frozenset(key for m in Mode if m.checks_indices and not m.checks_when_empty for key in (m, m.value))
 
 
 class _Node(Protocol):
@@ -235,6 +240,6 @@ def output_dims(input_dims: Sequence[int | None], indices_dims: Sequence[int | N
     return output
 
 
-__all__ = ["CHECKING_MODE_VALUES", "DATA_TYPES", "DOMAIN", "INDEX_DTYPES", "INDEX_TYPES", "MODES", "OP_TYPE",
+__all__ = ["CHECKING_MODES", "CHECKING_MODE_VALUES", "DATA_TYPES", "DOMAIN", "INDEX_DTYPES", "INDEX_TYPES", "MODES", "OP_TYPE", "OUT_OF_RANGE_OF", "UNCHECKED_WHEN_EMPTY",
            "GatherIndexError", "GatherShapeError", "Mode", "OutOfRange", "is_gather_multiaxis", "logical_indices_dims",
            "normalize_axes", "output_dims", "shape_text"]
