@@ -30,14 +30,7 @@ class OrtTypesError(ValueError):
 
 
 def plain_session_options(options=None):
-    """A ``SessionOptionsFactory`` that registers nothing: for models of standard and ORT's own ops.
-
-    Args:
-        options: options to use, or None for new ones.
-
-    Returns:
-        The options.
-    """
+    """A ``SessionOptionsFactory`` that registers nothing: for models of standard and ORT's own ops."""
     import onnxruntime as ort
 
     return options if options is not None else ort.SessionOptions()
@@ -46,17 +39,6 @@ def plain_session_options(options=None):
 def ort_value_types(model: ModelProto, names: Iterable[str], *, session_options: SessionOptionsFactory,
                     external_data_folder: str | Path | None = None) -> dict[str, TypeProto]:
     """The type ORT's load-time inference gives each of the named values of ``model``'s main graph.
-
-    Args:
-        model: the model; it is not changed.
-        names: the values to type (made by main-graph nodes).
-        session_options: the factory of ORT session options (``gathermultiaxis.session_options`` where the
-            model holds GatherMultiaxis nodes).
-        external_data_folder: the folder the model's external data locations are relative to.
-
-    Returns:
-        name -> TypeProto: the element type, and the shape where ORT knows the rank (unknown dims neither
-        a value nor a name). Left out: values no main-graph node makes, and those ORT gives no tensor type.
 
     Raises:
         OrtTypesError: ORT cannot load the model.

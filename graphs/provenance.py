@@ -44,11 +44,7 @@ class ReplacedGather:
     domain: str | None = None   # its domain field where it was set ("" or "ai.onnx"), else None
 
     def to_text(self) -> str:
-        """The record as the ``metadata_props`` value holds it.
-
-        Returns:
-            Compact JSON with sorted keys (the same record always gives the same text).
-        """
+        """The record as the ``metadata_props`` value holds it."""
         value = {"op_type": self.op_type, "inputs": [self.data, self.indices], "output": self.output,
                  "attributes": self.attributes, "name": self.name}
         if self.domain is not None:
@@ -57,14 +53,7 @@ class ReplacedGather:
 
     @classmethod
     def from_text(cls, text: str) -> "ReplacedGather | None":
-        """Read a record back.
-
-        Args:
-            text: a ``metadata_props`` value under ``KEY``.
-
-        Returns:
-            The record, or None for text that is not one (see the module docstring).
-        """
+        """Read a record back."""
         try:
             value = json.loads(text)
             data, indices = value["inputs"]
@@ -86,11 +75,6 @@ def record(node: NodeProto, replaced: NodeProto) -> None:
     """Write onto GatherMultiaxis ``node`` that it replaces the gather ``replaced``; the replaced node's own
     metadata (an exporter's source locations and scopes, not a record it carried) and doc string travel
     with it.
-
-    Args:
-        node: the GatherMultiaxis node the rewrite made; changed in place.
-        replaced: the Gather, GatherElements or GatherND node it replaces (its first two inputs and first
-            output are recorded, with its integer attributes).
     """
     kept = [entry for entry in (*node.metadata_props, *replaced.metadata_props) if entry.key != KEY]
     del node.metadata_props[:]
@@ -106,46 +90,26 @@ def record(node: NodeProto, replaced: NodeProto) -> None:
 
 
 def carry_metadata(source: NodeProto, target: NodeProto) -> None:
-    """Give ``target`` (the gather given back) ``source``'s metadata but the record, and its doc string.
-
-    Args:
-        source: the GatherMultiaxis node being lowered.
-        target: the standard gather that replaces it; changed in place.
-    """
+    """Give ``target`` (the gather given back) ``source``'s metadata but the record, and its doc string."""
     target.metadata_props.extend(entry for entry in source.metadata_props if entry.key != KEY)
     if source.doc_string:
         target.doc_string = source.doc_string
 
 
 def replaced_gather(node: NodeProto) -> ReplacedGather | None:
-    """What ``node`` records that it replaces.
-
-    Args:
-        node: any node (one without ``metadata_props``, from an older onnx, holds no record).
-
-    Returns:
-        The record, or None when the node holds none, more than one, or text that is not one.
-    """
+    """What ``node`` records that it replaces."""
     texts = [entry.value for entry in getattr(node, "metadata_props", ()) if entry.key == KEY]
     return ReplacedGather.from_text(texts[0]) if len(texts) == 1 else None
 
 
 def model_note() -> str:
-    """The text of the model-level entry: the package, its version, how to run or lower the file.
-
-    Returns:
-        One line.
-    """
+    """The text of the model-level entry: the package, its version, how to run or lower the file."""
     return (f"rewritten by gathermultiaxis {__version__}: run with gathermultiaxis.InferenceSession, or "
             f"`gathermultiaxis lower` it for plain ONNX runtimes")
 
 
 def mark_rewritten(model: ModelProto) -> None:
-    """Set ``model``'s entry under ``MODEL_KEY`` to ``model_note()`` (one entry, where it was or last).
-
-    Args:
-        model: a model the rewrite changed; changed in place.
-    """
+    """Set ``model``'s entry under ``MODEL_KEY`` to ``model_note()`` (one entry, where it was or last)."""
     entries = [(entry.key, entry.value) for entry in model.metadata_props]
     keys = [key for key, _ in entries]
     at = keys.index(MODEL_KEY) if MODEL_KEY in keys else len(entries)
@@ -156,14 +120,7 @@ def mark_rewritten(model: ModelProto) -> None:
 
 
 def unmark_rewritten(model: ModelProto) -> bool:
-    """Remove ``model``'s entries under ``MODEL_KEY``.
-
-    Args:
-        model: a model that holds no GatherMultiaxis node any more; changed in place.
-
-    Returns:
-        Whether there was one.
-    """
+    """Remove ``model``'s entries under ``MODEL_KEY``."""
     kept = [entry for entry in model.metadata_props if entry.key != MODEL_KEY]
     if len(kept) == len(model.metadata_props):
         return False

@@ -40,14 +40,6 @@ class Alignment:
 def normalized_axis(axis: int, rank: int, what: str = "axis") -> int:
     """``axis`` counted from the front.
 
-    Args:
-        axis: in ``[-rank, rank - 1]``.
-        rank: the data's rank.
-        what: the attribute's name, for the error message.
-
-    Returns:
-        The axis in ``[0, rank - 1]``.
-
     Raises:
         AlignmentError: the axis is out of range.
     """
@@ -63,15 +55,6 @@ def gather_alignment(data_rank: int, indices_rank: int, axis: int, batch_dims: i
     The indices' batch dims line up with the data's first b dims; their other q-b dims go in front of
     the data axis (q-b-1 ones are inserted into the data there) and the read axis is the last of them.
     With q = b (no index dims) the axis is read through a size-1 indices dim that is squeezed away.
-
-    Args:
-        data_rank: r, the data's rank (at least 1).
-        indices_rank: q, the indices' rank.
-        axis: the gathered data axis; negatives count from the end.
-        batch_dims: b, leading dims shared by data and indices, in ``[0, min(axis, q)]``.
-
-    Returns:
-        The alignment.
 
     Raises:
         AlignmentError: a scalar data, an axis out of range, or ``batch_dims`` out of its range.
@@ -92,14 +75,6 @@ def gather_alignment(data_rank: int, indices_rank: int, axis: int, batch_dims: i
 def gather_elements_alignment(data_rank: int, indices_rank: int, axis: int) -> Alignment:
     """GatherElements / take_along_axis / torch.gather: the same rank, read along ``axis``.
 
-    Args:
-        data_rank: the data's rank (at least 1).
-        indices_rank: the indices' rank, equal to ``data_rank``.
-        axis: the gathered axis; negatives count from the end.
-
-    Returns:
-        The alignment (nothing inserted or dropped).
-
     Raises:
         AlignmentError: ranks that differ, a scalar, or an axis out of range.
     """
@@ -117,15 +92,6 @@ def gather_nd_alignment(data_rank: int, indices_rank: int, k: int, batch_dims: i
     dims or the indices' q-1-b index dims, each padded with ones), then the data's T = r-b-k trailing
     dims. The k-tuples already sit in the last indices dimension, which must be a padding one; when
     there is none (T = 0, q-1-b >= k) one trailing dimension is added and squeezed afterwards.
-
-    Args:
-        data_rank: r, the data's rank.
-        indices_rank: q, the indices' rank (at least 1).
-        k: the coordinate size, the last indices dimension (at least 1).
-        batch_dims: b, leading dims shared by data and indices.
-
-    Returns:
-        The alignment.
 
     Raises:
         AlignmentError: scalar indices, empty tuples, or ``batch_dims`` and ``k`` that do not fit the ranks.

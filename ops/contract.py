@@ -115,6 +115,11 @@ MODES = tuple(mode.value for mode in Mode)  # the mode strings, in Mode's order
 # The strings of the modes that check indices, for hot paths that hold a node's mode attribute as a str. Values,
 # not members: a Mode hashes as its name, so ``Mode.ERROR in {"error"}`` is False (compare ``mode.value``).
 CHECKING_MODE_VALUES = frozenset(mode.value for mode in Mode if mode.checks_indices)
+# The kernel's per-call lookups, keyed by members and strings alike (a Mode and its string hash differently):
+# what an out-of-range index gives, and the modes that skip every check when the output is empty.
+OUT_OF_RANGE_OF = {**{mode: mode.out_of_range for mode in Mode}, **{mode.value: mode.out_of_range for mode in Mode}}
+CHECKING_MODES = frozenset({*(m for m in Mode if m.checks_indices), *CHECKING_MODE_VALUES})
+UNCHECKED_WHEN_EMPTY = frozenset(key for m in Mode if m.checks_indices and not m.checks_when_empty for key in (m, m.value))
 
 
 class _Node(Protocol):
@@ -125,14 +130,7 @@ class _Node(Protocol):
 
 
 def is_gather_multiaxis(node: _Node) -> bool:
-    """Whether ``node`` is a GatherMultiaxis node (its op type in the op's domain).
-
-    Args:
-        node: an ``onnx.NodeProto``, or anything with ``op_type`` and ``domain``.
-
-    Returns:
-        True for the op's own node type (not the session's in-memory op types).
-    """
+    """Whether ``node`` is a GatherMultiaxis node (its op type in the op's domain)."""
     return node.op_type == OP_TYPE and node.domain == DOMAIN
 
 
@@ -145,14 +143,7 @@ class GatherIndexError(IndexError):
 
 
 def shape_text(shape: Sequence[int | None]) -> str:
-    """A shape as error messages write it.
-
-    Args:
-        shape: the dims; None is a size not known.
-
-    Returns:
-        ``"[2, ?, 4]"``.
-    """
+    """A shape as error messages write it."""
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
@@ -196,13 +187,6 @@ def logical_indices_dims(indices_dims: Sequence[int | None], axes_count: int) ->
     """The indices' dims with each coordinate tuple folded: with more than one axis, the last dimension
     holds ``axes_count`` components per coordinate.
 
-    Args:
-        indices_dims: the indices' dims; None is a size not known (and stays None).
-        axes_count: ``len(axes)``.
-
-    Returns:
-        The logical indices' dims: the last one divided by ``axes_count`` when there is more than one axis.
-
     Raises:
         GatherShapeError: the last dimension is known and not a multiple of ``axes_count``.
     """
@@ -226,14 +210,6 @@ def output_dims(input_dims: Sequence[int | None], indices_dims: Sequence[int | N
     """The shape rule. Input and indices have one rank; on an axis the output takes the logical indices'
     size; elsewhere the two sizes broadcast (equal, or one of them 1). Dims may be None (not known):
     the output size is then None unless the rule fixes it anyway.
-
-    Args:
-        input_dims: the input's dims (None: not known).
-        indices_dims: the indices' dims, coordinate tuples unfolded (None: not known).
-        axes: the gathered dimensions of the input, in tuple order.
-
-    Returns:
-        The output's dims, of the input's rank (None where the known sizes do not decide it).
 
     Raises:
         GatherShapeError: the ranks differ, an axis is bad, or the known sizes break the rule.
@@ -264,6 +240,6 @@ def output_dims(input_dims: Sequence[int | None], indices_dims: Sequence[int | N
     return output
 
 
-__all__ = ["CHECKING_MODE_VALUES", "DATA_TYPES", "DOMAIN", "INDEX_DTYPES", "INDEX_TYPES", "MODES", "OP_TYPE",
+__all__ = ["CHECKING_MODES", "CHECKING_MODE_VALUES", "DATA_TYPES", "DOMAIN", "INDEX_DTYPES", "INDEX_TYPES", "MODES", "OP_TYPE", "OUT_OF_RANGE_OF", "UNCHECKED_WHEN_EMPTY",
            "GatherIndexError", "GatherShapeError", "Mode", "OutOfRange", "is_gather_multiaxis", "logical_indices_dims",
            "normalize_axes", "output_dims", "shape_text"]

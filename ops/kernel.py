@@ -18,12 +18,13 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from math import prod
-from typing import Sequence, SupportsInt
+from typing import NoReturn, Sequence, SupportsInt, assert_never
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .contract import INDEX_DTYPES, MODES, GatherIndexError, Mode, normalize_axes
+from .contract import (CHECKING_MODES, INDEX_DTYPES, MODES, OUT_OF_RANGE_OF, UNCHECKED_WHEN_EMPTY, GatherIndexError, Mode,
+                       OutOfRange, normalize_axes)
 from .geometry import GatherGeometry
 
 
@@ -38,14 +39,7 @@ def _physical_memory() -> int | None:
 
 
 def zero_element(dtype: np.dtype):
-    """The value written for out-of-range indices in mode "zero": 0, False, or an empty string.
-
-    Args:
-        dtype: the output's NumPy dtype (``object`` for strings).
-
-    Returns:
-        A NumPy scalar of ``dtype`` equal to 0 (False for bool), or ``""`` for ``object``.
-    """
+    """The value written for out-of-range indices in mode "zero": 0, False, or an empty string."""
     if dtype == object:
         return ""
     return np.zeros((), dtype)[()]
@@ -73,25 +67,36 @@ def _coordinate_term(indices: np.ndarray, coordinate: np.ndarray, j: int, geomet
         return coordinate, None, False
     values = coordinate.astype(np.int64)
     np.add(values, dim, out=values, where=values < 0)  # negatives count from the end, once
-    bad: np.ndarray | None  # None below: nothing out of range, or nothing left to mask
     bad = (values < 0) | (values >= dim)
-    if mode == Mode.CLAMP:
-        np.clip(values, 0, dim - 1, out=values)
-        bad = None
-    elif not bad.any():
-        bad = None
-    elif mode == Mode.ZERO:
-        values[bad] = 0
-    else:
-        logical_position = np.unravel_index(int(np.argmax(bad)), bad.shape)
-        k = len(geometry.axes)
-        position = (*logical_position[:-1], logical_position[-1] * k + j) if k > 1 else logical_position
-        value = int(indices[position]) if indices.ndim else int(indices)
-        raise GatherIndexError(
-            f"index {value} at indices{_position_text(position)} is out of range for axis {axis} of size {dim} "
-            f"(valid range [{-dim}, {dim - 1}]; input shape {_position_text(geometry.input_shape)}, "
-            f"axes {list(geometry.axes)})")
-    return values, bad, True
+    match OUT_OF_RANGE_OF[mode]:
+        case OutOfRange.CLAMP:
+            np.clip(values, 0, dim - 1, out=values)
+            return values, None, True
+        case OutOfRange.ZERO:
+            if not bad.any():
+                return values, None, True
+            values[bad] = 0
+            return values, bad, True
+        case OutOfRange.RAISE:
+            if not bad.any():
+                return values, None, True
+            _raise_out_of_range(indices, bad, j, geometry)
+        case outcome:
+            assert_never(outcome)
+
+
+def _raise_out_of_range(indices: np.ndarray, bad: np.ndarray, j: int, geometry: GatherGeometry) -> NoReturn:
+    """Raise GatherIndexError naming the first out-of-range index of coordinate ``j``."""
+    axis = geometry.axes[j]
+    dim = geometry.input_shape[axis]
+    logical_position = np.unravel_index(int(np.argmax(bad)), bad.shape)
+    k = len(geometry.axes)
+    position = (*logical_position[:-1], logical_position[-1] * k + j) if k > 1 else logical_position
+    value = int(indices[position]) if indices.ndim else int(indices)
+    raise GatherIndexError(
+        f"index {value} at indices{_position_text(position)} is out of range for axis {axis} of size {dim} "
+        f"(valid range [{-dim}, {dim - 1}]; input shape {_position_text(geometry.input_shape)}, "
+        f"axes {list(geometry.axes)})")
 
 
 def _horner(terms: list[tuple[int, np.ndarray, bool]]) -> tuple[np.ndarray, bool]:
@@ -142,25 +147,8 @@ def _block_start(geometry: GatherGeometry) -> int:
 
 
 def gather_multiaxis(input: ArrayLike, indices: ArrayLike, axes: Sequence[int], mode: str = "error") -> np.ndarray:
-    """Gather elements of ``input`` at the coordinates in ``indices`` along ``axes``.
-
-    Shape contract (see ``gathermultiaxis.ops.geometry``): ``input.ndim == indices.ndim``; for
-    ``len(axes) = k > 1`` the last indices dimension holds ``k``-tuples in the order of ``axes``; the
-    output takes the logical indices size on every axis and the broadcast of input and logical indices
-    on every other dimension.
-
-    ``output[o] = input[c]`` where ``c[d] = o[d]`` (0 where ``input.shape[d] == 1``) for ``d`` not in
-    ``axes`` and ``c[axes[j]]`` is the ``j``-th component of the coordinate tuple found at ``o``
-    (broadcast) in the logical indices.
-
-    Indices are int32 or int64; a negative index counts from the end once (``[-dim, dim - 1]``).
-    Out-of-range indices: ``mode="error"`` raises ``GatherIndexError`` naming the value, its position
-    in ``indices``, the axis and the valid range (every index is checked, even when the output is
-    empty, as ONNX Gather does in ORT); ``"error_nonempty"`` is the same except that an empty output is
-    returned without looking at the indices (ORT's GatherND); ``"zero"`` writes 0 / False / "" for that
-    element; ``"clamp"`` clamps to ``[0, dim - 1]``. Indexing an axis of size 0 with a non-empty set
-    of coordinates is a ``GatherShapeError`` (in "error_nonempty" only when the output is not empty).
-    Returns a new C-contiguous array of ``input``'s dtype.
+    """Gather elements of ``input`` at the coordinates in ``indices`` along ``axes``, as ``ops.contract``
+    states the operator (shapes, modes, errors).
 
     Args:
         input: the data array (anything ``np.asarray`` takes), of any element type.
@@ -192,10 +180,10 @@ def gather_multiaxis(input: ArrayLike, indices: ArrayLike, axes: Sequence[int], 
     geometry = plan.geometry
     if not geometry.axes:  # nothing to index: a pure broadcast of the input
         return np.array(np.broadcast_to(data, geometry.output_shape), order="C")
-    if mode == Mode.ERROR_NONEMPTY and geometry.output_size == 0:  # nothing is read, so nothing is checked
+    if geometry.output_size == 0 and mode in UNCHECKED_WHEN_EMPTY:  # nothing is read, so nothing is checked
         return np.empty(geometry.output_shape, dtype=data.dtype)
     geometry.check_addressable()
-    if plan.direct and mode in (Mode.ERROR, Mode.ERROR_NONEMPTY):
+    if plan.direct and mode in CHECKING_MODES:
         # One axis read with stride 1 and nothing to add: the indices are the offsets, and np.take
         # counts negatives from the end once and refuses out-of-range ones, as this operator does.
         try:
@@ -259,11 +247,7 @@ class _Plan:
     cached_grid: np.ndarray | int | None = None
 
     def offset_grid(self):
-        """Offsets of the non-axis dimensions, broadcastable to ``lead_out`` (0 when there are none).
-
-        Returns:
-            An int64 array broadcastable to ``lead_out``, or the int 0.
-        """
+        """Offsets of the non-axis dimensions, broadcastable to ``lead_out`` (0 when there are none)."""
         if self.cached_grid is not None:
             return self.cached_grid
         return _build_grid(self.grid_terms, len(self.lead_out))
@@ -310,11 +294,7 @@ class PlanCache:
         return plan
 
     def info(self) -> dict:
-        """How full the cache is.
-
-        Returns:
-            A dict: ``plans`` (plans held), ``bytes`` (their size), ``max_plans`` and ``max_bytes`` (the limits).
-        """
+        """How full the cache is."""
         with self._lock:
             return {"plans": len(self._plans), "bytes": self._bytes, "max_plans": self.max_plans,
                     "max_bytes": self.max_bytes}

@@ -12,13 +12,13 @@ without ONNX Runtime (this module does not import onnxruntime).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, assert_never
 
 import numpy as np
 from onnx.reference.op_run import OpRun
 
 from .geometry import GatherGeometry
-from .contract import INDEX_DTYPES, MODES, GatherIndexError, Mode
+from .contract import INDEX_DTYPES, GatherIndexError, Mode, OutOfRange
 from .kernel import zero_element
 
 
@@ -46,21 +46,18 @@ def reference_gather_multiaxis(data, indices, axes: Sequence[int], mode: str = "
         GatherIndexError: an out-of-range index in mode "error" or "error_nonempty".
         TypeError: indices that are not int32 or int64.
     """
-    if mode not in MODES:
-        Mode.from_any(mode)  # raises, naming the modes
+    mode = Mode.from_any(mode)  # raises, naming the modes
     data, indices = np.asarray(data), np.asarray(indices)
     if indices.dtype not in INDEX_DTYPES:
         raise TypeError(f"indices must be int32 or int64, got {indices.dtype}")
     geometry = GatherGeometry.infer(data.shape, indices.shape, axes)
     axes, k = geometry.axes, len(geometry.axes)
     logical, out_shape = geometry.logical_indices_shape, geometry.output_shape
-    if mode == Mode.ERROR_NONEMPTY:
-        if geometry.output_size == 0:  # nothing is read, so nothing is checked
-            return np.empty(out_shape, dtype=data.dtype)
-        mode = Mode.ERROR
+    if mode.checks_indices and not mode.checks_when_empty and geometry.output_size == 0:
+        return np.empty(out_shape, dtype=data.dtype)  # nothing is read, so nothing is checked
     if k:
         geometry.check_addressable()
-    if mode == Mode.ERROR:  # every index value must be in range, used or not
+    if mode.checks_indices:  # every index value must be in range, used or not
         for position in np.ndindex(*indices.shape):
             axis = axes[position[-1] % k if k > 1 else 0] if k else None
             value = int(indices[position])
@@ -81,10 +78,15 @@ def reference_gather_multiaxis(data, indices, axes: Sequence[int], mode: str = "
             if value < 0:
                 value += dim
             if not 0 <= value < dim:
-                if mode == Mode.CLAMP:
-                    value = min(max(value, 0), dim - 1)
-                else:  # "zero" (in "error" mode every value was checked above)
-                    is_zero, value = True, 0
+                match mode.out_of_range:
+                    case OutOfRange.CLAMP:
+                        value = min(max(value, 0), dim - 1)
+                    case OutOfRange.ZERO:
+                        is_zero, value = True, 0
+                    case OutOfRange.RAISE:  # every value was checked above
+                        raise AssertionError("an index out of range left unchecked")
+                    case _:
+                        assert_never(mode.out_of_range)
             in_coord[axis] = value
         output[o] = zero if is_zero else data[tuple(in_coord)]
     return output

@@ -30,14 +30,7 @@ class NameScope:
     _last: dict[str, int] = field(default_factory=dict)
 
     def fresh(self, base: str) -> str:
-        """A name not taken yet, now taken.
-
-        Args:
-            base: the name wanted; ``BASE_1``, ``BASE_2``, ... when it is taken.
-
-        Returns:
-            The name.
-        """
+        """A name not taken yet, now taken."""
         n = self._last.get(base, 0)
         name = base if n == 0 else f"{base}_{n}"
         while name in self.taken:
@@ -67,29 +60,12 @@ class NodeBuilder:
         return output
 
     def op(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
-        """Any standard op with one output (the run-time alignment's shape arithmetic).
-
-        Args:
-            op_type: the op type (default domain).
-            inputs: input names.
-            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
-            **attributes: the node's attributes.
-
-        Returns:
-            The name of the output.
-        """
+        """Any standard op with one output (the run-time alignment's shape arithmetic)."""
         return self._emit(op_type, inputs, role, **attributes)
 
     def constant(self, values, role: str) -> str:
         """An int64 constant. Constant-1 (opsets 1 to 8) holds float types only: there it is a double
         Constant Cast to int64 (exact: every value emitted here is far below 2**53).
-
-        Args:
-            values: the values (anything ``np.asarray`` takes; int64).
-            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
-
-        Returns:
-            The name of the constant.
 
         Raises:
             ValueError: below opset 9, a value with no exact double form.
@@ -108,13 +84,6 @@ class NodeBuilder:
         propagates Size of a shape-like value as the product of its values (Size(Shape(x)) of a [3, 3]
         ``x`` becomes 9), which then contradicts the length and fails the session's load
         ("Incompatible dimensions"); Shape of the vector is propagated right.
-
-        Args:
-            x: a 1-D tensor's name.
-            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
-
-        Returns:
-            The name of the output.
         """
         return self.squeeze(self._emit("Shape", [x], role + "_1d"), [0], role)
 
@@ -126,107 +95,39 @@ class NodeBuilder:
         return self._emit(op_type, [x], role, axes=list(axes))
 
     def unsqueeze(self, x: str, axes: list[int], role: str) -> str:
-        """Unsqueeze ``x`` at ``axes`` (an attribute before opset 13, an input from 13).
-
-        Args:
-            x: the tensor's name.
-            axes: the positions of the inserted size-1 dimensions; none: no node.
-            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
-
-        Returns:
-            The name of the output (``x`` itself when ``axes`` is empty).
-        """
+        """Unsqueeze ``x`` at ``axes`` (an attribute before opset 13, an input from 13)."""
         return self._with_axes("Unsqueeze", x, axes, role)
 
     def squeeze(self, x: str, axes: list[int] | str, role: str) -> str:
-        """Squeeze ``axes`` out of ``x``.
-
-        Args:
-            x: the tensor's name.
-            axes: the size-1 dimensions to drop (none: no node), or the name of a 1-D int64 tensor computed at
-                run time (opset 13 on).
-            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
-
-        Returns:
-            The name of the output (``x`` itself when ``axes`` is an empty list).
-        """
+        """Squeeze ``axes`` out of ``x``."""
         if isinstance(axes, str):  # computed at run time (opset >= 13 only), never empty
             return self._emit("Squeeze", [x, axes], role)
         return self._with_axes("Squeeze", x, axes, role)
 
     def cast(self, x: str, to: int, role: str) -> str:
-        """Cast ``x`` to the element type ``to``.
-
-        Args:
-            x: the tensor's name.
-            to: the ONNX element type.
-            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
-
-        Returns:
-            The name of the output.
-        """
+        """Cast ``x`` to the element type ``to``."""
         return self._emit("Cast", [x], role, to=to)
 
     def shape(self, x: str, role: str) -> str:
-        """The shape of ``x``.
-
-        Args:
-            x: the tensor's name.
-            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
-
-        Returns:
-            The name of the output.
-        """
+        """The shape of ``x``."""
         return self._emit("Shape", [x], role)
 
     def slice(self, x: str, starts: str, ends: str, axes: str, role: str) -> str:
-        """Slice ``x`` (opset 10 on: starts, ends and axes as inputs).
-
-        Args:
-            x: the tensor's name.
-            starts: the name of the starts tensor.
-            ends: the name of the ends tensor.
-            axes: the name of the axes tensor.
-            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
-
-        Returns:
-            The name of the output.
-        """
+        """Slice ``x`` (opset 10 on: starts, ends and axes as inputs)."""
         return self._emit("Slice", [x, starts, ends, axes], role)
 
     def concat(self, parts: list[str], role: str) -> str:
-        """Concatenate 1-D ``parts`` along axis 0.
-
-        Args:
-            parts: the tensors' names (at least one).
-            role: what the value is, for its name (``PREFIX/ROLE``, made unique).
-
-        Returns:
-            The name of the output (the one part itself when there is one).
-        """
+        """Concatenate 1-D ``parts`` along axis 0."""
         return parts[0] if len(parts) == 1 else self._emit("Concat", parts, role, axis=0)
 
     def gather_multiaxis(self, data: str, indices: str, axes: list[int] | str, output: str, name: str,
                          mode: str) -> None:
-        """Append a GatherMultiaxis node.
-
-        Args:
-            data: the input's name.
-            indices: the indices' name.
-            axes: a static list (written as a constant), or the name of a 1-D int64 tensor computed at run time.
-            output: the output's name.
-            name: the node's name.
-            mode: the node's ``mode`` attribute.
-        """
+        """Append a GatherMultiaxis node."""
         axes_input = axes if isinstance(axes, str) else self.constant(axes, "axes")
         self.nodes.append(helper.make_node(OP_TYPE, [data, indices, axes_input], [output], name=name,
                                            domain=DOMAIN, mode=mode))
 
     def rename_last_output(self, output: str) -> None:
-        """Make the last emitted node write ``output`` (the replaced node's output name).
-
-        Args:
-            output: the name its first output takes.
-        """
+        """Make the last emitted node write ``output`` (the replaced node's output name)."""
         self.nodes[-1].output[0] = output
 

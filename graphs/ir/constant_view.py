@@ -64,38 +64,18 @@ class ConstantView(Mapping):
         return None if self._outer is None or name in self._hidden else self._outer._view_of(name)
 
     def tensor(self, name: str) -> TensorProto | None:
-        """The TensorProto of ``name`` (an initializer or a Constant's value), or None.
-
-        Args:
-            name: a value's name.
-
-        Returns:
-            The TensorProto (payload not read), or None.
-        """
+        """The TensorProto of ``name`` (an initializer or a Constant's value), or None."""
         view = self._view_of(name)
         return None if view is None else view._tensors.get(name)
 
     def initializer(self, name: str) -> TensorProto | None:
         """The TensorProto of ``name`` when it is an initializer of this scope itself (not an enclosing
         scope's, not a Constant's value; external data not read: its location is in the proto), or None.
-
-        Args:
-            name: a value's name.
-
-        Returns:
-            The TensorProto, or None.
         """
         return self._initializers.get(name)
 
     def dtype(self, name: str) -> np.dtype | None:
-        """The element type of the constant ``name`` as NumPy's, read from its proto (no payload), or None.
-
-        Args:
-            name: a value's name.
-
-        Returns:
-            The NumPy dtype, or None (not a constant, or a type NumPy has no dtype for).
-        """
+        """The element type of the constant ``name`` as NumPy's, read from its proto (no payload), or None."""
         view = self._view_of(name)
         if view is None:
             return None
@@ -109,14 +89,7 @@ class ConstantView(Mapping):
             return None
 
     def size(self, name: str) -> int | None:
-        """How many elements the constant ``name`` has, read from its proto (no payload), or None.
-
-        Args:
-            name: a value's name.
-
-        Returns:
-            The element count, or None (not a constant).
-        """
+        """How many elements the constant ``name`` has, read from its proto (no payload), or None."""
         view = self._view_of(name)
         if view is None:
             return None
@@ -125,12 +98,7 @@ class ConstantView(Mapping):
         return math.prod(view._tensors[view._int64_casts.get(name, name)].dims)
 
     def learn(self, name: str, value: np.ndarray) -> None:
-        """Record ``value`` for ``name``: a value of this scope that a pass found constant.
-
-        Args:
-            name: the value's name.
-            value: its values.
-        """
+        """Record ``value`` for ``name``: a value of this scope that a pass found constant."""
         if not self._scanned:
             self._scan()
         self._arrays[name] = value

@@ -18,18 +18,6 @@ def remove_dead(where: GraphProto | MutableSequence[NodeProto], candidates: Iter
     reads: all of them, or (``initializers="freed"``) only those in ``names`` or read by a removed node; graph
     outputs and initializers that are graph inputs stay. A worklist, and the node list rebuilt once, in order:
     removing nodes one by one, or repeated passes, is quadratic (50k bound gathers took over 15 minutes).
-
-    Args:
-        where: a graph, or a list of nodes (a replacement being built: no initializers, no graph outputs).
-        candidates: nodes of ``where`` that may be removed.
-        names: names whose producers or initializers may be unused now.
-        cascade: follow the reads to any node of ``where``, not only the candidates.
-        initializers: which unread initializers of a graph go: ``"all"``, or ``"freed"`` ones only.
-        keep: names read from outside ``where`` (a list's output): their producers stay.
-
-    Returns:
-        ``names`` and the names the removed nodes read (which another graph may now produce for nothing), or
-        an empty frozenset when nothing was removed.
     """
     graph = where if isinstance(where, GraphProto) else None
     nodes = where.node if isinstance(where, GraphProto) else where
@@ -74,10 +62,6 @@ def remove_dead_in_model(model: ModelProto, names: set[str]) -> None:
     """Remove what produces ``names`` when nothing reads it any more, and then what only that read, graph by
     graph until nothing changes (a subgraph may hold the last reader of an outer name). Graph inputs and outputs
     stay; initializers go only where a removed node was their last reader.
-
-    Args:
-        model: the model, changed in place.
-        names: the names whose producers may now be unused.
     """
     changed = bool(names)  # nothing freed: no graph to scan (the session's bind step frees nothing here)
     while changed:

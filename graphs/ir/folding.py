@@ -58,15 +58,6 @@ _TO_THE_END = (np.iinfo(np.int32).max, np.iinfo(np.int64).max)
 def slice_length(length: int, start: int, end: int, step: int) -> int:
     """How many elements ORT's Slice takes from an axis of ``length`` (ONNX's clamping, not Python's; an end
     of INT32_MAX or INT64_MAX means "to the end" in the step's direction, as ORT reads it).
-
-    Args:
-        length: the axis' size.
-        start: the Slice's start on it.
-        end: its end.
-        step: its step (not 0).
-
-    Returns:
-        The number of elements taken.
     """
     if end in _TO_THE_END:
         end = -1 - length if step < 0 else length
@@ -157,17 +148,7 @@ BUILDER_FOLDING = FoldPolicy(
 
 
 def fold(node: NodeProto, values: Sequence[np.ndarray | None], opset: int, policy: FoldPolicy) -> np.ndarray | None:
-    """The value of ``node``'s only output from its inputs' values, where ``policy`` folds it; else None.
-
-    Args:
-        node: the node.
-        values: its inputs' values, in order (None for an absent optional input, or a value not known).
-        opset: the model's ONNX opset.
-        policy: the caller's policy (``RANK_FOLDING``, ``SHAPE_FOLDING``, ``BUILDER_FOLDING``).
-
-    Returns:
-        The output's array, or None (not folded: another op, a value too large, or an op that would fail).
-    """
+    """The value of ``node``'s only output from its inputs' values, where ``policy`` folds it; else None."""
     if opset < policy.min_opset:
         return None
     if policy.kernel and is_gather_multiaxis(node):

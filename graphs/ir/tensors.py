@@ -14,14 +14,7 @@ from ..modelfile import ExternalData, ExternalDataError, check_external_data
 
 
 def type_name(elem_type: int) -> str:
-    """The name of an ONNX element type, as messages write it.
-
-    Args:
-        elem_type: a TensorProto data type; 0 for a type not known.
-
-    Returns:
-        ``"FLOAT16"``, ..., or ``"unknown"`` for 0.
-    """
+    """The name of an ONNX element type, as messages write it."""
     return TensorProto.DataType.Name(elem_type) if elem_type else "unknown"
 
 
@@ -30,17 +23,6 @@ def read_tensor(tensor: TensorProto, folder: str | os.PathLike | None, *, mmap: 
     """The values of ``tensor`` as an array. A tensor kept in an external file is read from ``folder`` (the
     model's folder), after the checks ONNX Runtime makes (``check_external_data``: never a file outside that
     folder, nor one of the wrong size), and never from the working folder.
-
-    Args:
-        tensor: the tensor.
-        folder: the model's folder, which external data locations are relative to; None when it is not known.
-        mmap: read nothing twice: external data memory-mapped (read-only; strings, which cannot be mapped,
-            are read), inline raw bytes viewed where they are (a read-only array).
-        raw_16bit: bfloat16 values as their uint16 bits (float16 values are float16 either way).
-        lenient_strings: string elements that are not UTF-8 stay bytes (as ORT keeps them) instead of failing.
-
-    Returns:
-        The array, in the tensor's dims.
 
     Raises:
         ExternalDataError: the data are external and ``folder`` is None, or the location fails

@@ -14,14 +14,7 @@ ONNX_DOMAINS = ("", "ai.onnx")
 
 
 def node_holders(model: ModelProto) -> Iterator[GraphProto | FunctionProto]:
-    """The main graph, every model-local function, and every subgraph nested in any of them.
-
-    Args:
-        model: the model.
-
-    Returns:
-        An iterator over them (GraphProto or FunctionProto), in no set order.
-    """
+    """The main graph, every model-local function, and every subgraph nested in any of them."""
     pending: list[GraphProto | FunctionProto] = [model.graph, *model.functions]
     while pending:
         holder = pending.pop()
@@ -32,12 +25,6 @@ def node_holders(model: ModelProto) -> Iterator[GraphProto | FunctionProto]:
 def all_names(model: ModelProto) -> set[str]:
     """Every name the model uses anywhere (tensors, nodes, graphs, functions), so that a fresh name
     collides with none: sparse initializers count too, used or not (ORT turns them into initializers).
-
-    Args:
-        model: the model.
-
-    Returns:
-        The set of names.
     """
     names: set[str] = {model.graph.name}
     for holder in node_holders(model):
@@ -56,14 +43,7 @@ def all_names(model: ModelProto) -> set[str]:
 
 
 def subgraphs(attribute: AttributeProto) -> list[GraphProto]:
-    """The graphs an attribute holds.
-
-    Args:
-        attribute: any attribute of a node.
-
-    Returns:
-        Its graph (GRAPH), its graphs (GRAPHS), or an empty list.
-    """
+    """The graphs an attribute holds."""
     if attribute.type == AttributeProto.GRAPH:
         return [attribute.g]
     if attribute.type == AttributeProto.GRAPHS:
@@ -72,14 +52,7 @@ def subgraphs(attribute: AttributeProto) -> list[GraphProto]:
 
 
 def holds_subgraph(node: NodeProto) -> bool:
-    """Whether a node has a graph attribute (If, Loop, Scan, ...). A plain loop: called for every node.
-
-    Args:
-        node: any node.
-
-    Returns:
-        True when one of its attributes is of type GRAPH or GRAPHS.
-    """
+    """Whether a node has a graph attribute (If, Loop, Scan, ...). A plain loop: called for every node."""
     for attribute in node.attribute:
         if attribute.type == AttributeProto.GRAPH or attribute.type == AttributeProto.GRAPHS:
             return True
@@ -87,14 +60,7 @@ def holds_subgraph(node: NodeProto) -> bool:
 
 
 def default_opset(model: ModelProto) -> int:
-    """The version of the ONNX domain that ``model`` imports.
-
-    Args:
-        model: the model.
-
-    Returns:
-        The opset version; 1 when the model imports no ONNX domain.
-    """
+    """The version of the ONNX domain that ``model`` imports."""
     for opset in model.opset_import:
         if opset.domain in ONNX_DOMAINS:
             return opset.version
@@ -102,14 +68,7 @@ def default_opset(model: ModelProto) -> int:
 
 
 def nodes_within(nodes) -> Iterator[NodeProto]:
-    """Nodes and, recursively, the nodes of their subgraphs.
-
-    Args:
-        nodes: an iterable of NodeProto (a graph's or function's ``node`` field).
-
-    Returns:
-        An iterator over them, each node before its subgraphs' nodes.
-    """
+    """Nodes and, recursively, the nodes of their subgraphs."""
     for node in nodes:
         yield node
         for attribute in node.attribute:
@@ -120,16 +79,6 @@ def nodes_within(nodes) -> Iterator[NodeProto]:
 def attribute(node: NodeProto, name: str, default=None):
     """The value of ``node``'s attribute ``name`` (strings decoded), or ``default`` when it has none: the one
     attribute reader of the passes.
-
-    Args:
-        node: the node.
-        name: the attribute's name.
-        default: what to return when ``node`` has no such attribute.
-
-    Returns:
-        The attribute's value (as onnx.helper.get_attribute_value gives it, bytes decoded to str: bytes that
-        are not UTF-8 as backslash escapes, which match no name a pass looks for), or
-        ``default``.
     """
     for proto in node.attribute:
         if proto.name == name:
@@ -143,13 +92,6 @@ def round_trip_cast(node: NodeProto | None, to: int = TensorProto.FLOAT) -> Type
     to float32 before GatherMultiaxis (``to`` FLOAT), or back after it (``to`` the narrow type). The one
     recogniser of that round trip (the bind step and the lowering fold it; here, so that the bind step
     needs no rewriter).
-
-    Args:
-        node: a node, or None.
-        to: the Cast's target element type (a TensorProto data type).
-
-    Returns:
-        True when ``node`` is an ONNX Cast to ``to``.
     """
     if node is None or node.op_type != "Cast" or node.domain not in ONNX_DOMAINS:
         return False
@@ -163,29 +105,14 @@ MOVING_OPS = ("Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpo
 
 
 def moves_elements(node: NodeProto | None, elem_type: int) -> TypeGuard[NodeProto]:
-    """Whether ``node`` is one of ``MOVING_OPS`` that ORT runs on ``elem_type`` (float16 or bfloat16).
-
-    Args:
-        node: a node, or None.
-        elem_type: the narrow type its data input would hold.
-
-    Returns:
-        True for such a node of an ONNX domain.
-    """
+    """Whether ``node`` is one of ``MOVING_OPS`` that ORT runs on ``elem_type`` (float16 or bfloat16)."""
     if node is None or node.domain not in ONNX_DOMAINS or node.op_type not in MOVING_OPS:
         return False
     return node.op_type != "Expand" or elem_type == TensorProto.FLOAT16
 
 
 def constant_value(node: NodeProto) -> onnx.TensorProto | None:
-    """The tensor of a Constant node given by its ``value`` attribute.
-
-    Args:
-        node: any node.
-
-    Returns:
-        The TensorProto, or None (not an ONNX Constant, or another attribute than ``value``).
-    """
+    """The tensor of a Constant node given by its ``value`` attribute."""
     if node.op_type == "Constant" and node.domain in ONNX_DOMAINS:
         for attribute in node.attribute:
             if attribute.name == "value":
@@ -194,41 +121,19 @@ def constant_value(node: NodeProto) -> onnx.TensorProto | None:
 
 
 def names_read(graph: GraphProto) -> Iterator[str]:
-    """Every name the nodes of ``graph`` and of its subgraphs read (a subgraph may read outer names).
-
-    Args:
-        graph: the graph.
-
-    Returns:
-        An iterator over the names, once per read (repeats included).
-    """
+    """Every name the nodes of ``graph`` and of its subgraphs read (a subgraph may read outer names)."""
     for node in nodes_within(graph.node):
         yield from node.input
 
 
 def model_nodes(model: ModelProto) -> Iterator[NodeProto]:
-    """Every node of ``model``: of its main graph, its model-local functions and every subgraph in them.
-
-    Args:
-        model: the model.
-
-    Returns:
-        An iterator over the nodes, holder by holder (``node_holders``' order), each holder's in graph order.
-    """
+    """Every node of ``model``: of its main graph, its model-local functions and every subgraph in them."""
     for holder in node_holders(model):
         yield from holder.node
 
 
 def any_node(model: ModelProto, predicate: Callable[[NodeProto], bool]) -> bool:
-    """Whether some node of ``model`` (``model_nodes``) satisfies ``predicate``; stops at the first.
-
-    Args:
-        model: the model.
-        predicate: the test of one node.
-
-    Returns:
-        True when one node does.
-    """
+    """Whether some node of ``model`` (``model_nodes``) satisfies ``predicate``; stops at the first."""
     return any(predicate(node) for node in model_nodes(model))
 
 

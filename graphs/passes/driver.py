@@ -140,12 +140,6 @@ def splice(graph: GraphProto, original: int, counts: dict[int, int], removed: Ab
     rest their replacements, in position order, ``counts[position]`` nodes replacing the node at
     ``position``; the nodes whose ids are in ``removed`` go. Nodes are moved by an in-place sort, not
     copied: a graph may hold Constant nodes of gigabytes.
-
-    Args:
-        graph: the graph, changed in place.
-        original: how many of its first nodes are its own.
-        counts: position of a replaced node to the number of its replacement nodes.
-        removed: the ``id()`` of the own nodes to remove.
     """
     if not counts and not removed:
         return
@@ -178,12 +172,7 @@ def splice(graph: GraphProto, original: int, counts: dict[int, int], removed: Ab
 
 
 def drop_unused_domain(model: ModelProto, domain: str = DOMAIN) -> None:
-    """Drop the opset import of ``domain`` when no node or function uses it any more.
-
-    Args:
-        model: the model, changed in place.
-        domain: the opset domain (by default the GatherMultiaxis domain).
-    """
+    """Drop the opset import of ``domain`` when no node or function uses it any more."""
     if any_node(model, lambda node: node.domain == domain) or any(f.domain == domain for f in model.functions):
         return
     kept = [o for o in model.opset_import if o.domain != domain]
@@ -237,15 +226,7 @@ def _run(hooks: _Hooks, model: ModelProto, repeat: bool) -> ModelProto:
 
 
 def run_node_pass(node_pass: NodePass, model: ModelProto) -> PassResult:
-    """Run ``node_pass`` over ``model`` as NodePass states.
-
-    Args:
-        node_pass: the pass.
-        model: the model (changed only by a pass with ``in_place``).
-
-    Returns:
-        The PassResult: the pass's model, whether some node was changed, and the pass's report.
-    """
+    """Run ``node_pass`` over ``model`` as NodePass states."""
     report = node_pass.report
     if node_pass.skip_without_targets and not any_node(model, node_pass.copy_targets):
         return PassResult(model, False, report)
@@ -256,16 +237,7 @@ def run_node_pass(node_pass: NodePass, model: ModelProto) -> PassResult:
 
 
 def run_pass(model: ModelProto, graph_pass: GraphPass, repeat: bool = False) -> ModelProto:
-    """Run a pass written as a ``GraphPass`` (NodePass's hooks, read by name; until every pass is a NodePass).
-
-    Args:
-        model: the model (changed only by a pass with ``copies`` False).
-        graph_pass: the pass.
-        repeat: run the walk again while it changes something and leaves something.
-
-    Returns:
-        The pass's model: a changed copy, or ``model`` itself for a pass with ``copies`` False.
-    """
+    """Run a pass written as a ``GraphPass`` (NodePass's hooks, read by name; until every pass is a NodePass)."""
     return _run(_Hooks.of_graph_pass(graph_pass), model, repeat)
 
 

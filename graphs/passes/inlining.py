@@ -18,13 +18,6 @@ def pass_copy(model: ModelProto, is_target: Callable[[NodeProto], bool]) -> tupl
     """A copy of ``model`` for a pass, with the functions holding a target node inlined (the IR version
     kept: the inliner may write its own); and "" or, when onnx's inliner fails, the reason (the copy then
     comes back not inlined, and the pass reports the target nodes left in functions).
-
-    Args:
-        model: the model; it is not changed.
-        is_target: whether a node is one the pass changes.
-
-    Returns:
-        The copy, and the inliner's failure ("" when none).
     """
     result = ModelProto()
     result.CopyFrom(model)
@@ -68,14 +61,6 @@ def inline_functions_holding(model: ModelProto, is_target: Callable[[NodeProto],
     """``model`` with every model-local function that holds a target node (see _functions_holding)
     inlined, attribute defaults applied first (``model`` is changed for that); and "" or, when onnx's
     inliner fails, the reason (the model then comes back not inlined). Shared by rewrite and lower.
-
-    Args:
-        model: the model (attribute defaults are written into its function calls).
-        is_target: whether a node is one the pass changes.
-
-    Returns:
-        The model (inlined, or ``model`` itself when nothing is to inline or inlining fails), and the
-        inliner's failure ("" when none).
     """
     holding = _functions_holding(model, is_target)
     if not holding:
@@ -108,12 +93,6 @@ def functions_at_model_opset(model: ModelProto) -> dict[tuple[str, str], str]:
     bodies: the ONNX domain always (ORT resolves a function's ONNX ops at the model's opset); another
     domain only when none of the function's ops of that domain changed between the two versions. A domain
     the model does not import is added to the model's imports.
-
-    Args:
-        model: the model, changed in place.
-
-    Returns:
-        (domain, name) to the reason, for each function left at another version than the model's.
     """
     imports = {_domain_key(o.domain): o.version for o in model.opset_import}
     set_aside: dict[tuple[str, str], str] = {}
@@ -162,14 +141,7 @@ class InlineFunctionsHolding(ModelPass):
         self.is_target = is_target
 
     def call(self, model: ModelProto) -> PassResult:
-        """Copy the model and inline the functions holding a target.
-
-        Args:
-            model: the model; it is not changed.
-
-        Returns:
-            The copy; ``modified`` when a function was inlined.
-        """
+        """Copy the model and inline the functions holding a target."""
         result, failure = pass_copy(model, self.is_target)
         return PassResult(result, not failure and len(result.functions) != len(model.functions))
 

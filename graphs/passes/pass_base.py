@@ -50,29 +50,14 @@ class ModelPass(ABC):
     in_place: ClassVar[bool] = False
 
     def requires(self, model: ModelProto) -> None:
-        """Check what the pass needs of ``model`` before it runs (raise if it is not met); by default nothing.
-
-        Args:
-            model: the model the pass is given.
-        """
+        """Check what the pass needs of ``model`` before it runs (raise if it is not met); by default nothing."""
 
     def ensures(self, model: ModelProto) -> None:
-        """Check what the pass promises of its result (raise if it is not met); by default nothing.
-
-        Args:
-            model: the result's model.
-        """
+        """Check what the pass promises of its result (raise if it is not met); by default nothing."""
 
     @abstractmethod
     def call(self, model: ModelProto) -> PassResult:
-        """Run the pass.
-
-        Args:
-            model: the model.
-
-        Returns:
-            The PassResult.
-        """
+        """Run the pass."""
 
     def __call__(self, model: ModelProto) -> PassResult:
         self.requires(model)
@@ -146,74 +131,29 @@ class NodePass(ModelPass, Generic[D]):
 
     @abstractmethod
     def targets(self, node: NodeProto) -> bool:
-        """Whether the pass visits ``node``.
-
-        Args:
-            node: a node of any graph.
-
-        Returns:
-            True for a node to visit.
-        """
+        """Whether the pass visits ``node``."""
 
     def copy_targets(self, node: NodeProto) -> bool:
-        """Whether a model-local function holding ``node`` is inlined first; by default ``targets``.
-
-        Args:
-            node: a node of a model-local function.
-
-        Returns:
-            True to inline the functions holding it.
-        """
+        """Whether a model-local function holding ``node`` is inlined first; by default ``targets``."""
         return self.targets(node)
 
     def prepare(self, model: ModelProto) -> None:
-        """Called with the pass's model before anything else reads it; by default nothing.
-
-        Args:
-            model: the pass's model (functions holding targets inlined), to change in place.
-        """
+        """Called with the pass's model before anything else reads it; by default nothing."""
 
     def begin(self, model: ModelProto, typing_copy: ModelProto | None) -> None:
-        """Called before each walk; by default nothing.
-
-        Args:
-            model: the pass's model.
-            typing_copy: the inferred typing copy, or None without ``infers_types``.
-        """
+        """Called before each walk; by default nothing."""
 
     def scope_infos(self, graph: GraphProto, twin: InferredGraph, outer: dict[str, TensorInfo],
                     main: bool) -> dict[str, TensorInfo]:
-        """The types of the names visible in ``graph``; by default the enclosing scopes' and the inferred ones.
-
-        Args:
-            graph: the graph about to be walked.
-            twin: what inference of the typing copy says of it.
-            outer: the enclosing scopes' types.
-            main: whether ``graph`` is the main graph.
-
-        Returns:
-            A new dict, name to TensorInfo.
-        """
+        """The types of the names visible in ``graph``; by default the enclosing scopes' and the inferred ones."""
         return {**outer, **twin.infos}
 
     def observe(self, node: NodeProto, scope: GraphScope) -> None:
-        """Called for every node of a scope, in graph order, before its visit; by default nothing.
-
-        Args:
-            node: the node.
-            scope: its graph's scope (its ``infos`` and ``outcomes`` may be added to).
-        """
+        """Called for every node of a scope, in graph order, before its visit; by default nothing."""
 
     @abstractmethod
     def visit(self, node: NodeProto, scope: GraphScope) -> Visit[D]:
         """The pass's change of a target node.
-
-        Args:
-            node: a node ``targets`` accepts.
-            scope: its graph's scope.
-
-        Returns:
-            The Visit.
 
         Raises:
             NotChanged: the node is kept as it is (the message is the reason); what the visit appended to
@@ -222,27 +162,10 @@ class NodePass(ModelPass, Generic[D]):
 
     @abstractmethod
     def outcome(self, node: NodeProto, path: str, detail: D | None, reason: str) -> Any:
-        """The report's row for a target node.
-
-        Args:
-            node: the node.
-            path: the path of its graph in the model ("main graph", ".../If_0.then_branch", "function f").
-            detail: the visit's ``detail``, or None when the node was left.
-            reason: why it was left ("" when it was changed).
-
-        Returns:
-            The pass's own outcome object (with the report's ``DONE`` attribute).
-        """
+        """The report's row for a target node."""
 
     def call(self, model: ModelProto) -> PassResult:
-        """Run the pass through the driver (the class docstring).
-
-        Args:
-            model: the model (changed only with ``in_place``).
-
-        Returns:
-            The PassResult, with ``report``; ``modified`` when some node was changed.
-        """
+        """Run the pass through the driver (the class docstring)."""
         from .driver import run_node_pass  # (the driver imports this module)
 
         return run_node_pass(self, model)
@@ -255,14 +178,7 @@ class Sequential(ModelPass):
         self.passes = passes
 
     def call(self, model: ModelProto) -> PassResult:
-        """Run each pass in turn.
-
-        Args:
-            model: the model.
-
-        Returns:
-            The last pass's model, and whether any pass changed something.
-        """
+        """Run each pass in turn."""
         modified = False
         for step in self.passes:
             result = step(model)
@@ -277,14 +193,7 @@ class Repeat(ModelPass):
         self.inner, self.max_rounds = inner, max_rounds
 
     def call(self, model: ModelProto) -> PassResult:
-        """Run the pass up to ``max_rounds`` times, stopping after a round that changed nothing.
-
-        Args:
-            model: the model.
-
-        Returns:
-            The last round's model, and whether any round changed something.
-        """
+        """Run the pass up to ``max_rounds`` times, stopping after a round that changed nothing."""
         modified = False
         for _ in range(self.max_rounds):
             result = self.inner(model)

@@ -34,11 +34,7 @@ class PassReport:
     DONE: ClassVar[str] = "done"  # the outcome attribute that says the node was changed
 
     def done(self) -> int:
-        """How many nodes the pass changed.
-
-        Returns:
-            The number of outcomes whose ``DONE`` attribute is true.
-        """
+        """How many nodes the pass changed."""
         return sum(getattr(o, self.DONE) for o in self.outcomes)
 
     @property
@@ -47,19 +43,11 @@ class PassReport:
         return sum(not getattr(o, self.DONE) for o in self.outcomes)
 
     def left_outcomes(self) -> list:
-        """The nodes left as they were.
-
-        Returns:
-            Their outcomes, in order, each with its reason.
-        """
+        """The nodes left as they were."""
         return [o for o in self.outcomes if not getattr(o, self.DONE)]
 
     def as_dict(self) -> dict:
-        """The report as JSON-ready data (the commands' ``--json``).
-
-        Returns:
-            The changed count under ``DONE``'s name, ``left``, and ``nodes`` (one dict per outcome).
-        """
+        """The report as JSON-ready data (the commands' ``--json``)."""
         return {self.DONE: self.done(), "left": self.left, "nodes": [vars(o) for o in self.outcomes]}
 
 

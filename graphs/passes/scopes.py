@@ -30,24 +30,12 @@ class InferredGraph:
 
     @classmethod
     def untyped(cls) -> "InferredGraph":
-        """The stand-in for a pass without inference: no types, no inferred holders.
-
-        Returns:
-            An InferredGraph with ``typed`` False.
-        """
+        """The stand-in for a pass without inference: no types, no inferred holders."""
         return cls({}, {}, False)
 
     @classmethod
     def of(cls, inferred_graph: GraphProto, main: bool) -> "InferredGraph":
-        """What inference says of one graph of the inferred typing copy.
-
-        Args:
-            inferred_graph: the graph, from the inferred model.
-            main: whether it is the main graph.
-
-        Returns:
-            The InferredGraph (types, copies of the subgraph holders, the induced names).
-        """
+        """What inference says of one graph of the inferred typing copy."""
         holders = {}
         for position, node in enumerate(inferred_graph.node):
             if holds_subgraph(node):
@@ -56,15 +44,7 @@ class InferredGraph:
         return cls(graph_infos(inferred_graph, main), holders, induced=induced_names(inferred_graph))
 
     def sub(self, position: int, node: NodeProto) -> Iterator[tuple[str, GraphProto, "InferredGraph"]]:
-        """(attribute name, subgraph, its twin) for each subgraph of ``node``, the node at ``position``.
-
-        Args:
-            position: the node's position in its graph.
-            node: the node holding subgraphs, of the original graph.
-
-        Returns:
-            An iterator of (attribute name, subgraph, InferredGraph of it).
-        """
+        """(attribute name, subgraph, its twin) for each subgraph of ``node``, the node at ``position``."""
         if not self.typed:
             for attribute in node.attribute:
                 for graph in subgraphs(attribute):
@@ -97,22 +77,11 @@ class GraphScope:
     UNKNOWN = TensorInfo(0, None)
 
     def info(self, name: str) -> TensorInfo:
-        """What the scope knows of ``name``.
-
-        Args:
-            name: a value's name.
-
-        Returns:
-            Its TensorInfo, or ``UNKNOWN`` (element type 0, no shape).
-        """
+        """What the scope knows of ``name``."""
         return self.infos.get(name, self.UNKNOWN)
 
     def own_nodes(self) -> Iterator[NodeProto]:
-        """The graph's own nodes (the first ``original``; not the replacements appended after them).
-
-        Returns:
-            An iterator over them, in graph order.
-        """
+        """The graph's own nodes (the first ``original``; not the replacements appended after them)."""
         return itertools.islice(self.graph.node, self.original)
 
     @cached_property

@@ -27,14 +27,6 @@ Constants = Callable[[str], "np.ndarray | None"]  # the value of a tensor when i
 class RankRule(Protocol):
     """One op's rank rule: from what is known of the inputs and the node's attributes and constant inputs, what
     is known of the outputs.
-
-    Args:
-        node: the node.
-        inputs: what is known of each input, in order (None: nothing, or an absent optional input).
-        constants: a tensor's value by name when it is a graph constant, else None.
-
-    Returns:
-        One TensorInfo per output the rule types, or None when it cannot tell.
     """
 
     def __call__(self, node: NodeProto, inputs: Sequence[TensorInfo | None], constants: Constants

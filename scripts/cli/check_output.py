@@ -65,13 +65,6 @@ class CheckProgress:
 def print_table(results: list[Any], verbosity: int) -> None:
     """-q: the failed cases; default: every case, or only those that did not pass when there are many
     (a fuzz run); -v: every case.
-
-    Args:
-        results: the cases' results (``conformance.check.CheckResult``).
-        verbosity: -1 (``-q``), 0, or more (``-v``).
-
-    Returns:
-        None.
     """
     from ..conformance.check_results import format_table
 

@@ -24,9 +24,6 @@ COMMANDS: tuple[Command, ...] = (RewriteCommand(), LowerCommand(), WebNNCheckCom
 def build_parser() -> argparse.ArgumentParser:
     """The ``gathermultiaxis`` command line: its options and one subcommand per job, each with its ``run``
     handler.
-
-    Returns:
-        The ``argparse.ArgumentParser``.
     """
     parser = OneLineParser(
         prog="gathermultiaxis", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -69,13 +66,6 @@ def show_library_log(verbose: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The ``gathermultiaxis`` command: parse ``argv``, run the chosen subcommand.
-
-    Args:
-        argv: the arguments after the program name, or None for ``sys.argv[1:]``.
-
-    Returns:
-        The exit status: the subcommand's, 0 when no subcommand is given (the help is printed), 2 on a
-        ``CommandError``, 130 on Ctrl-C.
 
     Raises:
         SystemExit: bad arguments (status 2), or ``--help`` (status 0), from argparse.

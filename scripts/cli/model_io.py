@@ -25,15 +25,7 @@ def read_model_file(path: str | Path, inline_small: bool = True) -> tuple[Any, P
 
 
 def loads_in_ort(path: Path, part: Any = None) -> None:
-    """``graphs.modelfile.loads_in_ort`` with ``session_options``: the written model's load check.
-
-    Args:
-        path: the written model file.
-        part: what of the model to load-check (``graphs.load_check.changed_part``), or None for the whole model.
-
-    Returns:
-        None.
-    """
+    """``graphs.modelfile.loads_in_ort`` with ``session_options``: the written model's load check."""
     from ..graphs import modelfile
     from ..harness import session_options
 
