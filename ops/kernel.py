@@ -146,7 +146,8 @@ def _block_start(geometry: GatherGeometry) -> int:
     return start
 
 
-def gather_multiaxis(input: ArrayLike, indices: ArrayLike, axes: Sequence[int], mode: str = "error") -> np.ndarray:
+def gather_multiaxis(input: ArrayLike, indices: ArrayLike, axes: Sequence[int],
+                     mode: Mode | str = Mode.ERROR) -> np.ndarray:
     """Gather elements of ``input`` at the coordinates in ``indices`` along ``axes``, as ``ops.contract``
     states the operator (shapes, modes, errors).
 

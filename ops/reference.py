@@ -22,7 +22,7 @@ from .contract import INDEX_DTYPES, GatherIndexError, Mode, OutOfRange
 from .kernel import zero_element
 
 
-def reference_gather_multiaxis(data, indices, axes: Sequence[int], mode: str = "error") -> np.ndarray:
+def reference_gather_multiaxis(data, indices, axes: Sequence[int], mode: Mode | str = Mode.ERROR) -> np.ndarray:
     """``output[o] = data[c]`` for every output coordinate ``o``, where ``c[d] = o[d]`` (0 where
     ``data.shape[d] == 1``) off ``axes`` and ``c[axes[j]]`` is the ``j``-th component of the coordinate
     tuple at ``o`` (broadcast) in the logical indices. The shape contract, the modes and the errors are

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
+from .ops.alignment import GATHER, GATHER_ELEMENTS, GATHER_ND
 from .harness import IR_VERSION
 
 EXAMPLE_PATH = Path(__file__).resolve().parent / "examples" / "gathers.onnx"
@@ -29,17 +30,17 @@ def build_example_model() -> ModelProto:
         [helper.make_node("Gather", ["embedding_table", "token_ids"], ["picked"], name="branch_gather", axis=0)],
         "then", [], [helper.make_tensor_value_info("picked", TensorProto.FLOAT, ["batch", "sequence", 8])])
     else_branch = helper.make_graph(
-        [helper.make_node("Gather", ["embedding_table", "zero"], ["fallback_row"], name="else_gather", axis=0),
+        [helper.make_node(GATHER, ["embedding_table", "zero"], ["fallback_row"], name="else_gather", axis=0),
          helper.make_node("Expand", ["fallback_row", "token_shape_with_width"], ["picked_else"], name="else_expand")],
         "else", [], [helper.make_tensor_value_info("picked_else", TensorProto.FLOAT, ["batch", "sequence", 8])])
     nodes = [
-        helper.make_node("Gather", ["embedding_table", "token_ids"], ["embedded"], name="embedding", axis=0),
-        helper.make_node("Gather", ["half_table", "token_ids"], ["embedded_half"], name="half_embedding", axis=0),
-        helper.make_node("GatherElements", ["embedded", "sort_order"], ["reordered"], name="reorder", axis=2),
-        helper.make_node("GatherND", ["embedded", "positions"], ["picked_rows"], name="pick_rows", batch_dims=1),
-        helper.make_node("Gather", ["embedded", "column"], ["second_token"], name="second_token", axis=1),
+        helper.make_node(GATHER, ["embedding_table", "token_ids"], ["embedded"], name="embedding", axis=0),
+        helper.make_node(GATHER, ["half_table", "token_ids"], ["embedded_half"], name="half_embedding", axis=0),
+        helper.make_node(GATHER_ELEMENTS, ["embedded", "sort_order"], ["reordered"], name="reorder", axis=2),
+        helper.make_node(GATHER_ND, ["embedded", "positions"], ["picked_rows"], name="pick_rows", batch_dims=1),
+        helper.make_node(GATHER, ["embedded", "column"], ["second_token"], name="second_token", axis=1),
         helper.make_node("Shape", ["token_ids"], ["token_shape"], name="token_shape"),
-        helper.make_node("Gather", ["token_shape", "zero"], ["batch"], name="batch_size", axis=0),
+        helper.make_node(GATHER, ["token_shape", "zero"], ["batch"], name="batch_size", axis=0),
         helper.make_node("Unsqueeze", ["batch", "minus_one_axes"], ["batch_1d"], name="batch_1d"),
         helper.make_node("Concat", ["batch_1d", "minus_one"], ["flat_shape"], name="flat_shape", axis=0),
         helper.make_node("Reshape", ["embedded", "flat_shape"], ["flattened"], name="flatten"),

@@ -10,6 +10,7 @@ from typing import assert_never
 import numpy as np
 from onnx import TensorProto
 
+from ...ops.alignment import GATHER_ELEMENTS, GATHER_ND
 from ...ops.contract import OutOfRange
 from .lowering_builder import LoweringBuilder
 from .form_plans import ElementsPlan, GatherPlan, NDPlan
@@ -136,7 +137,7 @@ class FormEmitter:
         mask = self.prepare(self.semantics.axes, vector=False)
         if plan.expand:
             self.expand_indices(plan.expand)
-        return self.zeroed(b.op("GatherElements", [self.x, self.idx], "gathered", axis=plan.axis), mask)
+        return self.zeroed(b.op(GATHER_ELEMENTS, [self.x, self.idx], "gathered", axis=plan.axis), mask)
 
     def gather_nd(self, plan: NDPlan) -> str:
         """Emit the GatherND form."""
@@ -170,7 +171,7 @@ class FormEmitter:
                                      "tuples_ordered", axis=-1), "tuples_ordered")
         x = b.squeeze(self.x, list(plan.data_squeeze), "input_aligned") if plan.data_squeeze else self.x
         attributes = {"batch_dims": plan.batch_dims} if plan.batch_dims else {}
-        return self.zeroed(b.op("GatherND", [x, self.idx], "gathered", **attributes), mask)
+        return self.zeroed(b.op(GATHER_ND, [x, self.idx], "gathered", **attributes), mask)
 
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from onnx import TensorProto
 
+from ...ops.alignment import GATHER, GATHER_ELEMENTS, GATHER_ND
 from ...ops.contract import OutOfRange
 from .ort_guards import possibly_string
 from .form_semantics import NoForm, Role, Semantics, refuse_unknown_roles
@@ -179,9 +180,9 @@ def plan_forms(semantics: Semantics, opset: int) -> tuple[list[GatherPlan | Elem
         return [], [f"mode {semantics.mode.value!r} needs Min / Max on integers (opset {BOUNDS_OPSET})"]
     plans: list[GatherPlan | ElementsPlan | NDPlan] = []
     reasons: list[str] = []
-    for name, make in (("Gather", lambda: GatherPlan.of(semantics)),
-                       ("GatherElements", lambda: ElementsPlan.of(semantics, opset)),
-                       ("GatherND", lambda: NDPlan.of(semantics, opset))):
+    for name, make in ((GATHER, lambda: GatherPlan.of(semantics)),
+                       (GATHER_ELEMENTS, lambda: ElementsPlan.of(semantics, opset)),
+                       (GATHER_ND, lambda: NDPlan.of(semantics, opset))):
         try:
             plans.append(make())
         except NoForm as why:
@@ -190,7 +191,7 @@ def plan_forms(semantics: Semantics, opset: int) -> tuple[list[GatherPlan | Elem
 
 
 
-FORM_NAMES = {GatherPlan: "Gather", ElementsPlan: "GatherElements", NDPlan: "GatherND"}
+FORM_NAMES = {GatherPlan: GATHER, ElementsPlan: GATHER_ELEMENTS, NDPlan: GATHER_ND}
 
 __all__ = ["BOUNDS_OPSET", "FORM_NAMES", "GATHER_ELEMENTS_OPSET", "GATHER_ND_BATCH_OPSET", "WHERE_TYPES", "ElementsPlan",
            "GatherPlan", "NDPlan", "plan_forms"]

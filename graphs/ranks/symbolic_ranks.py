@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import onnx
 import onnx.shape_inference
 from onnx import GraphProto, ModelProto
+from ...ops.alignment import GATHER_ND
 from ...ops.private_api import PrivateAPIError
 from .symbolic_inference import partial_symbolic_inference, symbolic_shape_infer_module, symbolic_shape_inference
 from ..ir.walk import ONNX_DOMAINS, attribute, constant_value, names_read, node_holders, subgraphs
@@ -132,7 +133,7 @@ def _symbolic_unsure(node: onnx.NodeProto, constants: dict[str, tuple[int, ...]]
             else everything
     if op in ("SequenceInsert", "SoftmaxCrossEntropyLoss"):
         return everything
-    if op == "GatherND":
+    if op == GATHER_ND:
         return everything if attribute(node, "batch_dims", 0) else []
     if op in _REDUCTIONS and attribute(node, "keepdims", 1) == 0:
         if len(node.input) > 1 and node.input[1] and not sized_axes:

@@ -17,6 +17,7 @@ from typing import Callable, TypeVar
 import numpy as np
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
+from ..ops.alignment import GATHER_ELEMENTS, GATHER_ND
 from ..graphs import lower_model, rewrite_model
 from ..graphs.ranks.tensor_info import TensorInfo
 from ..graphs.sources.registry import RULES
@@ -133,15 +134,15 @@ def workloads(quick: bool, seed: int = 0) -> list[Workload]:
 
     rows = rng.standard_normal(s((4096, 1024), (256, 128))).astype(np.float32)
     picks = rng.integers(0, rows.shape[1], rows.shape)
-    single("GatherElements last axis", "GatherElements", rows, picks, lambda: np.take_along_axis(rows, picks, 1), axis=1)
+    single("GatherElements last axis", GATHER_ELEMENTS, rows, picks, lambda: np.take_along_axis(rows, picks, 1), axis=1)
 
     volume = rng.standard_normal(s((64, 256, 256), (16, 64, 64))).astype(np.float32)
     triples = np.stack([rng.integers(0, n, s(1 << 20, 1 << 15)) for n in volume.shape], axis=-1)
-    single("GatherND full coordinates", "GatherND", volume, triples, lambda: volume[tuple(triples.T)])
+    single("GatherND full coordinates", GATHER_ND, volume, triples, lambda: volume[tuple(triples.T)])
 
     batched = rng.standard_normal(s((60, 4, 1000, 64), (30, 2, 100, 35))).astype(np.float32)
     slices = rng.integers(0, batched.shape[2], s((60, 4, 200, 1), (30, 2, 3, 1)))
-    single("GatherND slices, batch_dims=2", "GatherND", batched, slices,
+    single("GatherND slices, batch_dims=2", GATHER_ND, batched, slices,
            lambda: np.take_along_axis(batched, slices, axis=2), batch_dims=2)
 
     items.append(_multiaxis_workload(rng, s))
@@ -170,7 +171,7 @@ def _multiaxis_workload(rng, s) -> Workload:
     xy = np.stack([rng.integers(0, images.shape[2], (images.shape[0], points)),
                    rng.integers(0, images.shape[1], (images.shape[0], points))], axis=-1)
     yx = xy[..., ::-1].copy()
-    original = _single("GatherND", images, yx, batch_dims=1)
+    original = _single(GATHER_ND, images, yx, batch_dims=1)
     indices = xy.reshape(images.shape[0], points, 1, 2)  # [N, P, 1, 2]: x, y pairs
     aligned_images = images  # [N, H, W, C]
     node = helper.make_node(OP_TYPE, ["data", "indices", "axes"], ["output"], domain=DOMAIN, mode=Mode.ERROR.value)

@@ -1,4 +1,4 @@
-"""``gathermultiaxis bench lowering [MODEL|FOLDER...]``: what the portable form costs (issue 27).
+"""``gathermultiaxis bench lowering [MODEL|FOLDER...]``: what the portable form costs.
 
 For each model, ``rewrite_model`` then ``lower_model`` with their defaults (the ``rewrite`` and ``lower``
 commands a user runs), and then:
@@ -20,7 +20,7 @@ GatherElements on the last axis, GatherND with full coordinates, GatherND with `
 GatherMultiaxis nodes on NHWC images built directly, which have no builtin: their lowering is timed
 against the cheapest standard ONNX written by hand for the same function (the row says which).
 
-The summary puts the figures beside issue 27's goals (met / not met). Nothing here asserts a timing.
+The summary puts the figures beside the lowering's goals (met / not met). Nothing here asserts a timing.
 
 ``--runtime R`` (``run_on_runtimes``): the lowered or WebNN form against the original on another runtime
 (``conformance.runtimes``), both loaded in each fresh process and timed alternately.
@@ -41,10 +41,11 @@ from typing import Any, Callable
 import numpy as np
 import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
+from ..ops.alignment import GATHER, GATHER_ELEMENTS, GATHER_ND
 
 COLUMNS = ("original", "lowered")
 
-# Issue 27's goals (the figures are compared with them in the summary, never asserted).
+# The lowering's goals (the figures are compared with them in the summary, never asserted).
 GEOMEAN_GOAL = 1.05       # geometric mean of the models' time ratios
 MODEL_GOAL = 1.25         # no model's time ratio over this
 NODES_GOAL = 1.15         # no model's node ratio over this
@@ -131,7 +132,7 @@ def _ints(name: str, values) -> onnx.TensorProto:
 
 
 def kernels(seed: int = 0) -> list[Subject]:
-    """The kernels of issue 27, each a one-gather model (inputs include negative indices, which every
+    """The benchmark kernels, each a one-gather model (inputs include negative indices, which every
     builtin accepts).
 
     Args:
@@ -140,7 +141,7 @@ def kernels(seed: int = 0) -> list[Subject]:
     Returns:
         One subject per kernel.
     """
-    from ..ops.contract import DOMAIN, OP_TYPE
+    from ..ops.contract import DOMAIN, OP_TYPE, Mode
 
     rng = np.random.default_rng(seed)
     subjects = []
@@ -150,28 +151,28 @@ def kernels(seed: int = 0) -> list[Subject]:
     ids = rng.integers(-8192, 8192, (8, 128))
     subjects.append(Subject(
         "embedding: Gather axis 0, table [8192, 256] (initializer), ids [8, 128]", "kernel",
-        _model([node("Gather", ["table", "ids"], ["out"], axis=0)], {"ids": ids}, "out", TensorProto.FLOAT,
+        _model([node(GATHER, ["table", "ids"], ["out"], axis=0)], {"ids": ids}, "out", TensorProto.FLOAT,
                [numpy_helper.from_array(table, "table")]), {"ids": ids}, "built in code", "builtin Gather"))
 
     rows = rng.standard_normal((64, 1024)).astype(np.float32)
     picks = rng.integers(-1024, 1024, (64, 1024))
     subjects.append(Subject(
         "GatherElements last axis, [64, 1024]", "kernel",
-        _model([node("GatherElements", ["data", "indices"], ["out"], axis=-1)], {"data": rows, "indices": picks},
+        _model([node(GATHER_ELEMENTS, ["data", "indices"], ["out"], axis=-1)], {"data": rows, "indices": picks},
                "out", TensorProto.FLOAT), {"data": rows, "indices": picks}, "built in code", "builtin GatherElements"))
 
     volume = rng.standard_normal((64, 64, 64)).astype(np.float32)
     triples = rng.integers(-64, 64, (16384, 3))
     subjects.append(Subject(
         "GatherND full coordinates, data [64, 64, 64], indices [16384, 3]", "kernel",
-        _model([node("GatherND", ["data", "indices"], ["out"])], {"data": volume, "indices": triples}, "out",
+        _model([node(GATHER_ND, ["data", "indices"], ["out"])], {"data": volume, "indices": triples}, "out",
                TensorProto.FLOAT), {"data": volume, "indices": triples}, "built in code", "builtin GatherND"))
 
     batched = rng.standard_normal((8, 512, 64)).astype(np.float32)
     slices = rng.integers(-512, 512, (8, 256, 1))
     subjects.append(Subject(
         "GatherND batch_dims=1, data [8, 512, 64], indices [8, 256, 1]", "kernel",
-        _model([node("GatherND", ["data", "indices"], ["out"], batch_dims=1)], {"data": batched, "indices": slices},
+        _model([node(GATHER_ND, ["data", "indices"], ["out"], batch_dims=1)], {"data": batched, "indices": slices},
                "out", TensorProto.FLOAT), {"data": batched, "indices": slices}, "built in code",
         "builtin GatherND batch_dims=1"))
 
@@ -180,15 +181,15 @@ def kernels(seed: int = 0) -> list[Subject]:
     points = np.stack([rng.integers(-64, 64, (4, 1024, 1)), rng.integers(-64, 64, (4, 1024, 1))], axis=-1)
     feeds: dict[str, np.ndarray] = {"images": images, "points": points}
     for axes, order in (([1, 2], "(y, x)"), ([2, 1], "(x, y)")):
-        multiaxis = _model([node(OP_TYPE, ["images", "points", "axes"], ["out"], domain=DOMAIN, mode="error")], feeds,
+        multiaxis = _model([node(OP_TYPE, ["images", "points", "axes"], ["out"], domain=DOMAIN, mode=Mode.ERROR.value)], feeds,
                            "out", TensorProto.FLOAT, [_ints("axes", axes)], custom=True)
         if axes == [1, 2]:  # the coordinates are GatherND's own, in axis order: one node
-            hand = [node("GatherND", ["images", "points"], ["out"], batch_dims=1)]
+            hand = [node(GATHER_ND, ["images", "points"], ["out"], batch_dims=1)]
             baseline = "hand-written: GatherND batch_dims=1 (1 node)"
             constants = []
         else:  # the components swapped into axis order (a Gather of [1, 0] on the last axis), then GatherND
             hand = [node("Gather", ["points", "swap"], ["yx"], axis=-1),
-                    node("GatherND", ["images", "yx"], ["out"], batch_dims=1)]
+                    node(GATHER_ND, ["images", "yx"], ["out"], batch_dims=1)]
             baseline = "hand-written: Gather [1, 0] on the coordinates' axis + GatherND batch_dims=1 (2 nodes)"
             constants = [_ints("swap", [1, 0])]
         subjects.append(Subject(
@@ -580,7 +581,7 @@ def _goal(value: float | None, goal: float) -> str:
 
 
 def summary(rows: list[LoweringRow]) -> dict:
-    """The figures of issue 27's goals: the models' time ratios (geometric mean, max), the models' node
+    """The figures of the lowering's goals: the models' time ratios (geometric mean, max), the models' node
     ratios (max), each kernel's time ratio; each with its goal and whether it is met.
 
     Args:
@@ -658,7 +659,7 @@ def format_report(rows: list[LoweringRow]) -> str:
     if notes:
         lines += [""] + [f"note: {note}" for note in notes]
     figures = summary(rows)
-    lines += ["", f"Summary against issue 27's goals ({figures['models timed']} of {figures['models']} models timed; "
+    lines += ["", f"Summary against the lowering's goals ({figures['models timed']} of {figures['models']} models timed; "
                   "ratios are lowered / original):"]
 
     def line(label: str, entry: dict, bound: str) -> str:

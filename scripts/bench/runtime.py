@@ -30,6 +30,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
+from ..ops.alignment import GATHER_ELEMENTS, GATHER_ND
 from ..graphs import rewrite_model
 from ..harness import IR_VERSION, bit_identical, make_session
 from .timing import interleaved
@@ -104,7 +105,7 @@ def detection_workloads(rng) -> list[RuntimeWorkload]:
         helper.make_node("TopK", ["scores", "k"], ["top", "idx"], axis=1),
         helper.make_node("Unsqueeze", ["idx", "two"], ["idx3"]),
         helper.make_node("Expand", ["idx3", "expand_shape"], ["idx85"]),
-        helper.make_node("GatherElements", ["x", "idx85"], ["boxes"], axis=1)],
+        helper.make_node(GATHER_ELEMENTS, ["x", "idx85"], ["boxes"], axis=1)],
         [value("x", TensorProto.FLOAT, [1, 25200, 85])], [value("boxes", TensorProto.FLOAT, None)],
         common + [ints("k", [100]), ints("expand_shape", [1, 100, 85])])
     order = np.argsort(-x[0, :, 4], kind="stable")[:100]
@@ -117,7 +118,7 @@ def detection_workloads(rng) -> list[RuntimeWorkload]:
         helper.make_node("Greater", ["scores", "threshold"], ["keep"]),
         helper.make_node("NonZero", ["keep"], ["nz"]),
         helper.make_node("Transpose", ["nz"], ["coords"], perm=[1, 0]),
-        helper.make_node("GatherND", ["x", "coords"], ["kept"])],
+        helper.make_node(GATHER_ND, ["x", "coords"], ["kept"])],
         [value("x", TensorProto.FLOAT, [1, 25200, 85])], [value("kept", TensorProto.FLOAT, None)],
         common + [numpy_helper.from_array(np.array(0.9, np.float32), "threshold")])
     coords = np.argwhere(x[..., 4] > 0.9)

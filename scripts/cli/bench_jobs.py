@@ -193,7 +193,7 @@ class LoweringJob(BenchJob):
     name = "lowering"
     help = ("`rewrite` then `lower` on whole models (a folder: its *.onnx files) and on gather kernels: lowered / "
             "original time on plain ORT (each model and column in fresh processes), node and op counts, "
-            "bit-exactness, beside issue 27's goals (exit 1 if outputs differ)")
+            "bit-exactness, beside the lowering's goals (exit 1 if outputs differ)")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("models", nargs="*", metavar="MODEL|FOLDER")

@@ -14,10 +14,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from ..ops.alignment import GATHER, GATHER_ELEMENTS, GATHER_ND
 from ..harness import single_gather_model
 from .cases import CheckCase, DataSet
 
-OPSETS = {"Gather": (7, 11, 13), "GatherElements": (11, 13), "GatherND": (11, 12, 13)}
+OPSETS = {GATHER: (7, 11, 13), GATHER_ELEMENTS: (11, 13), GATHER_ND: (11, 12, 13)}
 ELEMENT_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT8, TensorProto.INT16, TensorProto.INT32,
                  TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64,
                  TensorProto.BOOL, TensorProto.STRING, TensorProto.FLOAT16, TensorProto.BFLOAT16)
@@ -62,7 +63,7 @@ def _random_node(rng):
         q = int(rng.integers(0, 7 - r))  # indices rank: the output rank r + q - 1 stays <= 5
         indices = _values(rng, _dims(rng, q), data_shape[axis])
         return op_type, opset, {"axis": axis}, data_shape, indices
-    if op_type == "GatherElements":
+    if op_type == GATHER_ELEMENTS:
         axis = int(rng.integers(-r, r))
         # torch.gather semantics: indices may be smaller than the data on the other dimensions
         shape = [int(rng.integers(0, d + 1)) if i != axis % r and rng.random() < 0.3 else d
@@ -118,7 +119,7 @@ def fuzz_case(seed: int) -> CheckCase:
     """
     rng = np.random.default_rng(seed)
     op_type, opset, attributes, data_shape, indices = _random_node(rng)
-    if op_type != "GatherND" and rng.random() < 0.5:  # GatherND takes int64 indices only
+    if op_type != GATHER_ND and rng.random() < 0.5:  # GatherND takes int64 indices only
         indices = indices.astype(np.int32)
     elem_type = int(rng.choice([t for t in ELEMENT_TYPES if t != TensorProto.BFLOAT16 or opset >= 13]))
     feeds = {"data": _data(rng, elem_type, data_shape), "indices": indices}

@@ -9,6 +9,7 @@ from math import prod
 import numpy as np
 from onnx import ModelProto, NodeProto, TensorProto, helper
 
+from ..ops.alignment import GATHER_ND
 from ..graphs import GATHER_OPS
 from .cases import GENERATED_BYTES_LIMIT, CannotGenerate, feed_names
 
@@ -56,7 +57,7 @@ def index_bounds(model: ModelProto, sizes: dict[str, list[int]], through: frozen
         if not data_shape:
             continue
         attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        if node.op_type == "GatherND":
+        if node.op_type == GATHER_ND:
             size = min(data_shape[attributes.get("batch_dims", 0):], default=None)  # fits every indexed dim
         else:
             axis = attributes.get("axis", 0)

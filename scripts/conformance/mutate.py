@@ -38,6 +38,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
+from ..ops.alignment import GATHER, GATHER_ELEMENTS, GATHER_ND
 from ..graphs import lower_model, rewrite_model
 from ..graphs.provenance import KEY
 from ..harness import difference
@@ -289,9 +290,9 @@ def _edited_record(g: _Graph, record: dict) -> tuple[str, str]:
     edited = json.loads(json.dumps(record))
     kind = str(g.rng.choice(["op", "attribute", "inputs", "unknown attribute", "domain", "garbage"]))
     if kind == "op":
-        edited["op_type"] = str(g.rng.choice([op for op in ("Gather", "GatherElements", "GatherND") if op != record["op_type"]]))
+        edited["op_type"] = str(g.rng.choice([op for op in (GATHER, GATHER_ELEMENTS, GATHER_ND) if op != record["op_type"]]))
     elif kind == "attribute":
-        name = "batch_dims" if record["op_type"] == "GatherND" else "axis"
+        name = "batch_dims" if record["op_type"] == GATHER_ND else "axis"
         edited["attributes"][name] = int(edited["attributes"].get(name, 0)) + int(g.rng.choice([-1, 1]))
     elif kind == "inputs":
         edited["inputs"] = list(reversed(edited["inputs"]))
@@ -444,14 +445,14 @@ _APPLY: dict[str, Callable[[_Graph, NodeProto], str | None]] = {
 
 def _stale_record(model: ModelProto, rng: np.random.Generator) -> str | None:
     """A gather of ``model`` (before the rewrite) carries a record of another gather already."""
-    gathers = [node for node in model.graph.node if node.op_type in ("Gather", "GatherElements", "GatherND")
+    gathers = [node for node in model.graph.node if node.op_type in (GATHER, GATHER_ELEMENTS, GATHER_ND)
                and node.domain in ("", "ai.onnx")]
     if not gathers:
         return None
     node = gathers[int(rng.integers(len(gathers)))]
-    op = str(rng.choice(["Gather", "GatherElements", "GatherND"]))
+    op = str(rng.choice([GATHER, GATHER_ELEMENTS, GATHER_ND]))
     text = json.dumps({"op_type": op, "inputs": [node.input[1], node.input[0]], "output": node.output[0],
-                       "attributes": {"axis": int(rng.integers(-2, 3))} if op != "GatherND" else {}, "name": "stale"})
+                       "attributes": {"axis": int(rng.integers(-2, 3))} if op != GATHER_ND else {}, "name": "stale"})
     _set_record(node, text)
     return f"stale_record: {node.name!r} carries a {op} record before the rewrite"
 

@@ -49,7 +49,7 @@ def test_kernels_report(tmp_path, capsys):
     assert payload["summary"]["models"] == 0 and payload["summary"]["time geometric mean"]["value"] is None
     out = capsys.readouterr().out
     assert "| model | against | GatherMultiaxis | all lowered |" in out
-    assert "Summary against issue 27's goals" in out and "goal <= 1.1:" in out and "    forms    " in out
+    assert "Summary against the lowering's goals" in out and "goal <= 1.1:" in out and "    forms    " in out
     assert all(name in out for name in KERNELS)
 
 

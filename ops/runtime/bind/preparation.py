@@ -37,20 +37,6 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
     the outputs of a small model of standard ONNX as arrays, computed as ONNX Runtime computes them (the
     session's ``evaluate_constants``); None: tables computed from constants are not bound.
 
-    Args:
-        model: the model, changed in place.
-        base_dir: the folder its external data locations are relative to, or None.
-        bind: bind the tables of the main graph's nodes whose axes and mode are fixed (False: every node
-            only gets the run token).
-        float16_outputs: whether the op may return float16.
-        evaluate: ``evaluate(model, base_dir)`` giving a small model's outputs as arrays, or None.
-        builtin_gathers: first turn every node that one standard gather computes into that gather
-            (``graphs.lower.lower_single_gathers``), so that only the others cross the bridge.
-        options: the node forms to use (default: all of them).
-
-    Returns:
-        The PreparedModel (holding the model unchanged when it has no GatherMultiaxis node).
-
     Raises:
         ValueError: GatherMultiaxis inside a model-local function that could not be inlined.
     """
