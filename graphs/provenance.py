@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from onnx import ModelProto, NodeProto
 
-from .. import __version__
+from ..ops import __version__
 from .sources.registry import RECORDED_ATTRIBUTES
 
 KEY = "gathermultiaxis.replaces"

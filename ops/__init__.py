@@ -5,6 +5,7 @@ The kernel and the shape rules need NumPy only. The variants and the ONNX Runtim
 """
 
 from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
 from .contract import (DATA_TYPES, DOMAIN, INDEX_TYPES, MODES, OP_TYPE, GatherIndexError, GatherShapeError, Mode,
@@ -12,6 +13,11 @@ from .contract import (DATA_TYPES, DOMAIN, INDEX_TYPES, MODES, OP_TYPE, GatherIn
 from .geometry import GatherGeometry
 from .kernel import gather_multiaxis
 from .private_api import PrivateAPIError
+
+try:
+    __version__ = version("gathermultiaxis")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0+unknown"
 
 _VARIANTS = ("gather_xy_nchw", "numpy_take", "numpy_take_along_axis", "onnx_gather", "onnx_gather_elements",
              "onnx_gather_nd", "openvino_gather", "openvino_gather_nd", "tf_gather", "tf_gather_nd", "torch_gather",

@@ -8,11 +8,11 @@ onnxruntime-extensions on first use); ``gathermultiaxis.graphs`` rewrites ONNX m
 
 import logging
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version as _version
 from typing import TYPE_CHECKING
 
 from .ops.contract import GatherIndexError, GatherShapeError, Mode
 from .ops.geometry import GatherGeometry
+from .ops import __version__
 from .ops.kernel import gather_multiaxis
 
 if TYPE_CHECKING:
@@ -23,10 +23,6 @@ if TYPE_CHECKING:
 # decides what is shown (the command line: -q, -v, -vv). Until then nothing reaches stderr.
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-try:
-    __version__ = _version("gathermultiaxis")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
 
 # imported on first access (PEP 562), so that the kernel and --help work without onnxruntime
 _LAZY = {"session_options": ".ops.runtime.registration", "InferenceSession": ".ops.runtime.session"}
