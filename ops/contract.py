@@ -117,7 +117,8 @@ MODES = tuple(mode.value for mode in Mode)  # the mode strings, in Mode's order
 CHECKING_MODE_VALUES = frozenset(mode.value for mode in Mode if mode.checks_indices)
 # The kernel's per-call lookups, keyed by members and strings alike (a Mode and its string hash differently):
 # what an out-of-range index gives, and the modes that skip every check when the output is empty.
-OUT_OF_RANGE_OF = {**{mode: mode.out_of_range for mode in Mode}, **{mode.value: mode.out_of_range for mode in Mode}}
+OUT_OF_RANGE_OF: dict[Mode | str, OutOfRange] = {**{mode: mode.out_of_range for mode in Mode},
+                                                **{mode.value: mode.out_of_range for mode in Mode}}
 CHECKING_MODES = frozenset({*(m for m in Mode if m.checks_indices), *CHECKING_MODE_VALUES})
 UNCHECKED_WHEN_EMPTY = frozenset(key for m in Mode if m.checks_indices and not m.checks_when_empty for key in (m, m.value))
 

@@ -350,7 +350,7 @@ def _static_original(target, case: CheckCase, shapes: dict[str, tuple[int, ...]]
     raises. Static shapes change what an optimizing runtime does (it folds and fuses more), so a WebNN form
     is also judged against this."""
     from . import runtimes
-    from ..graphs.webnn import FOLD_ROUNDS, fix_input_shapes, fold_shape_arithmetic
+    from ..graphs.webnn.static_shapes import FOLD_ROUNDS, fix_input_shapes, fold_shape_arithmetic
 
     report_phase("running the original with its input shapes fixed (the WebNN form's baseline)")
     try:
