@@ -223,10 +223,7 @@ def guard_onnxruntime_sessions() -> None:
 
     The package's one process-wide change to onnxruntime: ``InferenceSession.__init__`` is wrapped so such a
     session becomes a subclass with wrapped run methods; other sessions pay one set lookup at creation.
-    Idempotent; never called by import.
-
-    Returns:
-        None."""
+    Idempotent; never called by import."""
     with _lock:
         inference_session_class = session_internals().inference_session_class
         init = inference_session_class.__init__
@@ -238,10 +235,7 @@ def guard_sessions_made_with(options: ort.SessionOptions) -> None:
     """Sessions created with ``options`` get the run wrappers that raise their op errors.
 
     Args:
-        options: the ``onnxruntime.SessionOptions`` (held weakly).
-
-    Returns:
-        None."""
+        options: the ``onnxruntime.SessionOptions`` (held weakly)."""
     guard_onnxruntime_sessions()
     _guarded_options.add(options)
 

@@ -388,6 +388,9 @@ class InferenceSession(ort.InferenceSession):
             iobinding: this session's ``onnxruntime.IOBinding``, inputs and outputs bound.
             run_options: ``onnxruntime.RunOptions``, or None.
 
+        Returns:
+            None (the outputs are in ``iobinding``).
+
         Raises:
             RuntimeError: a pre-allocated output does not match what the run produced."""
         name = self._gathermultiaxis_token_name
@@ -419,6 +422,9 @@ class InferenceSession(ort.InferenceSession):
             fetch_names: the outputs to compute.
             fetches: the ``OrtValueVector`` the outputs go into.
             fetch_devices: the device of each fetch.
+
+        Returns:
+            None (the outputs are in ``fetches``).
 
         Raises:
             ValueError: names and feeds differ in length, or pre-allocated PyOp-written fetches are mixed
