@@ -1,8 +1,5 @@
-"""The GatherMultiaxis operator: its shape rules, its NumPy kernel and its ONNX Runtime registration.
-
-The kernel and the shape rules need NumPy only. The variants and the ONNX Runtime registration
-(``InferenceSession``, ``session_options``, ``register``, ``bridge_info``) are imported on first use.
-"""
+"""The GatherMultiaxis operator: its shape rules and NumPy kernel (NumPy only), and, imported on first use,
+the variants and the ONNX Runtime registration (``InferenceSession``, ``session_options``, ``register``, ...)."""
 
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version

@@ -1,10 +1,5 @@
-"""How the classic gathers map onto gatherMultiaxis: rank alignment from ranks and attributes alone.
-
-An ``Alignment`` says which size-1 dimensions to insert into the data and the indices, which axes to
-read, and which size-1 dimensions to drop from the result. The graph rewriter turns it into
-Unsqueeze/Squeeze nodes, the NumPy variants into ``np.expand_dims``/``np.squeeze``: one piece of math
-for both.
-"""
+"""How the classic gathers map onto gatherMultiaxis: rank alignment from ranks and attributes alone, one
+piece of math for the graph rewriter (Unsqueeze/Squeeze) and the NumPy variants (expand_dims/squeeze)."""
 
 from __future__ import annotations
 
@@ -41,24 +36,20 @@ def normalized_axis(axis: int, rank: int, what: str = "axis") -> int:
     """``axis`` counted from the front.
 
     Raises:
-        AlignmentError: the axis is out of range.
-    """
+        AlignmentError: the axis is out of range."""
     if not -rank <= axis < rank:
         raise AlignmentError(f"{what} {axis} is out of range for data rank {rank}")
     return axis % rank
 
 
 def gather_alignment(data_rank: int, indices_rank: int, axis: int, batch_dims: int = 0) -> Alignment:
-    """Gather with ``b`` batch dims (ONNX Gather: b = 0; OpenVINO Gather-7/8, tf.gather: any b <= axis):
-    output = data.shape[:axis] + indices.shape[b:] + data.shape[axis+1:].
+    """Gather with ``b`` batch dims (ONNX: b = 0; OpenVINO Gather-7/8, tf.gather: b <= axis).
 
-    The indices' batch dims line up with the data's first b dims; their other q-b dims go in front of
-    the data axis (q-b-1 ones are inserted into the data there) and the read axis is the last of them.
-    With q = b (no index dims) the axis is read through a size-1 indices dim that is squeezed away.
+    The indices' other q-b dims go in front of the data axis (q-b-1 size-1 dims inserted into the data) and
+    the last of them is read; with q = b a size-1 indices dim is read and squeezed away.
 
     Raises:
-        AlignmentError: a scalar data, an axis out of range, or ``batch_dims`` out of its range.
-    """
+        AlignmentError: a scalar data, an axis out of range, or ``batch_dims`` out of its range."""
     r, q, b = data_rank, indices_rank, batch_dims
     if r == 0:
         raise AlignmentError(f"{GATHER} of a scalar")
@@ -88,14 +79,11 @@ def gather_elements_alignment(data_rank: int, indices_rank: int, axis: int) -> A
 def gather_nd_alignment(data_rank: int, indices_rank: int, k: int, batch_dims: int = 0) -> Alignment:
     """GatherND with b batch dims and k-tuples: output = indices.shape[:-1] + data.shape[b+k:].
 
-    Aligned layout: b batch dims, then an index region of M = max(k, q-1-b) dims (the data's k indexed
-    dims or the indices' q-1-b index dims, each padded with ones), then the data's T = r-b-k trailing
-    dims. The k-tuples already sit in the last indices dimension, which must be a padding one; when
-    there is none (T = 0, q-1-b >= k) one trailing dimension is added and squeezed afterwards.
+    Aligned: b batch dims, an index region of max(k, q-1-b) dims padded with ones, the data's r-b-k trailing
+    dims. The tuples sit in the last indices dim, which must be padding; if none, one is added and squeezed.
 
     Raises:
-        AlignmentError: scalar indices, empty tuples, or ``batch_dims`` and ``k`` that do not fit the ranks.
-    """
+        AlignmentError: scalar indices, empty tuples, or ``batch_dims`` and ``k`` that do not fit the ranks."""
     r, q, b = data_rank, indices_rank, batch_dims
     if q == 0:
         raise AlignmentError(f"{GATHER_ND} with scalar indices")

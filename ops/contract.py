@@ -1,6 +1,4 @@
-"""The GatherMultiaxis operator's contract, stated once: its node signature, its modes, its errors, and
-its shape rule. The kernel, the reference, the ONNX schema, the lowering and the ORT bridge import it
-(NumPy only: no onnx or onnxruntime import here).
+"""The GatherMultiaxis operator's contract, stated once: node signature, modes, errors, shape rule (NumPy only).
 
     output = GatherMultiaxis(input, indices, axes, mode)     domain ai.onnx.contrib, version 1
       input    T      one of DATA_TYPES
@@ -9,10 +7,8 @@ its shape rule. The kernel, the reference, the ONNX schema, the lowering and the
       mode     string attribute, required on the node: one of Mode's values
       output   T      the rank of input; its dims are ``output_dims``
 
-DATA_TYPES are the element types onnxruntime-extensions' PyOp bridge can carry as inputs: not float16
-or bfloat16 (the rewriter wraps those in an exact Cast round trip), not complex (registering complex
-types makes every session fail to load).
-"""
+DATA_TYPES are what the PyOp bridge can carry: not float16/bfloat16 (the rewriter wraps those in an exact
+Cast round trip), not complex (registering complex types makes every session fail to load)."""
 
 from __future__ import annotations
 
@@ -43,15 +39,13 @@ class OutOfRange(enum.Enum):
 
 
 class Mode(str, enum.Enum):
-    """What an index outside ``[-dim, dim - 1]`` does. The values are the node's ``mode`` strings (its
-    wire format), and a Mode compares equal to its string.
+    """What an index outside ``[-dim, dim - 1]`` does; values are the node's ``mode`` strings (equal to them).
 
     ERROR: raise (ONNX's Gather and GatherElements; ORT checks every index, even for an empty output).
     ERROR_NONEMPTY: raise, but check nothing when the output is empty (ORT's GatherND).
     ZERO: the output element is 0 (OpenVINO Gather-8).
-    CLAMP: the index is clamped into range after negatives are counted from the end (Chromium's WebNN
-    backends: clamp to [-dim, dim - 1], then wrap negatives, which is the same; not the WebNN spec,
-    which calls such indices invalid)."""
+    CLAMP: clamp into range after negatives count from the end (Chromium's WebNN backends; the WebNN
+    spec calls such indices invalid)."""
 
     ERROR = "error"
     ERROR_NONEMPTY = "error_nonempty"
@@ -60,7 +54,7 @@ class Mode(str, enum.Enum):
 
     @classmethod
     def from_any(cls, value: "Mode | str") -> "Mode":
-        """``value`` as a Mode (as jax.lax.GatherScatterMode.from_any).
+        """``value`` as a Mode.
 
         Args:
             value: a Mode, or one of the mode strings (``MODES``).
@@ -69,8 +63,7 @@ class Mode(str, enum.Enum):
             The Mode.
 
         Raises:
-            ValueError: ``value`` names no mode.
-        """
+            ValueError: ``value`` names no mode."""
         if isinstance(value, cls):
             return value
         try:
@@ -159,8 +152,7 @@ def normalize_axes(axes: Sequence[int], rank: int) -> tuple[int, ...]:
         The axes with negatives counted from the end, in the given order.
 
     Raises:
-        GatherShapeError: an axis that is not an integer, out of range, or named twice.
-    """
+        GatherShapeError: an axis that is not an integer, out of range, or named twice."""
     if all(type(axis) is int and 0 <= axis < rank for axis in axes) and len(set(axes)) == len(axes):
         return tuple(axes)  # the common case, cheaply
     normalized = []
@@ -185,12 +177,10 @@ def logical_indices_dims(indices_dims: Sequence[int], axes_count: int) -> list[i
 @overload
 def logical_indices_dims(indices_dims: Sequence[int | None], axes_count: int) -> list[int | None]: ...
 def logical_indices_dims(indices_dims: Sequence[int | None], axes_count: int) -> list[int] | list[int | None]:
-    """The indices' dims with each coordinate tuple folded: with more than one axis, the last dimension
-    holds ``axes_count`` components per coordinate.
+    """The indices' dims with each coordinate tuple folded (the last dim holds ``axes_count`` components each).
 
     Raises:
-        GatherShapeError: the last dimension is known and not a multiple of ``axes_count``.
-    """
+        GatherShapeError: the last dimension is known and not a multiple of ``axes_count``."""
     logical = list(indices_dims)
     if axes_count > 1 and logical and logical[-1] is not None:
         if logical[-1] % axes_count:
@@ -208,13 +198,11 @@ def output_dims(input_dims: Sequence[int | None], indices_dims: Sequence[int | N
                 axes: Sequence[int]) -> list[int | None]: ...
 def output_dims(input_dims: Sequence[int | None], indices_dims: Sequence[int | None],
                 axes: Sequence[int]) -> list[int] | list[int | None]:
-    """The shape rule. Input and indices have one rank; on an axis the output takes the logical indices'
-    size; elsewhere the two sizes broadcast (equal, or one of them 1). Dims may be None (not known):
-    the output size is then None unless the rule fixes it anyway.
+    """The shape rule: one rank; on an axis the logical indices' size; elsewhere the two sizes broadcast (equal,
+    or one is 1). Unknown dims (None) give None unless the rule fixes the size anyway.
 
     Raises:
-        GatherShapeError: the ranks differ, an axis is bad, or the known sizes break the rule.
-    """
+        GatherShapeError: the ranks differ, an axis is bad, or the known sizes break the rule."""
     input_dims, indices_dims = list(input_dims), list(indices_dims)
     rank = len(input_dims)
     if len(indices_dims) != rank:

@@ -1,6 +1,5 @@
-"""The dimension bookkeeping of one gather_multiaxis call (input, indices, logical indices and output
-shapes, the normalised axes), kept apart from the computation. The shape rule itself, with the
-signature and the modes, is ``ops.contract`` (``output_dims``)."""
+"""The dimension bookkeeping of one gather_multiaxis call, kept apart from the computation (the shape rule is
+``ops.contract.output_dims``)."""
 
 from __future__ import annotations
 
@@ -34,7 +33,7 @@ class GatherGeometry:
     @classmethod
     def infer(cls, input_shape: Sequence[int], indices_shape: Sequence[int],
               axes: Sequence[int]) -> "GatherGeometry":
-        """Validate the shapes and axes and derive the logical indices shape and the output shape.
+        """Validate the shapes and axes and derive the logical indices and output shapes.
 
         Args:
             input_shape: the input's shape.
@@ -45,8 +44,7 @@ class GatherGeometry:
             The call's geometry, axes normalised.
 
         Raises:
-            GatherShapeError: the shapes or axes break the contract's shape rule.
-        """
+            GatherShapeError: the shapes or axes break the contract's shape rule."""
         input_shape = tuple(int(d) for d in input_shape)
         indices_shape = tuple(int(d) for d in indices_shape)
         output = output_dims(input_shape, indices_shape, axes)  # raises GatherShapeError
@@ -58,8 +56,7 @@ class GatherGeometry:
         """Raise when an axis of size 0 is to be indexed by a non-empty set of coordinates.
 
         Raises:
-            GatherShapeError: an axis has size 0 and the logical indices hold coordinates.
-        """
+            GatherShapeError: an axis has size 0 and the logical indices hold coordinates."""
         coordinates = prod(self.logical_indices_shape)
         for axis in self.axes:
             if self.input_shape[axis] == 0 and coordinates > 0:

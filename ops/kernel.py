@@ -1,14 +1,6 @@
-"""The vectorised NumPy kernel of gatherMultiaxis.
-
-The kernel turns every output coordinate into one flat input offset and reads them all with a single
-``np.take``. Offsets are built from the indices (one term per axis, combined by Horner's scheme in one
-int64 buffer) plus one ``arange`` term per non-broadcast input dimension, added with NumPy
-broadcasting, so neither the input nor the indices are ever materialised at the output shape.
-Trailing dimensions that are copied whole (not in ``axes``, size 1 in the indices, same size in input
-and output) are read as contiguous blocks. Everything that depends only on shapes is planned once
-per (shapes, axes, item size) and cached (at most 512 plans and 16 MiB of offset grids). Indices are range-checked with one min/max; only when some
-are negative or out of range is a normalised copy made.
-"""
+"""The vectorised NumPy kernel of GatherMultiaxis: every output coordinate becomes one flat input offset (index
+terms by Horner's scheme plus broadcast ``arange`` terms), read with one ``np.take``, so neither input nor
+indices are materialised at the output shape. Shape-only plans are cached (512 plans, 16 MiB of grids)."""
 
 from __future__ import annotations
 
@@ -51,11 +43,8 @@ def _position_text(position: Sequence[SupportsInt]) -> str:
 
 def _coordinate_term(indices: np.ndarray, coordinate: np.ndarray, j: int, geometry: GatherGeometry,
                      mode: str) -> tuple[np.ndarray, np.ndarray | None, bool]:
-    """One coordinate component (logical shape), checked and with negatives counted from the end.
-    Returns it, in mode "zero" the mask of out-of-range positions, and whether it is a fresh int64
-    array. When nothing needed fixing it is ``coordinate`` itself, a view of the caller's indices:
-    never write to it.
-    """
+    """One coordinate component, checked, negatives counted from the end; with the mode "zero" mask and whether
+    it is a fresh int64 array (else a view of the caller's indices: never write to it)."""
     axis = geometry.axes[j]
     dim = geometry.input_shape[axis]
     if coordinate.size <= 16:  # tiny: Python's min/max beat two NumPy reductions
@@ -100,10 +89,8 @@ def _raise_out_of_range(indices: np.ndarray, bad: np.ndarray, j: int, geometry: 
 
 
 def _horner(terms: list[tuple[int, np.ndarray, bool]]) -> tuple[np.ndarray, bool]:
-    """sum(values * stride) for terms by decreasing stride, where each stride divides the previous
-    one: ((v_a * s_a/s_b + v_b) * s_b/s_c + v_c) * s_c, in one int64 buffer and no temporaries.
-    Returns the offsets and whether they are a buffer of our own (else a view of the caller's indices:
-    a single term with stride 1 comes back as it is)."""
+    """sum(values * stride), each stride dividing the previous: ((v_a * s_a/s_b + v_b) * s_b/s_c + v_c) * s_c in
+    one int64 buffer. Also whether the result is our own buffer (one stride-1 term comes back as it is)."""
     (stride, offsets, fresh), rest = terms[0], terms[1:]
     if not rest and stride == 1:
         return offsets, fresh
@@ -148,28 +135,23 @@ def _block_start(geometry: GatherGeometry) -> int:
 
 def gather_multiaxis(input: ArrayLike, indices: ArrayLike, axes: Sequence[int],
                      mode: Mode | str = Mode.ERROR) -> np.ndarray:
-    """Gather elements of ``input`` at the coordinates in ``indices`` along ``axes``, as ``ops.contract``
-    states the operator (shapes, modes, errors).
+    """Gather elements of ``input`` at the coordinates in ``indices`` along ``axes``, as ``ops.contract`` states.
 
     Args:
-        input: the data array (anything ``np.asarray`` takes), of any element type.
-        indices: int32 or int64 array of the same rank as ``input``; for more than one axis its last
-            dimension holds the coordinate tuples.
+        input: the data array (anything ``np.asarray`` takes), any element type.
+        indices: int32 or int64, the rank of ``input``; with several axes the last dimension holds the tuples.
         axes: the distinct dimensions of ``input`` the indices address, each in ``[-rank, rank - 1]``.
-        mode: what an out-of-range index does: a ``Mode`` or one of its strings (``"error"``,
-            ``"error_nonempty"``, ``"zero"``, ``"clamp"``).
+        mode: a ``Mode`` or one of its strings.
 
     Returns:
-        A new C-contiguous ``np.ndarray`` of ``input``'s dtype, of the output shape stated above.
+        A new C-contiguous ``np.ndarray`` of ``input``'s dtype.
 
     Raises:
         ValueError: ``mode`` is not one of the modes.
         TypeError: ``indices`` is not int32 or int64.
-        GatherIndexError: an index is out of range in mode "error" (or "error_nonempty" with a
-            non-empty output).
-        GatherShapeError: the shapes or axes break the shape contract, or an axis of size 0 is indexed.
-        MemoryError: the output has more elements than an int64 offset can address.
-    """
+        GatherIndexError: an index out of range in mode "error" (or "error_nonempty", non-empty output).
+        GatherShapeError: shapes or axes break the contract, or an axis of size 0 is indexed.
+        MemoryError: more output elements than an int64 offset can address."""
     if mode not in MODES:
         Mode.from_any(mode)  # raises, naming the modes
     data = np.asarray(input)

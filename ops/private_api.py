@@ -1,9 +1,6 @@
-"""How the package looks up private onnxruntime and onnxruntime-extensions APIs: every name of a group at
-once, so that a release that renamed or removed one gets one ``PrivateAPIError`` naming what is missing, the
-installed versions and the tested ones, never an ``AttributeError`` in the middle of a run, a crash, or a
-silently different result. The groups themselves are looked up where they are used (``ops.runtime.internals``,
-``graphs.ranks.symbolic_inference``). Imports no onnxruntime.
-"""
+"""How the package looks up private onnxruntime and onnxruntime-extensions APIs: a group's names all at once, so a
+release that renamed one gets one ``PrivateAPIError`` naming what is missing and the installed and tested
+versions, never a mid-run ``AttributeError``, a crash or a different result. Imports no onnxruntime."""
 
 from __future__ import annotations
 

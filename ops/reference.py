@@ -1,14 +1,7 @@
 """The executable specification of GatherMultiaxis, and the operator for ``onnx.reference``.
 
-``reference_gather_multiaxis`` is the proposal's coordinate-masking algorithm, one output element at a
-time: deliberately slow and simple, so that the kernel (``gathermultiaxis.ops.kernel``) and the
-lowering to standard ONNX (``gathermultiaxis.graphs.lower``) can be tested against it. Its shape
-rules are ``GatherGeometry``'s; its errors are the kernel's exception types.
-
-``GatherMultiaxis`` wraps it as an ``onnx.reference.op_run.OpRun`` of domain ``ai.onnx.contrib``, so
-that ``onnx.reference.ReferenceEvaluator(model, new_ops=[GatherMultiaxis])`` runs rewritten models
-without ONNX Runtime (this module does not import onnxruntime).
-"""
+``reference_gather_multiaxis``, one output element at a time, is the slow, simple oracle the kernel and the
+lowering are tested against; ``ReferenceEvaluator(model, new_ops=[GatherMultiaxis])`` needs no ONNX Runtime."""
 
 from __future__ import annotations
 
@@ -23,20 +16,14 @@ from .kernel import zero_element
 
 
 def reference_gather_multiaxis(data, indices, axes: Sequence[int], mode: Mode | str = Mode.ERROR) -> np.ndarray:
-    """``output[o] = data[c]`` for every output coordinate ``o``, where ``c[d] = o[d]`` (0 where
-    ``data.shape[d] == 1``) off ``axes`` and ``c[axes[j]]`` is the ``j``-th component of the coordinate
-    tuple at ``o`` (broadcast) in the logical indices. The shape contract, the modes and the errors are
-    those stated once in ``gathermultiaxis.ops.kernel.gather_multiaxis``: GatherShapeError for shapes
-    and axes, GatherIndexError for an out-of-range index in "error" / "error_nonempty" mode, and an
-    axis of size 0 indexed by a non-empty coordinate set is a GatherShapeError in every mode (in
-    "error_nonempty" only when the output is not empty).
+    """``output[o] = data[c]``: ``c[d] = o[d]`` (0 where ``data.shape[d] == 1``) off ``axes``, ``c[axes[j]]`` the
+    ``j``-th component of the coordinate tuple at ``o``. Contract, modes and errors as ``ops.contract`` states.
 
     Args:
         data: the input, any dtype.
-        indices: int32 or int64, the rank of ``data``; with more than one axis the last dimension holds
-            the coordinate tuples, in the order of ``axes``.
+        indices: int32 or int64, the rank of ``data``; with several axes the last dimension holds the tuples.
         axes: the gathered dimensions of ``data``.
-        mode: one of ``MODES``: what an index out of range does.
+        mode: one of ``MODES``.
 
     Returns:
         The output, of ``data``'s dtype and rank (``output_dims``).
@@ -44,8 +31,7 @@ def reference_gather_multiaxis(data, indices, axes: Sequence[int], mode: Mode | 
     Raises:
         GatherShapeError: shapes or axes that break the contract.
         GatherIndexError: an out-of-range index in mode "error" or "error_nonempty".
-        TypeError: indices that are not int32 or int64.
-    """
+        TypeError: indices that are not int32 or int64."""
     mode = Mode.from_any(mode)  # raises, naming the modes
     data, indices = np.asarray(data), np.asarray(indices)
     if indices.dtype not in INDEX_DTYPES:

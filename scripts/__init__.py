@@ -1,10 +1,8 @@
 """gathermultiaxis: one gather operator for ONNX Runtime.
 
-``gather_multiaxis`` is the NumPy kernel (NumPy only); ``InferenceSession`` runs rewritten models in
-ONNX Runtime (a drop-in for ``onnxruntime.InferenceSession``), ``session_options()`` gives ORT
-session options with the GatherMultiaxis custom op registered (both import onnxruntime and
-onnxruntime-extensions on first use); ``gathermultiaxis.graphs`` rewrites ONNX models to use it.
-"""
+``gather_multiaxis`` is the NumPy kernel; ``InferenceSession`` (a drop-in for ``onnxruntime.InferenceSession``)
+runs rewritten models, ``session_options()`` registers the custom op on ORT options (both import onnxruntime
+on first use); ``gathermultiaxis.graphs`` rewrites ONNX models to use it."""
 
 import logging
 from importlib import import_module

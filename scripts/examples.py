@@ -73,7 +73,7 @@ def build_example_model() -> ModelProto:
 
 
 def example_inputs(batch: int = 2, sequence: int = 5, seed: int = 0) -> dict[str, np.ndarray]:
-    """Inputs for the bundled example, with every index in range (token ids include negative ones).
+    """Inputs for the bundled example, every index in range (token ids include negative ones).
 
     Args:
         batch: the batch size.
@@ -81,8 +81,7 @@ def example_inputs(batch: int = 2, sequence: int = 5, seed: int = 0) -> dict[str
         seed: NumPy's random seed; it also picks the If branch (even: the table branch).
 
     Returns:
-        The feeds by input name.
-    """
+        The feeds by input name."""
     rng = np.random.default_rng(seed)
     return {
         "token_ids": rng.integers(-50, 50, (batch, sequence)),

@@ -47,19 +47,16 @@ def make_session(model: ModelProto, custom: bool, optimized: bool = False,
                  as_users_do: bool = False, intra_op_threads: int | None = None, run_builtin_gathers: bool | None = None):
     """A CPU session of ``model``: ``gathermultiaxis.InferenceSession`` when ``custom``, else plain ORT.
 
-    Comparisons run with graph optimizations off: with them on, ORT constant-folds shape arithmetic through
-    a builtin Gather but not through a custom op, and the two foldings can round differently. Timings run
-    with ORT's defaults (``optimized=True``).
+    Comparisons run with graph optimizations off (ORT constant-folds shape arithmetic through a builtin Gather
+    but not a custom op, and the two can round differently); timings run with ORT's defaults.
 
     Args:
         model: the model to run.
         custom: run it in ``gathermultiaxis.InferenceSession`` (else ``onnxruntime.InferenceSession``).
         optimized: ORT's default graph optimizations (else all off).
-        external_data_folder: where ORT itself reads the model's external tensors (memory-mapped, never
-            serialized: a model over 2 GiB runs as from its path); None: it has none.
-        as_users_do: no options object at all, as a user's ``InferenceSession(model)`` (``optimized`` and
-            ``external_data_folder`` then unused).
-        intra_op_threads: ORT's intra-op thread count (None: ORT's default, a thread per core).
+        external_data_folder: where ORT itself reads (memory-maps) the model's external tensors; None: none.
+        as_users_do: no options object at all, as a user's ``InferenceSession(model)``.
+        intra_op_threads: ORT's intra-op thread count (None: ORT's default).
         run_builtin_gathers: the custom session's ``run_builtin_gathers`` (None: True with ``as_users_do``,
             else False: comparisons test the kernel).
 

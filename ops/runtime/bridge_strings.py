@@ -1,12 +1,8 @@
 """Strings that would end the process inside onnxruntime-extensions' PyOp bridge, refused before.
 
-The bridge turns every string of a PyOp's input into a Python ``str`` (``py::cast(std::string)`` in
-``BuildPyArrayFromTensor``, pyop/pyfunc.cc); bytes that are not UTF-8 make that cast throw, inside the
-kernel, where nothing catches it: ``std::terminate``, before the op runs; and it passes strings as C
-strings, cutting them at a NUL. So such strings are refused with a ``ValueError`` first: fed ones on each run (``refuse_unsafe_string_feeds``), constant ones when a
-``session_options()`` session is created (``refuse_unsafe_string_constants``; ``gathermultiaxis.InferenceSession``
-binds constant tables, which then never cross the bridge).
-"""
+The bridge casts input strings to ``str`` where a non-UTF-8 byte throws uncaught (``std::terminate``), and
+cuts them at a NUL. So they get a ``ValueError`` first: feeds on each run, constants when a
+``session_options()`` session is created (``InferenceSession`` binds constant tables instead)."""
 
 from __future__ import annotations
 
@@ -71,9 +67,8 @@ def _bad_constants(holder) -> dict[str, str]:
 
 
 def unsafe_string_constant(model: ModelProto) -> str | None:
-    """What the first string constant that cannot cross the bridge and may reach a PyOp node (domain ai.onnx.contrib) is, or
-    None. Conservative: every output of a node that reads such a value (directly or inside its subgraphs)
-    may hold its bytes, and so may a subgraph's formal inputs."""
+    """The first string constant that cannot cross the bridge and may reach a PyOp node, or None. Conservative:
+    every output of a node reading it (subgraphs included) and a subgraph's formal inputs may hold its bytes."""
     holders = list(node_holders(model))
     origin: dict[str, str] = {}
     for holder in holders:
@@ -101,8 +96,8 @@ def unsafe_string_constant(model: ModelProto) -> str | None:
 
 
 def refuse_unsafe_string_constants(path_or_bytes) -> None:
-    """Raise ValueError when the model (a path, bytes or a ModelProto, as given to ORT) has a string constant
-    that is not UTF-8 or holds a NUL and may reach a PyOp node; do nothing for a model it cannot read (ORT reports that)."""
+    """Raise ValueError when the model (path, bytes or ModelProto) has such a string constant; do nothing for a
+    model it cannot read (ORT reports that)."""
     try:
         if isinstance(path_or_bytes, ModelProto):
             model = path_or_bytes

@@ -1,14 +1,7 @@
-"""Imports onnxruntime-extensions without its tokenizer converter.
+"""Imports onnxruntime-extensions without its tokenizer converter: import this before ``onnxruntime_extensions``.
 
-``import onnxruntime_extensions`` runs ``onnxruntime_extensions.cvt`` (tokenizer conversion), which
-imports transformers and torch when they are installed (5-20 s and ~230 MB on a 2-core machine) and
-sets ``PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python`` in ``os.environ``: every child process started
-afterwards (``check``'s worker, a bench's fresh processes) then parses protobuf in pure Python, many
-times slower. The op needs neither: this module puts a stand-in for ``cvt`` in ``sys.modules`` first,
-which imports the real one the first time any of its names is used (``gen_processing_models`` is
-bound by the package at import, so it gets a forwarding function). Import this module before
-``onnxruntime_extensions``; importing it after is harmless (then nothing is deferred).
-"""
+``cvt`` imports transformers and torch when installed (5-20 s, ~230 MB) and sets
+``PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python`` for later child processes; a lazy stand-in replaces it."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""The private onnxruntime and onnxruntime-extensions APIs of the runtime, each group looked up and checked
-once, on first use (``ops.private_api``):
-
-* ``InferenceSession`` (``ops/session.py``) subclasses ORT's Python session so that it can hide its run-token
-  input (``_bind_session``, ``_validate_input``, ``_inputs_meta``, ...), and calls ORT's run methods on
-  ``onnxruntime_inference_collection.Session`` with the token added.
-* ``ops.run_errors`` wraps ``InferenceSession.__init__`` of that module (``session_options()`` sessions).
-* ``ops/ortop.py`` answers its own PyOp ids before onnxruntime-extensions' generic invoker
-  (``PyCustomOpDef.install_hooker``, ``_ocos._on_pyop_invocation``, ``PyCustomOpDef._id``).
-* ``ops/preallocated.py`` rebinds IOBinding outputs through the C binding.
-"""
+"""The private onnxruntime and onnxruntime-extensions APIs the runtime uses, each group looked up and checked
+once, on first use (``ops.private_api``): the session classes (``session``, ``run_errors``), the PyOp
+invoker and hook (``registration``), the C IOBinding (``preallocated``)."""
 
 from __future__ import annotations
 
@@ -42,8 +34,7 @@ def session_internals() -> SessionInternals:
         The classes and the C-level value vector.
 
     Raises:
-        PrivateAPIError: a name is missing from the installed onnxruntime.
-    """
+        PrivateAPIError: a name is missing from the installed onnxruntime."""
     lookup = Lookup("subclass onnxruntime's InferenceSession")
     collection = lookup.module("onnxruntime.capi.onnxruntime_inference_collection")
     pybind_state = lookup.module("onnxruntime.capi._pybind_state")
@@ -68,8 +59,7 @@ def session_state(session: Any) -> tuple[Any, list, list, list]:
         ``(c_session, inputs_meta, outputs_meta, providers)``.
 
     Raises:
-        PrivateAPIError: ORT no longer sets one of these attributes.
-    """
+        PrivateAPIError: ORT no longer sets one of these attributes."""
     lookup = Lookup("read the state of onnxruntime's InferenceSession")
     values = [lookup.attribute(session, name, "InferenceSession") for name in _SESSION_STATE]
     lookup.done()
@@ -85,8 +75,7 @@ def c_ort_value(value: Any) -> Any:
     """The C-level value of an ``onnxruntime.OrtValue`` (what an ``OrtValueVector`` holds).
 
     Raises:
-        PrivateAPIError: ``OrtValue`` no longer keeps it as ``_ortvalue``.
-    """
+        PrivateAPIError: ``OrtValue`` no longer keeps it as ``_ortvalue``."""
     lookup = Lookup("pass OrtValues to run_with_ortvaluevector")
     inner = lookup.attribute(value, "_ortvalue", "OrtValue")
     lookup.done()
@@ -94,13 +83,11 @@ def c_ort_value(value: Any) -> Any:
 
 
 def iobinding_state(iobinding: Any) -> tuple[Any, dict]:
-    """ORT's C binding behind an ``onnxruntime.IOBinding`` and its record of bound outputs (name -> the
-    ``OrtValue`` bound, or None for one bound by device or by pointer), in binding order
-    (``ops/preallocated.py`` rebinds through the C binding, leaving that record as the caller made it).
+    """ORT's C binding behind an ``onnxruntime.IOBinding`` and its record of bound outputs (name -> ``OrtValue``,
+    or None when bound by device or pointer), in binding order.
 
     Raises:
-        PrivateAPIError: ``IOBinding`` no longer keeps them as ``_iobinding`` and ``_bound_outputs``.
-    """
+        PrivateAPIError: ``IOBinding`` no longer keeps them as ``_iobinding`` and ``_bound_outputs``."""
     lookup = Lookup("check pre-allocated IOBinding outputs")
     values = [lookup.attribute(iobinding, name, "IOBinding") for name in ("_iobinding", "_bound_outputs")]
     lookup.done()
@@ -132,8 +119,7 @@ def pyop_internals() -> PyOpInternals:
         The generic invoker and the hook installer.
 
     Raises:
-        PrivateAPIError: a name is missing from the installed onnxruntime-extensions.
-    """
+        PrivateAPIError: a name is missing from the installed onnxruntime-extensions."""
     lookup = Lookup("define its op types with onnxruntime-extensions")
     ocos = lookup.module("onnxruntime_extensions._ocos")
     extensions = lookup.module("onnxruntime_extensions")
@@ -147,8 +133,7 @@ def pyop_id(opdef: Any) -> int:
     """The id the bridge calls a PyOp definition by.
 
     Raises:
-        PrivateAPIError: the definition no longer keeps it as ``_id``.
-    """
+        PrivateAPIError: the definition no longer keeps it as ``_id``."""
     lookup = Lookup("define its op types with onnxruntime-extensions")
     identifier = lookup.attribute(opdef, "_id", "PyCustomOpDef")
     lookup.done()
@@ -159,8 +144,7 @@ def probe_all() -> None:
     """Look up every group now (the tests call it).
 
     Raises:
-        PrivateAPIError: naming everything missing in the first group that lacks something.
-    """
+        PrivateAPIError: naming everything missing in the first group that lacks something."""
     session_internals()
     pyop_internals()
     symbolic_shape_inference()

@@ -1,14 +1,8 @@
 """``run_with_iobinding`` with pre-allocated outputs that a PyOp node writes, without ending the process.
 
-ORT checks a pre-allocated output's shape when the node writing it asks for its output; for a PyOp
-node that request is made inside onnxruntime-extensions' bridge (``PyCustomOpKernel::Compute``,
-pyop/pyfunc.cc), where the failure becomes a C++ exception that nothing catches: ``std::terminate``.
-A builtin node's identical failure is an ordinary exception. So for the outputs at risk, the run
-writes into outputs ORT allocates, and then the result is checked against the caller's buffer and
-copied into it: a wrong shape raises ORT's error as a ``RuntimeError`` (what ORT's own
-``run_with_iobinding`` raises), a right one leaves the caller's buffer holding the output, bound as
-before. Only CPU tensors are redirected (the bridge runs on the CPU).
-"""
+A wrong pre-allocated shape fails inside the PyOp bridge as an uncaught C++ exception (``std::terminate``).
+So CPU outputs at risk are written into ORT-allocated outputs, then checked against the caller's buffer and
+copied: a wrong shape raises ORT's ``RuntimeError``, as for a builtin node."""
 
 from __future__ import annotations
 
@@ -95,10 +89,8 @@ def run_with_preallocated_outputs_checked(iobinding: ort.IOBinding, run: Callabl
 
 
 def run_with_preallocated_fetches_checked(fetch_names, fetches, run: Callable, at_risk: Collection[str] | None):
-    """``run(fetches_to_use)`` for ``run_with_ortvaluevector``: when ``fetches`` holds a pre-allocated CPU
-    tensor for an output in ``at_risk`` (None: any), ORT writes every output into a vector of its own, then
-    each is checked against the caller's and copied into it. A vector of ORT's own cannot hold an
-    unallocated slot next to allocated ones (ORT fills an empty one), so such a mix is refused."""
+    """``run(fetches_to_use)`` for ``run_with_ortvaluevector``, checked as above for outputs in ``at_risk``
+    (None: any). ORT's own vector cannot mix unallocated and allocated slots, so such a mix is refused."""
     if (at_risk is not None and not at_risk) or len(fetches) == 0 or len(fetches) != len(fetch_names):
         return run(fetches)
     held = [fetches[index] for index in range(len(fetches))]

@@ -1,12 +1,8 @@
 """GatherMultiaxis as an ONNX Runtime custom operator, through onnxruntime-extensions' PyOp bridge.
 
-Files carry ``GatherMultiaxis`` (``ops.contract``); the session's in-memory model also uses the op types of
-``run_ops`` (run token, fixed axes, float16 output, bound tables, bound groups). The package's own invocation
-hook answers these op types and hands every other PyOp to onnxruntime-extensions' invoker. Any exception
-leaving a PyOp ends the process, so the op never raises: it records the error (``run_errors``, by run token)
-and returns a placeholder of the right shape and type. Outputs are handed back as arrays when the installed
-bridge passes a self-test (else as lists); strings holding NUL are refused (the bridge cuts them).
-"""
+Any exception leaving a PyOp ends the process, so the op never raises: it records the error (``run_errors``,
+by run token) and returns a placeholder of the right shape and type. Other PyOps go to the extensions'
+invoker. Strings holding NUL are refused (the bridge cuts them)."""
 
 from __future__ import annotations
 
@@ -57,8 +53,7 @@ _bound_index: "weakref.WeakValueDictionary[str, BoundTable]" = weakref.WeakValue
 
 
 def publish_bound_tables(tables: dict[str, BoundTable]) -> None:
-    """Let the op find ``tables`` (held by the session that bound them) by their keys, for as long as
-    that session holds them."""
+    """Let the op find ``tables`` by their keys while the session that bound them holds them."""
     _bound_index.update(tables)
 
 
@@ -74,8 +69,7 @@ def bound_table_keys() -> frozenset[str]:
 
 @functools.lru_cache(maxsize=1)
 def _float16_to_float32() -> np.ndarray:
-    """float32 value of every float16 bit pattern (256 KiB): one lookup per element is ~20% faster than
-    NumPy's float16 -> float32 cast here, and exact for every pattern (NaN payloads included)."""
+    """float32 of every float16 bit pattern: a lookup is ~20% faster than NumPy's cast, exact for NaN payloads."""
     return np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
 
 
@@ -88,8 +82,7 @@ def _widen(values: np.ndarray, kind: str | None) -> np.ndarray:
 
 
 class _ArrayHandback:
-    """Looks enough like an ndarray for the bridge's ``rv.shape`` / ``rv.flatten().tolist()`` to
-    return the array itself, which the C++ side then copies with one memcpy."""
+    """Passes the bridge's ``rv.shape`` / ``rv.flatten().tolist()`` the array itself (one memcpy in C++)."""
 
     __slots__ = ("array", "shape")
 
@@ -149,8 +142,7 @@ def _payload(output: np.ndarray):
 
 
 def _placeholder_array(error: BaseException, dtype: np.dtype, input_shape, indices_shape, axes) -> np.ndarray:
-    """What a failed call returns: zeros of the output's shape when it is known (index errors), else an
-    empty array of the input's rank."""
+    """A failed call's result: zeros of the output shape when known, else an empty array of the input's rank."""
     shape = (0,) * max(len(input_shape), 1)
     if isinstance(error, GatherIndexError):
         try:
@@ -234,9 +226,8 @@ def _bound_output(indices, run_token, table) -> np.ndarray:
 # ---------------------------------------------------------------- the own invocation hook
 
 def _gather_call(data: np.ndarray, indices: np.ndarray, axes, mode: str) -> np.ndarray:
-    """gather_multiaxis, with a shortcut for the tiny 1-D gathers of shape arithmetic (TorchScript exports
-    are full of them): ``ndarray.take`` counts negatives from the end once and refuses out-of-range
-    indices, as mode "error" does; any refusal goes the general way, which names the offending index."""
+    """gather_multiaxis, with an ``ndarray.take`` shortcut for tiny 1-D shape-arithmetic gathers (as mode
+    "error"); any refusal goes the general way, which names the offending index."""
     if data.ndim == 1 and indices.ndim == 1 and len(axes) == 1 and axes[0] in (0, -1) and (
             mode in CHECKING_MODE_VALUES) and _state["call_path"].take_1d:
         try:
@@ -316,10 +307,8 @@ def _hook_fixed(k_id, feed, attributes):
 
 
 def _narrowed_gather(input, indices, axes, mode: str, token) -> np.ndarray:
-    """The input is float32 holding float16 values (ORT's exact Cast from float16): the gathered values go
-    back to float16 exactly, NaN payloads included (NumPy keeps them; ORT's Cast to float16 quiets them).
-    ``axes``: the attribute's text, or the axes input. An error is recorded under the run's token (and a
-    placeholder returned: nothing may leave a PyOp)."""
+    """Gather float32 data holding float16 values (ORT's exact Cast) back to float16 exactly, NaN payloads
+    included (ORT's Cast would quiet them). ``axes``: the attribute's text or the axes input."""
     try:
         listed = parse_axes(axes) if isinstance(axes, str) else _axes_list(axes)
         return _gather_call(input, indices, listed, mode).astype(np.float16)
@@ -389,8 +378,7 @@ def _invoke(k_id, feed, attributes):
 
 
 def _string_attributes(attributes):
-    """Replaces the invoker's ``Opdef.cast_attributes``: every attribute of these op types is a string,
-    which the bridge already hands over as ``str``, so the per-call conversion loop has nothing to do."""
+    """Replaces ``Opdef.cast_attributes``: the bridge already hands these op types' attributes over as ``str``."""
     return attributes
 
 
@@ -429,9 +417,8 @@ EARLY_REGISTRATION = (
 
 
 def library_registered_in_process() -> bool | None:
-    """Whether onnxruntime-extensions' RegisterCustomOps has run in this process (None: cannot tell). Its
-    exported GetActiveOrtAPIVersion answers its default (an old ORT minor version) until the first
-    registration caches the registering ORT's own minor version."""
+    """Whether the extensions' RegisterCustomOps has run in this process (None: cannot tell), read from
+    GetActiveOrtAPIVersion, which answers an old default until the first registration."""
     import ctypes
 
     try:
@@ -443,22 +430,14 @@ def library_registered_in_process() -> bool | None:
 
 
 def register(handback: bool | None = None, hook: bool | None = None, call_path: CallPath | None = None) -> None:
-    """Define every GatherMultiaxis op type with the PyOp bridge: plain, Run, RunFixedAxes, Bound and
-    BoundGroup, for every (data type, index type) pair, and install the package's invocation hook.
-
-    Idempotent. ``handback=False`` forces the bridge's default (list) output path; ``None`` uses the
-    array handback when the installed bridge passes the self-test. ``hook=False`` puts
-    onnxruntime-extensions' generic invoker back (``True`` or ``None``: the package's own hook).
+    """Define every GatherMultiaxis op type (plain and ``run_ops``') for every (data, index) type pair with
+    the PyOp bridge, and install the package's invocation hook. Idempotent.
 
     Args:
         handback: False: the bridge's list output path; True or None: the array handback when the bridge
-            passes the self-test (it is never used otherwise).
+            passes the self-test.
         hook: False: onnxruntime-extensions' generic invoker; True or None: the package's own hook.
-        call_path: the call-path steps to use from now on (None: every step, ``CallPath()``).
-
-    Returns:
-        None.
-    """
+        call_path: the call-path steps to use from now on (None: every step, ``CallPath()``)."""
     with _lock:
         if not _state["registered"]:
             _state["registered_early"] = library_registered_in_process()  # options that would crash after this
@@ -504,14 +483,11 @@ def active_call_path() -> CallPath:
 
 
 def bridge_info() -> dict:
-    """What the registration found out about the installed bridge.
-
-    Registers the op types first if that has not happened yet.
+    """What the registration found out about the installed bridge (registers first if needed).
 
     Returns:
         A dict: ``registered``, ``handback_supported`` (the self-test passed), ``handback_active``,
-        ``own_hook`` (the package's hook is installed) and ``registrations`` (how many op definitions).
-    """
+        ``own_hook`` and ``registrations`` (how many op definitions)."""
     register_if_needed = not _state["registered"]
     if register_if_needed:
         register()
@@ -521,10 +497,8 @@ def bridge_info() -> dict:
 
 
 def count_crossings(call):
-    """``call()``'s result and how many times the bridge handed a call to Python meanwhile (a PyOp call:
-    the package's op types and any other), for benchmarks (``bench end-to-end``'s crossings per run). The
-    counting hook stands in for the installed one during ``call()``: nothing else in the process should run
-    PyOps meanwhile, or their calls are counted too."""
+    """``call()``'s result and how many PyOp calls the bridge made meanwhile (any op type), for benchmarks;
+    other PyOps run meanwhile would be counted too."""
     with _lock:
         register()
         installed = _invoke if _state["hook"] else _generic_invoker
@@ -570,26 +544,19 @@ def config_entry(options: ort.SessionOptions, key: str) -> str | None:
 
 
 def session_options(options: ort.SessionOptions | None = None) -> ort.SessionOptions:
-    """An ``onnxruntime.SessionOptions`` with the custom-op library (and GatherMultiaxis) registered,
-    for users who build ``onnxruntime.InferenceSession`` themselves (``gathermultiaxis.InferenceSession``
-    is the better way: see the README for what this path cannot guarantee).
-
-    Pass existing options to add the library to them; calling it again on the same options is a no-op
-    (registering the library twice would make session creation fail). Threading stays as the options
-    say (ORT's defaults: see the README, "No threading changes"). The first call runs
-    ``guard_onnxruntime_sessions()``. Thread-safe.
+    """``onnxruntime.SessionOptions`` with the library registered, for users who build ORT sessions themselves
+    (``gathermultiaxis.InferenceSession`` is better: see the README). Registering the same options again is a
+    no-op; the first call runs ``guard_onnxruntime_sessions()``. Thread-safe.
 
     Args:
-        options: existing ``onnxruntime.SessionOptions`` to register the library on, or None for new ones.
+        options: options to register the library on, or None for new ones.
 
     Returns:
         The ``onnxruntime.SessionOptions`` (``options`` itself when given).
 
     Raises:
-        RuntimeError: ``options`` were given, are not already registered by this package, and the extensions
-            library was registered in this process before the op types were defined (such options would
-            crash ORT).
-    """
+        RuntimeError: ``options`` not registered by this package, while the extensions library was
+            registered in this process before the op types were defined (ORT would crash)."""
     with _lock:
         if options is not None and not registered_by_us(options):
             if not _state["registered"]:

@@ -1,14 +1,8 @@
-"""Run errors of GatherMultiaxis nodes, routed to the run that caused them.
+"""Run errors of GatherMultiaxis nodes, routed to the run that caused them (the op records, the run's caller raises).
 
-The op's Python body cannot raise through onnxruntime-extensions' bridge (an exception there ends the
-process), so it records the error and returns a placeholder; the run's caller raises it:
-
-* ``RUN_ERRORS``: for the token-taking op types of ``gathermultiaxis.InferenceSession`` (every run API,
-  every execution mode): the error is kept under the run's token until that run's wrapper pops it.
-* ``ERRORS``: for plain GatherMultiaxis nodes in sessions built with ``session_options()``: per calling
-  thread, best effort (see the README), through run wrappers that ``guard_onnxruntime_sessions()``, the
-  package's one process-wide change to onnxruntime, puts on such sessions.
-"""
+* ``RUN_ERRORS``: for ``gathermultiaxis.InferenceSession``'s op types, kept under the run's token.
+* ``ERRORS``: for plain nodes in ``session_options()`` sessions: per calling thread, best effort (see the
+  README), through the run wrappers of ``guard_onnxruntime_sessions()``."""
 
 from __future__ import annotations
 
@@ -39,10 +33,8 @@ def _rebuilt(error: BaseException) -> BaseException:
 
 
 class RunErrors:
-    """Errors of the token-taking op types, kept under the run token until that run's wrapper pops them.
-
-    ``dict.setdefault`` and ``dict.pop`` are atomic under the GIL, so no lock is needed; the first
-    error of a run wins (a run can hold several GatherMultiaxis nodes)."""
+    """Errors of the token-taking op types, kept under the run token until the run pops them; the first error of a
+    run wins (``dict.setdefault``/``pop`` are atomic under the GIL: no lock)."""
 
     def __init__(self) -> None:
         self._errors: dict[int, BaseException] = {}
@@ -54,10 +46,8 @@ class RunErrors:
         return next(self._tokens)
 
     def lend_token(self) -> tuple[int, np.ndarray]:
-        """A token no run in progress holds, with its int64 scalar array to feed, for a synchronous run that
-        hands both back (``give_back``) once it has popped its error. ORT takes a fed array it has seen
-        before ~1.3 us faster than a new one (measured on the tiny shape gather), so these are reused;
-        ``list.pop`` and ``list.append`` are atomic under the GIL, so concurrent runs never share one."""
+        """A free token and its int64 array, for a synchronous run that gives both back (``give_back``). Reused
+        because ORT takes a seen array ~1.3 us faster; ``list.pop``/``append`` are atomic, so runs never share one."""
         try:
             return self._lendable.pop()
         except IndexError:
@@ -85,9 +75,7 @@ RUN_ERRORS = RunErrors()
 
 
 class _ErrorChannel:
-    """Carries an exception raised inside a plain (token-less) GatherMultiaxis node to the Python caller
-    of the session's run method: per calling thread, then first-in-first-out for errors raised on ORT's
-    pool threads. Only sessions built with ``session_options()`` need it (best effort, see the README)."""
+    """Plain nodes' errors to the caller's run: per calling thread, then FIFO for ORT pool threads (best effort)."""
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -99,8 +87,7 @@ class _ErrorChannel:
     MAX_UNATTRIBUTED = 64
 
     def record(self, error: BaseException) -> None:
-        """Keep ``error`` for the guarded run in progress on this thread (its first error wins), or, on a thread
-        with no guarded run (an ORT pool thread), in the unattributed queue."""
+        """Keep ``error`` for this thread's guarded run (first wins), or, on an ORT pool thread, in the queue."""
         if getattr(self._local, "depth", 0):
             if getattr(self._local, "error", None) is None:
                 self._local.error = error
@@ -154,9 +141,7 @@ _guarded_options: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()  # o
 
 
 def _guard_if_ours(init):
-    """Wrap ``onnxruntime.InferenceSession.__init__``: a session created with options from
-    ``session_options()`` becomes an instance of a subclass whose run methods raise the op errors of
-    their run (``_guarded_class``); every other session keeps onnxruntime's methods (nothing per run)."""
+    """Wrapped ``InferenceSession.__init__``: ``session_options()`` sessions become ``_guarded_class`` instances."""
 
     @functools.wraps(init)
     def created(self, path_or_bytes, sess_options=None, *args, **kwargs):
@@ -178,10 +163,8 @@ _guarded_classes: dict[type, type] = {}
 
 
 def _guarded_class(cls: Any) -> type:  # Any: an onnxruntime session class (no type information)
-    """A subclass of ``cls`` (of the same name) whose run methods are wrapped by the error channel: a
-    guarded session becomes one. Wrappers set on the instance itself would hold the session through its
-    own attributes, a reference cycle that kept each such session (ORT's memory for the whole model)
-    alive until Python's cyclic collector happened to run."""
+    """A same-named subclass of ``cls`` with wrapped run methods (wrappers on the instance would make a reference
+    cycle keeping each session's memory until the cyclic collector ran)."""
     with _lock:
         guarded = _guarded_classes.get(cls)
         if guarded is None:
@@ -201,8 +184,7 @@ def _guarded_class(cls: Any) -> type:  # Any: an onnxruntime session class (no t
 
 
 def _checking_preallocated_outputs(run_with_iobinding):
-    """ORT's run_with_iobinding through ``run_with_preallocated_outputs_checked``: ORT's session gives no
-    way to tell which outputs a PyOp node writes, so every pre-allocated CPU output takes that path."""
+    """ORT's run_with_iobinding, every pre-allocated CPU output checked (ORT cannot tell which a PyOp writes)."""
 
     @functools.wraps(run_with_iobinding)
     def run(self, iobinding, run_options=None):
@@ -237,17 +219,11 @@ def _checking_string_feeds(run):
 
 
 def guard_onnxruntime_sessions() -> None:
-    """Make op errors of plain GatherMultiaxis nodes reach the caller of ``onnxruntime.InferenceSession``'s
-    run methods, for sessions created with options from ``session_options()`` (which calls this).
+    """Make op errors of plain GatherMultiaxis nodes reach the caller of ``session_options()`` sessions' run methods.
 
-    The one process-wide change the package makes to onnxruntime: ``onnxruntime.InferenceSession.__init__``
-    is wrapped so that such a session becomes an instance of a subclass with wrapped run methods. Other
-    sessions are not slowed: they pay one set lookup at creation and nothing per run. Idempotent; never
-    called by import.
-
-    Returns:
-        None.
-    """
+    The package's one process-wide change to onnxruntime: ``InferenceSession.__init__`` is wrapped so such a
+    session becomes a subclass with wrapped run methods; other sessions pay one set lookup at creation.
+    Idempotent; never called by import."""
     with _lock:
         inference_session_class = session_internals().inference_session_class
         init = inference_session_class.__init__
@@ -256,15 +232,10 @@ def guard_onnxruntime_sessions() -> None:
 
 
 def guard_sessions_made_with(options: ort.SessionOptions) -> None:
-    """Sessions created with ``options`` get the run wrappers that raise their op errors (and the
-    process-wide wrap of ``InferenceSession.__init__`` is installed, once).
+    """Sessions created with ``options`` get the run wrappers that raise their op errors.
 
     Args:
-        options: the ``onnxruntime.SessionOptions`` (held weakly).
-
-    Returns:
-        None.
-    """
+        options: the ``onnxruntime.SessionOptions`` (held weakly)."""
     guard_onnxruntime_sessions()
     _guarded_options.add(options)
 

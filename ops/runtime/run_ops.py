@@ -1,10 +1,5 @@
-"""The op types of a ``gathermultiaxis.InferenceSession``'s in-memory model, never in a file: their names,
-the form of their attributes and the bound table a bound node reads. NumPy and onnx only.
-
-The bind step (``graphs/bind.py``) writes these nodes; ``ortop.py`` defines them with the PyOp bridge
-(whose module docstring states their signatures) and answers their calls. Stated here, beside the
-contract, so that the bind step needs the op's definition and not its ORT runtime.
-"""
+"""The op types of a ``gathermultiaxis.InferenceSession``'s in-memory model, never in a file: names, attribute
+forms, bound tables. Beside the contract so the bind step needs no ORT runtime (``registration`` defines them)."""
 
 from __future__ import annotations
 
@@ -37,14 +32,12 @@ GROUP_MAX = 4
 
 
 def bound_op_type(elem_type: int) -> str:
-    """The op type of a bound gather whose output has ONNX type ``elem_type``, e.g. GatherMultiaxisBoundFloat.
-    (One op type per output type: a bound node has no data input from which ORT could pick the type.)"""
+    """The op type of a bound gather with output type ``elem_type`` (one per type: no data input to pick from)."""
     return BOUND_OP_PREFIX + TensorProto.DataType.Name(elem_type).capitalize()
 
 
 def group_op_type(elem_types) -> str:
-    """The op type of a group whose outputs have ONNX types ``elem_types`` (sorted as GROUP_TYPES),
-    e.g. GatherMultiaxisBoundGroupFloatInt64Int64Int64."""
+    """The op type of a group with output types ``elem_types`` (sorted as GROUP_TYPES)."""
     return GROUP_OP_PREFIX + "".join(TensorProto.DataType.Name(t).capitalize() for t in elem_types)
 
 
@@ -55,8 +48,7 @@ def group_signatures() -> list[tuple[int, ...]]:
 
 
 def group_attributes(tables: list[str], slots: list[int]) -> dict[str, str]:
-    """The attributes of a group node gathering bound ``tables`` in that order (the graph order of the
-    nodes it replaces, so that the first error is the one the ungrouped run would raise first), table i
+    """A group node's attributes: ``tables`` in graph order (so the first error is the ungrouped run's), table i
     into output ``slots[i]``."""
     return {"tables": ",".join(tables), "slots": ",".join(str(slot) for slot in slots)}
 
@@ -74,8 +66,7 @@ def parse_axes(text: str) -> tuple[int, ...]:
 
 
 def axes_attribute(axes) -> str:
-    """``axes`` as the ``axes`` attribute of a GatherMultiaxisRunFixedAxes node (the bridge hands every
-    attribute over as a string)."""
+    """``axes`` as a GatherMultiaxisRunFixedAxes attribute (the bridge hands attributes over as strings)."""
     return ",".join(str(int(axis)) for axis in axes)
 
 
@@ -86,12 +77,9 @@ def is_bridge_node(node) -> bool:
 
 @dataclass(frozen=True)
 class BoundTable:
-    """A constant data operand handed to the kernel once, with everything else its node needs (set at
-    bind time, so a call does no parsing). ``widen`` names the 16-bit float format whose raw values
-    ``array`` holds ("float16" or "bfloat16", gathered as they are and widened to float32 exactly) when
-    the node's output is float32, or is None (the output has ``array``'s type, float16 included).
-    ``indices_axes``: dimensions of size 1 the node inserts into its indices first (the rewriter's
-    alignment Unsqueeze, absorbed)."""
+    """A constant data operand handed to the kernel once, parsed at bind time. ``widen``: "float16" or "bfloat16"
+    when ``array`` holds raw 16-bit values gathered as is and widened to a float32 output, else None.
+    ``indices_axes``: size-1 dims the node inserts into its indices (the alignment Unsqueeze, absorbed)."""
 
     array: np.ndarray
     widen: str | None = None

@@ -1,12 +1,7 @@
 """``gathermultiaxis.InferenceSession``: an ``onnxruntime.InferenceSession`` for models with GatherMultiaxis.
 
-The session takes the same arguments as ORT's and changes only its own in-memory copy of the model
-(the file stays standard and self-contained), made by the bind step (``graphs.bind.prepare_model``,
-whose docstring says what it changes: run tokens, bound tables, float16 outputs). This module runs it:
-the session options (copied, see ``own_options``), the external-data folder ORT maps the model's other
-tensors from (``EXTERNAL_DATA_FOLDER``, with ORT's own checks), and the run APIs, each feeding a fresh
-run token and raising the error the op recorded under it (``ops.run_errors``).
-"""
+Only the session's in-memory copy of the model changes (made by ``graphs.bind.prepare_model``); the file
+stays standard. Each run API feeds a fresh run token and raises the error the op recorded under it."""
 
 from __future__ import annotations
 
@@ -39,8 +34,7 @@ EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
 
 
 def evaluate_constants(model: ModelProto, base_dir: str | None) -> list[np.ndarray]:
-    """The outputs of ``model`` (standard ONNX computing a table from constants, made by the bind step) as
-    ONNX Runtime's CPU kernels compute them: the values the unbound model would compute on every run."""
+    """``model``'s outputs as ORT's CPU kernels compute them (what the unbound model would compute every run)."""
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.intra_op_num_threads = 1  # elementwise and copies: the same bits on any number of threads
@@ -52,8 +46,7 @@ def evaluate_constants(model: ModelProto, base_dir: str | None) -> list[np.ndarr
 
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True,
                   builtin_gathers: bool = False, options: BindOptions = BindOptions()) -> PreparedModel:
-    """The bind step (``graphs.bind.prepare_model``) for the installed PyOp bridge: float16 outputs where it
-    hands arrays back, tables computed from constants computed by ORT (``evaluate_constants``)."""
+    """The bind step for the installed bridge: float16 outputs where it hands arrays back, tables by ORT."""
     return bind_step.prepare_model(model, base_dir, bind, float16_outputs=ortop.bridge_info()["handback_supported"],
                                    evaluate=evaluate_constants, builtin_gathers=builtin_gathers,
                                    options=options)
@@ -83,17 +76,13 @@ def _configured_folder(options: ort.SessionOptions | None) -> str:
 
 
 def _external_data_folder(model_folder: str | None, options: ort.SessionOptions | None) -> str | None:
-    """The folder ORT reads external data from: the options' EXTERNAL_DATA_FOLDER entry when set, else
-    the model file's folder; None for a model given as bytes without the entry (ORT then uses the
-    working folder, and the session binds no external table)."""
+    """The options' EXTERNAL_DATA_FOLDER, else the model file's folder; None for bytes without the entry."""
     return _configured_folder(options) or model_folder
 
 
 class _ExternalDataFolder:
-    """Points ``options`` at ``folder`` while ORT creates the session from the prepared model's bytes, so
-    that ORT reads (memory-maps) the external data it still references itself, from the model's own
-    folder and with its own checks. Options the caller keeps using get their entry back afterwards
-    ("" is ORT's default: the working folder)."""
+    """Points ``options`` at ``folder`` while ORT creates the session, so ORT memory-maps the external data
+    itself with its own checks; the caller's entry comes back afterwards ("": the working folder)."""
 
     def __init__(self, options: ort.SessionOptions, folder: str | None, model: ModelProto, owned: bool):
         self.options, self.restore = options, None
@@ -149,17 +138,10 @@ _REFUSED_KEYS = ("session.optimized_model_filepath", "session.save_model_format"
 
 
 def own_options(options: ort.SessionOptions | None) -> ort.SessionOptions:
-    """The options the session is created with: ``options`` itself when ``session_options()`` registered the
-    library on it, else a copy of its public properties and of every config entry ORT reads
-    (``CONFIG_KEYS``), with the library registered. Nothing else is added: ORT's threading defaults
-    (spinning included) measured best for the op (README, "No threading changes").
-
-    Why a copy: onnxruntime-extensions (0.15) crashes at session creation on options where its library
-    was registered before a PyOp was defined (the user's own registration, for its tokenizers, say, made
-    before gathermultiaxis defined its op types), and refuses options registered twice. A copy has
-    neither problem; the library registered on it brings the extensions' own ops too. What ORT gives no
-    way to read (initializers, free dimension overrides, custom op libraries added to ``options``) is
-    not copied: see the README."""
+    """``options`` itself when ``session_options()`` registered the library on it, else a copy (public
+    properties and ``CONFIG_KEYS``) with the library registered. Why a copy: onnxruntime-extensions crashes on
+    options registered before a PyOp was defined and refuses options registered twice. What ORT cannot read
+    back (initializers, free dimension overrides, custom op libraries) is not copied: see the README."""
     if options is not None:
         _refuse_model_writing(options)
     if options is not None and ortop.registered_by_us(options):
@@ -187,8 +169,7 @@ def _refuse_model_writing(options: ort.SessionOptions) -> None:
 
 
 def _bridge_written_outputs(model: ModelProto) -> frozenset[str]:
-    """The graph outputs a PyOp node writes itself: pre-allocated, they go through
-    ``run_with_preallocated_outputs_checked`` (a wrong shape there would end the process)."""
+    """The graph outputs a PyOp node writes itself (checked when pre-allocated: see ``preallocated``)."""
     return frozenset(output for node in model.graph.node if node.domain == DOMAIN for output in node.output
                      if output) & {value.name for value in model.graph.output}
 
@@ -199,8 +180,7 @@ _ARRAY_TYPE = frozenset((np.ndarray,))
 
 
 def _result_or_run_error(token: int, call):
-    """``call()``'s result, unless the op recorded an error for the run ``token``: then that error is
-    raised (chained to ORT's own failure, if ORT failed too)."""
+    """``call()``'s result, unless the op recorded an error for ``token``: then that error (chained to ORT's)."""
     try:
         result = call()
     except BaseException as exc:
@@ -215,23 +195,15 @@ def _result_or_run_error(token: int, call):
 
 
 class InferenceSession(ort.InferenceSession):
-    """``onnxruntime.InferenceSession`` for models holding GatherMultiaxis nodes (see the module docstring).
+    """``onnxruntime.InferenceSession`` for models holding GatherMultiaxis nodes.
 
     Same arguments as ORT's (``path_or_bytes`` may also be a ``ModelProto``), and three of its own:
 
-    * ``run_builtin_gathers`` (default True): a node that one standard ONNX gather computes exactly (a
-      rewritten Gather, GatherElements or GatherND, and most nodes from other frameworks' gathers) runs
-      as that gather on ORT's builtin kernel, in the session's in-memory model
-      (``graphs.lower.lower_single_gathers``). Bit for bit the kernel's results, without the PyOp
-      bridge's fixed cost per call (about 8-10 us, which is most of a small model's run time); an
-      out-of-range index then raises ORT's own error for that gather, as the original model did. Only
-      the nodes no single gather computes run on the GatherMultiaxis kernel. False: every node runs
-      on the kernel (its errors, its bound tables).
+    * ``run_builtin_gathers`` (default True): nodes one standard ONNX gather computes exactly run as that
+      gather on ORT's kernel (``graphs.lower.lower_single_gathers``): same bits, without the PyOp bridge's
+      ~8-10 us per call; out-of-range indices then raise ORT's error. False: every node runs on the kernel.
     * ``bind_constants=False`` keeps every data operand of the kernel's nodes on the bridge.
-    * ``bind_options`` (keyword): the bind step's node forms, a ``BindOptions`` (None: all of them).
-
-    The session runs on its own copy of ``sess_options`` (see ``own_options``).
-    """
+    * ``bind_options`` (keyword): the bind step's node forms, a ``BindOptions`` (None: all of them)."""
 
     _gathermultiaxis_run_tokens = True  # errors travel by run token (no per-thread channel)
     _gathermultiaxis_token_name = None
@@ -283,8 +255,7 @@ class InferenceSession(ort.InferenceSession):
         self._gathermultiaxis_bind(sess)
 
     def _gathermultiaxis_bind(self, sess):
-        """ORT's own bookkeeping, without the hidden token input (get_inputs, ORT's missing-input message),
-        and what ``run`` needs to check per call, read once (each read of a NodeArg property is a C call)."""
+        """ORT's bookkeeping without the hidden token input, and what ``run`` checks per call, read once."""
         token = self._gathermultiaxis_token_name
         _, inputs_meta, outputs_meta, providers = session_state(self)  # checked once: ORT's private state
         if token is not None:
@@ -316,15 +287,12 @@ class InferenceSession(ort.InferenceSession):
 
     @property
     def builtin_gathers(self) -> int:
-        """How many GatherMultiaxis nodes this session runs as one standard ONNX gather (ORT's builtin
-        kernel; see the class docstring)."""
+        """How many GatherMultiaxis nodes this session runs as one standard ONNX gather."""
         return self._gathermultiaxis_builtin
 
     @property
     def bridge_crossings(self) -> int:
-        """How many custom-op calls (PyOp bridge crossings) one run makes, after grouping: the GatherMultiaxis
-        nodes of the in-memory model, counted in the graph (a node in a Loop body counts once, both branches
-        of an If count)."""
+        """PyOp bridge crossings one run makes, counted in the graph (a Loop body node once, both If branches)."""
         return self._gathermultiaxis_crossings
 
     # ------------------------------------------------------------ run APIs
@@ -342,22 +310,19 @@ class InferenceSession(ort.InferenceSession):
 
     def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
             run_options: ort.RunOptions | None = None) -> list[Any]:
-        """Mirrors ``onnxruntime.InferenceSession.run``. Added: the session's hidden run-token input is fed, string
-        inputs are checked for what cannot cross the PyOp bridge, and an error the GatherMultiaxis op raised
-        during the run (``GatherIndexError``, say) is raised itself rather than ORT's generic failure.
+        """Mirrors ORT's ``run``; string inputs are checked and the op's own error (``GatherIndexError``) is raised.
 
         Args:
-            output_names: the names of the outputs to compute, or None for all of them.
-            input_feed: a dict from input name to value (an ``np.ndarray``, or an ``onnxruntime.OrtValue``).
+            output_names: the outputs to compute, or None for all.
+            input_feed: input name to ``np.ndarray`` or ``onnxruntime.OrtValue``.
             run_options: ``onnxruntime.RunOptions``, or None.
 
         Returns:
-            The outputs, a list (``np.ndarray`` for tensors) in the order of ``output_names``.
+            The outputs, in the order of ``output_names``.
 
         Raises:
             ValueError: a string input holds a NUL character or a value the bridge cannot carry.
-            GatherIndexError: the op found an index out of range (other errors of the op likewise).
-        """
+            GatherIndexError: an index out of range (other errors of the op likewise)."""
         name = self._gathermultiaxis_token_name
         if name is None:
             return _SESSION.run(self, output_names, input_feed, run_options)
@@ -398,17 +363,15 @@ class InferenceSession(ort.InferenceSession):
 
     def run_with_ort_values(self, output_names: Sequence[str] | None, input_dict_ort_values: Mapping[str, ort.OrtValue],
                             run_options: ort.RunOptions | None = None) -> list[ort.OrtValue]:
-        """Mirrors ``onnxruntime.InferenceSession.run_with_ort_values``. Added: the hidden run-token input is fed
-        and an error the GatherMultiaxis op raised during the run is raised itself.
+        """Mirrors ORT's ``run_with_ort_values``; the op's own error is raised.
 
         Args:
-            output_names: the names of the outputs to compute, or None for all of them.
-            input_dict_ort_values: a dict from input name to ``onnxruntime.OrtValue``.
+            output_names: the outputs to compute, or None for all.
+            input_dict_ort_values: input name to ``onnxruntime.OrtValue``.
             run_options: ``onnxruntime.RunOptions``, or None.
 
         Returns:
-            The outputs, a list of ``onnxruntime.OrtValue``.
-        """
+            The outputs, ``onnxruntime.OrtValue``s."""
         name = self._gathermultiaxis_token_name
         if name is None:
             return _SESSION.run_with_ort_values(self, output_names, input_dict_ort_values, run_options)
@@ -418,20 +381,18 @@ class InferenceSession(ort.InferenceSession):
             lambda token: feed.__setitem__(name, ort.OrtValue.ortvalue_from_numpy(np.array(token, dtype=np.int64))))
 
     def run_with_iobinding(self, iobinding: ort.IOBinding, run_options: ort.RunOptions | None = None) -> None:
-        """Mirrors ``onnxruntime.InferenceSession.run_with_iobinding``. Added: the hidden run-token input is bound,
-        an error the GatherMultiaxis op raised is raised itself, and pre-allocated CPU outputs a PyOp node
-        writes are filled through ORT's own outputs and checked first (a wrong shape would end the process).
+        """Mirrors ORT's ``run_with_iobinding``; the op's own error is raised, and pre-allocated CPU outputs a
+        PyOp node writes are checked first (a wrong shape would end the process).
 
         Args:
-            iobinding: the ``onnxruntime.IOBinding`` of this session, inputs and outputs bound.
+            iobinding: this session's ``onnxruntime.IOBinding``, inputs and outputs bound.
             run_options: ``onnxruntime.RunOptions``, or None.
 
         Returns:
             None (the outputs are in ``iobinding``).
 
         Raises:
-            RuntimeError: a pre-allocated output does not match what the run produced.
-        """
+            RuntimeError: a pre-allocated output does not match what the run produced."""
         name = self._gathermultiaxis_token_name
         at_risk = self._gathermultiaxis_bridge_outputs
         if name is None:
@@ -452,26 +413,23 @@ class InferenceSession(ort.InferenceSession):
                                 feeds: Sequence[Any], fetch_names: Sequence[str], fetches: Any,
                                 fetch_devices: Sequence[Any]) -> None:
         # feeds: ORT's C-level OrtValues (OrtValue._ortvalue); fetches: the OrtValueVector the outputs go into
-        """Mirrors ``onnxruntime.InferenceSession.run_with_ortvaluevector`` (ORT's low-level path). Added: the
-        hidden run-token feed, the op's own error raised, and pre-allocated CPU fetches of PyOp-written outputs
-        checked before they are copied into.
+        """Mirrors ORT's low-level ``run_with_ortvaluevector``, checked as ``run_with_iobinding`` is.
 
         Args:
             run_options: ``onnxruntime.RunOptions``, or None.
             feed_names: the input names, in the order of ``feeds``.
-            feeds: ORT's C-level OrtValues (``OrtValue._ortvalue``), one per name.
-            fetch_names: the output names to compute.
-            fetches: the ``OrtValueVector`` the outputs go into (pre-allocated or empty).
-            fetch_devices: the device of each fetch, as ORT takes them.
+            feeds: ORT's C-level OrtValues (``OrtValue._ortvalue``).
+            fetch_names: the outputs to compute.
+            fetches: the ``OrtValueVector`` the outputs go into.
+            fetch_devices: the device of each fetch.
 
         Returns:
             None (the outputs are in ``fetches``).
 
         Raises:
-            ValueError: ``feed_names`` and ``feeds`` differ in length, or pre-allocated fetches of PyOp-written
-                outputs are mixed with unallocated ones.
-            RuntimeError: a pre-allocated fetch does not match what the run produced.
-        """
+            ValueError: names and feeds differ in length, or pre-allocated PyOp-written fetches are mixed
+                with unallocated ones.
+            RuntimeError: a pre-allocated fetch does not match what the run produced."""
         name = self._gathermultiaxis_token_name
         if name is None:
             return _SESSION.run_with_ortvaluevector(self, run_options, feed_names, feeds, fetch_names, fetches,
@@ -495,24 +453,18 @@ class InferenceSession(ort.InferenceSession):
     def run_async(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
                   callback: Callable[[Any, Any, str], None], user_data: Any,
                   run_options: ort.RunOptions | None = None) -> None:
-        """Mirrors ``onnxruntime.InferenceSession.run_async``. Added: string inputs are checked, the hidden
-        run-token input is fed, and an error the GatherMultiaxis op raised reaches ``callback``'s error string
-        (its type and message, then ORT's own message in parentheses).
+        """Mirrors ORT's ``run_async``; the op's own error reaches ``callback``'s error string (type and
+        message, then ORT's message in parentheses).
 
         Args:
-            output_names: the names of the outputs to compute, or None for all of them.
-            input_feed: a dict from input name to value.
-            callback: called as ``callback(results, user_data, err)`` when the run ends (``err`` a string,
-                empty on success).
+            output_names: the outputs to compute, or None for all.
+            input_feed: input name to value.
+            callback: ``callback(results, user_data, err)``, ``err`` empty on success.
             user_data: passed to ``callback`` as is.
             run_options: ``onnxruntime.RunOptions``, or None.
 
-        Returns:
-            None.
-
         Raises:
-            ValueError: a string input holds a NUL character or a value the bridge cannot carry.
-        """
+            ValueError: a string input holds a NUL character or a value the bridge cannot carry."""
         name = self._gathermultiaxis_token_name
         if self._gathermultiaxis_string_inputs:
             self._check_strings(input_feed)

@@ -1,12 +1,9 @@
 """Other frameworks' gathers, each as one ``gather_multiaxis`` call: one module per framework.
 
-The contract every variant function keeps: its framework's argument names, order and defaults; rank
-alignment by reshapes only (``np.reshape``, ``np.expand_dims``, ``np.squeeze``, flattening, and for
-torch-style gathers a crop view of the data); exactly one ``gather_multiaxis`` call; a new array of the
-data's dtype. An out-of-range index raises GatherIndexError (unless the framework defines a result for
-it, as OpenVINO Gather-8 and JAX do), and shapes or axes that do not fit raise GatherShapeError.
-``trace()`` records the shapes each call goes through; ``mapping_table()`` renders them.
-"""
+Every variant function keeps its framework's argument names, order and defaults; aligns ranks by reshapes
+only (and, torch-style, a crop view); makes exactly one ``gather_multiaxis`` call; returns a new array of
+the data's dtype; raises GatherIndexError / GatherShapeError unless the framework defines a result (OpenVINO
+Gather-8, JAX). ``trace()`` records each call's shapes; ``mapping_table()`` renders them."""
 
 from .coreml_gathers import coreml_gather, coreml_gather_along_axis, coreml_gather_nd
 from .jax_gathers import GatherDimensionNumbers, JaxGatherLayout, JaxGatherMode, jax_gather

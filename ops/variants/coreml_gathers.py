@@ -1,7 +1,5 @@
-"""CoreML's gathers (coremltools MIL): gather, gather_along_axis, gather_nd (iOS15-iOS17).
-
-Indices are int32, int16, uint16, int8 or uint8; with ``validate_indices`` negative ones are out of bounds
-(iOS17's check), without it they count from the end."""
+"""CoreML's gathers (coremltools MIL, iOS15-iOS17): int32/int16/uint16/int8/uint8 indices; with
+``validate_indices`` negative ones are out of bounds (iOS17's check), without it they count from the end."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""JAX's ``lax.gather`` (StableHLO gather with the index vector last).
-
-Besides the reshapes every variant makes, ``jax_gather`` transposes the operand and computes its indices
-(clamped starts plus window iotas) and, in fill mode, a mask. jax is never imported."""
+"""JAX's ``lax.gather`` (StableHLO gather, index vector last); jax is never imported."""
 
 from __future__ import annotations
 
@@ -125,12 +122,9 @@ def _check_call(operand_shape, indices_shape, dn: GatherDimensionNumbers, slice_
 class JaxGatherLayout:
     """Where the dimensions of one ``jax.lax.gather`` go in its gatherMultiaxis call.
 
-    The aligned rank is the output's rank plus one size-1 dimension per collapsed operand dimension
-    (appended, squeezed afterwards). An offset operand dimension sits at its entry of ``offset_dims``,
-    an operand batching dimension at the output batch dimension of its start_indices batching
-    dimension (gatherMultiaxis broadcasting pairs them), and start_indices' batch dimensions at the
-    output batch dimensions, in order. The axes are the aligned places of ``start_index_map``.
-    """
+    The aligned rank is the output's plus one size-1 dim per collapsed operand dim (appended, squeezed after).
+    Offset dims sit at their ``offset_dims`` entry, operand batching dims at their start_indices batch dim's
+    output place (broadcasting pairs them); the axes are the aligned places of ``start_index_map``."""
 
     crop: tuple[slice, ...]  # per operand dim: its window when no start index moves it, else all of it
     order: tuple[int, ...]  # operand dims by aligned place (a transpose)
@@ -174,8 +168,7 @@ class JaxGatherLayout:
 
 
 def _jax_fill_value(dtype: np.dtype):
-    """JAX's default fill: NaN for floats (and complex), the most negative value for signed ints, the
-    largest for unsigned ones, True for bool."""
+    """JAX's default fill for ``dtype``."""
     dtype = np.dtype(dtype)
     if dtype.kind in "fc":
         return np.nan
@@ -192,14 +185,12 @@ def jax_gather(operand: ArrayLike, start_indices: ArrayLike, dimension_numbers: 
                unique_indices: bool = False) -> np.ndarray:
     """``jax.lax.gather`` as one gatherMultiaxis call.
 
-    ``output[batch..., offset...]`` is the window of ``slice_sizes`` that starts, on each operand
-    dimension ``start_index_map[j]``, at ``start_indices[batch..., j]`` (at 0 on the others, at the batch
-    index on operand batching dimensions). ``mode`` "clip" (the default here; JAX's own default,
-    PROMISE_IN_BOUNDS, is refused) clamps each start to ``[0, dim - slice size]``; "fill" gives
-    ``fill_value`` for every window with any part out of bounds (by default NaN for floats, the most
-    negative value for signed ints, the largest for unsigned ones, True for bool). ``dimension_numbers`` may be JAX's own or any object
-    with its fields. ``indices_are_sorted`` and ``unique_indices`` are JAX's promises, unused here.
-    """
+    Each output window of ``slice_sizes`` starts at ``start_indices[batch..., j]`` on operand dim
+    ``start_index_map[j]`` (0 elsewhere, the batch index on batching dims). ``mode`` "clip" (default here;
+    JAX's PROMISE_IN_BOUNDS is refused) clamps starts to ``[0, dim - slice size]``; "fill" gives ``fill_value``
+    (default NaN for floats, the most negative value for signed ints, the largest for unsigned, True for bool)
+    for windows partly out of bounds. ``dimension_numbers``: JAX's own or any object with its fields.
+    ``indices_are_sorted`` and ``unique_indices`` are JAX's promises, unused here."""
     mode = JaxGatherMode.from_any(mode)
     dimension_numbers = GatherDimensionNumbers.from_any(dimension_numbers)
     operand, start_indices = np.asarray(operand), np.asarray(start_indices)

@@ -1,13 +1,6 @@
-"""Real exports for ``gathermultiaxis bench end-to-end``: transformers models with random weights
-(tiny configs of the real architectures, nothing downloaded) exported by torch, and a hummingbird-ml
-tree ensemble.
-
-``build_exports(folder)`` writes ``NAME.onnx`` and ``NAME.inputs.npz`` (the inputs to time it with) for
-each of ``EXPORTS`` it can build, and returns the written models and, for each one it could not build,
-the reason (torch, transformers or hummingbird-ml missing, or the exporter failing). Needs the ``torch``
-and ``transformers`` packages; hummingbird-ml is optional (``pip install --no-deps hummingbird-ml
-onnxconverter-common scikit-learn`` keeps torch and onnx as they are).
-"""
+"""Real exports for ``gathermultiaxis bench end-to-end``: tiny random-weight transformers exported by torch, and
+a hummingbird-ml tree ensemble (nothing downloaded). Needs ``torch`` and ``transformers``; hummingbird-ml is
+optional (``pip install --no-deps hummingbird-ml onnxconverter-common scikit-learn`` keeps torch and onnx)."""
 
 from __future__ import annotations
 
@@ -113,14 +106,11 @@ _DECODERS: dict[str, tuple[str, str, dict[str, Any]]] = {
 
 def decoder_step(path: Path, architecture: str, dynamo: bool, symbolic: bool = True, batch: int = BATCH,
                  sequence: int = 1, past: int = PAST) -> dict:
-    """One decode step with a KV cache, written to ``path``: ``sequence`` new tokens over ``past`` cached
-    positions for an architecture of ``_DECODERS``, exported by torch's dynamo exporter (``dynamo``) or the
-    TorchScript one; returns the example inputs.
-
-    With ``symbolic``, batch, sequence and past lengths are symbolic dims, as decoders are exported for
-    generation: TorchScript names them (``batch``, ``sequence``, ``total_sequence``, ``past_sequence``);
-    dynamo, given ``Dim.AUTO``, writes its own (``s23``...), one per input dim it could not prove equal. The
-    dynamo exporter specialises dims of size 0 or 1: give it ``batch`` and ``sequence`` of 2 or more."""
+    """One KV-cache decode step (``sequence`` new tokens over ``past`` cached positions) of a ``_DECODERS``
+    architecture, exported to ``path`` by dynamo (``dynamo``) or TorchScript; returns the example inputs.
+    With ``symbolic`` the batch, sequence and past lengths are symbolic dims (TorchScript: ``batch``, ``sequence``,
+    ``total_sequence``, ``past_sequence``; dynamo names its own, ``s23``...). Dynamo specialises dims of size 0
+    or 1: give ``batch`` and ``sequence`` of 2 or more."""
     import torch
     import transformers
 
@@ -227,13 +217,10 @@ def _tree_ensemble(path: Path) -> dict:
 
 
 def _sentence_encoder(path: Path, quantization: str | None = None) -> dict:
-    """A small sentence encoder: token and position embeddings, ``nn.TransformerEncoder`` (2 layers,
-    d_model 64, 2 heads), LayerNorm, the first token's vector (``h[:, 0]``); exported by TorchScript with
-    symbolic batch and sequence (nn.MultiheadAttention's packed q/k/v: Gathers of a Reshape whose shape is
-    computed from Shape, Slice and Concat), then optionally quantized by ORT's tools: ``"dynamic"``
-    (quantize_dynamic, int8 weights), ``"static_qdq"`` (quantize_static, QDQ, uint8 activations and int8
-    weights, calibrated on random ids: ORT's optimizer fuses it into QLinear ops), ``"matmul_nbits"`` (MatMulNBitsQuantizer: 4-bit MatMulNBits, and the
-    embeddings' Gathers as GatherBlockQuantized)."""
+    """A small sentence encoder (``nn.TransformerEncoder``, 2 layers, d_model 64, 2 heads; the first token's
+    vector) exported by TorchScript with symbolic batch and sequence, then optionally quantized by ORT's tools:
+    ``"dynamic"`` (int8 weights), ``"static_qdq"`` (QDQ, calibrated on random ids), ``"matmul_nbits"`` (4-bit
+    MatMulNBits, the embeddings' Gathers as GatherBlockQuantized)."""
     import tempfile
 
     import onnx
@@ -347,21 +334,20 @@ DECODER_EXPORTS: dict[str, Callable[[Path], dict]] = {
 
 def build_exports(folder: str | Path, names: list[str] | None = None,
                   progress: Callable[[str], None] | None = None) -> tuple[list[Path], dict[str, str]]:
-    """Write ``NAME.onnx`` and ``NAME.inputs.npz`` into ``folder`` for each of ``names`` (default: all of
-    ``EXPORTS``; ``TORCHSCRIPT_EXPORTS``, ``DECODER_EXPORTS`` and ``ENCODER_EXPORTS`` by name); returns the written models and, by name, why the others were not built.
+    """Write ``NAME.onnx`` and ``NAME.inputs.npz`` (the inputs to time it with) into ``folder`` for each export.
 
     Args:
         folder: the folder to write into (it must exist).
-        names: the export names, or None for every name of ``EXPORTS``.
+        names: export names (also ``TORCHSCRIPT_EXPORTS``, ``DECODER_EXPORTS``, ``ENCODER_EXPORTS``), or None
+            for every name of ``EXPORTS``.
         progress: called with each name before it is built, or None.
 
     Returns:
-        A tuple ``(written, skipped)``: the written model paths, and a dict from name to the reason it was
-        not built (a package not installed, or the exporter's error).
+        ``(written, skipped)``: the written model paths, and name -> why it was not built (a package not
+        installed, or the exporter's error).
 
     Raises:
-        KeyError: a name that is no export.
-    """
+        KeyError: a name that is no export."""
     import onnx
 
     folder = Path(folder)

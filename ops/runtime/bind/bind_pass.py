@@ -73,9 +73,7 @@ class BindReport(PassReport):
 
 @dataclass
 class BindPass:
-    """The bind step as a visit over ``graphs.passes.run_pass``: on the session's own copy (no copy here),
-    without inference. Every GatherMultiaxis node is changed (the run token); the report says which were
-    bound."""
+    """The bind step as a ``graphs.passes.run_pass`` visit, on the session's own copy, without inference."""
 
     base_dir: str | None
     bind: bool
@@ -133,9 +131,8 @@ class BindPass:
         return self.evaluate_subgraph(nodes, initializers, [output])[0]
 
     def prefetch(self, scope: GraphScope) -> None:
-        """Compute the tables of every gather of the main graph that the evaluator computes in one ORT session
-        (a session's creation costs ~10 ms), into the cache ``computed`` reads; a batch ORT refuses is left
-        to the visits, which compute each table alone (and leave one ORT refuses to the run)."""
+        """Compute every main-graph table in one ORT session (each creation costs ~10 ms) into ``computed``'s
+        cache; a batch ORT refuses is left to the visits, table by table."""
         requests = {}
 
         def note(nodes, initializers, output):

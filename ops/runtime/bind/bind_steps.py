@@ -23,9 +23,8 @@ GROUPED_TYPES = {bound_op_type(elem_type): elem_type for elem_type in GROUP_TYPE
 
 
 def group_shared_indices(graph: onnx.GraphProto) -> None:
-    """Bound nodes of ``graph`` that read the same indices become GatherMultiaxisBoundGroup<Types> nodes of up
-    to GROUP_MAX outputs, each where the first of its nodes was (the indices and the token are there already,
-    and every reader of an output comes after that output's own node)."""
+    """Bound nodes reading the same indices become GatherMultiaxisBoundGroup<Types> nodes of up to GROUP_MAX
+    outputs, each where its first node was (every reader of an output comes after that node)."""
     sharing: dict[tuple[str, ...], list[onnx.NodeProto]] = {}
     for node in graph.node:
         if node.domain == DOMAIN and node.op_type in GROUPED_TYPES:
@@ -53,9 +52,8 @@ def group_shared_indices(graph: onnx.GraphProto) -> None:
 
 
 def drop_unread_constants(model: ModelProto, freed: set[str]) -> None:
-    """In every graph: the Constant nodes nothing reads, and the initializers in ``freed`` (axes operands that
-    became attributes) nothing reads any more. ORT would warn about each ("Removing initializer"); it
-    turns Constant nodes into initializers. Holders are read as the walk goes: dropping rebuilds a node list."""
+    """Drop unread Constant nodes and unread initializers in ``freed`` (axes turned attributes) in every graph,
+    which ORT would warn about; holders are read as the walk goes (dropping rebuilds a node list)."""
     for holder in node_holders(model):
         if isinstance(holder, onnx.GraphProto):
             constants = [node for node in holder.node if node.op_type == "Constant" and node.domain in ONNX_DOMAINS]

@@ -21,8 +21,8 @@ WIDENED: dict[int, str] = {TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16:
 
 
 def tensor_array(tensor: TensorProto, base_dir: str | None) -> tuple[np.ndarray, str | None] | None:
-    """A tensor's values without an extra copy where possible, and the 16-bit float format of its raw values
-    (None: not bound, external data with no folder or of strings)."""
+    """A tensor's values, without a copy where possible, and the 16-bit float format of its raw values (None:
+    not bound: external data with no folder, or strings)."""
     if uses_external_data(tensor) and (base_dir is None or tensor.data_type == TensorProto.STRING):
         return None
     return (read_tensor(tensor, base_dir, mmap=True, raw_16bit=True, lenient_strings=True),
@@ -39,8 +39,7 @@ def constant_ints(scope: GraphScope, name: str) -> list[int] | None:
 
 
 def unsqueeze_axes(scope: GraphScope, node: onnx.NodeProto) -> list[int] | None:
-    """An Unsqueeze's axes when they are constant (its attribute before opset 13, its second input from 13
-    on), else None."""
+    """An Unsqueeze's constant axes (attribute before opset 13, second input after), else None."""
     axes = attribute(node, "axes")
     if axes is None and len(node.input) > 1:
         axes = constant_ints(scope, node.input[1])
@@ -57,10 +56,8 @@ COMPUTED_OPS = ("Cast", "Concat", "DequantizeLinear")
 def resolve(scope: GraphScope, name: str, base_dir: str | None, chain: list | None = None,
              bound_initializers: dict | None = None, evaluate=None):
     """(array, widen) when ``name`` is a constant seen through ``VIEW_OPS`` and a widening Cast, or (with
-    ``evaluate``, ``BindPass.evaluate``) computed from constants by ``COMPUTED_OPS`` and ``VIEW_OPS``, else
-    None. Appends the nodes passed through to ``chain``, and the initializer reached as a view (array, ONNX
-    type) to ``bound_initializers``. A view that cannot be taken (a Reshape to a wrong size, say) raises:
-    the caller leaves the node to the run, which reports it as ORT does."""
+    ``evaluate``) computed from constants, else None; records the nodes passed to ``chain`` and a viewed
+    initializer to ``bound_initializers``. A view that cannot be taken raises: the caller leaves it to the run."""
     initializer = scope.constants.initializer(name)
     if initializer is not None:
         found = tensor_array(initializer, base_dir)
@@ -107,8 +104,7 @@ def resolve(scope: GraphScope, name: str, base_dir: str | None, chain: list | No
 
 
 def view_of(scope: GraphScope, node: onnx.NodeProto, array: np.ndarray) -> np.ndarray | None:
-    """``node`` (one of ``VIEW_OPS``) applied to ``array`` as a NumPy view, or None when its operands are not
-    constant."""
+    """``node`` (one of ``VIEW_OPS``) applied to ``array`` as a NumPy view, or None for non-constant operands."""
     op_type = node.op_type
     if op_type == "Identity":
         return array
@@ -161,8 +157,7 @@ class Deferred(Exception):
 
 
 def computed(scope: GraphScope, node: onnx.NodeProto, base_dir: str | None, chain: list | None, evaluate):
-    """(array, None) computed once by ``evaluate`` from the constants ``node`` is computed from, or None.
-    Several gathers of one computed table share one array."""
+    """(array, None) computed once by ``evaluate`` (shared by every gather of that table), or None."""
     results = scope.cache.setdefault("computed constants", {})
     name = node.output[0]
     if name not in results:
@@ -203,8 +198,7 @@ def fixed_axes(scope: GraphScope, name: str) -> tuple[int, ...] | None:
 
 
 def only_reader(scope: GraphScope, name: str) -> onnx.NodeProto | None:
-    """The node of the scope that reads ``name`` once, directly, when nothing else reads it (no other node,
-    no subgraph, no graph output), else None."""
+    """The one node of the scope reading ``name`` (directly, once; no subgraph or graph output), else None."""
     if scope.readers.get(name) != 1:
         return None
     readers = scope.consumers.get(name, [])
@@ -218,8 +212,7 @@ def only_reader(scope: GraphScope, name: str) -> onnx.NodeProto | None:
 
 
 def unsqueezed_indices(scope: GraphScope, name: str) -> tuple[str, tuple[int, ...]] | None:
-    """(input, axes) when ``name`` is the output of an Unsqueeze with constant axes that nothing else reads
-    (the rewriter's alignment of the indices), else None."""
+    """(input, axes) when ``name`` is the rewriter's indices Unsqueeze, constant axes, read by nothing else."""
     node = scope.producers.get(name)
     if (node is None or node.op_type != "Unsqueeze" or node.domain not in ONNX_DOMAINS
             or only_reader(scope, name) is None):
@@ -229,9 +222,7 @@ def unsqueezed_indices(scope: GraphScope, name: str) -> tuple[str, tuple[int, ..
 
 
 def float16_cast_after(scope: GraphScope, name: str) -> tuple[onnx.NodeProto, list[onnx.NodeProto]] | None:
-    """The Cast to float16 after ``name`` (the rewriter's way back from float32) and the moving ops before it
-    (``MOVING_OPS``: the rewrite's Squeeze or Reshape of the output), each the only reader of the value
-    before it."""
+    """The Cast to float16 after ``name`` and the ``MOVING_OPS`` before it, each the value's only reader."""
     moving: list[onnx.NodeProto] = []
     reader = only_reader(scope, name)
     while moves_elements(reader, TensorProto.FLOAT16) and reader.input[0] == name and len(moving) < len(MOVING_OPS):
@@ -243,9 +234,7 @@ def float16_cast_after(scope: GraphScope, name: str) -> tuple[onnx.NodeProto, li
 
 def narrowed_output(found: tuple[onnx.NodeProto, list[onnx.NodeProto]], output: str,
                      dropped_value_info: set[str]) -> tuple[list[str], list[onnx.NodeProto]]:
-    """A float16 node writing ``output`` then: the node's outputs and the nodes that go. The Cast back goes; the
-    moving ops after the node move float16 values, the last writing the Cast's output (their float32 types
-    declared in value_info go)."""
+    """A float16 node writing ``output``: the Cast back goes, the moving ops after the node move float16 values."""
     cast, moving = found
     dropped_value_info.add(output)
     if not moving:
@@ -257,8 +246,7 @@ def narrowed_output(found: tuple[onnx.NodeProto, list[onnx.NodeProto]], output: 
 
 
 def declared_types(scope: GraphScope) -> dict[str, int]:
-    """The element types the scope's graph declares (inputs, value_info, outputs, initializers), read on
-    first need: the bind step infers none (the session's start-up)."""
+    """The element types the scope's graph declares, read on first need (the bind step infers none)."""
     types = scope.cache.get("declared types")
     if types is None:
         graph = scope.graph
@@ -270,8 +258,7 @@ def declared_types(scope: GraphScope) -> dict[str, int]:
 
 
 def widened_float16(scope: GraphScope, name: str) -> bool:
-    """Whether ``name`` is a Cast to float of a float16 value, or moving ops (``MOVING_OPS``: the rewrite's
-    alignment) of one (exact: every value it holds is a float16 one)."""
+    """Whether ``name`` is a Cast to float of a float16 value, possibly through ``MOVING_OPS`` (exact)."""
     cast = scope.producers.get(name)
     for _ in MOVING_OPS:
         if not moves_elements(cast, TensorProto.FLOAT16):
@@ -286,8 +273,7 @@ TYPE_KEEPING_CONTRIB_OPS = frozenset({("com.microsoft", "ExpandDims")})
 
 
 def float16_value(scope: GraphScope, name: str) -> bool:
-    """Whether ``name`` holds float16 values: so declared, or made by a Cast to float16, or by ops that keep
-    their input's type (``MOVING_OPS``, Slice: the rewrite's GatherElements Slice) from such a value."""
+    """Whether ``name`` holds float16 values: declared so, cast to float16, or moved (``MOVING_OPS``, Slice) from one."""
     for _ in range(len(MOVING_OPS) + 2):
         declared = declared_types(scope).get(name)
         if declared:

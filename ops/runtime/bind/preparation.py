@@ -1,16 +1,11 @@
-"""The session's bind step: the in-memory model ``gathermultiaxis.InferenceSession`` runs, made from a rewritten
-model (the file stays standard). In order:
+"""The session's bind step: the in-memory model ``gathermultiaxis.InferenceSession`` runs (the file stays standard).
 
-* with ``builtin_gathers``, nodes one standard gather computes become that gather (``lower_single_gathers``);
-* model-local functions holding GatherMultiaxis are inlined, and every GatherMultiaxis node takes the hidden
-  run-token input (``RUN_TOKEN``) and a run op type (``run_ops``), constant axes as an attribute, float16
-  data widened by ORT's Cast coming back as float16;
-* a main-graph node whose data is constant (an initializer, a Constant, a view or a constant subgraph of
-  it: ``bound_operands``; external data memory-mapped after ORT's checks) is bound: its table is handed to
-  the kernel once (``PreparedModel.tables``), its alignment Unsqueeze absorbed;
-* the steps of ``bind_steps``: what fed only bound operands is dropped, bound nodes sharing indices are
-  grouped, unread Constants and axes initializers go, Scan body outputs written by the op are copied.
-"""
+* nodes one standard gather computes become that gather (with ``builtin_gathers``);
+* functions holding GatherMultiaxis are inlined; every node takes the hidden run token (``RUN_TOKEN``), a
+  ``run_ops`` op type, constant axes as an attribute, float16 data round-tripped through ORT's Cast;
+* a main-graph node with constant data (``bound_operands``) is bound: its table goes to the kernel once
+  (``PreparedModel.tables``);
+* then ``bind_steps``: dead feeders dropped, nodes sharing indices grouped, Scan body outputs copied."""
 
 
 from __future__ import annotations
@@ -30,16 +25,13 @@ from .bind_steps import (bridge_crossings, copy_scan_body_outputs, drop_unread_c
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True, *,
                   float16_outputs: bool, evaluate=None, builtin_gathers: bool = False,
                   options: BindOptions = BindOptions()) -> PreparedModel:
-    """Turn ``model`` (changed in place: pass a copy) into what the session runs: see the module docstring.
-    ``base_dir``: the folder external data is relative to (None: tables in external data are not bound).
-    ``float16_outputs``: whether the op may return float16 (the installed PyOp bridge hands arrays back:
-    ``ortop.bridge_info()["handback_supported"]``, which the session asks). ``evaluate(model, base_dir)``:
-    the outputs of a small model of standard ONNX as arrays, computed as ONNX Runtime computes them (the
-    session's ``evaluate_constants``); None: tables computed from constants are not bound.
+    """Turn ``model`` (changed in place: pass a copy) into what the session runs.
+    ``base_dir``: the folder of external data (None: tables in external data are not bound).
+    ``float16_outputs``: whether the bridge hands float16 arrays back. ``evaluate(model, base_dir)``: a small
+    standard model's outputs as ORT computes them (None: tables computed from constants are not bound).
 
     Raises:
-        ValueError: GatherMultiaxis inside a model-local function that could not be inlined.
-    """
+        ValueError: GatherMultiaxis inside a model-local function that could not be inlined."""
     if not holds_gather(model):  # nothing to bind: no walk, no names (a plain model's start-up)
         return PreparedModel(model)
     lowered = 0
