@@ -1,10 +1,7 @@
-"""Rewriting of ONNX models: Gather, GatherElements and GatherND become GatherMultiaxis; and lowering:
-GatherMultiaxis becomes standard ONNX ops.
+"""Rewriting of ONNX models (gathers become GatherMultiaxis) and lowering (the reverse).
 
-The public names are imported on first access (PEP 562), so that running a rewritten model (the
-session's bind step, ``ops.runtime.bind``) loads neither the rewriter nor the lowerings. The first access
-also registers the GatherMultiaxis schema with onnx, whose shape inference and checker then understand
-rewritten models (``graphs.ranks.shape_inference`` registers it too, before it infers).
+Public names are imported on first access (PEP 562), so that the session's bind step loads neither the
+rewriter nor the lowerings; the first access registers the GatherMultiaxis schema with onnx.
 """
 
 from importlib import import_module

@@ -1,29 +1,12 @@
 """What ORT must load to accept a written model, when the model it was made from already loaded.
 
-``rewrite`` and ``lower`` refuse an input ORT cannot load, then write a model that differs from it in
-some nodes of its main graph (gathers replaced by GatherMultiaxis and its helpers, or the reverse) and
-in the value_info of their outputs. Loading the whole written model again proves again what the first
-load proved of every unchanged node, and costs as much (a chain of 50k gathers rewritten: 20 s and
-800 MB for 250k nodes). What the second load adds is only this: ORT takes the new nodes, their inputs
-typed as the input model types them, and the unchanged nodes that read what the new nodes make still
-type-check on it. :func:`changed_part` builds the model that proves exactly that:
-
-- the new nodes (a node holding a subgraph whose body changed is a new node, body and all);
-- their inputs, declared with the types ONNX shape inference gives them in the input model (small
-  constants kept as values, since ORT's inference of the new nodes may read them);
-- their outputs that the rest of the model reads: declared with the written model's value_info for
-  them (whose element type must be the one they had), else with the element type they had;
-- the unchanged nodes that read those outputs, their own outputs renamed: ORT infers them on the
-  declared outputs as it would in the written model (a value_info of a wrong size fails there);
-- the value_info the written model declares for the other new names;
-- each distinct replacement once: connected groups of new nodes that are the same nodes, attributes
-  and wiring on the same input types, read by the same kind of nodes (only names differ), load alike.
-
-The part keeps the written model's own metadata_props (the rewrite adds an entry naming the package).
-When anything else differs (inputs, outputs, initializers, functions, opsets, a value_info of an
-unchanged name), a new node reuses a name the input model uses, a value someone reads lost its producer,
-or an input's type is unknown, there is no narrower proof: ``None``, and the whole model is loaded.
-tests/graphs/test_load_check.py breaks written models in the ways ORT refuses and checks the part agrees.
+Loading the whole written model again re-proves every unchanged node and costs as much (50k gathers
+rewritten: 20 s, 800 MB). The second load only has to show that ORT takes the new nodes, on their inputs
+typed as the input model types them, and that the unchanged nodes reading their outputs still type-check.
+:func:`changed_part` builds that model: the new nodes (each distinct replacement once), their inputs typed by
+ONNX's inference (small constants as values), their read outputs declared as the written model declares them,
+the unchanged readers with renamed outputs. When anything else differs, a new node reuses an input name, a
+read value lost its producer or an input's type is unknown: ``None``, and the whole model is loaded.
 """
 
 from __future__ import annotations
@@ -47,11 +30,8 @@ _GRAPH_FIELDS = ("name", "input", "output", "initializer", "sparse_initializer",
 
 def changed_part(loaded: ModelProto, written: ModelProto,
                  types: Mapping[str, TensorInfo] | None = None) -> ModelProto | None:
-    """A model that ORT loads exactly when it loads ``written``, given that it loaded ``loaded`` (see
-    the module's docstring); ``None`` when the changes are not confined to main-graph nodes and their
-    value_info, and the whole of ``written`` must be loaded. ``types``: ONNX shape inference's types of
-    the names of ``loaded``'s main graph (a pass's report has them: ``main_graph_types``), else inferred.
-    """
+    """A model ORT loads exactly when it loads ``written``, given it loaded ``loaded``, or ``None``.
+    ``types``: inferred types of ``loaded``'s main graph (a report's ``main_graph_types``), else inferred."""
     if not _same_but_nodes(loaded, written):
         return None
     before, after = loaded.graph, written.graph

@@ -121,17 +121,9 @@ def path_kind(path: Path) -> str:
 
 
 def load_model(path: str | os.PathLike, *, session_options: SessionOptionsFactory) -> tuple[ModelProto, Path | None]:
-    """Load a model ONNX Runtime accepts, without reading its large external data (ORT loads it with
-    ``session_options``: see :func:`ort_load_error`).
-
-    Returns the model and, when it keeps data in external files, the folder their locations are
-    relative to (pass it to :func:`save_model`); ``None`` otherwise. External tensors of up to 64 KiB
-    are read in (shape inference needs small constants such as Reshape targets).
-
-    Raises:
-        ModelFileError: the file is not a readable model, its external data are wrong, or ORT cannot
-            load it.
-    """
+    """Load a model ORT accepts without reading its large external data; the model and the folder its
+    external data are relative to (for :func:`save_model`), or ``None``. External tensors up to 64 KiB are
+    read in (shape inference needs small constants). Raises ModelFileError with the reason."""
     model, folder = read_model(path, inline_small=False)
     ort_refusal = ort_load_error(str(path), session_options=session_options)
     if ort_refusal:
@@ -142,13 +134,8 @@ def load_model(path: str | os.PathLike, *, session_options: SessionOptionsFactor
 
 
 def read_model(path: str | os.PathLike, inline_small: bool = True) -> tuple[ModelProto, Path | None]:
-    """:func:`load_model` without asking ONNX Runtime: the file is a readable ONNX model (not truncated,
-    not a FIFO) whose external data files exist inside its folder and are long enough. Raises
-    ModelFileError naming the file and the problem.
-
-    Raises:
-        ModelFileError: the path is not a model file, or the model or its external data are invalid.
-    """
+    """:func:`load_model` without asking ONNX Runtime (a readable model, not a FIFO, its external data
+    inside its folder and long enough); ModelFileError naming the file and the problem."""
     path = Path(path)
     kind = path_kind(path)
     if kind == "folder":
@@ -251,18 +238,10 @@ def _external_number(tensor: TensorProto, key: str, text: str, signed: bool) -> 
 
 
 def check_external_data(tensor: TensorProto, folder: str | os.PathLike) -> ExternalData:
-    """Check ``tensor``'s external-data entry the way ONNX Runtime checks it when it loads a model from
-    ``folder``, and say where its bytes are; raise ExternalDataError naming the tensor and the problem.
-
-    Like ONNX Runtime 1.32: only the keys location, offset, length and checksum; one non-empty
-    location, relative, which (links followed) stays inside ``folder`` and is an existing regular file
-    (never opened here: a FIFO would block); offset and length decimal integers (the last entry wins);
-    a non-zero length equal to what dims and type need; the bytes inside the file. Unlike it, a
-    location holding a NUL character is refused (ORT reads it up to the NUL).
-
-    Raises:
-        ExternalDataError: the entry breaks one of the rules above.
-    """
+    """Check ``tensor``'s external-data entry as ONNX Runtime 1.32 does when it loads a model from ``folder``
+    (a relative location inside it, links followed, to a regular file never opened here; a length matching
+    dims and type; the bytes inside the file), and say where its bytes are; else ExternalDataError. Unlike
+    ORT, a location holding a NUL is refused."""
     entries: dict[str, str] = {}
     for entry in tensor.external_data:
         if entry.key not in _EXTERNAL_KEYS:
@@ -361,13 +340,8 @@ def _ort_load_error_by_folder(path: Path, session_options: SessionOptionsFactory
 
 
 def loads_in_ort(path: Path, part: ModelProto | None = None, *, session_options: SessionOptionsFactory) -> None:
-    """Raise ModelFileError with ORT's reason when the written model at ``path`` does not load (with
-    ``session_options``: see :func:`ort_load_error`). With ``part``, the model of what it changes
-    (graphs.load_check.changed_part), loading that proves it.
-
-    Raises:
-        ModelFileError: ORT cannot load it.
-    """
+    """Raise ModelFileError with ORT's reason when the written model at ``path`` does not load; with
+    ``part`` (``load_check.changed_part``), loading that proves it."""
     refusal = ort_load_error(str(path) if part is None else part.SerializeToString(), session_options=session_options)
     if refusal:
         raise ModelFileError(f"{path.name}: the written model does not load in ONNX Runtime ({refusal})")
@@ -415,12 +389,8 @@ def _output_folder(path: Path, targets: list[Path], overwrite: bool, replaceable
 
 @contextlib.contextmanager
 def staging_folder(path: Path, folder: Path) -> Iterator[Path]:
-    """A temporary folder next to the target: files are written there and moved into place only when
-    complete, so a failure leaves no partial file behind (the folder is always removed).
-
-    Raises:
-        ModelFileError: the folder cannot be created, or writing in it fails (an OSError).
-    """
+    """A temporary folder next to the target, always removed: files are moved into place only when complete.
+    An OSError becomes ModelFileError."""
     try:
         staging = Path(tempfile.mkdtemp(prefix=".gathermultiaxis-", dir=folder))
     except OSError as error:
@@ -524,20 +494,12 @@ def save_model(model: ModelProto, path: str | os.PathLike, *, external_data: boo
                validate: Callable[[Path], None] | None = None) -> list[Path]:
     """Write ``model`` to ``path`` atomically; returns the files written.
 
-    Tensors held in external files (their locations relative to ``external_data_folder``, by default
-    the working folder) are streamed into ``<name>.data`` beside the model; with ``external_data``, or
-    when the model is too large for one protobuf, its large inline tensors go there too. ``validate``
-    gets the written model's path before anything is moved into place and may raise ModelFileError.
-
-    Existing files are replaced only with ``overwrite``, or when listed in ``replaceable`` (``--in-place``:
-    the input model and the data files it refers to, not a data file of another model that happens to
-    bear the name). Both files are complete before either is moved into place, and if moving fails
-    (whatever the exception), the files that were there before are put back.
-
-    Raises:
-        ModelFileError: the name is not UTF-8 when a data file is needed, the output folder is missing,
-            a target is not a regular file or exists (without ``overwrite``), writing fails, or
-            ``validate`` refuses.
+    External tensors (relative to ``external_data_folder``) are streamed into ``<name>.data``; with
+    ``external_data``, or a model too large for one protobuf, its large inline tensors too. ``validate`` gets
+    the written path before anything is moved into place. Existing files are replaced only with ``overwrite``
+    or when in ``replaceable`` (``--in-place``); if moving fails, the previous files are put back. Raises
+    ModelFileError (a name not UTF-8 with a data file, a missing folder, a target in the way, a write failure,
+    ``validate``'s refusal).
     """
     path = Path(path)
     data_name = path.name + ".data"
@@ -616,12 +578,7 @@ def _move_into_place(staged: Path, target: Path, overwrite: bool) -> None:
 
 
 def write_bytes_atomic(path: str | os.PathLike, content: bytes, overwrite: bool = False) -> None:
-    """Write ``content`` to ``path`` atomically (reports, the bundled example).
-
-    Raises:
-        ModelFileError: the folder is missing, the target exists (without ``overwrite``) or is not a
-            regular file, or writing fails.
-    """
+    """Write ``content`` to ``path`` atomically (reports, the bundled example); ModelFileError on failure."""
     path = Path(path)
     folder = _output_folder(path, [path], overwrite)
     with staging_folder(path, folder) as staging:
@@ -630,10 +587,6 @@ def write_bytes_atomic(path: str | os.PathLike, content: bytes, overwrite: bool 
 
 
 def check_target(path: str | os.PathLike, overwrite: bool = False) -> None:
-    """Raise ModelFileError now, before any work, if ``path`` could not be written later: its folder
-    is missing, or it exists and ``overwrite`` is false.
-
-    Raises:
-        ModelFileError: it could not be written.
-    """
+    """Raise ModelFileError now, before any work, if ``path`` could not be written later (no folder, or it
+    exists without ``overwrite``)."""
     _output_folder(Path(path), [Path(path)], overwrite)

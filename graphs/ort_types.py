@@ -1,16 +1,7 @@
-"""ONNX Runtime's own types of a model's main-graph values: the shapes its load-time inference
-(Graph::Resolve, declared value_info merged in) gives each value, which its graph transformers read when they
-decide a fusion (SkipLayerNormFusion compares dims and ``dim_param`` names; BiasGelu, MatMulAdd,
-GatherToSplit and the LayerNorm and Attention fusions check ranks and dims).
-
-The rewrite declares each replaced output with exactly this type, so that the written model meets the same
-fusions as the original: ONNX's inference (with data propagation) knows more than ORT, and a shape ORT did
-not know can enable a fusion that rounds differently; no shape at all loses fusions the original has.
-
-How: one CPU session on the model, optimizations off, with each asked-for value made a graph output declared
-with its element type only, plus a ``Shape`` of it as another output. ORT's Python API shows a scalar and
-an unknown shape alike as ``[]``; the Shape's own shape tells them apart (``[rank]`` or ``[None]``). ORT's
-optimized-model file does not serve: it writes no value_info for inferred values.
+"""ONNX Runtime's own load-time types of a model's main-graph values, which its fusions read. The rewrite
+declares each replaced output with exactly this type so that the written model meets the same fusions: a
+shape ORT did not know can enable a fusion that rounds differently. Each value is read as a graph output
+plus its ``Shape`` (ORT's Python API shows a scalar and an unknown shape alike as ``[]``).
 """
 
 from __future__ import annotations

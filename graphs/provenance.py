@@ -1,20 +1,8 @@
-"""What a rewritten GatherMultiaxis node replaced, carried on the node itself, so that the lowering can
-give back the one standard gather it came from even where the rewrite aligned ranks at run
-time.
-
-The rewrite writes one entry into the node's ``metadata_props`` (NodeProto field 9, onnx >= 1.16; every
-tool that does not know the key ignores it, ORT included, and the model stays valid ONNX at any IR
-version): the replaced op, its integer attributes, the names of its data and indices inputs and of its
-output. It replaces any record the replaced node carried (one record a node). The record is a claim, not
-a proof: it only says which form to try first, and ``graphs.lower.recorded_form`` uses it only where
-the graph proves it. A record that is not one (another op or domain, an attribute the op does not have, a
-value that is no integer or lies outside int64's range, two records on one node) is ignored, never an error.
-
-The model itself says what made it and what runs it: a model the rewrite changed gets one model-level
-``metadata_props`` entry under ``MODEL_KEY`` (the package, its version, how to run or lower the file), for
-whoever meets the file without this package (plain ORT only says ``GatherMultiaxis(-1) is not a registered
-function/op``); the producer stays the exporter's. A model the rewrite does not change gets none, and a
-lowering that leaves no GatherMultiaxis node removes it (the file is plain ONNX again).
+"""What a rewritten GatherMultiaxis node replaced, recorded in its ``metadata_props`` (ignored by tools that
+do not know the key, ORT included), so that the lowering can give back the gather it came from. The record
+is a claim, not a proof: ``graphs.lower.recorded_form`` uses it only where the graph proves it, and a record
+that is not one is ignored, never an error. A changed model also gets one model-level entry (``MODEL_KEY``)
+saying how to run or lower it; a lowering that leaves no GatherMultiaxis node removes it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """An ``onnx.defs.OpSchema`` for GatherMultiaxis, so that onnx's shape inference and checker understand
-rewritten models (types and shapes flow through the op instead of stopping at it).
-
-Registered once, on ``import gathermultiaxis.graphs``; ``register_schema()`` is idempotent. Needs onnx
-only, not onnxruntime. The shape contract is the one of ``gathermultiaxis.ops.geometry``: output rank =
-input rank = indices rank; output dims follow ``GatherGeometry.infer`` where sizes and axes are static.
+rewritten models; the shape contract is ``gathermultiaxis.ops.geometry``'s. Needs onnx only.
 """
 
 from __future__ import annotations

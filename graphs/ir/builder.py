@@ -1,10 +1,5 @@
-"""Emits the small helper nodes of a rewrite in the form the graph's opset requires.
-
-Unsqueeze and Squeeze take ``axes`` as an attribute before opset 13 and as an input from 13 on; Cast
-takes an integer ``to`` from opset 6. Constants are Constant nodes (not initializers) so that the same
-code serves the main graph, subgraphs and function bodies; before opset 9 (Constant-1 holds float types
-only) an int64 constant is a double Constant and a Cast.
-"""
+"""Emits the small helper nodes of a rewrite in the form the graph's opset requires. Constants are Constant
+nodes (not initializers) so that the same code serves the main graph, subgraphs and function bodies."""
 
 from __future__ import annotations
 
@@ -64,12 +59,8 @@ class NodeBuilder:
         return self._emit(op_type, inputs, role, **attributes)
 
     def constant(self, values, role: str) -> str:
-        """An int64 constant. Constant-1 (opsets 1 to 8) holds float types only: there it is a double
-        Constant Cast to int64 (exact: every value emitted here is far below 2**53).
-
-        Raises:
-            ValueError: below opset 9, a value with no exact double form.
-        """
+        """An int64 constant; below opset 9 (Constant-1 holds floats only) a double Constant Cast to int64,
+        ValueError for a value with no exact double form."""
         array = np.asarray(values, dtype=np.int64)
         if self.opset >= 9:
             return self._emit("Constant", [], role, value=numpy_helper.from_array(array, name=""))

@@ -16,16 +16,10 @@ from .walk import ONNX_DOMAINS
 
 
 class ConstantView(Mapping):
-    """The values of a scope that cannot change at run time: its initializers (not one that is also a
-    graph input: that is only a default a caller may override), its Constant nodes' values (``value``,
-    ``value_ints``), the int64 constants of opsets 7 and 8 (``builder.NodeBuilder.constant``: a double
-    Constant, then Cast), and the enclosing scopes' (a graph input hides an outer name). The one way the
-    passes read a constant.
-
-    Membership, ``tensor``, ``dtype`` and ``size`` read no payload; as a mapping it gives arrays, each
-    converted on first read (``read_tensor``: a tensor in an external file is read from
-    ``external_data_folder``, the model's folder, and only there), so a table that is only gathered from
-    is never loaded. ``learn`` adds a value a pass computed (the WebNN target's folded shape arithmetic)."""
+    """The values of a scope that cannot change at run time (the one way the passes read a constant):
+    initializers that are not graph inputs, Constant nodes, opset 7-8 int64 constants (a double Constant then
+    Cast), and the enclosing scopes'. Membership, ``tensor``, ``dtype`` and ``size`` read no payload; arrays
+    are read on first use, so a table that is only gathered from is never loaded."""
 
     def __init__(self, graph: GraphProto, outer: "ConstantView | None" = None,
                  external_data_folder: str | os.PathLike | None = None):

@@ -1,17 +1,9 @@
 """The one constant folder: a node's output value from its inputs' values, where a caller's policy lets it.
 
-Two engines. A NumPy table for the integer arithmetic and shape ops exporters compute small bounds and shapes
-with (int32/int64 values only; Cast from any integer type): exactly what ORT computes (Div truncates, Mod
-follows ``fmod``), or nothing where the op would fail. And onnx's reference evaluator, one node at a time, for
-the shape arithmetic of a graph whose shapes are static and for a builder's own constants (GatherMultiaxis by
-the kernel). A policy says which ops a caller folds, with which engine, and how large a value may be; each
-caller keeps its own, so that what it folds does not change:
-
-* ``RANK_FOLDING`` (the rewrite's rank rules, the lowering's guards): a few integers, the values rank rules read.
-* ``SHAPE_FOLDING`` (the WebNN target's shape arithmetic): integer and bool values (exact) of up to 65,536
-  elements, inputs and result; GatherMultiaxis nodes by the kernel.
-* ``BUILDER_FOLDING`` (the general lowering's builder, over the constants it emitted): results of up to 65,536
-  elements of any type but object, from opset 9 (where a Constant holds any type).
+Two engines: a NumPy table of integer ops (int32/int64) computing exactly what ORT computes (Div truncates, Mod
+follows ``fmod``) or nothing where the op would fail; and onnx's reference evaluator, one node at a time. Each
+caller keeps its own policy (``RANK_FOLDING``, ``SHAPE_FOLDING``, ``BUILDER_FOLDING``) so that what it folds
+does not change.
 """
 
 from __future__ import annotations
@@ -30,18 +22,9 @@ from .walk import ONNX_DOMAINS, attribute, holds_subgraph
 
 @dataclass(frozen=True)
 class FoldPolicy:
-    """What one caller folds.
-
-    Attributes:
-        ops: the ONNX op types folded.
-        engine: ``"numpy"`` (the integer table) or ``"reference"`` (onnx's reference evaluator).
-        max_elements: the most elements of the result, and of each input where ``input_kinds`` is set.
-        input_kinds: NumPy dtype kinds an input may have, each of at most ``max_elements`` elements ("": any
-            input, of any size; the NumPy engine has its own rule: int32/int64).
-        result_kinds: NumPy dtype kinds the result may have ("": any but object).
-        min_opset: the first opset folded.
-        kernel: GatherMultiaxis nodes are folded too, by the kernel (their ``mode`` attribute required).
-    """
+    """What one caller folds. ``max_elements`` bounds the result, and each input where ``input_kinds`` (NumPy
+    dtype kinds) is set ("": any input, any size); ``result_kinds`` "": any but object; ``kernel``: fold
+    GatherMultiaxis nodes too, by the kernel."""
 
     ops: frozenset[str]
     engine: Literal["numpy", "reference"]

@@ -20,14 +20,8 @@ def type_name(elem_type: int) -> str:
 
 def read_tensor(tensor: TensorProto, folder: str | os.PathLike | None, *, mmap: bool = False,
                 raw_16bit: bool = False, lenient_strings: bool = False) -> np.ndarray:
-    """The values of ``tensor`` as an array. A tensor kept in an external file is read from ``folder`` (the
-    model's folder), after the checks ONNX Runtime makes (``check_external_data``: never a file outside that
-    folder, nor one of the wrong size), and never from the working folder.
-
-    Raises:
-        ExternalDataError: the data are external and ``folder`` is None, or the location fails
-            ``check_external_data``.
-    """
+    """The values of ``tensor`` as an array; external data only from ``folder`` (the model's), after ORT's
+    checks (``check_external_data``), else ``ExternalDataError``."""
     if tensor.data_location == TensorProto.EXTERNAL:
         return _external(tensor, folder, mmap, raw_16bit, lenient_strings)
     if tensor.data_type == TensorProto.STRING and lenient_strings:

@@ -88,11 +88,8 @@ def attribute(node: NodeProto, name: str, default=None):
 
 
 def round_trip_cast(node: NodeProto | None, to: int = TensorProto.FLOAT) -> TypeGuard[NodeProto]:
-    """Whether ``node`` is a Cast of the float16/bfloat16 round trip that ``rules.emit_replacement`` writes:
-    to float32 before GatherMultiaxis (``to`` FLOAT), or back after it (``to`` the narrow type). The one
-    recogniser of that round trip (the bind step and the lowering fold it; here, so that the bind step
-    needs no rewriter).
-    """
+    """Whether ``node`` is a Cast of the float16/bfloat16 round trip ``rules.emit_replacement`` writes (``to``
+    FLOAT before GatherMultiaxis, the narrow type after); the one recogniser of it."""
     if node is None or node.op_type != "Cast" or node.domain not in ONNX_DOMAINS:
         return False
     return any(a.name == "to" and a.i == to for a in node.attribute)

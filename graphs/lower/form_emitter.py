@@ -176,15 +176,7 @@ class FormEmitter:
 
 
 def emit_form(plan: GatherPlan | ElementsPlan | NDPlan, emitter: FormEmitter) -> str:
-    """Emit the nodes of a plan.
-
-    Args:
-        plan: from ``plan_forms``.
-        emitter: the node's emitter.
-
-    Returns:
-        The name of the output.
-    """
+    """Emit the nodes of a plan; the name of its output."""
     if isinstance(plan, GatherPlan):
         return emitter.gather(plan)
     if isinstance(plan, ElementsPlan):

@@ -155,16 +155,7 @@ class NDPlan:
 
 def plan_forms(semantics: Semantics, opset: int) -> tuple[list[GatherPlan | ElementsPlan | NDPlan], list[str]]:
     """Every form that computes the node exactly, in the order tried (Gather, GatherElements, GatherND), and
-    why each of the others does not. The lowering emits the first whose nodes pass
-    ``graphs.lower.ort_guards.check_emitted``.
-
-    Args:
-        semantics: the node's facts.
-        opset: the model's default-domain opset.
-
-    Returns:
-        The plans (none when no form fits) and the reasons of the forms that do not fit.
-    """
+    why each of the others does not (``opset``: the model's default-domain opset)."""
     if not semantics.axes:
         return [], ["no axes: the node broadcasts the input to the indices' shape, it gathers nothing"]
     unproven = [what for what, info in (("input", semantics.data), ("indices", semantics.indices)) if info.shape is None]

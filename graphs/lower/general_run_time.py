@@ -62,18 +62,8 @@ class _Shapes:
 
 def lower_gather_multiaxis_at_run_time(node: NodeProto, elem_type: int, b: LoweringBuilder,
                                        narrow: tuple[str, int] | None = None) -> None:
-    """Append a replacement that needs neither ranks nor axes statically (the module docstring).
-
-    Args:
-        node: the GatherMultiaxis node (its axes are an input computed at run time).
-        elem_type: the input's element type.
-        b: where the nodes go; the last writes the node's output.
-        narrow: as ``lower_gather_multiaxis``'s: the float16/bfloat16 value the input is an exact Cast of,
-            gathered instead (the gathered values are widened).
-
-    Raises:
-        NotLowered: no mode, a mode other than ``RUN_TIME_MODES``, or an opset below ``RUN_TIME_MIN_OPSET``.
-    """
+    """Append a replacement that needs neither ranks nor axes statically (``narrow`` as
+    ``lower_gather_multiaxis``'s); NotLowered outside ``RUN_TIME_MODES`` or below ``RUN_TIME_MIN_OPSET``."""
     mode = _run_time_mode(node, elem_type, b.opset)
     x, idx, output = node.input[0], node.input[1], node.output[0]
     widen = None

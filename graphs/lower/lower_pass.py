@@ -331,16 +331,8 @@ def unname_replaced_dims(before: ModelProto, after: ModelProto) -> None:
 
 def lower_single_gathers(model: ModelProto, external_data_folder: str | os.PathLike | None = None
                          ) -> tuple[ModelProto, LowerReport]:
-    """``lower_model`` restricted to the nodes one standard gather computes (steps 1 and 2): what the session
-    runs on ORT's builtin kernels; the others are left for the kernel (reason ``KEPT_FOR_KERNEL``).
-
-    Args:
-        model: the model; it is not changed.
-        external_data_folder: as ``lower_model``'s.
-
-    Returns:
-        The copy and the LowerReport (lowered: the nodes now one standard gather).
-    """
+    """``lower_model`` restricted to the nodes one standard gather computes (steps 1 and 2), as the session
+    runs them on ORT's builtin kernels; the others are left for the kernel (``KEPT_FOR_KERNEL``)."""
     return lower_model(model, external_data_folder, single_gather_only=True)
 
 

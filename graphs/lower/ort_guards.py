@@ -183,18 +183,10 @@ _WIDENS = {TensorProto.INT64: _SMALL_INTEGERS | {TensorProto.UINT32, TensorProto
 
 def reaches_range(scope: GraphScope, name: str, emitted: Mapping[str, NodeProto] | None = None, *,
                   restores_original: bool = False) -> bool:
-    """Whether ORT may see ``name`` as the output of a ``Range`` that GatherToSliceFusion makes wrong, once it
-    has removed or folded what it removes before it fuses (the module docstring); True where that cannot be
-    decided.
-
-    The fused ``Slice(x, start, limit, axis, delta)`` computes the Gather on every in-range index when the
-    Range's start and limit are both >= 0 (Gather counts each negative index from the end, Slice its start
-    and its limit apart; the step's sign does not matter). It clamps an index that is out of range, where
-    the Gather raises: so such a Range passes only for the gather a model had (``restores_original``), which
-    ORT fuses alike in the model itself, never for a Gather the lowering introduces.
-
-    ``emitted``: nodes written but not yet in the graph, by output name (a form's own nodes).
-    """
+    """Whether ORT may see ``name`` as the output of a ``Range`` that GatherToSliceFusion makes wrong (True
+    where that cannot be decided). The fused Slice is exact on in-range indices when start and limit are >= 0
+    but clamps out-of-range ones where Gather raises: such a Range passes only for the gather a model had
+    (``restores_original``). ``emitted``: a form's nodes not yet in the graph, by output name."""
     search = _Search(scope, emitted or {})
     pending, seen = [name], set()
     while pending:

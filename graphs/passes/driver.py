@@ -136,11 +136,8 @@ class _Driver:
 
 
 def splice(graph: GraphProto, original: int, counts: dict[int, int], removed: AbstractSet[int] = frozenset()) -> None:
-    """Put each replacement where its node was: the graph's first ``original`` nodes are its own, the
-    rest their replacements, in position order, ``counts[position]`` nodes replacing the node at
-    ``position``; the nodes whose ids are in ``removed`` go. Nodes are moved by an in-place sort, not
-    copied: a graph may hold Constant nodes of gigabytes.
-    """
+    """Put each replacement (``counts[position]`` nodes after the first ``original``) where its node was; drop
+    ``removed`` ids. An in-place sort, no copy: a graph may hold Constant nodes of gigabytes."""
     if not counts and not removed:
         return
     if not counts:  # removals only (a few, where visits changed their nodes in place): no sort

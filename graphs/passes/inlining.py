@@ -15,10 +15,8 @@ from .pass_base import ModelPass, PassResult
 
 
 def pass_copy(model: ModelProto, is_target: Callable[[NodeProto], bool]) -> tuple[ModelProto, str]:
-    """A copy of ``model`` for a pass, with the functions holding a target node inlined (the IR version
-    kept: the inliner may write its own); and "" or, when onnx's inliner fails, the reason (the copy then
-    comes back not inlined, and the pass reports the target nodes left in functions).
-    """
+    """A copy of ``model`` with the functions holding a target inlined (IR version kept), and the inliner's
+    failure ("" or the reason; the copy then comes back not inlined)."""
     result = ModelProto()
     result.CopyFrom(model)
     ir_version = result.ir_version
@@ -58,10 +56,8 @@ def _apply_attribute_defaults(model: ModelProto) -> None:
 
 
 def inline_functions_holding(model: ModelProto, is_target: Callable[[NodeProto], bool]) -> tuple[ModelProto, str]:
-    """``model`` with every model-local function that holds a target node (see _functions_holding)
-    inlined, attribute defaults applied first (``model`` is changed for that); and "" or, when onnx's
-    inliner fails, the reason (the model then comes back not inlined). Shared by rewrite and lower.
-    """
+    """``model`` with the functions holding a target inlined (attribute defaults applied to ``model`` first),
+    and "" or the inliner's failure."""
     holding = _functions_holding(model, is_target)
     if not holding:
         return model, ""
@@ -89,11 +85,8 @@ def inline_functions_holding(model: ModelProto, is_target: Callable[[NodeProto],
 
 
 def functions_at_model_opset(model: ModelProto) -> dict[tuple[str, str], str]:
-    """Bring every model-local function's opset imports to the model's versions, as ORT reads function
-    bodies: the ONNX domain always (ORT resolves a function's ONNX ops at the model's opset); another
-    domain only when none of the function's ops of that domain changed between the two versions. A domain
-    the model does not import is added to the model's imports.
-    """
+    """Bring functions' opset imports to the model's versions, as ORT reads them: ONNX always, another domain
+    only when none of its ops used there changed between the versions (a missing domain is added)."""
     imports = {_domain_key(o.domain): o.version for o in model.opset_import}
     set_aside: dict[tuple[str, str], str] = {}
     for function in model.functions:
@@ -133,9 +126,7 @@ def _changed_op(function: onnx.FunctionProto, domain: str, have: int, want: int)
 
 
 class InlineFunctionsHolding(ModelPass):
-    """``pass_copy`` as the first step of a ``Sequential``: a copy with the functions holding a target inlined
-    (the IR version kept; a failure to inline leaves the copy not inlined), which later steps may change in
-    place."""
+    """``pass_copy`` as the first step of a ``Sequential`` (later steps may change its copy in place)."""
 
     def __init__(self, is_target: Callable[[NodeProto], bool]):
         self.is_target = is_target

@@ -1,6 +1,4 @@
-"""The declared pass base, in onnx-ir's manner (``onnx_ir.passes``): a ``ModelPass`` turns a model into a
-``PassResult``; a ``NodePass`` is one visit per target node, walked by the driver; ``Sequential`` and ``Repeat``
-compose passes. The contract of a node pass's hooks is stated here, once."""
+"""The pass base, in onnx-ir's manner (``onnx_ir.passes``); the contract of a node pass's hooks is stated here."""
 
 from __future__ import annotations
 
@@ -26,13 +24,7 @@ class NotChanged(Exception):
 
 @dataclass
 class PassResult:
-    """What a pass made of a model.
-
-    Attributes:
-        model: the resulting model (the given one itself for a pass that works in place).
-        modified: whether the pass changed anything.
-        report: the pass's report, for a node pass (None for a composition).
-    """
+    """What a pass made of a model; ``report`` is None for a composition."""
 
     model: ModelProto
     modified: bool
@@ -40,12 +32,8 @@ class PassResult:
 
 
 class ModelPass(ABC):
-    """One step over a whole model. ``pass_(model)`` checks ``requires``, runs ``call`` and checks ``ensures``.
-
-    Attributes:
-        in_place: the pass changes the model it is given (its result's model may be that model); otherwise it
-            leaves it unchanged and works on a copy.
-    """
+    """One step over a whole model: ``requires``, ``call``, ``ensures``. ``in_place``: it changes the model it
+    is given (else it works on a copy)."""
 
     in_place: ClassVar[bool] = False
 
@@ -68,18 +56,10 @@ class ModelPass(ABC):
 
 @dataclass
 class Visit(Generic[D]):
-    """A visit's change of one node.
-
-    Attributes:
-        nodes: the nodes that replace it, in its place; None when the visit built them at the end of
-            ``scope.graph.node`` itself (one protobuf arena).
-        removes: other nodes of its graph that the replacement supersedes (removed).
-        freed: names whose producers may be dead now: removed at the end when nothing reads them, and what only
-            they read.
-        detail: what the report's row says of the change (the pass's own type).
-        in_place: the visit changed the node itself, which stays where it is (``nodes`` is then ignored: no
-            splice; such a visit reads the scope's producers and readers before its first change).
-    """
+    """A visit's change of one node. ``nodes``: its replacement, or None when the visit appended them to
+    ``scope.graph.node`` itself (one protobuf arena). ``freed``: names whose producers may be dead now.
+    ``in_place``: the node itself was changed (``nodes`` ignored; such a visit reads the scope's producers and
+    readers before its first change)."""
 
     nodes: Sequence[NodeProto] | None
     removes: list[NodeProto] = field(default_factory=list)
@@ -90,35 +70,21 @@ class Visit(Generic[D]):
 
 
 class NodePass(ModelPass, Generic[D]):
-    """A pass that changes target nodes one at a time, in every graph scope of a model (the main graph, If /
-    Loop / Scan bodies at any depth), each replacement spliced where its node was; its report gets one outcome
-    per target node. What the driver (``driver.run_node_pass``) does, in order:
+    """Changes target nodes one at a time in every graph scope (If / Loop / Scan bodies at any depth), each
+    replacement spliced where its node was; one report outcome per target. The driver (``driver.run_node_pass``):
 
-    1. The pass's model: a copy (or the given model itself, with ``in_place``), the model-local functions that
-       hold a node ``copy_targets`` accepts inlined; a target left in a function that could not be inlined is
-       reported as left, with the inliner's reason. ``prepare(model)`` is then called with it.
-    2. With ``infers_types``, ONNX's inference of a typing copy (``graphs.ranks.typing_copy``); ``begin``
-       gets the model and that copy (None without ``infers_types``), which is dropped after it.
-    3. The walk: every scope in graph order, a node's subgraphs before the node. ``scope_infos`` gives a
-       scope's types; ``observe(node, scope)`` sees every node in order; ``visit(node, scope)`` runs for each
-       node ``targets`` accepts and returns a ``Visit``, or raises ``NotChanged`` with the reason; ``outcome``
-       makes the report's row of it.
-    4. With ``repeat``, the walk runs again while it changes some nodes and leaves others (ONNX's inference
-       stops at a custom op under onnx < 1.19: ranks behind one are known once it is replaced).
-    5. What the visits freed and nothing reads any more is removed; with ``drops_domain``, the GatherMultiaxis
-       domain's import goes when nothing uses it; with ``keeps_types``, the report keeps the main graph's
-       inferred types. The counts are logged (``gathermultiaxis.graphs.passes``: INFO, one line a node at DEBUG).
+    1. copies the model (unless ``in_place``), inlines the functions holding a ``copy_targets`` node (a target
+       left in one is reported with the inliner's reason), calls ``prepare``;
+    2. with ``infers_types``, infers a typing copy for ``begin`` (else ``begin`` gets None);
+    3. walks each scope, subgraphs before their node: ``observe`` every node, ``visit`` each target (a ``Visit``
+       or ``NotChanged``), ``outcome`` makes its row;
+    4. with ``repeat``, walks again while some change and some are left (onnx < 1.19 stops inference at a
+       custom op);
+    5. removes what the visits freed and nothing reads; ``drops_domain`` drops the unused domain import;
+       ``keeps_types`` keeps the main graph's types in the report. Hooks not overridden cost nothing.
 
-    Hooks that are not overridden cost nothing per node (the driver skips them).
-
-    Attributes:
-        report: where the outcomes go (``PassReport.DONE`` names the attribute that says a node was changed).
-        infers_types: infer types (else every type is unknown unless ``scope_infos`` says it).
-        keeps_types: the report keeps the main graph's inferred types.
-        drops_domain: drop the GatherMultiaxis domain's opset import when nothing uses it any more.
-        repeat: walk again while something changes and something is left.
-        skip_without_targets: a model without a target node is returned as it is (no copy, no walk).
-        external_data_folder: where the scopes' constants read external data (the model's folder), or None.
+    ``skip_without_targets``: a model without a target comes back as it is. ``external_data_folder``: where
+    the scopes' constants read external data.
     """
 
     report: PassReport
@@ -153,12 +119,7 @@ class NodePass(ModelPass, Generic[D]):
 
     @abstractmethod
     def visit(self, node: NodeProto, scope: GraphScope) -> Visit[D]:
-        """The pass's change of a target node.
-
-        Raises:
-            NotChanged: the node is kept as it is (the message is the reason); what the visit appended to
-                ``scope.graph.node`` is discarded.
-        """
+        """The pass's change of a target node; on ``NotChanged`` what it appended to the graph is discarded."""
 
     @abstractmethod
     def outcome(self, node: NodeProto, path: str, detail: D | None, reason: str) -> Any:

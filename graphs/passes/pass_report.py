@@ -1,6 +1,4 @@
-"""The report every node pass returns: one outcome per node it was asked to change (changed, or left as it
-is with the reason). The rewrite (``RewriteReport``) and the lowering (``LowerReport``) name the change
-after what they do ("rewritten", "lowered"); counting and serialising are shared here."""
+"""The report every node pass returns (one outcome per target node); its counting and serialising."""
 
 from __future__ import annotations
 
@@ -17,14 +15,7 @@ class LeftUnchanged(Exception):
 
 @dataclass
 class PassReport:
-    """One outcome per node a pass was asked to change.
-
-    Attributes:
-        outcomes: the pass's outcome rows (``NodeOutcome``, ``LoweredNode``), each with a ``DONE``
-            attribute saying whether the node was changed.
-        main_graph_types: ONNX shape inference's types of the given model's main graph (the rewrite keeps
-            them), for the written model's load check.
-    """
+    """One outcome per node a pass was asked to change; each row's ``DONE`` attribute says it was changed."""
 
     outcomes: list = field(default_factory=list)
     # ONNX shape inference's types of the main graph of the model the pass was given (its first layer),

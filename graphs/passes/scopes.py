@@ -58,10 +58,8 @@ class InferredGraph:
 
 @dataclass
 class GraphScope:
-    """One graph as a visit sees it. ``infos`` holds the enclosing scopes' names too; ``original`` is
-    how many of ``graph.node`` are the graph's own (replacements are appended after them until the
-    splice). Producers and readers are of those nodes, computed on first use: ``readers`` counts, per
-    name, the nodes that read it (directly or in a subgraph, once a node) plus one for a graph output."""
+    """One graph as a visit sees it; ``original``: how many of ``graph.node`` are its own (replacements
+    follow until the splice). ``readers`` counts a name's reading nodes (a subgraph's once) plus its outputs."""
 
     graph: GraphProto
     path: str

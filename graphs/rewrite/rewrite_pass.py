@@ -167,21 +167,12 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
                   external_data_folder: str | Path | None = None) -> tuple[ModelProto, RewriteReport]:
     """Return a rewritten copy of ``model`` and the report of what happened to every gather node.
 
-    The copy keeps the model's IR version, opset imports (plus ``ai.onnx.contrib`` 1 when a node was
-    rewritten), producer, graph inputs/outputs, initializers, value_info, metadata and doc strings; it adds a
-    value_info for every replaced output and, when a node was rewritten, a model-level ``metadata_props``
-    entry ``"gathermultiaxis"`` naming the package, its version and how to run or lower the file
-    (``graphs.provenance.mark_rewritten``). A model with nothing rewritten is returned unchanged. With
-    ``ort_value_types`` (the default), replaced main-graph outputs get the type ORT's own load-time inference
-    gives the value in ``model`` (``graphs.ort_types``: a type ORT did not know could enable a fusion the
-    original does not meet); where ORT cannot say (it cannot load the model, or a value from an inlined
-    function), what the rewrite's inference knows, and the report's ``value_types`` says so. With
-    ``ort_optimize``, ORT's offline optimizer runs first (see
-    graphs.rewrite.ort_optimizer: the way to stay bit-identical to the original under ORT's default session options),
-    on options ``session_options`` gives (by default ``gathermultiaxis.session_options``).
-    With ``runtime_alignment=False``, a gather whose rank (or GatherND coordinate size) only the run
-    time knows is left as it is instead of aligned at run time: for models to be lowered
-    (``lower_model`` needs static axes), where the builtin gather is the portable form anyway.
+    The copy keeps everything of the model but the replaced nodes; it adds ``ai.onnx.contrib`` 1, a value_info
+    for every replaced output and the model-level ``metadata_props`` entry of ``graphs.provenance`` when a node
+    was rewritten (a model with nothing rewritten comes back unchanged). Replaced main-graph outputs get ORT's
+    own load-time type (``graphs.ort_types``), else the rewrite's, as the report's ``value_types`` says.
+    ``ort_optimize`` is the way to stay bit-identical to the original under ORT's default session options
+    (``graphs.rewrite.ort_optimizer``). ``runtime_alignment=False`` suits models to be lowered.
 
     Args:
         model: the model; it is not changed.

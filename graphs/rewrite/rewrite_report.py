@@ -80,7 +80,7 @@ def holds_gather(model: ModelProto, ops: tuple[str, ...] = GATHER_OPS) -> bool:
 
     Args:
         model: the model to search.
-        ops: the op types that count (ONNX domain only); by default ``GATHER_OPS``.
+        ops: the op types that count (ONNX domain only).
 
     Returns:
         True when at least one node of those op types is found.

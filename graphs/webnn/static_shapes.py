@@ -24,17 +24,9 @@ class NotStatic(ValueError):
 
 
 def fix_input_shapes(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None) -> None:
-    """Give every graph input of ``model`` (changed in place) a static shape: ``input_shapes[name]``, or
-    its own static dims. Raises NotStatic naming the inputs that still have symbolic dims.
-
-    Args:
-        model: the model, changed in place.
-        input_shapes: input name to its static dims; None or empty keeps every input's own dims.
-
-    Raises:
-        NotStatic: an input keeps symbolic or unknown dims, ``input_shapes`` gives a negative size or
-            more elements than int64 counts, or names no input of the model.
-    """
+    """Give every graph input of ``model`` (in place) a static shape: ``input_shapes[name]``, or its own dims.
+    NotStatic when an input keeps symbolic dims, or ``input_shapes`` gives a negative size, more elements than
+    int64 counts, or names no input."""
     input_shapes = input_shapes or {}
     initializers = {init.name for init in model.graph.initializer}
     symbolic = []
@@ -104,20 +96,9 @@ def folded_value(node: NodeProto, known: ConstantView, infos: dict, opset: int) 
 
 
 def fold_shape_arithmetic(model: ModelProto, external_data_folder: str | os.PathLike | None = None) -> int:
-    """Replace, in the main graph of ``model`` (changed in place, input shapes fixed), every node whose
-    value its static shapes and constants decide (Shape of a static value, and integer arithmetic on
-    such values and constants) by a Constant: WebNN needs Reshape/Expand/Slice shapes constant, and the
-    lowering needs static shapes. Integer and bool values only, so folding is exact (``SHAPE_FOLDING``);
-    constants are read from ``external_data_folder``, the model's folder, if kept there.
-
-    Args:
-        model: the model, changed in place (its input shapes fixed: ``fix_input_shapes``).
-        external_data_folder: the model's folder, where external constants are read; None when none is
-            needed.
-
-    Returns:
-        The number of nodes replaced by a Constant.
-    """
+    """Replace by a Constant each main-graph node whose value static shapes and constants decide (in place,
+    after ``fix_input_shapes``): WebNN needs Reshape/Expand/Slice shapes constant. Exact (``SHAPE_FOLDING``:
+    integer and bool values only). Returns how many nodes were replaced."""
     infos = static_infos(model)
     known = ConstantView(model.graph, external_data_folder=external_data_folder)
     opset = default_opset(model)

@@ -108,19 +108,8 @@ def webnn_check(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | No
 
 def lowering_findings(lowered: ModelProto, report, input_shapes: dict[str, tuple[int, ...]] | None = None,
                       external_data_folder: str | os.PathLike | None = None) -> list[Finding]:
-    """``webnn_check``'s findings on the nodes ``lower_for_webnn`` emitted (``report`` is its report; each
-    emitted node is named after the node it replaces): what the lowering itself put outside WebNN's
-    subset. A tensor type WebNN lacks (bfloat16, say) is the model's own, not the lowering's.
-
-    Args:
-        lowered: the model ``lower_for_webnn`` returned.
-        report: the LowerReport it returned.
-        input_shapes: the input shapes given to ``lower_for_webnn``.
-        external_data_folder: the model's folder; None when no external constant is needed.
-
-    Returns:
-        The Findings of the emitted nodes.
-    """
+    """``webnn_check``'s findings on the nodes ``lower_for_webnn`` emitted (named after the nodes they
+    replace, in ``report``): what the lowering itself put outside WebNN's subset."""
     prefixes = tuple(f"{o.node}/" for o in report.outcomes if o.lowered and o.node)
     return [f for f in webnn_check(lowered, input_shapes, external_data_folder)
             if f.node.startswith(prefixes) and NO_SUCH_TENSORS not in f.reason]
