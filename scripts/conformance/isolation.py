@@ -229,8 +229,7 @@ class WorkerPool:
         self._threads: list[threading.Thread] = []
 
     def cancel(self, keep: Callable[[Any], bool]) -> None:
-        """Args:
-            keep: a function of a task's key, true for the tasks to keep."""
+        """Drop every task whose key ``keep`` refuses: not started, or its child killed and its outcome never comes."""
         with self._lock:
             self._keep = keep
             for number, key in self._running.items():
