@@ -105,10 +105,8 @@ def _session(column: str, model):
 
 def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: int = 16,
                             column: str = "builtin") -> dict:
-    """One column of one model in this (child) process: samples in ms.
-
-    One session per process: ORT's intra-op threads spin for tens of ms after a run, so a session timed
-    after another shares the cores with them (a 40 ms BERT ran 1.7x slower, with or without a pause)."""
+    """One column of one model in this (child) process: samples in ms. One session per process: ORT's
+    intra-op threads spin for tens of ms after a run (a 40 ms BERT timed after another ran 1.7x slower)."""
     from ..harness import bit_identical
 
     original, model, feeds, shape, report, lowering = _column_model(path, batch, sequence, column)

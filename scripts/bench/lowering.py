@@ -1,9 +1,8 @@
 """``gathermultiaxis bench lowering [MODEL|FOLDER...]``: what the portable form costs.
 
-Each model is rewritten and lowered with the user's defaults, then compared bit for bit (ORT optimizations
-on and off) and timed on plain onnxruntime as ``end_to_end`` does. On a busy shared machine the ratios are
-noise: the same graph on both sides gave 0.72 to 2.06. Kernels without a builtin are timed against
-hand-written standard ONNX. Nothing asserts a timing.
+Each model is rewritten and lowered with the user's defaults, compared bit for bit (ORT optimizations on
+and off) and timed on plain onnxruntime as ``end_to_end`` does; on a busy shared machine the ratios are
+noise (the same graph on both sides gave 0.72 to 2.06). Nothing asserts a timing.
 """
 
 from __future__ import annotations

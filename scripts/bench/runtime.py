@@ -1,8 +1,7 @@
 """``gathermultiaxis bench runtime``: the models a user meets, through both entry points.
 
-Entries are interleaved round-robin in one process. The copy floor is the least a PyOp can do (the gathers
-in NumPy plus one copy out); odd and even repeats' ratios show whether the repeats are enough.
-"""
+The copy floor is the least a PyOp can do (the gathers in NumPy plus one copy out); odd and even repeats'
+ratios show whether the repeats are enough."""
 
 from __future__ import annotations
 
