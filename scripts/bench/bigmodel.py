@@ -1,10 +1,7 @@
-"""``bench big-model`` and ``bench big-graph``: ``rewrite``'s memory on a model over protobuf's 2 GB limit, and
-its time and memory on a model of many nodes.
+"""``bench big-model`` / ``big-graph``: ``rewrite`` on a model over protobuf's 2 GB limit / of many nodes.
 
-big-model: a Gather's table of ``gigabytes`` float32 in a sparse external-data file (holes read as zeros),
-rewritten in a child process: its peak RSS (``os.wait4``), the written files' size, and whether the rewrite
-gives the original's rows. big-graph: a chain of GATHERS x (Gather + Add); ``rewrite`` of it timed in fresh
-processes against ``onnx.load`` + shape inference and against ORT loading it (the floor under its peak)."""
+The big model's table is a sparse external-data file (holes read as zeros). The big graph's floors are
+``onnx.load`` + shape inference and ORT loading it."""
 
 from __future__ import annotations
 
@@ -72,8 +69,7 @@ def _run_measured(command: list[str]) -> tuple[int, float, str]:
 
 
 def measure(gigabytes: float = 2.2, folder: Path | None = None, ort_optimize: bool = False) -> BigModelRun:
-    """Build a big model and rewrite it with ``python -m gathermultiaxis rewrite`` in a child process, measuring
-    the child's peak RSS; then check that the original and the rewrite give the same rows.
+    """Rewrite a big model in a child process (its peak RSS), then compare the rows of both.
 
     Args:
         gigabytes: the table's size.
@@ -113,8 +109,7 @@ def _rows_match(source: Path, target: Path) -> bool:
 # -- many nodes: rewrite time and memory against onnx.load + infer_shapes ----------------------------
 
 def build_big_graph(gathers: int) -> ModelProto:
-    """A chain of ``gathers`` x (Gather + Add): 2 x ``gathers`` nodes, every Gather rewritten. Each link
-    reverses the 8 columns of a [n, 8] float tensor and adds one, so the chain is a real computation."""
+    """A chain of ``gathers`` x (Gather + Add), each link reversing 8 columns and adding one."""
     nodes = []
     previous = "x"
     for i in range(gathers):
@@ -182,9 +177,7 @@ _REWRITE = _REPORT_PEAK + ("import runpy; sys.argv = ['gathermultiaxis', *sys.ar
 
 
 def child_environment() -> dict[str, str]:
-    """The environment without PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION: an onnxruntime-extensions import
-    in this process may have set it to "python" (see ops/extensions.py), which would slow the children
-    by the pure-Python protobuf parser and measure that instead."""
+    """The environment without PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION (onnxruntime-extensions may set it)."""
     return {k: v for k, v in os.environ.items() if k != "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"}
 
 
@@ -202,8 +195,7 @@ def _timed(command: list[str]) -> tuple[int, float, float, float, str]:
 
 
 def measure_big_graph(gathers: int = 50_000, repeats: int = 1, folder: Path | None = None) -> BigGraphRun:
-    """Build ``build_big_graph(gathers)``, then time, in fresh processes and interleaved ``repeats``
-    times: ``gathermultiaxis rewrite`` of it, onnx.load + infer_shapes of it, and Python importing onnx.
+    """Time ``rewrite`` of ``build_big_graph(gathers)`` against its floors, in interleaved fresh processes.
 
     Args:
         gathers: the number of Gather + Add links.
@@ -247,8 +239,7 @@ def measure_big_graph(gathers: int = 50_000, repeats: int = 1, folder: Path | No
 
 
 def _graph_output_loads(target: Path) -> bool:
-    """The rewritten chain loads in ORT (as the rewrite's own check did) and every Gather became a
-    GatherMultiaxis. (Running it is the other tests' business: 50k Python op calls per run.)"""
+    """The rewritten chain loads in ORT and every Gather became a GatherMultiaxis (not run: too slow)."""
     model = onnx.load(str(target))
     ops = {node.op_type for node in model.graph.node}
     return "Gather" not in ops and "GatherMultiaxis" in ops

@@ -1,14 +1,7 @@
 """``gathermultiaxis bench end-to-end MODEL|FOLDER ...``: whole models as users run them.
 
-Five columns per model (``COLUMNS``), all with ORT's default session options: the original on plain ORT;
-the ``--ort-optimize`` and plain rewrites in ``gathermultiaxis.InferenceSession`` as users create it; the
-``--ort-optimize`` rewrite with every node on the kernel (the custom-op path itself); and that rewrite
-lowered to standard ONNX ops on plain ORT. Each model is timed in ``processes`` rounds of fresh processes,
-one per column (``measure_in_this_process`` says why), the rounds interleaving every model and column.
-Reported: medians, per model the ratio of medians of the worse round and the spread, a geometric-mean
-row, per session the builtin gathers, bridge crossings and bound tables, and the goals (``GOALS``, printed,
-not asserted). Inputs: the model's own inputs file (``conformance.cases.inputs_beside``), else generated
-ones whose symbolic dims take (batch, sequence). A folder stands for every ``.onnx`` file under it."""
+The columns (``COLUMNS``) use ORT's default session options, each timed in its own fresh process
+(``measure_in_this_process`` says why). The goals (``GOALS``) are printed, not asserted."""
 
 from __future__ import annotations
 
@@ -49,9 +42,7 @@ class ModelRow:
 
 
 def named_model_paths(items: list[str]) -> list[tuple[Path, str]]:
-    """Model files and the names their rows take: a file given as it is, named by its file name; a folder
-    standing for the ``.onnx`` files under it at any depth (sorted), each named by its path relative to
-    the folder (``gpt2/model.onnx``: the models of a folder of model folders keep apart)."""
+    """Model files and their rows' names: a file by its name, a folder's files (sorted) by their relative path."""
     named: list[tuple[Path, str]] = []
     for item in items:
         path = Path(item)
@@ -68,9 +59,7 @@ def model_paths(items: list[str]) -> list[Path]:
 
 
 def model_feeds(path: Path, model, batch: int, sequence: int) -> tuple[dict, str]:
-    """The inputs a model is timed with, and where they come from: its own inputs file
-    (``conformance.cases.inputs_beside``: the file's name), else generated ones whose symbolic dims take
-    (batch, sequence) ("[batch, sequence]")."""
+    """The model's feeds and their source: its inputs file, else generated with (batch, sequence) dims."""
     from ..conformance.cases import inputs_beside
     from ..conformance.input_generation import generated_inputs
 
@@ -86,9 +75,7 @@ def model_feeds(path: Path, model, batch: int, sequence: int) -> tuple[dict, str
 
 
 def _column_model(path: str, batch: int, sequence: int, column: str):
-    """The original model, the model one column runs (only that column's rewrite or lowering is made:
-    each child process measures one column), its feeds, and what the rewrite and the lowering reported
-    (None where the column needs neither)."""
+    """The original, the model one column runs (only its rewrite or lowering is made), feeds and reports."""
     import onnx
 
     from ..graphs import lower_model, rewrite_model
@@ -118,13 +105,8 @@ def _session(column: str, model):
 
 def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: int = 16,
                             column: str = "builtin") -> dict:
-    """One process's measurement of one column of one model (the child's task): samples in ms.
-
-    The process holds only that column's session while it times: ORT's intra-op threads keep spinning
-    for tens of milliseconds after a run, so a second session timed right after another one in the same
-    process shares the cores with the first one's spinning threads (measured: a 40 ms BERT ran 1.7x
-    slower after another session's run, with or without a 20 ms pause). The outputs are compared with
-    the original's first, by a builtin session deleted (its threads joined) before the timing."""
+    """One column of one model in this (child) process: samples in ms. One session per process: ORT's
+    intra-op threads spin for tens of ms after a run (a 40 ms BERT timed after another ran 1.7x slower)."""
     from ..harness import bit_identical
 
     original, model, feeds, shape, report, lowering = _column_model(path, batch, sequence, column)
@@ -156,9 +138,7 @@ def _child_environment() -> dict[str, str]:
 
 
 def in_fresh_process(module: str, function: str, *arguments) -> dict:
-    """``gathermultiaxis.<module>.<function>(*arguments)`` (arguments with a ``repr`` that Python reads
-    back) in a fresh Python process, and the JSON object it returns; ``{"error": the last line of its
-    stderr}`` when the process fails."""
+    """``gathermultiaxis.<module>.<function>(*arguments)``'s JSON in a fresh process; else ``{"error": ...}``."""
     code = (f"import json; from gathermultiaxis.{module} import {function}; "
             f"print(json.dumps({function}({', '.join(map(repr, arguments))})))")
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_child_environment())
@@ -173,8 +153,7 @@ def _measure_in_child(path: Path, repeats: int, batch: int, sequence: int, colum
 
 
 def busy_loops(count: int) -> list[subprocess.Popen]:
-    """``count`` processes that spin in Python, the i-th pinned to core i (modulo the cores): with one
-    per core, every core the measured process may use has another process competing for it."""
+    """``count`` spinning processes, the i-th pinned to core i (modulo the cores)."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     loops = []
     for i in range(count):
@@ -185,10 +164,7 @@ def busy_loops(count: int) -> list[subprocess.Popen]:
 
 def run(items: list[str], repeats: int = 201, processes: int = 2, batch: int = 1, sequence: int = 16,
         progress=None, load: int = 0) -> list[ModelRow]:
-    """Measure every model of ``items`` (files or folders): each column of each model in ``processes``
-    fresh processes, run one after another in rounds (each round: model A builtin, rewritten, lowered,
-    model B ...; then the same again), so drift of the machine falls on every column alike. With
-    ``load``, that many ``busy_loops`` run for the whole measurement.
+    """Measure every model of ``items`` in interleaved rounds of fresh processes (one column each).
 
     Args:
         items: model files or folders of them.
@@ -249,8 +225,7 @@ def _row(name: str, rounds: list[dict[str, dict]]) -> ModelRow:
 
 
 def round_ratios(samples: list[list[float]], baseline: list[list[float]]) -> tuple[float, float, float]:
-    """The ratio of medians of each round (``samples[i]`` against ``baseline[i]``, both from round ``i``):
-    their median, lowest and highest."""
+    """The ratio of medians of each round: their median, lowest and highest."""
     per_round = [float(np.median(a) / np.median(b)) for a, b in zip(samples, baseline)]
     return float(np.median(per_round)), min(per_round), max(per_round)
 

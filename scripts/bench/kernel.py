@@ -1,10 +1,7 @@
 """``gathermultiaxis bench``: speed and memory of GatherMultiaxis, as ratios measured in one run.
 
-For every workload, on the same arrays and in one process: the NumPy kernel against idiomatic NumPy; an
-ORT session of the rewritten model against the original on ORT's builtin kernel; the onnx reference
-evaluator (within a time cap); ORT on the lowered rewrite; and the PyOp bridge's floor (copying the inputs
-once plus the kernel, and that plus one copy of the output). Medians after a warm-up with the min-max
-spread; the kernel's peak memory by tracemalloc in a separate, untimed call."""
+Every entry runs on the same arrays in one process; the PyOp bridge's floor is one copy of the inputs plus
+the kernel; the kernel's peak memory is taken by tracemalloc in an untimed call."""
 
 from __future__ import annotations
 
@@ -63,8 +60,7 @@ class Result:
 
 
 def _time(call, repeats: int, cap_s: float | None = None) -> Timing | None:
-    """Median of ``repeats`` runs after a warm-up; one run only when it takes over a third of ``cap_s``;
-    None when the call fails."""
+    """Median ms after a warm-up; one run only when it takes over ``cap_s`` / 3; None when the call fails."""
     start = time.perf_counter()
     try:
         call()  # warm-up (and the only run when it takes longer than the cap)
@@ -78,8 +74,7 @@ def _time(call, repeats: int, cap_s: float | None = None) -> Timing | None:
 
 
 def _time_together(calls: dict[str, Callable], repeats: int) -> dict[str, Timing]:
-    """Time several calls round-robin, so that they see the same machine (it is shared; drift and
-    cache state would otherwise favour whichever ran last)."""
+    """Time several calls round-robin, so that the shared machine's drift favours none."""
     samples = interleaved(calls, repeats)
     return {name: Timing(float(np.median(v)), min(v), max(v)) for name, v in samples.items()}
 
@@ -92,8 +87,7 @@ def _single(op_type, data, indices, data_type=None, **attributes) -> ModelProto:
 
 
 def _aligned_call(model: ModelProto, data, indices):
-    """The gather_multiaxis call (on aligned views) that the rewrite of the model's one gather makes,
-    as the rewriter's own rule decides it."""
+    """The gather_multiaxis call the rewrite of the model's one gather makes, by the rewriter's own rule."""
     node = model.graph.node[0]
     data_info, indices_info = (TensorInfo(value.type.tensor_type.elem_type, array.shape)
                                for value, array in zip(model.graph.input, (data, indices)))
@@ -164,8 +158,7 @@ def workloads(quick: bool, seed: int = 0) -> list[Workload]:
 
 
 def _multiaxis_workload(rng, s) -> Workload:
-    """(x, y) points read from NHWC images with axes [2, 1]: non-contiguous, swapped coordinates.
-    The builtin baseline is GatherND with batch_dims=1 on (y, x) pairs."""
+    """(x, y) points from NHWC images, axes [2, 1]; baseline: GatherND batch_dims=1 on (y, x) pairs."""
     images = rng.standard_normal(s((8, 256, 256, 16), (2, 32, 32, 8))).astype(np.float32)
     points = s(8192, 512)
     xy = np.stack([rng.integers(0, images.shape[2], (images.shape[0], points)),
@@ -207,13 +200,12 @@ def _ratio(a: Timing | None, b: Timing | None) -> float | None:
 
 def run_bench(quick: bool = False, repeats: int | None = None, reference_cap_s: float = 30.0,
               progress: Callable[[str], None] | None = None) -> list[Result]:
-    """Time every workload (see the module docstring).
+    """Time every workload.
 
     Args:
         quick: the small workloads.
         repeats: interleaved samples per call; None: 15 (quick: 5).
-        reference_cap_s: the onnx reference evaluator is run once only (no repeats) where its first run takes
-            over a third of this many seconds.
+        reference_cap_s: the onnx reference evaluator runs once only where that takes over a third of this.
         progress: called with each workload's name before it runs.
 
     Returns:
@@ -321,8 +313,7 @@ def summary_table(results: list[Result]) -> str:
 
 
 def lowered_table(results: list[Result]) -> str:
-    """The lowered rows: GatherMultiaxis lowered to standard ONNX ops (``graphs.lower_model``) on plain
-    ORT, no bridge, against ORT's builtin gathers and the rewritten model (the custom op)."""
+    """The lowered model on plain ORT against ORT's builtin gathers and the rewritten model."""
     def f(value, digits=2):
         return "n/a" if value is None else f"{value:.{digits}f}"
 

@@ -1,31 +1,8 @@
 """``gathermultiaxis bench lowering [MODEL|FOLDER...]``: what the portable form costs.
 
-For each model, ``rewrite_model`` then ``lower_model`` with their defaults (the ``rewrite`` and ``lower``
-commands a user runs), and then:
-
-- whether every GatherMultiaxis was lowered (else why not), and the lowered model's outputs against the
-  original's, bit for bit, on the same inputs: under ORT's default session options (as timed) and with
-  graph optimizations off;
-- node counts (Constant nodes not counted; subgraphs and functions counted) and op-type counts of both;
-- time, lowered / original, on plain onnxruntime with default session options (``InferenceSession(model)``
-  as a user makes it): each model and column in its own fresh process, ``processes`` rounds of them
-  interleaving every model and column (``end_to_end``'s scheme and its reason: one session per process);
-  the ratio of medians of each round, their median and range. The columns' order alternates between
-  rounds, so that whatever comes just before a process does not always fall on the same column. (Runs
-  on a busy shared machine are noise: with the same graph on both sides, 2 rounds of 11 repeats gave
-  ratios from 0.72 to 2.06.)
-
-Then the kernels, tiny models built here, lowered against ORT's builtin op: an embedding Gather,
-GatherElements on the last axis, GatherND with full coordinates, GatherND with ``batch_dims=1``; and
-GatherMultiaxis nodes on NHWC images built directly, which have no builtin: their lowering is timed
-against the cheapest standard ONNX written by hand for the same function (the row says which).
-
-The summary puts the figures beside the lowering's goals (met / not met). Nothing here asserts a timing.
-
-``--runtime R`` (``run_on_runtimes``): the lowered or WebNN form against the original on another runtime
-(``conformance.runtimes``), both loaded in each fresh process and timed alternately.
-
-Inputs: ``MODEL.inputs.npz`` beside the model when there is one, else generated (``end_to_end.model_feeds``).
+Each model is rewritten and lowered with the user's defaults, compared bit for bit (ORT optimizations on
+and off) and timed on plain onnxruntime as ``end_to_end`` does; on a busy shared machine the ratios are
+noise (the same graph on both sides gave 0.72 to 2.06). Nothing asserts a timing.
 """
 
 from __future__ import annotations
@@ -54,8 +31,7 @@ KERNEL_GOAL = 1.1         # each kernel's time ratio against its builtin
 
 @dataclass
 class Subject:
-    """What one row measures: ``original`` (a model, or a kernel's builtin or hand-written form) and the
-    GatherMultiaxis form to lower (default: ``rewrite_model(original)``)."""
+    """One row's models: ``original`` and the form to lower (default: ``rewrite_model(original)``)."""
     name: str
     kind: str                       # "model" or "kernel"
     original: ModelProto
@@ -92,8 +68,7 @@ class LoweringRow:
 # ---------------------------------------------------------------- counting
 
 def op_counts(model: ModelProto) -> dict[str, int]:
-    """Nodes by op type (``domain::type`` outside the default domain) in the main graph, its subgraphs
-    and the model-local functions; Constant nodes are not counted.
+    """Nodes by op type (``domain::type`` outside the default domain), Constant nodes not counted.
 
     Args:
         model: the model.
@@ -132,8 +107,7 @@ def _ints(name: str, values) -> onnx.TensorProto:
 
 
 def kernels(seed: int = 0) -> list[Subject]:
-    """The benchmark kernels, each a one-gather model (inputs include negative indices, which every
-    builtin accepts).
+    """The benchmark kernels, each a one-gather model (with negative indices, which every builtin accepts).
 
     Args:
         seed: NumPy's random seed.
@@ -226,9 +200,7 @@ def model_subjects(paths: list[Path], batch: int = 1, sequence: int = 16) -> lis
 # ---------------------------------------------------------------- one row, untimed part
 
 def prepare(subject: Subject, stem: Path) -> LoweringRow:
-    """Rewrite and lower ``subject``, count its nodes, compare its outputs; when both models ran, write
-    them and the inputs for the timed children (``STEM.original.onnx``, ``STEM.lowered.onnx``,
-    ``STEM.inputs.npz``).
+    """Rewrite, lower, count and compare ``subject``; write the files the timed children read.
 
     Args:
         subject: a model or kernel with its inputs.
@@ -292,8 +264,7 @@ def prepare(subject: Subject, stem: Path) -> LoweringRow:
 # ---------------------------------------------------------------- timed part (in the children)
 
 def time_in_this_process(model_path: str, feeds_path: str, repeats: int) -> dict:
-    """A fresh process's task: ``{"samples": [ms, ...]}`` of ``repeats`` runs of the model at ``model_path``
-    on plain ORT with default session options, fed from ``feeds_path`` (after a warm-up)."""
+    """A fresh process's task: ``{"samples": [ms, ...]}`` of the model on plain ORT, after a warm-up."""
     from ..harness import make_session
     from .timing import interleaved
 
@@ -305,10 +276,7 @@ def time_in_this_process(model_path: str, feeds_path: str, repeats: int) -> dict
 
 def run(items: list[str], with_kernels: bool = True, repeats: int = 41, processes: int = 2, batch: int = 1,
         sequence: int = 16, progress: Callable[[str], None] | None = None) -> list[LoweringRow]:
-    """Every model of ``items`` (files, or folders standing for their ``*.onnx`` files) and, with
-    ``with_kernels``, the kernels: each row's untimed part here, then ``processes`` rounds of fresh
-    processes (round 1: model A original, lowered, model B original, lowered ...; round 2: model A lowered,
-    original ...).
+    """Every model of ``items`` and, with ``with_kernels``, the kernels: untimed part, then timed rounds.
 
     Args:
         items: model files or folders.
@@ -392,8 +360,7 @@ class RuntimeRow:
 
 
 def write_forms(subject: Subject, stem: Path, webnn: bool) -> str | None:
-    """Write ``STEM.{original,lowered}.onnx`` (lowered: ``lower_for_webnn`` at the fed shapes with ``webnn``)
-    and ``STEM.inputs.npz``; or return why not (a GatherMultiaxis left: no other runtime can run it)."""
+    """Write ``STEM.{original,lowered}.onnx`` and ``STEM.inputs.npz``; or return why not."""
     from ..graphs import lower_model, rewrite_model
     from ..graphs.webnn import lower_for_webnn
     from ..ops.contract import DOMAIN, OP_TYPE
@@ -441,9 +408,7 @@ def _first_difference(actual: list, expected: list) -> str:
 
 
 def time_on_runtime(runtime_name: str, stem: str, repeats: int, first: str) -> dict:
-    """A fresh process's task: both forms of ``stem`` loaded on one runtime (``first`` first), run once and
-    compared, then ``repeats`` timed runs of each, alternating (A, B, A, B ...; blocks of ``WEB_BLOCK`` on
-    ``web``). Returns ``{"samples": {column: [ms, ...]}, "difference": "" or what differs, "version"}``."""
+    """A fresh process's task: both forms of ``stem`` on one runtime, compared, then timed alternately."""
     from ..conformance.runtimes import WebRuntime, runtime
 
     with np.load(f"{stem}.inputs.npz", allow_pickle=False) as arrays:
@@ -472,9 +437,7 @@ def time_on_runtime(runtime_name: str, stem: str, repeats: int, first: str) -> d
 def run_on_runtimes(items: list[str], runtimes: list[str], webnn: bool = False, with_kernels: bool = False,
                     repeats: int = 41, processes: int = 2, batch: int = 1, sequence: int = 16,
                     progress: Callable[[str], None] | None = None) -> list[RuntimeRow]:
-    """The lowered (``webnn``: ``lower --target webnn``) form against the original on each of ``runtimes``:
-    per model and runtime ``processes`` fresh processes (rounds; the form loaded first alternates), every
-    runtime and model in each round. Other arguments as ``run``'s; one row per runtime and model."""
+    """The lowered form against the original on each of ``runtimes``, in rounds as ``run``'s; a row each."""
     from .end_to_end import in_fresh_process, model_paths, round_ratios
 
     form = "webnn" if webnn else "lowered"
@@ -541,8 +504,7 @@ def runtime_summary(rows: list[RuntimeRow]) -> dict[str, dict]:
 
 
 def format_runtime_report(rows: list[RuntimeRow]) -> str:
-    """The report of ``bench lowering --runtime``: a Markdown table (a row per runtime and model), the
-    summary per runtime, the notes."""
+    """The report of ``bench lowering --runtime``."""
     form = rows[0].form if rows else "lowered"
     words = {None: "n/a", True: "yes", False: "NO"}
     lines = [f"| runtime | model | original ms | {form} ms | {form} / original [per-round min-max] | rounds "
@@ -581,15 +543,13 @@ def _goal(value: float | None, goal: float) -> str:
 
 
 def summary(rows: list[LoweringRow]) -> dict:
-    """The figures of the lowering's goals: the models' time ratios (geometric mean, max), the models' node
-    ratios (max), each kernel's time ratio; each with its goal and whether it is met.
+    """The figures of the lowering's goals (models' time ratios and node ratios, kernels' time ratios).
 
     Args:
         rows: what ``run`` returned.
 
     Returns:
-        The figures by name, each with ``value``, ``goal`` and ``verdict`` ("met", "not met", "n/a"); the
-        kernels' under ``kernels``.
+        The figures by name, each with ``value``, ``goal`` and ``verdict``; the kernels' under ``kernels``.
     """
     models = [row for row in rows if row.kind == "model"]
     ratios = [row.ratio for row in models if row.ratio is not None]

@@ -1,18 +1,7 @@
 """``gathermultiaxis bench runtime``: the models a user meets, through both entry points.
 
-For every workload, in one process and interleaved round-robin (the machine is shared, so drift hits
-every entry alike): ORT's builtin kernels on the original model; the rewritten model through
-``gathermultiaxis.InferenceSession`` as users create it (nodes one standard gather computes run as that
-gather: ``run_builtin_gathers``); the same with every node on the kernel ("InferenceSession, kernel":
-``run_builtin_gathers=False``, constant tables bound once); the rewritten model through
-``onnxruntime.InferenceSession`` with ``session_options()`` (every input copied through the bridge);
-and the copy floor, the least a PyOp can do (the gathers in NumPy plus one copy of their outputs into
-ORT). Medians with the spread (10th-90th percentile) and the same ratio from the odd and the even
-repeats, to show whether the repeats are enough.
-
-``rss_over_bound_table`` measures the resident memory of a session over a bound table in a child process.
-Whole models: ``end_to_end``.
-"""
+The copy floor is the least a PyOp can do (the gathers in NumPy plus one copy out); odd and even repeats'
+ratios show whether the repeats are enough."""
 
 from __future__ import annotations
 
@@ -148,8 +137,7 @@ def tiny_workload(rng) -> RuntimeWorkload:
 
 
 def runtime_workloads(seed: int = 0) -> list[RuntimeWorkload]:
-    """The models a user meets (``bench runtime``'s rows): GPT-2 embeddings in float32 and float16, an int8
-    embedding with DequantizeLinear, detection post-processing, and the tiny shape gather.
+    """The models a user meets: GPT-2 embeddings (float32, float16, int8), detection, the tiny shape gather.
 
     Args:
         seed: NumPy's random seed.
@@ -187,8 +175,7 @@ def _sessions(workload: RuntimeWorkload):
 
 
 def measure(workload: RuntimeWorkload, repeats: int) -> RuntimeResult:
-    """Time one workload: builtin ORT on the original, the rewrite in ``gathermultiaxis.InferenceSession``
-    and in ``onnxruntime.InferenceSession`` with ``session_options()``, and the copy floor, interleaved.
+    """Time one workload on every entry point and the copy floor, interleaved.
 
     Args:
         workload: the workload.
@@ -302,10 +289,7 @@ def _session_without(model: ModelProto, step: str):
 
 
 def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
-    """Calling-thread CPU time (time.thread_time) per run of tiny models, builtin against
-    gathermultiaxis.InferenceSession as users create it ("default session": the gathers run builtin) and
-    with every node on the kernel (``run_builtin_gathers=False``) with every step of the kernel's call path
-    ("all steps"), and with each step switched off in turn (one session per variant, all interleaved).
+    """Calling-thread CPU time per run of tiny models, per call-path variant (each step switched off in turn).
 
     Args:
         repeats: interleaved samples per variant.
@@ -414,8 +398,7 @@ def _rss_child(path: str, runs: int) -> dict:
 
 
 def rss_over_bound_table(table_mb: int = 150, runs: int = 1000, external: bool = False) -> dict:
-    """Resident memory of an InferenceSession over a bound float32 embedding table of ``table_mb`` MB
-    (inline in the model file, or in external data), measured in a child process.
+    """Resident memory of an InferenceSession over a bound float32 table, measured in a child process.
 
     Args:
         table_mb: the table's size in MB.
@@ -423,8 +406,7 @@ def rss_over_bound_table(table_mb: int = 150, runs: int = 1000, external: bool =
         external: the table in external data (memory-mapped by ORT) instead of inline.
 
     Returns:
-        RSS in bytes at each step (``baseline``, ``created``, ``after_10_runs``, ``after_RUNS_runs``), plus
-        ``table_bytes``, ``session_over_table`` and ``growth_10_to_end``.
+        RSS in bytes at each step, ``table_bytes``, ``session_over_table`` and ``growth_10_to_end``.
     """
     rows = table_mb * 10**6 // (768 * 4)
     table = np.random.default_rng(0).standard_normal((rows, 768)).astype(np.float32)

@@ -1,6 +1,5 @@
-"""The one timing loop of the benchmarks: calls timed round-robin (interleaved), so that the machine's
-drift, caches and other jobs fall on every call alike. Results are samples; the callers take medians,
-spreads and ratios of medians."""
+"""The one timing loop of the benchmarks: calls timed round-robin, so that the machine's drift, caches and
+other jobs fall on every call alike."""
 
 from __future__ import annotations
 
@@ -12,13 +11,10 @@ from typing import Callable, ContextManager, Mapping
 def interleaved(calls: Mapping[str, Callable[[], object]], repeats: int, warmups: int = 1,
                 clock: Callable[[], float] = time.perf_counter, scale: float = 1e3,
                 per_sample: int = 1, around: Callable[[str], ContextManager] | None = None) -> dict[str, list[float]]:
-    """``repeats`` samples of each call, taken in turn (A, B, C, A, B, C, ...) after ``warmups`` runs of each:
-    the samples of each call, by name, in the order taken.
+    """``repeats`` samples of each call by name, taken in turn (A, B, C, A, ...) after ``warmups`` runs.
 
-    A sample is ``per_sample`` back-to-back calls timed by ``clock`` (``time.perf_counter``: wall time;
-    ``time.thread_time``: the calling thread's CPU time), divided by ``per_sample`` and multiplied by ``scale``
-    (1e3: milliseconds; 1e6: microseconds). ``around(name)``, when given, is a context entered around each
-    sample of that call, outside the timed region (to switch something on or off)."""
+    A sample is the mean of ``per_sample`` calls times ``scale``; ``around(name)`` is entered around each
+    sample of that call, outside the timed region."""
     for call in calls.values():
         for _ in range(warmups):
             call()

@@ -1,6 +1,5 @@
-"""The conformance runner: each case in a child process (``isolation.Worker``) with a timeout, so a crash or
-a hang is that case's verdict and the run goes on; ``check_case`` gives one case's verdict, ``check_results``
-the records. A mutation case (``MutationSeed``) is compared three ways (``conformance.mutate``)."""
+"""The conformance runner: each case in a child process with a timeout, so that a crash or a hang is that
+case's verdict and the run goes on."""
 
 from __future__ import annotations
 
@@ -27,8 +26,8 @@ class Terminated(KeyboardInterrupt):
 
 
 class SigtermGuard:
-    """What ``stop_on_sigterm`` yields: ``defer()`` once the run is over, so that a SIGTERM while the
-    report is printed and written is only noted (``received``) instead of losing the report."""
+    """What ``stop_on_sigterm`` yields: after ``defer()``, a SIGTERM is only noted (``received``), so that
+    the report being printed and written is not lost."""
 
     def __init__(self):
         self.deferred = self.received = False
@@ -61,8 +60,7 @@ def stop_on_sigterm() -> Iterator[SigtermGuard]:
 
 @dataclass(frozen=True)
 class MutationSeed:
-    """Mutation case ``seed`` (``mutate.mutation_case``) from the fuzz models and the real models at ``bases``
-    (``mutate.bases_from``); a failing one is saved under ``save_dir``."""
+    """Mutation case ``seed`` (``mutate.mutation_case``) on ``bases``; a failing one is saved under ``save_dir``."""
 
     seed: int
     bases: tuple[str, ...] = (mutate.EXAMPLE,)
@@ -81,8 +79,7 @@ Source = Union[CheckCase, FileSource, FuzzSeed, MutationSeed, SuiteCase]
 
 
 def check_mutation_seed(source: MutationSeed) -> CheckResult:
-    """One mutation case: passed when its default session, kernel path and lowered model agree bit for bit
-    (raising on every side agrees too), else failed with what differs."""
+    """One mutation case: passed when its three sides agree bit for bit (raising on all agrees too)."""
     report_phase("mutating a rewritten model")
     try:
         case = mutate.mutation_case(source.seed, mutate.bases_from(source.bases))
@@ -188,8 +185,7 @@ def _isolated_failure(source: Source, outcome) -> CheckResult:
 
 
 def _reference(source: Source) -> Source:
-    """What a cluster is sent for ``source``: a default-suite case by name; files and fuzz seeds are
-    references already."""
+    """What a cluster is sent for ``source``: a default-suite case by name, anything else as it is."""
     if isinstance(source, CheckCase):
         if source.source not in DEFAULT_SUITE_SOURCES:
             raise ValueError(f"case {source.name!r} is a model made in Python: a cluster takes files, fuzz seeds "
@@ -199,8 +195,7 @@ def _reference(source: Source) -> Source:
 
 
 def case_keys(sources: list[Source]) -> list[str]:
-    """What names each source in a report, for ``--resume``: a fuzz case's seed ("fuzz seed 7"), a file's
-    path, a default-suite case's name; a key met again gets " #2", " #3"."""
+    """What names each source in a report, for ``--resume``; a key met again gets " #2", " #3"."""
     keys, seen = list[str](), dict[str, int]()
     for source in sources:
         key = source.name if isinstance(source, (FuzzSeed, MutationSeed, CheckCase, SuiteCase)) else source.path
@@ -283,11 +278,8 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
         command: list[str] | None = None, isolate: bool = True, mode: CheckMode = CheckMode.DEFAULT,
         jobs: int = 1, finished: Iterable[CheckResult] = (), cluster: str | None = None,
         cluster_timeout: float = DEFAULT_CONNECT_TIMEOUT_S, runtime: str | None = None) -> Report:
-    """Check every source, each in a child process with ``timeout`` seconds, ``jobs`` at a time
-    (``isolate=False``: one after another in this process, without timeout). The report lists the cases
-    in the order of ``sources`` whatever ``jobs`` is; ``on_result`` is called (in this thread) as each
-    case finishes. Ctrl-C (KeyboardInterrupt), or SIGTERM within ``stop_on_sigterm()``, ends the run
-    early: the children are stopped, and the report holds what ran and says it was interrupted.
+    """Check every source; the report lists the cases in the order of ``sources`` whatever ``jobs`` is. Ctrl-C,
+    or SIGTERM within ``stop_on_sigterm()``, stops the children; the report holds what ran and says so.
 
     Args:
         sources: the cases: ``CheckCase``, ``FileSource``, ``FuzzSeed``, ``MutationSeed`` or ``SuiteCase`` objects.
@@ -299,22 +291,18 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
         isolate: run each case in a child process (False: in this process, without timeout).
         mode: what the models are compared as (``CheckMode``).
         jobs: how many cases run at a time.
-        finished: results of an earlier run of the same sources, kept instead of running those cases again
-            (``--resume``, matched by their ``case``).
-        cluster: a Dask scheduler's address to which every case is sent by reference (``conformance.cluster``),
-            "local" (a LocalCluster of ``jobs`` workers started for this run), or None (no cluster).
+        finished: results of an earlier run, kept instead of running those cases again (``--resume``).
+        cluster: a Dask scheduler's address, "local" (a LocalCluster of ``jobs`` workers), or None.
         cluster_timeout: seconds the scheduler at ``cluster`` may take to answer.
-        runtime: where the original and the lowered or WebNN form both run (``conformance.runtimes.RUNTIMES``,
-            with ``mode`` LOWERED or WEBNN, without ``cluster``), or None (ORT as ``mode`` says). On OpenVINO a case that
-            did not pass is checked again in a fresh child process: OpenVINO corrupts its process's memory
-            on some models, and the damage shows on later, innocent cases.
+        runtime: where the original and the lowered or WebNN form both run (``runtimes.RUNTIMES``), or None.
+            On OpenVINO a case that did not pass is checked again in a fresh child: OpenVINO corrupts its
+            process's memory on some models, and the damage shows on later, innocent cases.
 
     Returns:
         The ``Report``.
 
     Raises:
-        ValueError: with ``cluster``, a case that is a model made in Python (not a file, fuzz seed or
-            default-suite case), or ``cluster`` with a runtime.
+        ValueError: with ``cluster``, a model made in Python, or a runtime.
         cluster.NoScheduler: no Dask scheduler answers at ``cluster`` within ``cluster_timeout`` seconds.
     """
     if cluster is not None and runtime is not None:
@@ -343,14 +331,12 @@ def run(sources: Iterable[Source], *, options: InputOptions = InputOptions(), ti
 
 
 def fuzz_sources(count: int, seed: int, save_dir: str | Path | None = None) -> list[FuzzSeed]:
-    """Fuzz cases ``seed`` to ``seed + count - 1``; failing ones are saved under ``save_dir`` (None: a new
-    temporary folder)."""
+    """Fuzz cases ``seed`` to ``seed + count - 1``; failing ones saved under ``save_dir`` (None: a temporary one)."""
     return [FuzzSeed(seed + offset, str(save_dir) if save_dir else None) for offset in range(count)]
 
 
 def mutation_sources(count: int, seed: int, bases: tuple[str, ...] = (mutate.EXAMPLE,),
                      save_dir: str | Path | None = None) -> list[MutationSeed]:
-    """Mutation cases ``seed`` to ``seed + count - 1`` from the fuzz models and the real models at ``bases``
-    (``mutate.EXAMPLE`` or model files); failing ones are saved under ``save_dir`` (None: a new temporary folder)."""
+    """Mutation cases ``seed`` to ``seed + count - 1`` on ``bases``, saved as ``fuzz_sources`` saves."""
     return [MutationSeed(seed + offset, tuple(bases), str(save_dir) if save_dir else None) for offset in range(count)]
 

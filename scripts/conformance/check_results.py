@@ -1,20 +1,7 @@
 """What a conformance check reports: modes, verdicts, results and the text table (light: no ONNX, no ORT).
 
-Verdicts (``VERDICTS``):
-
-* ``passed``: compared on at least one data set, and bit-identical on every one;
-* ``failed``: an output differs, only one side raised, the rewrite could not be made or loaded, or
-  the rewrite crashed or hung;
-* ``not compared``: no data set could be compared: every one raised on both sides (inputs the
-  original model refuses), or none could be made (a sequence input, an input too large to generate);
-* ``not runnable``: ORT cannot load or run the original model (its reason is kept);
-* ``builtin wrong``: builtin and rewrite differ, and ONNX's reference evaluator agrees with the
-  rewrite bit for bit (ORT's own kernel is wrong, e.g. its string Gather);
-* ``no gather``: nothing was rewritten, so there is nothing to compare: the model holds no gather, or
-  only gathers the rewriter leaves (e.g. inside com.microsoft ops; the detail lists them), or (with
-  ``--ort-optimize``) ORT's optimizer folded all of them away (``folded_by_ort``);
-* ``nondeterministic`` (``--runtime``): two compilations of the original model on that
-  runtime give different outputs on inputs ORT accepts: the runtime's own, so the form is not judged.
+The verdicts (``VERDICTS``) are defined by the verdicts table of the conformance runner's page
+(docs/conformance.md).
 """
 
 from __future__ import annotations
@@ -92,8 +79,7 @@ class SuiteCase:
 
 
 def format_table(results: list[CheckResult]) -> str:
-    """The results as a text table: one line per case, then its detail (when it did not pass) and the gathers
-    it left.
+    """The results as a text table: a line per case, then its detail (unless passed) and the gathers it left.
 
     Args:
         results: the results to list.

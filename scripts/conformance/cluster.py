@@ -1,15 +1,9 @@
 """``check --cluster``: cases sent to a Dask cluster (the ``cluster`` extra: ``distributed``).
 
-Each case travels by reference (a file's path, which every node must see; a fuzz seed; a default-suite
-case's name), never as a model; the input options go to every node once (``Client.scatter``). On the
-node the case runs as it does locally: in an ``isolation.Worker`` child of the Dask worker, with the
-timeout, so that a crash or a hang is that case's verdict and the Dask worker goes on. A case whose
-Dask worker dies anyway (the OOM killer, a node lost) is not run again (``retries=0``; Dask's
-``allowed-failures`` decides): its verdict says so.
-
-Dask cannot stop a running task, so each task watches two ``distributed.Event``s, the run's and its
-own: when the run ends early (Ctrl-C, SIGTERM, --fail-fast) the driver sets them and the node kills the
-case's child within about a second, instead of letting it run to its timeout.
+Each case travels by reference (a file's path, which every node must see), never as a model, and runs
+in an ``isolation.Worker`` child as it does locally. A case whose Dask worker dies is not run again. Dask
+cannot stop a running task, so each task watches the run's and its own ``distributed.Event``: once set,
+the node kills the case's child within about a second.
 """
 
 from __future__ import annotations
@@ -68,9 +62,8 @@ class NoScheduler(Exception):
 
 
 def reach_scheduler(address: str, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
-    """Ask ``address`` who it is, within ``timeout`` seconds in all: a scheduler must answer. Distributed's
-    own connect bounds neither the handshake nor the reply, so a service that accepts and stays silent
-    would hold ``Client`` for good; here it costs ``timeout``.
+    """Ask ``address`` who it is, within ``timeout`` seconds in all (distributed's own connect bounds neither
+    the handshake nor the reply, so a silent service would hold ``Client`` for good).
 
     Raises:
         NoScheduler: the address is malformed, nothing answers in time, or what answers is not a scheduler.
@@ -116,11 +109,8 @@ def reach_scheduler(address: str, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) ->
 
 
 class DaskPool:
-    """What ``isolation.WorkerPool`` is, on a Dask cluster: ``address`` names a running scheduler
-    (``tcp://host:8786``); ``"local"`` starts a ``LocalCluster`` of ``jobs`` worker processes for this
-    run; any other address must answer as a scheduler within ``connect_timeout`` seconds (``reach_scheduler``:
-    NoScheduler otherwise). ``outcomes(function, tasks, timeout, shared)`` submits ``function((*argument, shared))``
-    for every ``(key, argument)``, ``shared`` sent to every node once."""
+    """What ``isolation.WorkerPool`` is, on a Dask cluster (``"local"``: a ``LocalCluster`` of ``jobs`` workers);
+    ``shared`` goes to every node once."""
 
     def __init__(self, address: str, jobs: int, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S):
         distributed = _needs_distributed()
@@ -136,8 +126,7 @@ class DaskPool:
         self._stop = f"gathermultiaxis-check-{uuid.uuid4().hex}"  # the run's Event; "{it}-{key}": a case's
 
     def cancel(self, keep: Callable[[Any], bool]) -> None:
-        """Drop the submitted tasks whose key ``keep`` refuses: running ones are stopped (their Event set), the
-        others never start.
+        """Drop the submitted tasks whose key ``keep`` refuses (running ones stopped by their Event).
 
         Raises:
             ImportError: Dask's distributed is not installed."""

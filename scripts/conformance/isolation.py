@@ -1,12 +1,9 @@
-"""One child process that runs tasks one after another, so that a task that crashes it (a segfault,
-std::terminate) or hangs costs that task and not the caller; after a crash or a timeout it is replaced.
+"""One child process that runs tasks one after another, so that a task that crashes or hangs costs that
+task and not the caller; after a crash or a timeout it is replaced.
 
-The child is a fresh ``python -m gathermultiaxis.conformance.worker`` (no ORT thread pools inherited through
-fork; never the caller's main module, so a script calling ``check.run`` needs no ``__main__`` guard).
-Tasks and results travel as pickles over two pipes; the child takes the caller's ``sys.path`` first.
-A task reports its phase (``report_phase``), so a crash or a hang can be attributed. The child ignores
-SIGINT and SIGTERM (the parent stops it) and never outlives the parent (PR_SET_PDEATHSIG on Linux, else
-a watcher thread)."""
+The child is a fresh interpreter, not a fork (no ORT thread pools inherited; never the caller's main
+module, so a script calling ``check.run`` needs no ``__main__`` guard). The child ignores SIGINT and
+SIGTERM (the parent stops it) and never outlives the parent."""
 
 from __future__ import annotations
 
@@ -55,8 +52,7 @@ def _die_with_parent(parent: int) -> None:
 
 
 def serve(task_fd: int, answer_fd: int, parent: int) -> None:
-    """The child's loop (``python -m gathermultiaxis.conformance.worker``): take the caller's sys.path,
-    then run tasks until told to stop or the caller is gone."""
+    """The child's loop: take the caller's sys.path, then run tasks until told to stop or the caller is gone."""
     global _phase_sender
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -155,19 +151,8 @@ class Worker:
 
     def run(self, function: Callable[[Any], Any], argument: Any, timeout: float,
             cancel: threading.Event | None = None) -> Outcome:
-        """Run ``function(argument)`` in the child (both must be picklable) within ``timeout`` seconds,
-        unless ``cancel`` is set meanwhile (the child is killed).
-
-        Args:
-            function: the task, a picklable function of one argument.
-            argument: its argument (picklable).
-            timeout: seconds the child may take.
-            cancel: an event that, once set, kills the child; or None.
-
-        Returns:
-            The ``Outcome``: "done" with the value, or "raised", "timed out", "crashed" or "cancelled" with
-            what happened and the last phase reported.
-        """
+        """Run picklable ``function(argument)`` in the child within ``timeout`` seconds, unless ``cancel``
+        is set meanwhile (the child is killed): the ``Outcome``, with the last phase reported."""
         if self._process is None or self._process.poll() is not None:
             if self._process is not None:
                 self._close()
@@ -228,15 +213,8 @@ def _exit_text(code: int | None) -> str:
 
 class WorkerPool:
     """``jobs`` Workers, each driven by a thread of this process, taking tasks in order from one list:
-    every task keeps a Worker's isolation (its own child, timeout, crash attribution).
-
-        with WorkerPool(2) as pool:
-            for key, outcome in pool.outcomes(function, [(key, argument), ...], timeout):
-                ...
-
-    Outcomes come in the order tasks finish. ``cancel(keep)`` drops every task whose key ``keep``
-    refuses: not started, or its child is killed and its outcome never comes (``check --fail-fast``).
-    Leaving the ``with`` block early (Ctrl-C, SIGTERM, an error) kills the running children."""
+    every task keeps a Worker's isolation. Outcomes come in the order tasks finish; leaving the ``with``
+    block early kills the running children."""
 
     def __init__(self, jobs: int):
         if jobs < 1:
@@ -251,8 +229,7 @@ class WorkerPool:
         self._threads: list[threading.Thread] = []
 
     def cancel(self, keep: Callable[[Any], bool]) -> None:
-        """Args:
-            keep: a function of a task's key, true for the tasks to keep."""
+        """Drop every task whose key ``keep`` refuses: not started, or its child killed and its outcome never comes."""
         with self._lock:
             self._keep = keep
             for number, key in self._running.items():

@@ -1,12 +1,9 @@
-"""The ``check --json`` report file: streamed while the run goes, one JSON document once it ends, and
-what ``--resume`` reads back.
+"""The ``check --json`` report file, and what ``--resume`` reads back.
 
-While the run goes, the file is JSON Lines: a first line ``{"run": {"mode", "command", "versions",
-"cases"}}`` (and ``"runtime"`` with ``--runtime``), then ``{"result": {...}}`` per finished case, in the order cases finish, flushed at once.
-When the run ends (all done, Ctrl-C or SIGTERM), the file is replaced, atomically, by the report as one
-JSON document (``check.Report.as_dict``: the format of ``--json`` before streaming, each result with its
-``case`` key), results in the order of the cases. Only a run killed outright (SIGKILL, a power cut)
-leaves the lines; ``read_report`` and ``--resume`` take either form (a last line cut short is skipped).
+While the run goes, the file is JSON Lines: a ``{"run": {...}}`` head line, then a ``{"result": {...}}``
+line per finished case, flushed at once. When the run ends (even by Ctrl-C or SIGTERM), it is replaced
+atomically by one JSON document (``check.Report.as_dict``). Only a run killed outright leaves the lines;
+readers take either form (a last line cut short is skipped).
 """
 
 from __future__ import annotations
@@ -23,18 +20,10 @@ from .check import VERDICTS, CheckResult, Report
 
 
 def read_report(path: str | os.PathLike) -> dict:
-    """A ``check --json`` report as ``Report.as_dict`` gives it, from either form (see the module
-    docstring); for the lines of a run killed outright, ``interrupted`` is true and ``stopped_by`` empty.
-    Raises BadInput when the file is neither, or holds a result or a run line of the wrong shape.
-
-    Args:
-        path: the report file.
-
-    Returns:
-        The report as a dict (``Report.as_dict``'s form).
+    """A ``check --json`` report as ``Report.as_dict`` gives it, from either form (lines: ``interrupted``).
 
     Raises:
-        BadInput: the file is not a check --json report.
+        BadInput: the file is not a check --json report, or a line has the wrong shape.
     """
     return _read(path)[0]
 
@@ -114,8 +103,7 @@ def _checked_run(path: str | os.PathLike, run: Any) -> dict:
 
 
 def _checked_results(path: str | os.PathLike, results: Any) -> list[CheckResult]:
-    """``results`` as ``CheckResult``s, each field checked against its type and each verdict one of
-    ``VERDICTS`` (fields ``CheckResult`` does not have are ignored: a newer report's)."""
+    """``results`` as type-checked ``CheckResult``s (fields it does not have, a newer report's, are ignored)."""
     if not isinstance(results, list):
         raise BadInput(f"{path}: its results are {_shown(results)}, not a list: not a check --json report")
     checked = []
@@ -141,22 +129,11 @@ OLD_MODE_NAMES = {"gathers": "default"}
 
 
 def resumed_results(path: str | os.PathLike, mode: str, keys: list[str], runtime: str = "") -> list[CheckResult]:
-    """The finished cases of the report at ``path`` (``--resume``), checked to belong to this run: the
-    same mode and runtime, and every case among ``keys`` (``check.case_keys`` of this run's sources), once.
-
-    Args:
-        path: the report file (``--resume``).
-        mode: this run's mode (a ``CheckMode`` value).
-        keys: this run's case keys.
-        runtime: this run's ``--runtime`` ("" without it).
-
-    Returns:
-        The report's results, a list of ``CheckResult``.
+    """The finished cases of the report at ``path`` (``--resume``), checked to belong to this run: same
+    ``mode`` and ``runtime``, every case among ``keys`` (``check.case_keys``), once.
 
     Raises:
-        BadInput: the path is no regular file (a FIFO is never opened), the file cannot be read or is no
-            report, its mode or runtime differs, its results carry no case key, or a case is not in this run or
-            is in the report twice.
+        BadInput: no regular file (a FIFO is never opened), no report, another run's, or a case twice.
     """
     kind = path_kind(Path(path))
     if kind != "file":
@@ -192,9 +169,7 @@ def resumed_results(path: str | os.PathLike, mode: str, keys: list[str], runtime
 
 
 class ReportFile:
-    """Writes the report at ``path`` as the module docstring says. ``start`` claims the file (an existing
-    one only with ``overwrite``), ``add`` streams a result, ``finish`` writes the final document, unless
-    another run replaced the file meanwhile (then ModelFileError: "already exists")."""
+    """Writes the report at ``path`` as the module docstring says: ``start``, ``add`` per result, ``finish``."""
 
     def __init__(self, path: str | os.PathLike, overwrite: bool):
         self.path, self.overwrite = Path(path), overwrite
@@ -202,15 +177,7 @@ class ReportFile:
         self._left_as: tuple[int, int] | None = None  # (inode, size) after our last write
 
     def start(self, report: Report, cases: int, finished: list[CheckResult]) -> None:
-        """Write the run's head line and the ``finished`` results, and open the file for ``add``.
-
-        Args:
-            report: the run's (empty) report: its mode, command and versions are written.
-            cases: the number of cases in the run.
-            finished: results kept from an earlier run (``--resume``).
-
-        Returns:
-            None.
+        """Write the head line and the ``finished`` results, and open the file for ``add``.
 
         Raises:
             ModelFileError: the file exists (without ``overwrite``) or its folder is missing.
@@ -228,14 +195,7 @@ class ReportFile:
         self._left_as = (status.st_ino, status.st_size)
 
     def add(self, result: CheckResult) -> None:
-        """Append one result line (flushed).
-
-        Args:
-            result: the case's result.
-
-        Returns:
-            None.
-        """
+        """Append one result line (flushed)."""
         assert self._stream is not None  # opened by start()
         self._stream.write(json.dumps({"result": asdict(result)}) + "\n")
         self._stream.flush()
@@ -243,12 +203,6 @@ class ReportFile:
 
     def finish(self, report: Report) -> None:
         """Replace the lines with the final report document.
-
-        Args:
-            report: the finished report.
-
-        Returns:
-            None.
 
         Raises:
             ModelFileError: another run replaced the file meanwhile.

@@ -1,19 +1,11 @@
-"""ONNX runtimes other than ORT's Python CPU provider, behind one protocol: what ``check --runtime`` and
-``bench lowering --runtime`` run a model on.
+"""ONNX runtimes other than ORT's Python CPU provider, behind one protocol (``check --runtime``,
+``bench lowering --runtime``).
 
-A runtime ``load``s a model and the loaded model ``run``s on feeds. A runtime that refuses the model (it
-cannot read, convert or compile it) raises ``Refused`` with its own message, at load or at the first run
-(the browser reads the model only when it runs it); a model that raises on some inputs raises anything
-else. Every ``load`` is a fresh load and compilation, so that two loads of one model are two compilations
-(what tells a runtime's own nondeterminism from a difference the lowering made). Outputs come back in the
-graph's output order with the runtime's dtypes: strings as object arrays, float16 as float16.
-
-Runtimes (``RUNTIMES``): ``ort`` (onnxruntime, CPU, one thread, default optimizations), ``openvino``
-(CPU plugin, f32 inference precision so that nothing is computed in a lower precision than the model
-says), ``tract`` (Sonos' tract, input facts fixed to the fed shapes, optimized), ``reference``
-(onnx.reference.ReferenceEvaluator) and ``web`` (onnxruntime-web's WASM build in headless Chromium, one
-browser per process, models and tensors over loopback HTTP). All but ``ort`` and ``reference`` are
-optional: ``runtime(name)`` raises ``RuntimeUnavailable`` naming what to install.
+A runtime that refuses a model raises ``Refused`` with its own message, at load or at the first run; a
+model that raises on some inputs raises anything else. Every ``load`` is a fresh compilation, so that two
+loads tell a runtime's own nondeterminism from a difference the lowering made. Outputs keep the runtime's
+dtypes. OpenVINO infers in f32, so that nothing is computed below the model's precision. All runtimes
+but ``ort`` and ``reference`` are optional (``RuntimeUnavailable`` names what to install).
 """
 
 from __future__ import annotations
@@ -52,13 +44,7 @@ class Loaded(Protocol):
     """A model loaded (compiled) by a runtime."""
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """Run once on ``feeds`` (by input name).
-
-        Args:
-            feeds: a dict from input name to array.
-
-        Returns:
-            The outputs in the graph's order.
+        """Run once on ``feeds`` (by input name): the outputs in the graph's order.
 
         Raises:
             Refused: the runtime refuses the model (a runtime that reads it only when it runs).
@@ -72,21 +58,11 @@ class Runtime(Protocol):
     name: str
 
     def version(self) -> str:
-        """The runtime's version (what the report records).
-
-        Returns:
-            A short string.
-        """
+        """The runtime's version (what the report records)."""
         ...
 
     def load(self, model: ModelProto) -> Loaded:
         """Load and compile ``model`` afresh (external data already read in).
-
-        Args:
-            model: the model.
-
-        Returns:
-            The loaded model.
 
         Raises:
             Refused: the runtime refuses the model.
@@ -232,8 +208,7 @@ _TRACT_TYPES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dty
 
 
 class TractRuntime:
-    """Sonos' tract through its Python bindings, run as its documentation says: input facts (shape and
-    type) fixed to the fed arrays', then optimized."""
+    """Sonos' tract as its documentation runs it: input facts fixed to the fed arrays', then optimized."""
 
     name = "tract"
 
@@ -332,14 +307,7 @@ def _unpack(body: bytes) -> tuple[dict, bytes]:
 
 
 def web_inputs(feeds: dict[str, np.ndarray]) -> tuple[list[dict], list[bytes]]:
-    """The feeds as the page takes them: one spec per input (name, type, dims, and the bytes' place, or the
-    strings) and the raw bytes.
-
-    Args:
-        feeds: a dict from input name to array.
-
-    Returns:
-        A tuple ``(specs, chunks)``.
+    """The feeds as the page takes them: ``(specs, chunks)``, a spec per input and the raw bytes.
 
     Raises:
         Refused: a type onnxruntime-web's JavaScript tensors cannot carry (bfloat16, complex).
@@ -364,16 +332,7 @@ def web_inputs(feeds: dict[str, np.ndarray]) -> tuple[list[dict], list[bytes]]:
 
 
 def web_outputs(specs: list[dict], payload: bytes) -> list[np.ndarray]:
-    """The page's outputs as arrays, bit for bit (int64 from BigInt64Array, float16 from its bits, bool
-    from bytes, strings from the JSON header).
-
-    Args:
-        specs: the answer's output specs.
-        payload: the answer's raw bytes.
-
-    Returns:
-        The outputs.
-    """
+    """The page's outputs (``specs`` and raw ``payload``) as arrays, bit for bit."""
     arrays = []
     for spec in specs:
         shape = tuple(spec["dims"])
@@ -392,14 +351,7 @@ def web_outputs(specs: list[dict], payload: bytes) -> list[np.ndarray]:
 
 
 def web_missing(node_modules: Path | None = None) -> list[str]:
-    """What the web runtime needs and does not find: chromium, node, the npm packages.
-
-    Args:
-        node_modules: where ``npm ci`` put the packages (default: ``web_node_modules()``).
-
-    Returns:
-        One phrase per missing thing, saying how to get it (empty when all are there).
-    """
+    """What the web runtime needs and does not find, a phrase each saying how to get it."""
     node_modules = node_modules or web_node_modules()
     missing = []
     if not chromium_path():
@@ -498,9 +450,8 @@ class _PageHandler(BaseHTTPRequestHandler):
 
 
 class WebRuntime:
-    """onnxruntime-web's WASM build (one thread) in headless Chromium driven by playwright-core: one browser
-    and one page for every model of this object (started at the first run), each run a fresh session.
-    ``optimization``: onnxruntime-web's graphOptimizationLevel ('all', its default, or 'disabled')."""
+    """onnxruntime-web's WASM build (one thread) in headless Chromium: one browser and page for every model
+    of this object (started at the first run), each run a fresh session."""
 
     name = "web"
     STARTUP_TIMEOUT_S = 120.0
@@ -553,16 +504,7 @@ class WebRuntime:
         return _Outputs(lambda feeds: self.run(model_bytes, feeds))
 
     def run(self, model_bytes: bytes, feeds: dict[str, np.ndarray], repeat: int = 0) -> list[np.ndarray]:
-        """Send the model and feeds to the page: a fresh session, one run (``repeat`` more, timed into
-        ``times``), released.
-
-        Args:
-            model_bytes: the serialized model.
-            feeds: a dict from input name to array.
-            repeat: timed runs after the first (the bench).
-
-        Returns:
-            The outputs.
+        """A fresh session in the page, one run (``repeat`` more, timed into ``times``), released.
 
         Raises:
             Refused: onnxruntime-web refuses the model, or the browser did not start.
@@ -602,11 +544,7 @@ class WebRuntime:
     times: list[float] = []  # seconds of the ``repeat`` runs of the last ``run``
 
     def close(self) -> str:
-        """Stop the browser and the server.
-
-        Returns:
-            The end of the driver's error output (what the page logged), or "".
-        """
+        """Stop the browser and the server: the end of what the page logged, or ""."""
         log = ""
         if self.server is not None:
             self.server.closing = True
@@ -638,12 +576,6 @@ _live: dict[str, Runtime] = {}
 def runtime(name: str) -> Runtime:
     """The runtime called ``name`` (one of ``RUNTIMES``), made once per process (one browser for ``web``).
 
-    Args:
-        name: the runtime's name.
-
-    Returns:
-        The runtime.
-
     Raises:
         RuntimeUnavailable: its package or program is missing.
         KeyError: no runtime has that name.
@@ -654,17 +586,7 @@ def runtime(name: str) -> Runtime:
 
 
 def check_available(name: str) -> None:
-    """Raise ``RuntimeUnavailable`` when runtime ``name`` cannot be made here (without starting a browser).
-
-    Args:
-        name: one of ``RUNTIMES``.
-
-    Returns:
-        None.
-
-    Raises:
-        RuntimeUnavailable: what is missing.
-    """
+    """Raise ``RuntimeUnavailable`` when runtime ``name`` cannot be made here (without starting a browser)."""
     if name in ("openvino", "tract"):
         _need(name, name)
     elif name == "web":
@@ -674,14 +596,7 @@ def check_available(name: str) -> None:
 
 
 def runtime_version(name: str) -> str:
-    """The version of runtime ``name``'s package (the web runtime's npm package's), without loading it.
-
-    Args:
-        name: one of ``RUNTIMES``.
-
-    Returns:
-        The version, or "not installed".
-    """
+    """The version of runtime ``name``'s package without loading it, or "not installed"."""
     try:
         if name == "web":
             return json.loads((web_node_modules() / "onnxruntime-web" / "package.json").read_text())["version"]
