@@ -158,8 +158,8 @@ def _kernel(node: NodeProto, values: Sequence[np.ndarray | None], policy: FoldPo
     """A GatherMultiaxis node by the kernel; None where it raises (ORT then says so at run time)."""
     if len(values) != 3 or any(value is None for value in values) or not _inputs_fit(values, policy):
         return None
-    mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), None)
-    if mode is None:  # the schema requires it: not foldable, ORT refuses the node
+    mode = attribute(node, "mode")  # bytes that are not UTF-8 come back escaped: no mode, not folded
+    if not isinstance(mode, str):  # the schema requires a string: not foldable, ORT refuses the node
         return None
     data, indices, axes = values
     assert data is not None and indices is not None and axes is not None  # (checked above)

@@ -84,6 +84,9 @@ def test_shape_folding_runs_gathermultiaxis_on_the_kernel():
     assert fold(checking, values, 17, SHAPE_FOLDING) is None  # it raises at run time: ORT says so there
     unmoded = helper.make_node(OP_TYPE, ["x", "i", "a"], ["y"], domain=DOMAIN)
     assert fold(unmoded, values, 17, SHAPE_FOLDING) is None
+    for bad_mode in (b"\xffclamp", 3, [1.0]):  # not UTF-8, not a string: left unfolded, never a crash
+        malformed = helper.make_node(OP_TYPE, ["x", "i", "a"], ["y"], domain=DOMAIN, mode=bad_mode)
+        assert fold(malformed, values, 17, SHAPE_FOLDING) is None
 
 
 def _shape_model(node, constants):
