@@ -35,6 +35,7 @@ def test_nothing_to_list(capsys):
 
 @pytest.mark.parametrize("verbosity, shown", [(-1, False), (0, True)])
 def test_progress_without_a_terminal(capsys, verbosity, shown):
+    pytest.importorskip("tqdm", reason="the progress line without a terminal is tqdm's: pip install '.[progress]'")
     progress = CheckProgress(verbosity, total=3, initial=1, period=0.0)
     progress.advance("a")
     progress.result_line("passed        a")
