@@ -4,52 +4,17 @@ a Range given back only where ORT's fusion computes it right."""
 from __future__ import annotations
 
 import collections
-import json
 
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
+from lowering_probe import CONTRIB, constant, probe
 from support import assert_bit_identical, make_model
 
 import gathermultiaxis
 from gathermultiaxis.graphs import lower_model, rewrite_model
 from gathermultiaxis.graphs.lower.ort_guards import reaches_range
-from gathermultiaxis.graphs.passes import NotChanged, Visit, run_pass
-from gathermultiaxis.graphs.provenance import KEY, replaced_gather
-
-CONTRIB = helper.make_opsetid("ai.onnx.contrib", 1)
-
-
-def constant(name, value, dtype=np.int64):
-    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(value, dtype), name))
-
-
-class _Probe:
-    """A pass that visits every GatherMultiaxis node and records what ``look(node, scope)`` says."""
-
-    def __init__(self, look):
-        from gathermultiaxis.graphs.lower import LowerReport
-
-        self.look, self.report, self.seen = look, LowerReport(), []
-
-    def targets(self, node):
-        return node.op_type == "GatherMultiaxis"
-
-    def visit(self, node, scope):
-        self.seen.append(self.look(node, scope))
-        raise NotChanged("probe")
-
-    def outcome(self, node, path, visit: Visit | None, reason):
-        from gathermultiaxis.graphs.lower import LoweredNode
-
-        return LoweredNode(node.name, path, False, reason)
-
-
-def probe(model, look):
-    visitor = _Probe(look)
-    run_pass(model, visitor)
-    return visitor.seen
 
 
 # -- reaches_range: what ORT removes before GatherToSliceFusion ------------------------------------------
