@@ -65,7 +65,7 @@ def build_example_model() -> ModelProto:
         [table, half_table, column, zero, minus_one,
          numpy_helper.from_array(np.array([0], dtype=np.int64), "minus_one_axes"),
          numpy_helper.from_array(np.array([8], dtype=np.int64), "width")])
-    graph.doc_string = "Every gather the rewriter handles: embedding, float16, torch.gather, GatherND, x[:, 1], shape arithmetic, If."
+    graph.doc_string = f"Every gather the rewriter handles: embedding, float16, torch.gather, {GATHER_ND}, x[:, 1], shape arithmetic, If."
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION,
                               producer_name="gathermultiaxis-example")
     helper.set_model_props(model, {"purpose": "gathermultiaxis bundled example"})

@@ -26,7 +26,7 @@ SOURCES = (
     _internal("SparseAttention", "it " + _ATTENTION_ROTARY),
     _internal("TorchEmbedding", "ORT's kernel of torch's embedding (padding_idx, scale_grad_by_freq)"),
     _internal("WordConvEmbedding", "its embedding gather is fused with a convolution in one ORT kernel"),
-    _internal(GATHER_ND, "ORT's own (training) GatherND, not the ONNX op: its semantics are not ONNX's"),
+    _internal(GATHER_ND, f"ORT's own (training) {GATHER_ND}, not the ONNX op: its semantics are not ONNX's"),
 )
 
 __all__ = ["SOURCES"]

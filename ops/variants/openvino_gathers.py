@@ -7,7 +7,7 @@ from math import prod
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..alignment import gather_alignment, gather_nd_alignment
+from ..alignment import GATHER_ND, gather_alignment, gather_nd_alignment
 from ..contract import Mode
 from .variant_steps import one_gather
 
@@ -35,12 +35,12 @@ def openvino_gather_nd(data: ArrayLike, indices: ArrayLike, batch_dims: int = 0,
     """GatherND-8 keeps the batch dimensions, GatherND-5 flattens them into one. Negative indices count
     from the end (as the CPU plugin does); out-of-range ones raise (the CPU plugin reads outside the data)."""
     if version not in (5, 8):
-        raise ValueError(f"OpenVINO GatherND has versions 5 and 8, not {version}")
+        raise ValueError(f"OpenVINO {GATHER_ND} has versions 5 and 8, not {version}")
     data, indices = np.asarray(data), np.asarray(indices)
     alignment = gather_nd_alignment(data.ndim, indices.ndim, indices.shape[-1], batch_dims)
     output_shape = None
     if version == 5 and batch_dims:
         output_shape = (prod(indices.shape[:batch_dims]), *indices.shape[batch_dims:-1],
                         *data.shape[batch_dims + indices.shape[-1]:])
-    return one_gather(f"openvino_gather_nd (GatherND-{version})", data, indices, None, alignment=alignment,
+    return one_gather(f"openvino_gather_nd ({GATHER_ND}-{version})", data, indices, None, alignment=alignment,
                       output_shape=output_shape)

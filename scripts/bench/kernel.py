@@ -128,15 +128,15 @@ def workloads(quick: bool, seed: int = 0) -> list[Workload]:
 
     rows = rng.standard_normal(s((4096, 1024), (256, 128))).astype(np.float32)
     picks = rng.integers(0, rows.shape[1], rows.shape)
-    single("GatherElements last axis", GATHER_ELEMENTS, rows, picks, lambda: np.take_along_axis(rows, picks, 1), axis=1)
+    single(f"{GATHER_ELEMENTS} last axis", GATHER_ELEMENTS, rows, picks, lambda: np.take_along_axis(rows, picks, 1), axis=1)
 
     volume = rng.standard_normal(s((64, 256, 256), (16, 64, 64))).astype(np.float32)
     triples = np.stack([rng.integers(0, n, s(1 << 20, 1 << 15)) for n in volume.shape], axis=-1)
-    single("GatherND full coordinates", GATHER_ND, volume, triples, lambda: volume[tuple(triples.T)])
+    single(f"{GATHER_ND} full coordinates", GATHER_ND, volume, triples, lambda: volume[tuple(triples.T)])
 
     batched = rng.standard_normal(s((60, 4, 1000, 64), (30, 2, 100, 35))).astype(np.float32)
     slices = rng.integers(0, batched.shape[2], s((60, 4, 200, 1), (30, 2, 3, 1)))
-    single("GatherND slices, batch_dims=2", GATHER_ND, batched, slices,
+    single(f"{GATHER_ND} slices, batch_dims=2", GATHER_ND, batched, slices,
            lambda: np.take_along_axis(batched, slices, axis=2), batch_dims=2)
 
     items.append(_multiaxis_workload(rng, s))

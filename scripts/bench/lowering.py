@@ -131,24 +131,24 @@ def kernels(seed: int = 0) -> list[Subject]:
     rows = rng.standard_normal((64, 1024)).astype(np.float32)
     picks = rng.integers(-1024, 1024, (64, 1024))
     subjects.append(Subject(
-        "GatherElements last axis, [64, 1024]", "kernel",
+        f"{GATHER_ELEMENTS} last axis, [64, 1024]", "kernel",
         _model([node(GATHER_ELEMENTS, ["data", "indices"], ["out"], axis=-1)], {"data": rows, "indices": picks},
-               "out", TensorProto.FLOAT), {"data": rows, "indices": picks}, "built in code", "builtin GatherElements"))
+               "out", TensorProto.FLOAT), {"data": rows, "indices": picks}, "built in code", f"builtin {GATHER_ELEMENTS}"))
 
     volume = rng.standard_normal((64, 64, 64)).astype(np.float32)
     triples = rng.integers(-64, 64, (16384, 3))
     subjects.append(Subject(
-        "GatherND full coordinates, data [64, 64, 64], indices [16384, 3]", "kernel",
+        f"{GATHER_ND} full coordinates, data [64, 64, 64], indices [16384, 3]", "kernel",
         _model([node(GATHER_ND, ["data", "indices"], ["out"])], {"data": volume, "indices": triples}, "out",
-               TensorProto.FLOAT), {"data": volume, "indices": triples}, "built in code", "builtin GatherND"))
+               TensorProto.FLOAT), {"data": volume, "indices": triples}, "built in code", f"builtin {GATHER_ND}"))
 
     batched = rng.standard_normal((8, 512, 64)).astype(np.float32)
     slices = rng.integers(-512, 512, (8, 256, 1))
     subjects.append(Subject(
-        "GatherND batch_dims=1, data [8, 512, 64], indices [8, 256, 1]", "kernel",
+        f"{GATHER_ND} batch_dims=1, data [8, 512, 64], indices [8, 256, 1]", "kernel",
         _model([node(GATHER_ND, ["data", "indices"], ["out"], batch_dims=1)], {"data": batched, "indices": slices},
                "out", TensorProto.FLOAT), {"data": batched, "indices": slices}, "built in code",
-        "builtin GatherND batch_dims=1"))
+        f"builtin {GATHER_ND} batch_dims=1"))
 
     # (y, x) or (x, y) points of each NHWC image: indices [N, P, 1, 2], output [N, P, 1, C]
     images = rng.standard_normal((4, 64, 64, 16)).astype(np.float32)
@@ -159,12 +159,12 @@ def kernels(seed: int = 0) -> list[Subject]:
                            "out", TensorProto.FLOAT, [_ints("axes", axes)], custom=True)
         if axes == [1, 2]:  # the coordinates are GatherND's own, in axis order: one node
             hand = [node(GATHER_ND, ["images", "points"], ["out"], batch_dims=1)]
-            baseline = "hand-written: GatherND batch_dims=1 (1 node)"
+            baseline = f"hand-written: {GATHER_ND} batch_dims=1 (1 node)"
             constants = []
         else:  # the components swapped into axis order (a Gather of [1, 0] on the last axis), then GatherND
             hand = [node("Gather", ["points", "swap"], ["yx"], axis=-1),
                     node(GATHER_ND, ["images", "yx"], ["out"], batch_dims=1)]
-            baseline = "hand-written: Gather [1, 0] on the coordinates' axis + GatherND batch_dims=1 (2 nodes)"
+            baseline = f"hand-written: Gather [1, 0] on the coordinates' axis + {GATHER_ND} batch_dims=1 (2 nodes)"
             constants = [_ints("swap", [1, 0])]
         subjects.append(Subject(
             f"multiaxis {order} on NHWC [4, 64, 64, 16], axes {axes}, points [4, 1024, 1, 2]", "kernel",

@@ -111,8 +111,8 @@ def detection_workloads(rng) -> list[RuntimeWorkload]:
         [value("x", TensorProto.FLOAT, [1, 25200, 85])], [value("kept", TensorProto.FLOAT, None)],
         common + [numpy_helper.from_array(np.array(0.9, np.float32), "threshold")])
     coords = np.argwhere(x[..., 4] > 0.9)
-    return [RuntimeWorkload("detection [1, 25200, 85]: TopK 100 + GatherElements", topk, {"x": x}, topk_floor),
-            RuntimeWorkload("detection [1, 25200, 85]: NonZero + GatherND", nonzero, {"x": x},
+    return [RuntimeWorkload(f"detection [1, 25200, 85]: TopK 100 + {GATHER_ELEMENTS}", topk, {"x": x}, topk_floor),
+            RuntimeWorkload(f"detection [1, 25200, 85]: NonZero + {GATHER_ND}", nonzero, {"x": x},
                             lambda: np.array(x[coords[:, 0], coords[:, 1]], copy=True))]
 
 
