@@ -16,17 +16,17 @@ from __future__ import annotations
 
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import onnx
-from onnx import GraphProto, ModelProto, NodeProto, helper
+from onnx import GraphProto, ModelProto, NodeProto
 
 from ...ops.contract import DOMAIN
 from .. import ort_types
 from . import ort_optimizer
 from ..ir.builder import NodeBuilder
 from ..modelfile import SessionOptionsFactory
-from ..passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
+from ..passes import GraphScope, InferredGraph, NodePass, NotChanged, Visit
 from .output_types import Declared, declare_output
 from .rank_layers import RankLayers, why_rank_unknown
 from .replacement import LeftUnchanged, emit_replacement
@@ -47,12 +47,17 @@ def _rule(node: NodeProto, ops: tuple[str, ...]):
     return rule
 
 
+class RewriteDetail(NamedTuple):
+    """What the visit says of a rewritten gather: aligned at run time, and why."""
+
+    reason: str = ""
+    runtime_aligned: bool = False
+
+
 @dataclass
-class RewritePass:
-    """The rewrite as a visit over ``graphs.passes.run_pass``: each gather of ``ops`` becomes its rule's
-    replacement, built in the graph's own node field. Types come in four layers (the module docstring):
-    layer 1 from the driver, layer 2 here for a graph one of whose gathers lacks a rank after layer 1,
-    layer 3 (the rank rules) and declared ranks as the driver shows each node in order."""
+class RewritePass(NodePass[RewriteDetail]):
+    """Each gather of ``ops`` becomes its rule's replacement; types come in the module comment's four layers
+    (layer 2 only for a graph one of whose gathers lacks a rank after layer 1)."""
 
     ops: tuple[str, ...]
     runtime_alignment: bool = True
@@ -75,11 +80,11 @@ class RewritePass:
         """The ONNX gathers of ``ops`` (functions are inlined for them; an opt-in op in a function stays there)."""
         return is_target(node, self.ops)
 
-    def begin(self, model: ModelProto, light: ModelProto) -> None:
+    def begin(self, model: ModelProto, typing_copy: ModelProto | None) -> None:
         """Reports the gathers left in model-local functions and keeps the typing copy for layer 2."""
         if not self.report.outcomes:  # inlined: what a function still holds is in one that is never called
             _report_function_gathers(model, self.ops, self.report, "in a model-local function that no node calls")
-        self.layers.begin(light)
+        self.layers.begin(typing_copy)
 
     def _lacking(self, graph: GraphProto, infos: dict[str, TensorInfo]) -> bool:
         """Whether a gather of ``graph`` lacks a rank after layer 1."""
@@ -105,19 +110,18 @@ class RewritePass:
             scope.outcomes.append(_internal_gather_outcome(node, scope.path))
         self.layers.observe(node, scope)  # layer 3, then declared ranks, where layers 1 and 2 have no rank
 
-    def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str) -> NodeOutcome:
+    def outcome(self, node: NodeProto, path: str, detail: RewriteDetail | None, reason: str) -> NodeOutcome:
         """The report's row for a visited gather."""
-        if visit is None:
+        if detail is None:
             return NodeOutcome(node.op_type, node.name, path, False, reason)
-        return NodeOutcome(node.op_type, node.name, path, True, visit.detail.get("reason", ""),
-                           runtime_aligned=visit.detail.get("runtime_aligned", False))
+        return NodeOutcome(node.op_type, node.name, path, True, detail.reason, runtime_aligned=detail.runtime_aligned)
 
-    def visit(self, node: NodeProto, scope: GraphScope) -> Visit:
+    def visit(self, node: NodeProto, scope: GraphScope) -> Visit[RewriteDetail]:
         """The replacement of ``node``, appended to ``scope.graph.node`` (one protobuf arena: see NodeBuilder)."""
         rule, infos = _rule(node, self.ops), scope.infos
         builder = NodeBuilder(scope.opset, scope.names,
                               node.name or scope.names.fresh(f"{node.op_type}_{node.output[0]}"), scope.graph.node)
-        detail = {}
+        detail = RewriteDetail()
         try:
             if isinstance(rule, OptInRule):
                 # An initializer's own dims where a shapeless value_info (onnxruntime-genai writes one per
@@ -134,7 +138,7 @@ class RewritePass:
                                     for name in node.input[:2] if not known_rank(infos.get(name)))
                     if self.layers.symbolic_failure:
                         why += f" (ORT's symbolic shape inference gave up on the model: {self.layers.symbolic_failure})"
-                    detail = {"reason": f"{missing}: {why}" if why else missing, "runtime_aligned": True}
+                    detail = RewriteDetail(f"{missing}: {why}" if why else missing, runtime_aligned=True)
         except LeftUnchanged as reason:
             raise NotChanged(str(reason)) from None
         declarations = scope.cache.get("declarations")
@@ -209,7 +213,7 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     value_types = "the rewrite's inference (ORT's types not asked for)"
     if ort_value_types:
         value_types = _read_ort_types(model, rewrite, session_options, external_data_folder)
-    result = run_pass(model, rewrite)
+    result = rewrite(model).model
     report = rewrite.report
     report.value_types = value_types + (f" (the rewrite's inference for {rewrite.own_typed} values ORT cannot "
                                         "see)" if rewrite.ort_types and rewrite.own_typed else "")
@@ -241,4 +245,4 @@ def _read_ort_types(model: ModelProto, rewrite: RewritePass, session_options: Se
     return "ONNX Runtime's load-time types"
 
 
-__all__ = ["RewritePass", "rewrite_model"]
+__all__ = ["RewriteDetail", "RewritePass", "rewrite_model"]
