@@ -56,8 +56,7 @@ class RewriteDetail(NamedTuple):
 
 @dataclass
 class RewritePass(NodePass[RewriteDetail]):
-    """Each gather of ``ops`` becomes its rule's replacement; types come in the module comment's four layers
-    (layer 2 only for a graph one of whose gathers lacks a rank after layer 1)."""
+    """Each gather of ``ops`` becomes its rule's replacement, typed by the module comment's four layers."""
 
     ops: tuple[str, ...]
     runtime_alignment: bool = True
@@ -73,7 +72,6 @@ class RewritePass(NodePass[RewriteDetail]):
         self.layers = RankLayers(self._lacking)
 
     def targets(self, node: NodeProto) -> bool:
-        """A node a rule exists for, of an op type ``ops`` asks for."""
         return _rule(node, self.ops) is not None
 
     def copy_targets(self, node: NodeProto) -> bool:
@@ -111,7 +109,6 @@ class RewritePass(NodePass[RewriteDetail]):
         self.layers.observe(node, scope)  # layer 3, then declared ranks, where layers 1 and 2 have no rank
 
     def outcome(self, node: NodeProto, path: str, detail: RewriteDetail | None, reason: str) -> NodeOutcome:
-        """The report's row for a visited gather."""
         if detail is None:
             return NodeOutcome(node.op_type, node.name, path, False, reason)
         return NodeOutcome(node.op_type, node.name, path, True, detail.reason, runtime_aligned=detail.runtime_aligned)
@@ -171,24 +168,21 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
                   external_data_folder: str | Path | None = None) -> tuple[ModelProto, RewriteReport]:
     """Return a rewritten copy of ``model`` and the report of what happened to every gather node.
 
-    The copy keeps everything of the model but the replaced nodes; it adds ``ai.onnx.contrib`` 1, a value_info
-    for every replaced output and the model-level ``metadata_props`` entry of ``graphs.provenance`` when a node
-    was rewritten (a model with nothing rewritten comes back unchanged). Replaced main-graph outputs get ORT's
-    own load-time type (``graphs.ort_types``), else the rewrite's, as the report's ``value_types`` says.
-    ``ort_optimize`` is the way to stay bit-identical to the original under ORT's default session options
-    (``graphs.rewrite.ort_optimizer``). ``runtime_alignment=False`` suits models to be lowered.
+    The copy keeps everything but the replaced nodes, and adds ``ai.onnx.contrib`` 1, a value_info per replaced
+    output and ``graphs.provenance``'s model entry when a node was rewritten (else it comes back unchanged).
+    Replaced main-graph outputs get ORT's load-time type (``graphs.ort_types``), else the rewrite's (the report's
+    ``value_types``). ``ort_optimize`` stays bit-identical to the original under ORT's default session options
+    (``graphs.rewrite.ort_optimizer``); ``runtime_alignment=False`` suits models to be lowered.
 
     Args:
         model: the model; it is not changed.
         ops: the op types to rewrite, from ``GATHER_OPS`` and ``OPT_IN_OPS``.
         ort_optimize: run ORT's offline optimizer on the model first.
         runtime_alignment: align at run time a gather whose rank only the run time knows (else leave it).
-        session_options: the factory of ORT session options (``gathermultiaxis.session_options``); None: the
-            package's own with ``ort_optimize``, else plain options for reading ORT's types (a model that holds
-            GatherMultiaxis nodes then falls back to the rewrite's own types).
+        session_options: the factory of ORT session options; None: the package's own with ``ort_optimize``,
+            else plain ones for ORT's types (a model holding GatherMultiaxis then gets the rewrite's types).
         ort_value_types: declare replaced main-graph outputs with ORT's types of the original.
-        external_data_folder: the folder ``model``'s external data locations are relative to (ORT reads
-            the model for its types).
+        external_data_folder: the folder of ``model``'s external data (ORT reads the model for its types).
 
     Returns:
         The rewritten copy and the RewriteReport.
@@ -226,9 +220,8 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
 
 def _read_ort_types(model: ModelProto, rewrite: RewritePass, session_options: SessionOptionsFactory | None,
                     external_data_folder: str | Path | None) -> str:
-    """Give ``rewrite`` ORT's types of the outputs of ``model``'s main-graph gathers that the model does not
-    declare (before the pass: ORT's session is gone before the pass's memory peaks); returns the report's
-    ``value_types``."""
+    """Give ``rewrite`` ORT's types of the undeclared main-graph gather outputs; returns the report's ``value_types``."""
+    # (before the pass: ORT's session is gone before the pass's memory peaks)
     declared = {value.name for value in (*model.graph.value_info, *model.graph.output)}
     names = [node.output[0] for node in model.graph.node
              if node.output and rewrite.targets(node) and node.output[0] not in declared]
