@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto
@@ -12,7 +12,7 @@ from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 from ...ops.contract import OP_TYPE, Mode, is_gather_multiaxis
 from ..ranks.tensor_info import TensorInfo
 from ..ir.walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, node_holders, round_trip_cast
-from ..passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
+from ..passes import GraphScope, InferredGraph, NodePass, NotChanged, Visit
 from ..provenance import MODEL_KEY, unmark_rewritten
 from ..rewrite.rank_layers import RankLayers
 from .form_emitter import FormEmitter, emit_form
@@ -29,16 +29,24 @@ from .recorded_form import recorded_form
 _BOUNDED_MODES = " and ".join(sorted(repr(mode.value) for mode in Mode if not mode.checks_indices))
 
 
+class LowerDetail(NamedTuple):
+    """What the visit says of a lowered node: its form, what chose it, and why it is the general one."""
+
+    form: str
+    source: str
+    reason: str = ""
+
+
 # -- step 1: the gather the rewrite replaced ------------------------------------------------------------
 
 
-def _replaced_form(node: NodeProto, scope: GraphScope) -> Visit | None:
+def _replaced_form(node: NodeProto, scope: GraphScope) -> Visit[LowerDetail] | None:
     """Step 1: the recorded gather, where ``recorded_form`` finds the graph proves it."""
     form = recorded_form(node, scope)
     if form is None:
         return None
     return Visit([form.gather], removes=form.tail, freed={*node.input, *(i for n in form.tail for i in n.input)},
-                 detail={"form": form.gather.op_type, "source": "rewrite record"})
+                 detail=LowerDetail(form.gather.op_type, "rewrite record"))
 
 
 def _narrow_tail(scope: GraphScope, name: str, elem_type: int) -> list[NodeProto] | None:
@@ -89,13 +97,16 @@ def _axes(node: NodeProto, scope: GraphScope) -> np.ndarray | None:
 
 
 @dataclass
-class LowerPass:
-    """The lowering as a visit over ``graphs.passes.run_pass``."""
+class LowerPass(NodePass[LowerDetail]):
+    """Each GatherMultiaxis node in its cheapest exact standard form, or left with the reason."""
 
     report: LowerReport = field(default_factory=LowerReport)
     external_data_folder: str | os.PathLike | None = None  # where the scope's constants read external data
     single_gather_only: bool = False  # leave the nodes that only the general decomposition computes
     drops_domain: ClassVar[bool] = True
+    # Under onnx < 1.19 shape inference stops at a GatherMultiaxis (its schema has no inference there), so
+    # ranks behind one are known only once it is lowered: the driver repeats while it lowers and leaves.
+    repeat: ClassVar[bool] = True
     layers: RankLayers = field(init=False)
 
     def __post_init__(self) -> None:
@@ -115,20 +126,14 @@ class LowerPass:
         """GatherMultiaxis nodes."""
         return is_gather_multiaxis(node)
 
-    def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str) -> LoweredNode:
+    def outcome(self, node: NodeProto, path: str, detail: LowerDetail | None, reason: str) -> LoweredNode:
         """The LoweredNode, with the form and source when lowered."""
-        if visit is None:
+        if detail is None:
             return LoweredNode(node.name, path, False, reason)
-        return LoweredNode(node.name, path, True, visit.detail.get("reason", ""), visit.detail["form"],
-                           visit.detail["source"])
+        return LoweredNode(node.name, path, True, detail.reason, detail.form, detail.source)
 
-    def visit(self, node: NodeProto, scope: GraphScope) -> Visit:
-        """The standard ONNX replacement of a GatherMultiaxis ``node``, with the form and source in ``detail``.
-
-        Raises:
-            NotChanged: the node is left as it is (wrong arity, axes not 1-D int64, or not lowerable; the
-                message is the reason).
-        """
+    def visit(self, node: NodeProto, scope: GraphScope) -> Visit[LowerDetail]:
+        """The standard ONNX replacement of ``node`` (NotChanged: wrong arity, axes not 1-D int64, not lowerable)."""
         if len(node.input) != 3 or len(node.output) != 1:
             raise NotChanged("a GatherMultiaxis node takes 3 inputs and gives 1 output")
         replaced = _replaced_form(node, scope)
@@ -146,14 +151,14 @@ class LowerPass:
             mode, rank, axes_list = lowerable(node, data, indices, [int(a) for a in axes], scope.opset)
             if rank == 0:
                 lower_gather_multiaxis(node, data, indices, axes_list, builder)
-                return Visit(builder.nodes, freed=freed, detail={"form": "Identity", "source": "semantics"})
+                return Visit(builder.nodes, freed=freed, detail=LowerDetail("Identity", "semantics"))
             return self._by_semantics(node, scope, Semantics(rank, tuple(axes_list), mode, data, indices), builder,
                                       freed)
         except NotLowered as reason:
             raise NotChanged(str(reason)) from None
 
     def _at_run_time(self, node: NodeProto, scope: GraphScope, data: TensorInfo, builder: LoweringBuilder,
-                     freed: set[str]) -> Visit:
+                     freed: set[str]) -> Visit[LowerDetail]:
         """The general form of axes computed by the model (or an axes initializer that is also a graph input,
         whose value may be fed at run time), or of no rank known."""
         if self.single_gather_only:
@@ -163,7 +168,7 @@ class LowerPass:
         return self._general(node, scope, builder, narrow, freed, "axes or ranks known only at run time")
 
     def _by_semantics(self, node: NodeProto, scope: GraphScope, semantics: Semantics, builder: LoweringBuilder,
-                      freed: set[str]) -> Visit:
+                      freed: set[str]) -> Visit[LowerDetail]:
         """Step 2's forms in their order, the first whose nodes pass ``check_emitted``; else step 3."""
         mode, data, indices = semantics.mode, semantics.data, semantics.indices
         plans, reasons = plan_forms(semantics, scope.opset)
@@ -186,14 +191,13 @@ class LowerPass:
         return self._general(node, scope, builder, narrow, freed, general_reason)
 
     def _general(self, node: NodeProto, scope: GraphScope, builder: LoweringBuilder, narrow: tuple[str, int] | None,
-                 freed: set[str], reason: str) -> Visit:
+                 freed: set[str], reason: str) -> Visit[LowerDetail]:
         """Step 3's Visit, its nodes checked as every form's are (``ort_guards.check_emitted``)."""
         removes = self._narrow_output(node, scope, builder, narrow)
         unfit = check_emitted(builder.nodes, scope)
         if unfit is not None:
             raise NotLowered(f"the general form: {unfit}")
-        return Visit(builder.nodes, removes=removes, freed=freed, detail={"form": GENERAL, "source": "semantics",
-                                                                          "reason": reason})
+        return Visit(builder.nodes, removes=removes, freed=freed, detail=LowerDetail(GENERAL, "semantics", reason))
 
     @staticmethod
     def _builder(node: NodeProto, scope: GraphScope) -> LoweringBuilder:
@@ -225,7 +229,8 @@ class LowerPass:
         return tail
 
     def _single_gather(self, node: NodeProto, scope: GraphScope, semantics: Semantics,
-                       plan: GatherPlan | ElementsPlan | NDPlan, builder: LoweringBuilder, freed: set[str]) -> Visit:
+                       plan: GatherPlan | ElementsPlan | NDPlan, builder: LoweringBuilder, freed: set[str]
+                       ) -> Visit[LowerDetail]:
         """Step 2: the nodes of ``plan``, on the narrow input where there is one."""
         narrow = self._narrow(node, semantics.data, zeroes_out_of_range(semantics.mode), scope, builder,
                               freed)
@@ -237,7 +242,7 @@ class LowerPass:
         builder.rename_last_output(node.output[0])
         removes = self._narrow_output(node, scope, builder, narrow)
         return Visit(builder.nodes, removes=removes, freed=freed | {node.input[1]},
-                     detail={"form": FORM_NAMES[type(plan)], "source": "semantics"})
+                     detail=LowerDetail(FORM_NAMES[type(plan)], "semantics"))
 
 
 def _narrow_source(x: str, data: TensorInfo, scope: GraphScope, builder: LoweringBuilder,
@@ -283,9 +288,7 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
         The lowered copy and the LowerReport.
     """
     lowering = LowerPass(external_data_folder=external_data_folder, single_gather_only=single_gather_only)
-    # Under onnx < 1.19 shape inference stops at a GatherMultiaxis (its schema has no inference there), so
-    # ranks behind one are known only once it is lowered: the driver repeats while it lowers and leaves.
-    result = run_pass(model, lowering, repeat=True)
+    result = lowering(model).model
     unname_replaced_dims(model, result)
     if not single_gather_only and any(entry.key == MODEL_KEY for entry in result.metadata_props) and not any(
             is_gather_multiaxis(node) for holder in node_holders(result) for node in holder.node):
@@ -336,4 +339,4 @@ def lower_single_gathers(model: ModelProto, external_data_folder: str | os.PathL
     return lower_model(model, external_data_folder, single_gather_only=True)
 
 
-__all__ = ["LowerPass", "lower_model", "lower_single_gathers", "unname_replaced_dims"]
+__all__ = ["LowerDetail", "LowerPass", "lower_model", "lower_single_gathers", "unname_replaced_dims"]

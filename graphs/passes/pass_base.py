@@ -64,7 +64,8 @@ class Visit(Generic[D]):
     nodes: Sequence[NodeProto] | None
     removes: list[NodeProto] = field(default_factory=list)
     freed: set[str] = field(default_factory=set)
-    # A dict until every pass is a NodePass (the passes of run_pass read ``visit.detail`` by key)
+    # A dict by default while a pass run by ``driver.run_pass`` reads ``visit.detail`` by key (the NodePasses
+    # give their own typed detail: RewriteDetail, LowerDetail, BindDetail)
     detail: D = field(default_factory=dict)  # type: ignore[assignment]
     in_place: bool = False
 

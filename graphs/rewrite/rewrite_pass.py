@@ -16,17 +16,17 @@ from __future__ import annotations
 
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import onnx
-from onnx import GraphProto, ModelProto, NodeProto, helper
+from onnx import GraphProto, ModelProto, NodeProto
 
 from ...ops.contract import DOMAIN
 from .. import ort_types
 from . import ort_optimizer
 from ..ir.builder import NodeBuilder
 from ..modelfile import SessionOptionsFactory
-from ..passes import GraphScope, InferredGraph, NotChanged, Visit, run_pass
+from ..passes import GraphScope, InferredGraph, NodePass, NotChanged, Visit
 from .output_types import Declared, declare_output
 from .rank_layers import RankLayers, why_rank_unknown
 from .replacement import LeftUnchanged, emit_replacement
@@ -47,12 +47,16 @@ def _rule(node: NodeProto, ops: tuple[str, ...]):
     return rule
 
 
+class RewriteDetail(NamedTuple):
+    """What the visit says of a rewritten gather: aligned at run time, and why."""
+
+    reason: str = ""
+    runtime_aligned: bool = False
+
+
 @dataclass
-class RewritePass:
-    """The rewrite as a visit over ``graphs.passes.run_pass``: each gather of ``ops`` becomes its rule's
-    replacement, built in the graph's own node field. Types come in four layers (the module docstring):
-    layer 1 from the driver, layer 2 here for a graph one of whose gathers lacks a rank after layer 1,
-    layer 3 (the rank rules) and declared ranks as the driver shows each node in order."""
+class RewritePass(NodePass[RewriteDetail]):
+    """Each gather of ``ops`` becomes its rule's replacement, typed by the module comment's four layers."""
 
     ops: tuple[str, ...]
     runtime_alignment: bool = True
@@ -68,18 +72,17 @@ class RewritePass:
         self.layers = RankLayers(self._lacking)
 
     def targets(self, node: NodeProto) -> bool:
-        """A node a rule exists for, of an op type ``ops`` asks for."""
         return _rule(node, self.ops) is not None
 
     def copy_targets(self, node: NodeProto) -> bool:
         """The ONNX gathers of ``ops`` (functions are inlined for them; an opt-in op in a function stays there)."""
         return is_target(node, self.ops)
 
-    def begin(self, model: ModelProto, light: ModelProto) -> None:
+    def begin(self, model: ModelProto, typing_copy: ModelProto | None) -> None:
         """Reports the gathers left in model-local functions and keeps the typing copy for layer 2."""
         if not self.report.outcomes:  # inlined: what a function still holds is in one that is never called
             _report_function_gathers(model, self.ops, self.report, "in a model-local function that no node calls")
-        self.layers.begin(light)
+        self.layers.begin(typing_copy)
 
     def _lacking(self, graph: GraphProto, infos: dict[str, TensorInfo]) -> bool:
         """Whether a gather of ``graph`` lacks a rank after layer 1."""
@@ -105,19 +108,17 @@ class RewritePass:
             scope.outcomes.append(_internal_gather_outcome(node, scope.path))
         self.layers.observe(node, scope)  # layer 3, then declared ranks, where layers 1 and 2 have no rank
 
-    def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str) -> NodeOutcome:
-        """The report's row for a visited gather."""
-        if visit is None:
+    def outcome(self, node: NodeProto, path: str, detail: RewriteDetail | None, reason: str) -> NodeOutcome:
+        if detail is None:
             return NodeOutcome(node.op_type, node.name, path, False, reason)
-        return NodeOutcome(node.op_type, node.name, path, True, visit.detail.get("reason", ""),
-                           runtime_aligned=visit.detail.get("runtime_aligned", False))
+        return NodeOutcome(node.op_type, node.name, path, True, detail.reason, runtime_aligned=detail.runtime_aligned)
 
-    def visit(self, node: NodeProto, scope: GraphScope) -> Visit:
+    def visit(self, node: NodeProto, scope: GraphScope) -> Visit[RewriteDetail]:
         """The replacement of ``node``, appended to ``scope.graph.node`` (one protobuf arena: see NodeBuilder)."""
         rule, infos = _rule(node, self.ops), scope.infos
         builder = NodeBuilder(scope.opset, scope.names,
                               node.name or scope.names.fresh(f"{node.op_type}_{node.output[0]}"), scope.graph.node)
-        detail = {}
+        detail = RewriteDetail()
         try:
             if isinstance(rule, OptInRule):
                 # An initializer's own dims where a shapeless value_info (onnxruntime-genai writes one per
@@ -134,7 +135,7 @@ class RewritePass:
                                     for name in node.input[:2] if not known_rank(infos.get(name)))
                     if self.layers.symbolic_failure:
                         why += f" (ORT's symbolic shape inference gave up on the model: {self.layers.symbolic_failure})"
-                    detail = {"reason": f"{missing}: {why}" if why else missing, "runtime_aligned": True}
+                    detail = RewriteDetail(f"{missing}: {why}" if why else missing, runtime_aligned=True)
         except LeftUnchanged as reason:
             raise NotChanged(str(reason)) from None
         declarations = scope.cache.get("declarations")
@@ -167,24 +168,21 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
                   external_data_folder: str | Path | None = None) -> tuple[ModelProto, RewriteReport]:
     """Return a rewritten copy of ``model`` and the report of what happened to every gather node.
 
-    The copy keeps everything of the model but the replaced nodes; it adds ``ai.onnx.contrib`` 1, a value_info
-    for every replaced output and the model-level ``metadata_props`` entry of ``graphs.provenance`` when a node
-    was rewritten (a model with nothing rewritten comes back unchanged). Replaced main-graph outputs get ORT's
-    own load-time type (``graphs.ort_types``), else the rewrite's, as the report's ``value_types`` says.
-    ``ort_optimize`` is the way to stay bit-identical to the original under ORT's default session options
-    (``graphs.rewrite.ort_optimizer``). ``runtime_alignment=False`` suits models to be lowered.
+    The copy keeps everything but the replaced nodes, and adds ``ai.onnx.contrib`` 1, a value_info per replaced
+    output and ``graphs.provenance``'s model entry when a node was rewritten (else it comes back unchanged).
+    Replaced main-graph outputs get ORT's load-time type (``graphs.ort_types``), else the rewrite's (the report's
+    ``value_types``). ``ort_optimize`` stays bit-identical to the original under ORT's default session options
+    (``graphs.rewrite.ort_optimizer``); ``runtime_alignment=False`` suits models to be lowered.
 
     Args:
         model: the model; it is not changed.
         ops: the op types to rewrite, from ``GATHER_OPS`` and ``OPT_IN_OPS``.
         ort_optimize: run ORT's offline optimizer on the model first.
         runtime_alignment: align at run time a gather whose rank only the run time knows (else leave it).
-        session_options: the factory of ORT session options (``gathermultiaxis.session_options``); None: the
-            package's own with ``ort_optimize``, else plain options for reading ORT's types (a model that holds
-            GatherMultiaxis nodes then falls back to the rewrite's own types).
+        session_options: the factory of ORT session options; None: the package's own with ``ort_optimize``,
+            else plain ones for ORT's types (a model holding GatherMultiaxis then gets the rewrite's types).
         ort_value_types: declare replaced main-graph outputs with ORT's types of the original.
-        external_data_folder: the folder ``model``'s external data locations are relative to (ORT reads
-            the model for its types).
+        external_data_folder: the folder of ``model``'s external data (ORT reads the model for its types).
 
     Returns:
         The rewritten copy and the RewriteReport.
@@ -209,7 +207,7 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     value_types = "the rewrite's inference (ORT's types not asked for)"
     if ort_value_types:
         value_types = _read_ort_types(model, rewrite, session_options, external_data_folder)
-    result = run_pass(model, rewrite)
+    result = rewrite(model).model
     report = rewrite.report
     report.value_types = value_types + (f" (the rewrite's inference for {rewrite.own_typed} values ORT cannot "
                                         "see)" if rewrite.ort_types and rewrite.own_typed else "")
@@ -222,9 +220,8 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
 
 def _read_ort_types(model: ModelProto, rewrite: RewritePass, session_options: SessionOptionsFactory | None,
                     external_data_folder: str | Path | None) -> str:
-    """Give ``rewrite`` ORT's types of the outputs of ``model``'s main-graph gathers that the model does not
-    declare (before the pass: ORT's session is gone before the pass's memory peaks); returns the report's
-    ``value_types``."""
+    """Give ``rewrite`` ORT's types of the undeclared main-graph gather outputs; returns the report's ``value_types``."""
+    # (before the pass: ORT's session is gone before the pass's memory peaks)
     declared = {value.name for value in (*model.graph.value_info, *model.graph.output)}
     names = [node.output[0] for node in model.graph.node
              if node.output and rewrite.targets(node) and node.output[0] not in declared]
@@ -241,4 +238,4 @@ def _read_ort_types(model: ModelProto, rewrite: RewritePass, session_options: Se
     return "ONNX Runtime's load-time types"
 
 
-__all__ = ["RewritePass", "rewrite_model"]
+__all__ = ["RewriteDetail", "RewritePass", "rewrite_model"]

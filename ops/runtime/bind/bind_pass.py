@@ -14,10 +14,10 @@ from onnx import ModelProto, TensorProto, helper
 from ...contract import DOMAIN, OP_TYPE, is_gather_multiaxis
 from ..run_ops import (FIXED_RUN_OP_TYPE, NARROWING_AXES_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, RUN_OP_TYPE, BoundTable,
                        axes_attribute, bound_op_type)
-from ....graphs.passes import GraphScope, Visit
+from ....graphs.passes import GraphScope, NodePass, Visit
 from ....graphs.passes.pass_report import PassReport
 from ....graphs.ir.walk import ONNX_DOMAINS, attribute
-from .bound_operands import (Deferred, computed, fixed_axes, float16_cast_after, narrowed_output, resolve,
+from .bound_operands import (Deferred, fixed_axes, float16_cast_after, narrowed_output, resolve,
                              unsqueezed_indices, widened_float16)
 
 
@@ -71,9 +71,16 @@ class BindReport(PassReport):
     DONE: ClassVar[str] = "bound"
 
 
+class BindDetail(NamedTuple):
+    """What the visit made of a node: bound or not, and the op type it became."""
+
+    bound: bool
+    op_type: str
+
+
 @dataclass
-class BindPass:
-    """The bind step as a ``graphs.passes.run_pass`` visit, on the session's own copy, without inference."""
+class BindPass(NodePass[BindDetail]):
+    """The bind step's visit, on the session's own copy (``in_place``), without inference."""
 
     base_dir: str | None
     bind: bool
@@ -90,7 +97,7 @@ class BindPass:
     crosses_bridge: bool = False
     session_number: int = 0
     visited: int = 0
-    copies: ClassVar[bool] = False
+    in_place: ClassVar[bool] = True
     infers_types: ClassVar[bool] = False
 
     @property
@@ -102,18 +109,18 @@ class BindPass:
         """Whether the pass visits ``node``."""
         return is_gather_multiaxis(node)
 
-    def begin(self, model: ModelProto, light: None) -> None:
+    def begin(self, model: ModelProto, typing_copy: ModelProto | None) -> None:
         """Makes the PreparedModel the visits fill in."""
         if self.report.outcomes:  # the driver could not inline a function holding GatherMultiaxis
             holding = sorted(f.name for f in model.functions if any(is_gather_multiaxis(n) for n in f.node))
             raise ValueError(f"{OP_TYPE} inside model-local functions {holding}: {self.report.outcomes[0].reason}")
         self.prepared = PreparedModel(model)
 
-    def outcome(self, node: onnx.NodeProto, path: str, visit: Visit | None, reason: str) -> BoundNode:
+    def outcome(self, node: onnx.NodeProto, path: str, detail: BindDetail | None, reason: str) -> BoundNode:
         """The report's row for a visited node."""
-        if visit is None:
+        if detail is None:
             return BoundNode(node.name, path, False, reason=reason)
-        return BoundNode(node.name, path, visit.detail["bound"], visit.detail["op_type"])
+        return BoundNode(node.name, path, detail.bound, detail.op_type)
 
     def evaluate_subgraph(self, nodes: list, initializers: list, outputs: list[str]) -> list[np.ndarray]:
         """``outputs`` computed by ``self.evaluate`` from ``nodes`` (standard ONNX, inputs first) and the
@@ -172,7 +179,7 @@ class BindPass:
             self.session_number = next(_session_numbers)
         return prepared.token
 
-    def visit(self, node: onnx.NodeProto, scope: GraphScope) -> Visit:
+    def visit(self, node: onnx.NodeProto, scope: GraphScope) -> Visit[BindDetail]:
         """The node changed in place (``Visit.in_place``): the scope's producers (and the main graph's
         readers, the only ones read) are read first, so that they describe the graph before its first change."""
         scope.producers  # noqa: B018 - computed (and cached) before any node of the scope changes
@@ -211,7 +218,7 @@ class BindPass:
                     outputs, removes = narrowed_output(found, node.output[0], self.dropped_value_info)
                     node.output[0] = outputs[0]
                 node.input.append(token)
-                return Visit(None, removes=removes, in_place=True, detail={"bound": False, "op_type": node.op_type})
+                return Visit(None, removes=removes, in_place=True, detail=BindDetail(False, node.op_type))
             # constant axes travel as an attribute: one input less to copy per call
             op_type, outputs, removes = FIXED_RUN_OP_TYPE, list(node.output), []
             if found is not None:  # float16 data, widened to cross the bridge: back to float16 in the op
@@ -221,7 +228,7 @@ class BindPass:
                                            domain=DOMAIN, axes=axes_attribute(axes),
                                            **({} if mode is None else {"mode": mode}))
             node.CopyFrom(replacement)
-            return Visit(None, removes=removes, in_place=True, detail={"bound": False, "op_type": op_type})
+            return Visit(None, removes=removes, in_place=True, detail=BindDetail(False, op_type))
         array, widen = bound
         indices_axes: tuple[int, ...]
         indices, indices_axes = node.input[1], ()
@@ -243,4 +250,4 @@ class BindPass:
         op_type = bound_op_type(output_type)
         replacement = helper.make_node(op_type, [indices, token], outputs, name=node.name, domain=DOMAIN, table=key)
         node.CopyFrom(replacement)
-        return Visit(None, removes=removes, in_place=True, detail={"bound": True, "op_type": op_type})
+        return Visit(None, removes=removes, in_place=True, detail=BindDetail(True, op_type))

@@ -5,21 +5,36 @@
   ``run_ops`` op type, constant axes as an attribute, float16 data round-tripped through ORT's Cast;
 * a main-graph node with constant data (``bound_operands``) is bound: its table goes to the kernel once
   (``PreparedModel.tables``);
-* then ``bind_steps``: dead feeders dropped, nodes sharing indices grouped, Scan body outputs copied."""
+* then the steps of ``bind_steps`` (``bind_sequence``): dead feeders dropped, nodes sharing indices grouped,
+  unread constants dropped, Scan body outputs copied."""
 
 
 from __future__ import annotations
 
 import warnings
 
-from onnx import ModelProto, TensorProto
+from onnx import ModelProto
 
 from ....graphs.modelfile import ExternalDataError
-from ....graphs.passes import run_pass
-from ....graphs.ir.dead_nodes import remove_dead
+from ....graphs.passes import ModelPass, Sequential
 from .bind_pass import BindOptions, BindPass, PreparedModel
-from .bind_steps import (bridge_crossings, copy_scan_body_outputs, drop_unread_constants, group_shared_indices,
-                         holds_gather)
+from .bind_steps import (CopyScanBodyOutputs, CountCrossings, DropUnreadConstants, DropValueInfo, GroupSharedIndices,
+                         RemoveDeadFeeders, ShareBoundInitializers, holds_gather)
+
+
+def bind_sequence(binding: BindPass) -> Sequential:
+    """The bind pass and the steps after it, as ``binding``'s options ask."""
+    bind, options = binding.bind, binding.options
+    steps: list[ModelPass] = [binding, DropValueInfo(binding)]
+    if bind:
+        steps.append(RemoveDeadFeeders(binding))
+        if options.group_shared_indices:
+            steps.append(GroupSharedIndices(binding))
+    steps += [DropUnreadConstants(binding), CopyScanBodyOutputs(binding)]
+    if bind:
+        steps.append(ShareBoundInitializers(binding))
+    steps.append(CountCrossings(binding))
+    return Sequential(*steps)
 
 
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True, *,
@@ -51,31 +66,11 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
             if not holds_gather(model):
                 return PreparedModel(model, builtin_gathers=lowered)
     binding = BindPass(base_dir, bind, float16_outputs, options, evaluate=evaluate)
-    model = run_pass(model, binding)
+    bind_sequence(binding)(model)
     prepared = binding.prepared
-    assert prepared is not None  # made by binding.begin(), which run_pass calls
+    assert prepared is not None  # made by binding.begin(), which the driver calls
     prepared.builtin_gathers = lowered
-    if not prepared.tokened:  # GatherMultiaxis only in functions that nothing calls (inlined away)
-        return prepared
-    if binding.dropped_value_info:
-        kept_info = [value for value in model.graph.value_info if value.name not in binding.dropped_value_info]
-        del model.graph.value_info[:]
-        model.graph.value_info.extend(kept_info)
-    if bind:  # the nodes that fed a bound operand, and the Constants and initializers nothing reads any more
-        # (not the driver's drop_freed: this also drops every unread Constant and initializer of the main
-        # graph, and only the nodes passed through, not whatever else fed them)
-        constants = [node for node in model.graph.node if node.op_type == "Constant" and node.domain == ""]
-        remove_dead(model.graph, binding.chain + constants)
-        if options.group_shared_indices:
-            group_shared_indices(model.graph)
-    drop_unread_constants(model, binding.freed_axes)
-    copy_scan_body_outputs(model)
-    if bind:
-        kept = {tensor.name for tensor in model.graph.initializer}
-        prepared.shared = {name: value for name, value in binding.bound_initializers.items()
-                           if name in kept and value[0].dtype != object}
-    prepared.crossings = bridge_crossings(model)
-    if binding.crosses_bridge:  # a string fed in may reach a GatherMultiaxisRun node, whose bridge cuts it at a NUL
-        prepared.string_inputs = [value.name for value in model.graph.input
-                                  if value.type.tensor_type.elem_type == TensorProto.STRING]
     return prepared
+
+
+__all__ = ["bind_sequence", "prepare_model"]

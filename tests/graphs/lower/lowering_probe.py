@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper, numpy_helper
 
-from gathermultiaxis.graphs.passes import NotChanged, Visit, run_pass
+from gathermultiaxis.graphs.passes import NodePass, NotChanged
 
 CONTRIB = helper.make_opsetid("ai.onnx.contrib", 1)
 
@@ -15,7 +15,7 @@ def constant(name, value, dtype=np.int64):
     return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(value, dtype), name))
 
 
-class Probe:
+class Probe(NodePass[None]):
     """A pass that visits every GatherMultiaxis node and records what ``look(node, scope)`` says."""
 
     def __init__(self, look):
@@ -30,7 +30,7 @@ class Probe:
         self.seen.append(self.look(node, scope))
         raise NotChanged("probe")
 
-    def outcome(self, node, path, visit: Visit | None, reason):
+    def outcome(self, node, path, detail, reason):
         from gathermultiaxis.graphs.lower import LoweredNode
 
         return LoweredNode(node.name, path, False, reason)
@@ -38,6 +38,6 @@ class Probe:
 
 def probe(model, look):
     visitor = Probe(look)
-    run_pass(model, visitor)
+    visitor(model)
     return visitor.seen
 

@@ -24,6 +24,9 @@ from gathermultiaxis.cli import main
 from gathermultiaxis.examples import EXAMPLE_PATH, example_inputs
 from gathermultiaxis.conformance.fuzz import fuzz_case
 from gathermultiaxis.graphs import lower_model, rewrite_model
+from gathermultiaxis.graphs.lower import LoweredNode
+from gathermultiaxis.graphs.lower.lower_pass import LowerDetail, LowerPass
+from gathermultiaxis.graphs.passes import NodePass
 from gathermultiaxis.ops import DOMAIN
 from gathermultiaxis.ops.reference import GatherMultiaxis
 from gathermultiaxis.conformance.roundtrip import check_lowered
@@ -485,3 +488,18 @@ def test_ort_size_propagation_upstream_bug_is_still_avoided():
     run = subprocess.run([sys.executable, "-c", code], input=model.SerializeToString(), capture_output=True)
     assert run.stdout.decode().strip() == "[0, 1]"
     assert b"source:{2} target:{9}" in run.stderr, "ORT no longer propagates Size as a product: see NodeBuilder.length"
+
+
+def test_the_lower_pass_is_a_node_pass_with_a_typed_detail():
+    model = single("clamp")
+    before = model.SerializeToString()
+    lowering = LowerPass()
+    result = lowering(model)
+    assert isinstance(lowering, NodePass) and result.modified and result.report is lowering.report
+    assert model.SerializeToString() == before  # a copy
+    row = lowering.report.outcomes[0]
+    assert (row.node, row.lowered, row.source) == ("gma", True, "semantics") and row.form != ""
+    assert lowering.outcome(model.graph.node[1], "main graph", LowerDetail("Gather", "rewrite record"), "") == \
+        LoweredNode("gma", "main graph", True, "", "Gather", "rewrite record")
+    left = LowerPass()
+    assert not left(single("sideways")).modified and "unknown mode" in left.report.outcomes[0].reason

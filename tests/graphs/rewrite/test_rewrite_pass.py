@@ -9,7 +9,8 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from gathermultiaxis.graphs.provenance import MODEL_KEY
-from gathermultiaxis.graphs.rewrite.rewrite_pass import RewritePass, rewrite_model
+from gathermultiaxis.graphs.passes import NodePass
+from gathermultiaxis.graphs.rewrite.rewrite_pass import RewriteDetail, RewritePass, rewrite_model
 from gathermultiaxis.ops.contract import DOMAIN, OP_TYPE
 
 
@@ -63,3 +64,18 @@ def test_unknown_op_types_are_refused():
     with pytest.raises(ValueError, match="cannot rewrite"):
         rewrite_model(two_gathers(), ops=("Slice",))
     assert RewritePass(("Gather",)).report.rewritten == 0
+
+
+def test_the_rewrite_pass_is_a_node_pass_whose_detail_says_run_time_alignment():
+    model = two_gathers()
+    del model.graph.input[0].type.tensor_type.shape.dim[:]  # data's rank unknown: Gather aligned at run time
+    model.graph.input[0].type.tensor_type.ClearField("shape")
+    rewrite = RewritePass(("Gather", "GatherElements"))
+    result = rewrite(model)
+    assert isinstance(rewrite, NodePass) and result.modified and result.report is rewrite.report
+    rows = {row.node: row for row in rewrite.report.outcomes}
+    assert rows["g"].rewritten and rows["g"].runtime_aligned and "rank" in rows["g"].reason
+    assert rows["ge"].rewritten and not rows["ge"].runtime_aligned and rows["ge"].reason == ""
+    row = rewrite.outcome(model.graph.node[0], "main graph", RewriteDetail("why", runtime_aligned=True), "")
+    assert (row.rewritten, row.reason, row.runtime_aligned) == (True, "why", True)
+    assert rewrite.outcome(model.graph.node[0], "main graph", None, "left").reason == "left"

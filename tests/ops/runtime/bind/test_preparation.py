@@ -3,7 +3,8 @@
 from onnx import TensorProto, helper
 from support import gather_multiaxis_model, make_model
 
-from gathermultiaxis.ops.runtime.bind.preparation import prepare_model
+from gathermultiaxis.ops.runtime.bind.bind_pass import BindOptions, BindPass
+from gathermultiaxis.ops.runtime.bind.preparation import bind_sequence, prepare_model
 
 
 def test_every_gather_multiaxis_node_takes_the_run_token():
@@ -19,3 +20,16 @@ def test_a_model_without_the_op_is_left_as_it_is():
                        [value("y", TensorProto.FLOAT, [1])])
     prepared = prepare_model(model, float16_outputs=False)
     assert prepared.model is model and not prepared.tokened and prepared.crossings == 0
+
+
+def step_names(binding):
+    return [type(step).__name__ for step in bind_sequence(binding).passes]
+
+
+def test_the_steps_follow_the_options():
+    assert step_names(BindPass(None, True, False)) == [
+        "BindPass", "DropValueInfo", "RemoveDeadFeeders", "GroupSharedIndices", "DropUnreadConstants",
+        "CopyScanBodyOutputs", "ShareBoundInitializers", "CountCrossings"]
+    assert "GroupSharedIndices" not in step_names(BindPass(None, True, False, BindOptions(group_shared_indices=False)))
+    assert step_names(BindPass(None, False, False)) == [
+        "BindPass", "DropValueInfo", "DropUnreadConstants", "CopyScanBodyOutputs", "CountCrossings"]
