@@ -43,7 +43,7 @@ from ..graphs import lower_model, rewrite_model
 from ..graphs.ir.walk import any_node, attribute
 from ..graphs.provenance import KEY
 from ..harness import difference
-from ..ops.contract import DOMAIN, MODES, OP_TYPE, Mode, is_gather_multiaxis
+from ..ops.contract import MODES, Mode, is_gather_multiaxis
 from .fuzz import fuzz_case
 from .isolation import report_phase
 
