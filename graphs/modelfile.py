@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Callable, Collection, Iterator
 import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, numpy_helper
 
+from .ir.walk import subgraphs
+
 if TYPE_CHECKING:
     import onnxruntime
 
@@ -67,10 +69,8 @@ def _node_tensors(nodes) -> Iterator[TensorProto]:
             elif attribute.type == AttributeProto.SPARSE_TENSOR:
                 yield attribute.sparse_tensor.values
                 yield attribute.sparse_tensor.indices
-            elif attribute.type == AttributeProto.GRAPH:
-                yield from _graph_tensors(attribute.g)
-            elif attribute.type == AttributeProto.GRAPHS:
-                for graph in attribute.graphs:
+            else:
+                for graph in subgraphs(attribute):
                     yield from _graph_tensors(graph)
 
 

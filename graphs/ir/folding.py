@@ -9,7 +9,7 @@ does not change.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Literal, Sequence
 
 import numpy as np
@@ -24,7 +24,8 @@ from .walk import ONNX_DOMAINS, attribute, holds_subgraph
 class FoldPolicy:
     """What one caller folds. ``max_elements`` bounds the result, and each input where ``input_kinds`` (NumPy
     dtype kinds) is set ("": any input, any size); ``result_kinds`` "": any but object; ``kernel``: fold
-    GatherMultiaxis nodes too, by the kernel."""
+    GatherMultiaxis nodes too, by the kernel; ``squeeze_empty_axes``: an empty axes input of Squeeze removes every
+    size-1 dim, as ORT reads it (else it removes none)."""
 
     ops: frozenset[str]
     engine: Literal["numpy", "reference"]
@@ -33,6 +34,7 @@ class FoldPolicy:
     result_kinds: str = ""
     min_opset: int = 1
     kernel: bool = False
+    squeeze_empty_axes: bool = False
 
 
 _TO_THE_END = (np.iinfo(np.int32).max, np.iinfo(np.int64).max)
@@ -72,6 +74,14 @@ def _reshaped(node: NodeProto, data: np.ndarray, shape: np.ndarray) -> np.ndarra
     return data.reshape(dims)
 
 
+def _squeezed(node: NodeProto, a: np.ndarray, axes: np.ndarray | None = None, *,
+              empty_squeezes_all: bool = False) -> np.ndarray:
+    if axes is None:
+        listed = attribute(node, "axes")
+        return np.squeeze(a, None if listed is None else tuple(int(x) for x in listed))
+    return np.squeeze(a, None if empty_squeezes_all and axes.size == 0 else tuple(int(x) for x in axes.reshape(-1)))
+
+
 def _sliced(node: NodeProto, values: list) -> np.ndarray | None:
     data, starts, ends = (np.asarray(v).reshape(-1) if i else v for i, v in enumerate(values[:3]))
     axes = values[3] if len(values) > 3 and values[3] is not None else np.arange(len(starts))
@@ -99,8 +109,7 @@ _NUMPY_FOLDS: dict[str, Callable[..., "np.ndarray | None"]] = {
     "Reshape": _reshaped,
     "Unsqueeze": lambda node, a, axes=None: np.expand_dims(a, tuple(int(x) for x in (
         attribute(node, "axes") if axes is None else axes.reshape(-1)))),
-    "Squeeze": lambda node, a, axes=None: np.squeeze(a, None if axes is None and attribute(node, "axes") is None else tuple(
-        int(x) for x in (attribute(node, "axes") if axes is None else axes.reshape(-1)))),
+    "Squeeze": _squeezed,
     "Concat": lambda node, *values: np.concatenate(values, axis=attribute(node, "axis")),
     "Gather": lambda node, a, i: np.take(a, np.where(i < 0, i + a.shape[attribute(node, "axis", 0)], i),
                                          axis=attribute(node, "axis", 0)),
@@ -112,7 +121,11 @@ _INTEGERS = {TensorProto.INT64: np.int64, TensorProto.INT32: np.int32}
 
 # Rank rules read the bounds of a Slice or the shape of a Reshape that exporters compute from a few constants
 # (TorchScript's nn.MultiheadAttention: Reshape(Mod(2, 3), [1])); nothing larger is folded.
-RANK_FOLDING = FoldPolicy(_NUMPY_FOLDABLE, "numpy", max_elements=64)
+RANK_FOLDING = FoldPolicy(_NUMPY_FOLDABLE, "numpy", max_elements=64, squeeze_empty_axes=True)
+# The lowering's guards against ORT's GatherToSliceFusion read the same small values, but an empty axes input of
+# Squeeze squeezes nothing there, as the guards have always read it (their sign decisions read the elements,
+# which a Squeeze does not change).
+GUARD_FOLDING = replace(RANK_FOLDING, squeeze_empty_axes=False)
 # Shape arithmetic once the input shapes are fixed: integer and bool values only, so folding is exact; shape
 # arithmetic, not data (Shape and Size are folded by their callers from static shapes).
 SHAPE_FOLDING = FoldPolicy(
@@ -139,7 +152,7 @@ def fold(node: NodeProto, values: Sequence[np.ndarray | None], opset: int, polic
     elif len(node.output) != 1 or node.domain not in ONNX_DOMAINS or node.op_type not in policy.ops:
         return None
     elif policy.engine == "numpy":
-        return _numpy(node, values, policy.max_elements)
+        return _numpy(node, values, policy)
     else:
         result = _reference(node, values, opset, policy)
     if result is None or result.size > policy.max_elements:
@@ -195,8 +208,9 @@ def _reference(node: NodeProto, values: Sequence[np.ndarray | None], opset: int,
     return np.asarray(result)
 
 
-def _numpy(node: NodeProto, values: Sequence[np.ndarray | None], limit: int) -> np.ndarray | None:
+def _numpy(node: NodeProto, values: Sequence[np.ndarray | None], policy: FoldPolicy) -> np.ndarray | None:
     """The NumPy table's value of an integer node (the module docstring)."""
+    limit = policy.max_elements
     if node.op_type == "Cast":
         to = _INTEGERS.get(attribute(node, "to", 0))
         value = values[0] if values else None
@@ -204,6 +218,8 @@ def _numpy(node: NodeProto, values: Sequence[np.ndarray | None], limit: int) -> 
             return None
         return value.astype(to)
     function = _NUMPY_FOLDS.get(node.op_type)
+    if function is _squeezed:
+        function = functools.partial(_squeezed, empty_squeezes_all=policy.squeeze_empty_axes)
     present = [value for value in values if value is not None]
     if function is None or not present or any(v.dtype not in (np.int64, np.int32) or v.size > limit
                                                 for v in present):
@@ -220,4 +236,4 @@ def _numpy(node: NodeProto, values: Sequence[np.ndarray | None], limit: int) -> 
     return np.asarray(result)
 
 
-__all__ = ["BUILDER_FOLDING", "RANK_FOLDING", "SHAPE_FOLDING", "FoldPolicy", "fold", "slice_length"]
+__all__ = ["BUILDER_FOLDING", "GUARD_FOLDING", "RANK_FOLDING", "SHAPE_FOLDING", "FoldPolicy", "fold", "slice_length"]

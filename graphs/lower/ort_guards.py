@@ -21,7 +21,7 @@ from onnx import NodeProto, TensorProto, numpy_helper
 from ...ops.alignment import GATHER, GATHER_ELEMENTS, GATHER_ND
 from ...ops.contract import is_gather_multiaxis
 from ..ranks.tensor_info import TensorInfo
-from ..ir.folding import RANK_FOLDING, fold
+from ..ir.folding import GUARD_FOLDING, fold
 from ..ir.walk import ONNX_DOMAINS, attribute, constant_value
 from ..passes import GraphScope
 
@@ -72,10 +72,10 @@ class _Search:
             self.values[name] = None  # (a cycle, or the search stopped: not known)
             value = self.constant(name)
             node = self.producer(name) if value is None and not self.spent() else None
-            if node is not None and node.domain in ONNX_DOMAINS and node.op_type in RANK_FOLDING.ops:
+            if node is not None and node.domain in ONNX_DOMAINS and node.op_type in GUARD_FOLDING.ops:
                 inputs = [self.value(i) if i else None for i in node.input]
                 if all(v is not None for i, v in zip(node.input, inputs) if i):
-                    value = fold(node, inputs, self.scope.opset, RANK_FOLDING)
+                    value = fold(node, inputs, self.scope.opset, GUARD_FOLDING)
             self.values[name] = value
         return self.values[name]
 

@@ -8,7 +8,6 @@ Unsqueeze of a scalar, a Concat of 1-D pieces), because a Reshape's rank is the 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Callable, Protocol, Sequence, TypeGuard
 
@@ -16,6 +15,8 @@ import numpy as np
 from onnx import GraphProto, NodeProto, TensorProto
 
 from .tensor_info import Dim, TensorInfo
+from ..ir import folding
+from ..ir.folding import RANK_FOLDING, slice_length
 from ..ir.walk import attribute
 
 if TYPE_CHECKING:
@@ -203,22 +204,6 @@ def matmul(node, inputs, constants):
 
 
 
-_TO_THE_END = (np.iinfo(np.int32).max, np.iinfo(np.int64).max)
-
-
-def _slice_length(length: int, start: int, end: int, step: int) -> int:
-    """How many elements ORT's Slice takes from an axis of ``length`` (ONNX's clamping, not Python's; an end
-    of INT32_MAX or INT64_MAX means "to the end" in the step's direction, as ORT reads it)."""
-    if end in _TO_THE_END:
-        end = -1 - length if step < 0 else length
-    start, end = (v + length if v < 0 else v for v in (start, end))
-    if step > 0:
-        start, end = min(max(start, 0), length), min(max(end, 0), length)
-    else:
-        start, end = min(max(start, 0), length - 1), min(max(end, -1), length - 1)
-    return len(range(start, end, step))
-
-
 def slice_(node, inputs, constants):
     """Slice keeps the rank; of a 1-D vector of known length (a shape vector) with constant bounds, the
     exact length (a Reshape's rank is the length of its shape input)."""
@@ -241,7 +226,7 @@ def slice_(node, inputs, constants):
     steps = np.ones(1, np.int64) if steps is None else np.asarray(steps).reshape(-1)
     if not (len(starts) == len(ends) == len(axes) == len(steps) == 1) or int(axes[0]) not in (0, -1) or not steps[0]:
         return kept
-    return [TensorInfo(inputs[0].elem_type, (_slice_length(length, int(starts[0]), int(ends[0]), int(steps[0])),))]
+    return [TensorInfo(inputs[0].elem_type, (slice_length(length, int(starts[0]), int(ends[0]), int(steps[0])),))]
 
 
 
@@ -381,99 +366,15 @@ def holder_output_ranks(node: NodeProto, bodies: dict[str, tuple[GraphProto, dic
             result[k] = ranked(out.elem_type, out.rank + 1)
     return result
 
-# ---- values of small integer constants ----------------------------------------------------------------
-# Exporters compute a Slice's bounds or a Reshape's shape from constants (TorchScript's
-# nn.MultiheadAttention: Reshape(Mod(2, 3), [1])). Folding such arithmetic over a few integers is
-# what lets the rules above see the bounds; nothing larger is folded.
+# ---- values of small integer constants: the rank layers fold by ir.folding's RANK_FOLDING -------------
 
-FOLD_LIMIT = 64  # elements of a folded value
-
-
-def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-    if not np.all(b):
-        return None
-    quotient = np.abs(a) // np.abs(b)  # integer Div truncates towards zero, as C++ does
-    return np.where((a < 0) != (b < 0), -quotient, quotient).astype(np.result_type(a, b))
-
-
-def _modulo(node: NodeProto, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-    if not np.all(b):
-        return None
-    return np.fmod(a, b) if attribute(node, "fmod", 0) else np.mod(a, b)  # fmod=0: the divisor's sign
-
-
-def _reshaped(node: NodeProto, data: np.ndarray, shape: np.ndarray) -> np.ndarray:
-    dims = [int(d) for d in shape.reshape(-1)]
-    if not attribute(node, "allowzero", 0):
-        dims = [data.shape[i] if d == 0 else d for i, d in enumerate(dims)]
-    return data.reshape(dims)
-
-
-def _sliced(node: NodeProto, values: list) -> np.ndarray | None:
-    data, starts, ends = (np.asarray(v).reshape(-1) if i else v for i, v in enumerate(values[:3]))
-    axes = values[3] if len(values) > 3 and values[3] is not None else np.arange(len(starts))
-    steps = values[4] if len(values) > 4 and values[4] is not None else np.ones(len(starts), np.int64)
-    for start, end, axis, step in zip(starts, ends, axes.reshape(-1), steps.reshape(-1)):
-        axis, start, end, step = int(axis) % data.ndim, int(start), int(end), int(step)
-        length = data.shape[axis]
-        first = start + length if start < 0 else start
-        first = min(max(first, 0), length) if step > 0 else min(max(first, 0), length - 1)
-        data = np.take(data, first + step * np.arange(_slice_length(length, start, end, step)), axis=axis)
-    return data
-
-
-_FOLDS: dict[str, Callable[..., "np.ndarray | None"]] = {
-    "Identity": lambda node, a: a,
-    "Neg": lambda node, a: -a,
-    "Abs": lambda node, a: np.abs(a),
-    "Add": lambda node, a, b: a + b,
-    "Sub": lambda node, a, b: a - b,
-    "Mul": lambda node, a, b: a * b,
-    "Div": lambda node, a, b: _divide(a, b),
-    "Mod": _modulo,
-    "Min": lambda node, *values: functools.reduce(np.minimum, values),
-    "Max": lambda node, *values: functools.reduce(np.maximum, values),
-    "Reshape": _reshaped,
-    "Unsqueeze": lambda node, a, axes=None: np.expand_dims(a, tuple(int(x) for x in (
-        attribute(node, "axes") if axes is None else axes.reshape(-1)))),
-    "Squeeze": lambda node, a, axes=None: np.squeeze(a, None if (axes is None and attribute(node, "axes") is None) or (
-        axes is not None and axes.size == 0) else tuple(  # ORT: empty axes squeeze every size-1 dim
-        int(x) for x in (attribute(node, "axes") if axes is None else axes.reshape(-1)))),
-    "Concat": lambda node, *values: np.concatenate(values, axis=attribute(node, "axis")),
-    "Gather": lambda node, a, i: np.take(a, np.where(i < 0, i + a.shape[attribute(node, "axis", 0)], i),
-                                         axis=attribute(node, "axis", 0)),
-    "Slice": lambda node, *values: _sliced(node, list(values)),
-}
-FOLDABLE_OPS = frozenset({*_FOLDS, "Cast"})
-_INTEGERS = {TensorProto.INT64: np.int64, TensorProto.INT32: np.int32}
+FOLD_LIMIT = RANK_FOLDING.max_elements  # elements of a folded value
+FOLDABLE_OPS = RANK_FOLDING.ops
 
 
 def fold(node: NodeProto, values: Sequence["np.ndarray | None"]) -> "np.ndarray | None":
-    """The value of ``node``'s only output, when it is integer arithmetic or a shape op over at most FOLD_LIMIT
-    int32/int64 elements; else None. Exactly what ORT computes (Div truncates, Mod follows ``fmod``)."""
-    if node.domain not in ("", "ai.onnx") or len(node.output) != 1:
-        return None
-    if node.op_type == "Cast":
-        to = _INTEGERS.get(attribute(node, "to", 0))
-        value = values[0] if values else None
-        if to is None or value is None or value.dtype.kind not in "iu" or value.size > FOLD_LIMIT:
-            return None
-        return value.astype(to)
-    function = _FOLDS.get(node.op_type)
-    present = [value for value in values if value is not None]
-    if function is None or not present or any(v.dtype not in (np.int64, np.int32) or v.size > FOLD_LIMIT
-                                                for v in present):
-        return None
-    if node.op_type not in ("Unsqueeze", "Squeeze", "Slice") and len(present) != len(values):
-        return None
-    try:
-        with np.errstate(all="raise"):
-            result = function(node, *values)
-    except (ValueError, IndexError, TypeError, FloatingPointError, np.exceptions.AxisError):
-        return None
-    if result is None or result.size > FOLD_LIMIT:
-        return None
-    return np.asarray(result)
+    """``ir.folding.fold`` under ``RANK_FOLDING`` (its NumPy engine reads no opset)."""
+    return folding.fold(node, values, RANK_FOLDING.min_opset, RANK_FOLDING)
 
 
 def apply_rank_rule(node: NodeProto, inputs: Sequence[TensorInfo | None], constants: Constants,

@@ -6,7 +6,7 @@ from typing import Iterator
 import onnx
 import onnx.shape_inference
 from onnx import AttributeProto, GraphProto, ModelProto
-from ..ir.walk import ONNX_DOMAINS, node_holders, subgraphs
+from ..ir.walk import ONNX_DOMAINS, any_node, subgraphs
 from ..schema import register_schema
 from .tensor_info import TensorInfo, graph_infos, known_rank, tensor_info
 
@@ -17,8 +17,8 @@ def inferred(light: ModelProto) -> ModelProto:
     """
     register_schema()  # it infers through GatherMultiaxis nodes (a model rewritten before, a lowering's input)
     first = _onnx_inferred(light)
-    if first is light or not any(node.op_type == "Loop" and node.domain in ONNX_DOMAINS and len(node.input) > 2
-                                 for holder in node_holders(light) for node in holder.node):
+    if first is light or not any_node(light, lambda node: node.op_type == "Loop" and node.domain in ONNX_DOMAINS
+                                      and len(node.input) > 2):
         return first
     return loop_carried_ranks(light, first)
 

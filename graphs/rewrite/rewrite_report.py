@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from onnx import ModelProto, NodeProto
 
-from ..ir.walk import ONNX_DOMAINS, node_holders
+from ..ir.walk import ONNX_DOMAINS, any_node
 from ..passes.pass_report import PassReport
 from ..sources.registry import GATHER_OPS
 
@@ -85,7 +85,7 @@ def holds_gather(model: ModelProto, ops: tuple[str, ...] = GATHER_OPS) -> bool:
     Returns:
         True when at least one node of those op types is found.
     """
-    return any(is_target(node, ops) for holder in node_holders(model) for node in holder.node)
+    return any_node(model, lambda node: is_target(node, ops))
 
 
 def is_target(node: NodeProto, ops: tuple[str, ...]) -> bool:

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Union
 
 from ..graphs.modelfile import one_line
-from ..graphs.ir.walk import node_holders
+from ..graphs.ir.walk import model_nodes
 from ..harness import versions
-from ..ops.contract import DOMAIN, OP_TYPE
+from ..ops.contract import is_gather_multiaxis
 from . import fuzz, mutate
 from .cases import DEFAULT_SUITE_SOURCES, CheckCase, DataSet, FileSource, InputOptions, default_suite_case, load_case
 from .check_case import check_case
@@ -86,8 +86,7 @@ def check_mutation_seed(source: MutationSeed) -> CheckResult:
     except Exception as error:  # noqa: BLE001
         return CheckResult(source.name, "failed", detail=f"the mutated case could not be made: {one_line(error)}")
     comparison = mutate.compare_sides(mutate.run_sides(case.model, case.feeds))
-    gathers = sum(node.op_type == OP_TYPE and node.domain == DOMAIN for holder in node_holders(case.model)
-                  for node in holder.node)
+    gathers = sum(is_gather_multiaxis(node) for node in model_nodes(case.model))
     result = CheckResult(source.name, "passed" if comparison.equal else "failed", rewritten=gathers, compared=1,
                          both_raised=int(all(comparison.raised.values())), source=case.base,
                          detail="; ".join(case.mutations) + (f" | {comparison.detail}" if comparison.detail else ""))

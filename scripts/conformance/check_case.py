@@ -17,9 +17,9 @@ from onnx import ModelProto
 from ..graphs import RewriteReport, holds_gather, lower_model, rewrite_model
 from ..graphs.modelfile import one_line
 from ..graphs.rewrite.ort_optimizer import OrtOptimizeError, ort_optimize
-from ..graphs.ir.walk import node_holders
+from ..graphs.ir.walk import any_node
 from ..harness import bit_identical, difference, make_session, session_options
-from ..ops.contract import DOMAIN, OP_TYPE
+from ..ops.contract import is_gather_multiaxis
 from .cases import CannotGenerate, CheckCase, DataSet, InputOptions
 from .check_results import CheckMode, CheckResult
 from .input_generation import describe_feeds, sized_inputs
@@ -190,8 +190,7 @@ class Comparison:
 
 def _already_rewritten(model: ModelProto) -> bool:
     """Whether a GatherMultiaxis node is in ``model`` (a newcomer checks the file ``rewrite`` wrote)."""
-    return any(node.op_type == OP_TYPE and node.domain == DOMAIN for holder in node_holders(model)
-               for node in holder.node)
+    return any_node(model, is_gather_multiaxis)
 
 
 def _rewritten(case: CheckCase, mode: CheckMode) -> tuple[ModelProto, RewriteReport, str | None] | CheckResult:

@@ -40,9 +40,10 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from ..ops.alignment import GATHER, GATHER_ELEMENTS, GATHER_ND
 from ..graphs import lower_model, rewrite_model
+from ..graphs.ir.walk import any_node, attribute
 from ..graphs.provenance import KEY
 from ..harness import difference
-from ..ops.contract import DOMAIN, MODES, OP_TYPE, Mode
+from ..ops.contract import MODES, Mode, is_gather_multiaxis
 from .fuzz import fuzz_case
 from .isolation import report_phase
 
@@ -135,7 +136,7 @@ class _Graph:
         return name
 
     def gathers(self) -> list[NodeProto]:
-        return [node for node in self.model.graph.node if node.op_type == OP_TYPE and node.domain == DOMAIN]
+        return [node for node in self.model.graph.node if is_gather_multiaxis(node)]
 
     def producer_position(self, name: str) -> int:
         """Where nodes computing from ``name`` may go: after its producer (0 for an input or initializer)."""
@@ -324,7 +325,7 @@ def record_copy(g: _Graph, node: NodeProto) -> str:
 
 
 def attribute_change(g: _Graph, node: NodeProto) -> str:
-    mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), Mode.ERROR.value)
+    mode = attribute(node, "mode", Mode.ERROR.value)  # not UTF-8: escaped, so another mode is chosen
     rank = g.rank(node.input[0])
     if rank and g.rng.random() < 0.5:
         k = int(g.rng.integers(1, rank + 1))
@@ -335,9 +336,9 @@ def attribute_change(g: _Graph, node: NodeProto) -> str:
         g.insert(0, [constant])
         return f"attribute_change: axes {axes} on {node.name!r}"
     new = str(g.rng.choice([m for m in MODES if m != mode]))
-    for attribute in node.attribute:
-        if attribute.name == "mode":
-            attribute.s = new.encode()
+    for proto in node.attribute:
+        if proto.name == "mode":
+            proto.s = new.encode()
     return f"attribute_change: mode {new!r} on {node.name!r}"
 
 
@@ -537,9 +538,7 @@ def _forget_declared_shapes(model: ModelProto) -> None:
 
 
 def _holds_gather_multiaxis(model: ModelProto) -> bool:
-    from ..graphs.ir.walk import node_holders
-
-    return any(node.op_type == OP_TYPE and node.domain == DOMAIN for holder in node_holders(model) for node in holder.node)
+    return any_node(model, is_gather_multiaxis)
 
 
 def run_sides(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, list | BaseException]:

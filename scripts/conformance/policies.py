@@ -15,9 +15,9 @@ import numpy as np
 from onnx import ModelProto, helper
 
 from ..graphs import rewrite_model
-from ..graphs.ir.walk import node_holders
+from ..graphs.ir.walk import model_nodes
 from ..harness import bit_identical, make_session
-from ..ops.contract import DOMAIN, OP_TYPE, Mode
+from ..ops.contract import OP_TYPE, Mode, is_gather_multiaxis
 from .cases import CannotGenerate
 from .input_generation import SHAPE_ONLY_OPS, index_bounds, sized_inputs
 
@@ -95,12 +95,11 @@ def with_mode(model: ModelProto, mode: Mode) -> ModelProto:
     """A copy of a rewritten model whose every GatherMultiaxis node (subgraphs and functions too) has ``mode``."""
     copy = ModelProto()
     copy.CopyFrom(model)
-    for holder in node_holders(copy):
-        for node in holder.node:
-            if node.op_type == OP_TYPE and node.domain == DOMAIN:
-                for attribute in node.attribute:
-                    if attribute.name == "mode":
-                        attribute.s = mode.value.encode()
+    for node in model_nodes(copy):
+        if is_gather_multiaxis(node):
+            for attribute in node.attribute:
+                if attribute.name == "mode":
+                    attribute.s = mode.value.encode()
     return copy
 
 
@@ -110,7 +109,7 @@ def _captured(model: ModelProto) -> tuple[ModelProto, dict[str, tuple[str, ...]]
     copy = ModelProto()
     copy.CopyFrom(model)
     captures: dict[str, tuple[str, ...]] = {}
-    for number, node in enumerate([n for n in copy.graph.node if n.op_type == OP_TYPE and n.domain == DOMAIN]):
+    for number, node in enumerate([n for n in copy.graph.node if is_gather_multiaxis(n)]):
         names = tuple(f"gathermultiaxis::policies/{number}/{what}" for what in ("indices", "shape", "axes"))
         copy.graph.node.extend([helper.make_node("Identity", [node.input[1]], [names[0]]),
                                 helper.make_node("Shape", [node.input[0]], [names[1]]),
@@ -159,7 +158,7 @@ def policy_report(model: ModelProto, feeds: dict[str, np.ndarray], external_data
         values = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
     except Exception as error:  # noqa: BLE001 - ORT's reason, for the user
         raise RefusedInputs(f"the model does not run on these inputs: {' '.join(str(error).split())[:300]}") from None
-    original = {node.name: node.op_type for holder in node_holders(model) for node in holder.node}
+    original = {node.name: node.op_type for node in model_nodes(model)}
     for name, (indices_name, shape_name, axes_name) in captures.items():
         indices, shape, axes = values[indices_name], values[shape_name], values[axes_name].reshape(-1)
         k = len(axes)

@@ -4,14 +4,16 @@ the rewrite, run by the default session, the kernel path and lowered, must agree
 from __future__ import annotations
 
 import collections
+import types
 from pathlib import Path
 
 import numpy as np
 import pytest
+from onnx import helper
 
 from gathermultiaxis.cli import main
 from gathermultiaxis.conformance import check, mutate
-from gathermultiaxis.ops.contract import DOMAIN, OP_TYPE
+from gathermultiaxis.ops.contract import DOMAIN, MODES, OP_TYPE
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 BASES = (mutate.EXAMPLE, str(DATA / "tiny_bert.onnx"), str(DATA / "torch_gathers.onnx"))
@@ -103,3 +105,11 @@ def test_float16_through_expand_dims_keeps_nan_payloads_on_every_side(seed):
     report, failed, _ = run_seeds(1, seed=seed)
     assert "ExpandDims" in report.results[0].detail
     assert not failed, failed
+
+
+def test_attribute_change_takes_a_mode_that_is_not_utf8():
+    """A mode of bytes that are not UTF-8 is read escaped (never a UnicodeDecodeError): another mode is set."""
+    node = helper.make_node(OP_TYPE, ["x", "i", "a"], ["y"], domain=DOMAIN, mode=b"\xffclamp", name="g")
+    g = types.SimpleNamespace(rng=np.random.default_rng(0), rank=lambda name: None)  # no rank: the mode changes
+    assert "mode" in mutate.attribute_change(g, node)
+    assert node.attribute[0].s.decode() in MODES
