@@ -367,6 +367,156 @@ def per_call_breakdown(repeats: int = 21, calls: int = 300) -> dict[str, float]:
             if row["workload"].startswith("tiny")}
 
 
+# ---------------------------------------------------------------- one crossing per kernel form
+
+FORM_VARIANTS = ("builtin", "fast plan", "without fast plan")
+
+
+def _one_gather(op_type: str, data: np.ndarray, indices: np.ndarray, constant: bool = False, **attributes):
+    """One standard gather of ``data`` (an input, or an initializer when ``constant``) at ``indices`` (an input)."""
+    value = helper.make_tensor_value_info
+    elem = helper.np_dtype_to_tensor_dtype(data.dtype)
+    inputs = [value("i", TensorProto.INT64, list(indices.shape))]
+    if not constant:
+        inputs.insert(0, value("x", elem, list(data.shape)))
+    model = _model([helper.make_node(op_type, ["x", "i"], ["out"], **attributes)], inputs,
+                   [value("out", elem, None)], [numpy_helper.from_array(data, "x")] if constant else [])
+    return model, ({"i": indices} if constant else {"x": data, "i": indices})
+
+
+def _run_time_gather(data: np.ndarray, indices: np.ndarray):
+    """A Gather whose ranks no inference finds (Reshape to a shape input): the rewrite aligns at run time."""
+    value = helper.make_tensor_value_info
+    nodes = [helper.make_node("Reshape", ["flat", "shape"], ["x"]), helper.make_node("Gather", ["x", "i"], ["out"], axis=1)]
+    model = _model(nodes, [value("flat", TensorProto.FLOAT, [data.size]), value("shape", TensorProto.INT64, [None]),
+                           value("i", TensorProto.INT64, None)], [value("out", TensorProto.FLOAT, None)])
+    return model, {"flat": data.reshape(-1), "shape": np.array(data.shape, np.int64), "i": indices}
+
+
+def _group_gathers(rng):
+    """Two Gathers of constant float32 and int64 tables at the same indices (a tree ensemble's step)."""
+    value = helper.make_tensor_value_info
+    nodes = [helper.make_node("Gather", ["values", "i"], ["a"], axis=0),
+             helper.make_node("Gather", ["features", "i"], ["b"], axis=0)]
+    tables = [numpy_helper.from_array(rng.standard_normal(255).astype(np.float32), "values"),
+              numpy_helper.from_array(rng.integers(0, 16, 255), "features")]
+    model = _model(nodes, [value("i", TensorProto.INT64, [1, 32])],
+                   [value("a", TensorProto.FLOAT, None), value("b", TensorProto.INT64, None)], tables)
+    return model, {"i": rng.integers(0, 255, (1, 32))}
+
+
+def form_models(seed: int = 0) -> dict[str, tuple[ModelProto, dict]]:
+    """One small model per node form of the kernel path, each one bridge crossing a run (x [2, 16, 32]).
+
+    Args:
+        seed: NumPy's random seed.
+
+    Returns:
+        (original model, feeds) by form name."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 16, 32)).astype(np.float32)
+    return {
+        "Gather (fixed axes)": _one_gather("Gather", x, rng.integers(0, 16, (5,)), axis=1),
+        "GatherElements (fixed axes)": _one_gather(GATHER_ELEMENTS, x, rng.integers(0, 32, (2, 16, 4)), axis=2),
+        "GatherND (fixed axes)": _one_gather(GATHER_ND, x, rng.integers(0, 2, (6, 2))),
+        "Gather, run-time axes": _run_time_gather(x, rng.integers(0, 16, (5,))),
+        "1-D shape arithmetic": (tiny_workload(rng).model, {"x": rng.standard_normal((2, 3)).astype(np.float32)}),
+        "bound, embedding take": _one_gather("Gather", rng.standard_normal((1000, 64)).astype(np.float32),
+                                             rng.integers(0, 1000, (1, 8)), constant=True, axis=0),
+        "bound, GatherElements": _one_gather(GATHER_ELEMENTS, x, rng.integers(0, 32, (2, 16, 4)), constant=True, axis=2),
+        "bound group of 2 tables": _group_gathers(rng),
+        "plain op (session_options())": _one_gather("Gather", x, rng.integers(0, 16, (5,)), axis=1),
+    }
+
+
+def _form_sessions(form: str, model: ModelProto):
+    """Builtin on the original, and the form's session on the rewrite: one intra-op thread each (ORT computes
+    on the calling thread, so its CPU time is the run's cost)."""
+    import onnxruntime as ort
+
+    from ..ops import session_options
+    from ..ops.runtime.session import InferenceSession
+
+    def options():
+        made = ort.SessionOptions()
+        made.intra_op_num_threads, made.log_severity_level = 1, 3
+        return made
+
+    rewritten = rewrite_model(model)[0]
+    builtin = ort.InferenceSession(model.SerializeToString(), options(), providers=["CPUExecutionProvider"])
+    if form.startswith("plain op"):
+        return builtin, ort.InferenceSession(rewritten.SerializeToString(), session_options(options()),
+                                             providers=["CPUExecutionProvider"])
+    return builtin, InferenceSession(rewritten, options(), providers=["CPUExecutionProvider"], run_builtin_gathers=False)
+
+
+def form_breakdown(repeats: int = 31, calls: int = 200, seed: int = 0) -> list[dict]:
+    """Calling-thread CPU time per run of each ``form_models`` model: builtin, and the kernel path with and
+    without the fast plan (``CallPath.fast_plan``), interleaved, each output checked against builtin first.
+
+    Args:
+        repeats: interleaved samples per variant.
+        calls: runs per sample.
+        seed: NumPy's random seed of the models.
+
+    Returns:
+        One row per form: ``form``, ``crossings`` (a run's), and per variant ``median_us``, ``p10_us``, ``p90_us``."""
+    from ..ops.runtime.registration import CallPath, count_crossings, register
+
+    rows = []
+    paths = {"fast plan": CallPath(), "without fast plan": CallPath(fast_plan=False)}
+    try:
+        for form, (model, feeds) in form_models(seed).items():
+            builtin, kernel = _form_sessions(form, model)
+            expected = builtin.run(None, feeds)
+            for path in paths.values():
+                register(call_path=path)
+                if not all(bit_identical(a, e) for a, e in zip(kernel.run(None, feeds), expected)):
+                    raise AssertionError(f"{form}: the kernel path's output differs from builtin")
+            register()
+            crossings = count_crossings(lambda: kernel.run(None, feeds))[1]
+            runs = {"builtin": lambda: builtin.run(None, feeds), **{name: lambda: kernel.run(None, feeds) for name in paths}}
+            samples = interleaved(runs, repeats, warmups=3, clock=time.thread_time, scale=1e6, per_sample=calls,
+                                  around=lambda name: _call_path(paths.get(name)))
+            row: dict = {"form": form, "crossings": crossings}
+            for name, values in samples.items():
+                row[name] = {"median_us": float(np.median(values)), "p10_us": float(np.percentile(values, 10)),
+                             "p90_us": float(np.percentile(values, 90))}
+            rows.append(row)
+    finally:
+        register()
+    return rows
+
+
+@contextlib.contextmanager
+def _call_path(path):
+    """``path`` registered while a sample is taken (None: leave the registration as it is)."""
+    from ..ops.runtime.registration import register
+
+    if path is not None:
+        register(call_path=path)
+    yield
+
+
+def format_form_breakdown(rows: list[dict]) -> str:
+    """The per-form lines: µs per run over builtin, per crossing, with and without the fast plan.
+
+    Args:
+        rows: what ``form_breakdown`` returned.
+
+    Returns:
+        The table's text."""
+    lines = ["| form (one crossing a run) | builtin us | fast plan: us over builtin | without: us over builtin "
+             "| fast plan p10-p90 | crossings |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        base = row["builtin"]["median_us"]
+        over = {name: row[name]["median_us"] - base for name in FORM_VARIANTS[1:]}
+        fast = row["fast plan"]
+        lines.append(f"| {row['form']} | {base:.1f} | {over['fast plan']:+.1f} | {over['without fast plan']:+.1f} | "
+                     f"{fast['p10_us'] - base:+.1f}-{fast['p90_us'] - base:+.1f} | {row['crossings']} |")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- resident memory
 
 def _resident_bytes() -> int:
