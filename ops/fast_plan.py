@@ -23,6 +23,8 @@ GatherCall = Callable[[np.ndarray, np.ndarray], np.ndarray]
 FANCY_MAX_ELEMENTS = 2048
 # Larger outputs go to the kernel, which checks first that they fit in memory.
 TAKE_MAX_ELEMENTS = 1 << 26
+_INDEX_DTYPES = frozenset(INDEX_DTYPES)  # a set lookup: half the time of the tuple's comparisons
+_MISSING = object()
 
 
 def _rows(data: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -108,30 +110,31 @@ class FastPlans:
 
     def __init__(self, max_plans: int = 4096):
         self.max_plans = max_plans
-        self._plans: dict[tuple, GatherCall | None] = {}
+        self.plans: dict[tuple, GatherCall | None] = {}
         self._lock = threading.Lock()
 
     def __call__(self, axes: tuple[int, ...], mode, data_shape: tuple[int, ...], indices_shape: tuple[int, ...],
                  indices_axes: tuple[int, ...] = ()) -> GatherCall | None:
         key = (axes, mode, data_shape, indices_shape, indices_axes)
-        try:
-            return self._plans[key]  # the hot path takes no lock: a dict lookup holds the GIL
-        except KeyError:
-            pass
-        plan = make_fast_plan(axes, mode, data_shape, indices_shape, indices_axes)
+        plan = self.plans.get(key, _MISSING)  # the hot path takes no lock: a dict lookup holds the GIL
+        return self.add(key) if plan is _MISSING else plan
+
+    def add(self, key: tuple) -> GatherCall | None:
+        """Make and keep the plan of ``key`` = (axes, mode, data shape, indices shape, indices axes)."""
+        plan = make_fast_plan(*key)
         with self._lock:
-            while len(self._plans) >= self.max_plans:
-                del self._plans[next(iter(self._plans))]
-            self._plans[key] = plan
+            while len(self.plans) >= self.max_plans:
+                del self.plans[next(iter(self.plans))]
+            self.plans[key] = plan
         return plan
 
     def __len__(self) -> int:
-        return len(self._plans)
+        return len(self.plans)
 
     def clear(self) -> None:
         """Forget every plan."""
         with self._lock:
-            self._plans.clear()
+            self.plans.clear()
 
 
 FAST_PLANS = FastPlans()
@@ -150,9 +153,12 @@ def fast_gather(data: np.ndarray, indices: np.ndarray, axes: tuple[int, ...], mo
 
     Returns:
         A new C-contiguous array, bit-identical to the kernel's; None: call the kernel (it raises, if it must)."""
-    if data.dtype.hasobject or indices.dtype not in INDEX_DTYPES:
+    if data.dtype.hasobject or indices.dtype not in _INDEX_DTYPES:
         return None
-    plan = FAST_PLANS(axes, mode, data.shape, indices.shape, indices_axes)
+    key = (axes, mode, data.shape, indices.shape, indices_axes)
+    plan = FAST_PLANS.plans.get(key, _MISSING)
+    if plan is _MISSING:
+        plan = FAST_PLANS.add(key)
     if plan is None:
         return None
     try:

@@ -235,16 +235,16 @@ def _gather_call(data: np.ndarray, indices: np.ndarray, axes, mode: str) -> np.n
     """gather_multiaxis, after its fast plan and an ``ndarray.take`` shortcut for tiny 1-D shape-arithmetic
     gathers (as mode "error"); any refusal goes the general way, which names the offending index."""
     call_path = _state["call_path"]
-    if call_path.fast_plan:
-        output = fast_gather(data, indices, tuple(axes), mode)
-        if output is not None:
-            return output
     if data.ndim == 1 and indices.ndim == 1 and len(axes) == 1 and axes[0] in (0, -1) and (
             mode in CHECKING_MODE_VALUES) and call_path.take_1d:
         try:
             return data.take(indices)
         except (IndexError, TypeError):
             pass
+    elif call_path.fast_plan:
+        output = fast_gather(data, indices, tuple(axes), mode)
+        if output is not None:
+            return output
     return gather_multiaxis(data, indices, axes, mode)
 
 
@@ -298,10 +298,6 @@ def _hook_fixed(k_id, feed, attributes):
     mode = attributes["mode"]
     axes, take_1d = _fixed_node(attributes["axes"], mode)
     call_path = _state["call_path"]
-    if call_path.fast_plan:
-        output = fast_gather(input, indices, axes, mode)
-        if output is not None:  # a new C-contiguous array
-            return (k_id, output.shape, output if _state["handback"] else _payload(output))
     if take_1d and input.ndim == 1 and indices.ndim == 1 and input.dtype != object and call_path.take_1d:
         # the shape arithmetic of TorchScript exports: see _gather_call; a refusal goes the general way.
         # Indexing by a 1-D integer array is ndarray.take's semantics (negatives once, out of range
@@ -311,6 +307,10 @@ def _hook_fixed(k_id, feed, attributes):
         except (IndexError, TypeError):
             pass
         else:  # take's output is a new C-contiguous array
+            return (k_id, output.shape, output if _state["handback"] else _payload(output))
+    elif call_path.fast_plan:
+        output = fast_gather(input, indices, axes, mode)
+        if output is not None:  # a new C-contiguous array
             return (k_id, output.shape, output if _state["handback"] else _payload(output))
     try:
         output = gather_multiaxis(input, indices, axes, mode)
