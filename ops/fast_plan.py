@@ -9,7 +9,7 @@ which names the bad index."""
 from __future__ import annotations
 
 import threading
-from typing import Callable, Sequence
+from typing import Callable, Sequence, assert_never
 
 import numpy as np
 
@@ -86,9 +86,15 @@ def _advanced_form(geometry: GatherGeometry) -> GatherCall:
 def make_fast_plan(axes: Sequence[int], mode, data_shape: tuple[int, ...], indices_shape: tuple[int, ...],
                    indices_axes: tuple[int, ...] = ()) -> GatherCall | None:
     """The plan of one call (not cached), or None; ``indices_axes``: size-1 dims inserted into the indices first."""
-    try:
-        if OUT_OF_RANGE_OF.get(mode) is not OutOfRange.RAISE:
+    outcome = OUT_OF_RANGE_OF.get(mode) if isinstance(mode, str) else None  # a Mode is a str
+    match outcome:
+        case OutOfRange.RAISE:
+            pass
+        case OutOfRange.ZERO | OutOfRange.CLAMP | None:  # indices the kernel rewrites; None: not a mode
             return None
+        case _:
+            assert_never(outcome)
+    try:
         shape = indices_shape
         if indices_axes:  # np.expand_dims's own rule and errors, on a view of no memory
             shape = np.expand_dims(np.broadcast_to(np.int8(0), indices_shape), indices_axes).shape
