@@ -24,7 +24,6 @@ FANCY_MAX_ELEMENTS = 2048
 # Larger outputs go to the kernel, which checks first that they fit in memory.
 TAKE_MAX_ELEMENTS = 1 << 26
 _INDEX_DTYPES = frozenset(INDEX_DTYPES)  # a set lookup: half the time of the tuple's comparisons
-_MISSING = object()
 
 
 def _rows(data: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -122,8 +121,10 @@ class FastPlans:
     def __call__(self, axes: tuple[int, ...], mode, data_shape: tuple[int, ...], indices_shape: tuple[int, ...],
                  indices_axes: tuple[int, ...] = ()) -> GatherCall | None:
         key = (axes, mode, data_shape, indices_shape, indices_axes)
-        plan = self.plans.get(key, _MISSING)  # the hot path takes no lock: a dict lookup holds the GIL
-        return self.add(key) if plan is _MISSING else plan
+        try:
+            return self.plans[key]  # the hot path takes no lock: a dict lookup holds the GIL
+        except KeyError:
+            return self.add(key)
 
     def add(self, key: tuple) -> GatherCall | None:
         """Make and keep the plan of ``key`` = (axes, mode, data shape, indices shape, indices axes)."""
@@ -162,8 +163,9 @@ def fast_gather(data: np.ndarray, indices: np.ndarray, axes: tuple[int, ...], mo
     if data.dtype.hasobject or indices.dtype not in _INDEX_DTYPES:
         return None
     key = (axes, mode, data.shape, indices.shape, indices_axes)
-    plan = FAST_PLANS.plans.get(key, _MISSING)
-    if plan is _MISSING:
+    try:
+        plan = FAST_PLANS.plans[key]
+    except KeyError:
         plan = FAST_PLANS.add(key)
     if plan is None:
         return None
