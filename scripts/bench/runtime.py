@@ -76,14 +76,7 @@ def _int8_embedding(rng) -> RuntimeWorkload:
 
 
 def detection_workloads(rng) -> list[RuntimeWorkload]:
-    """YOLO-style post-processing of [1, 25200, 85] predictions.
-
-    Args:
-        rng: NumPy's random generator for the data.
-
-    Returns:
-        Two workloads: TopK 100 + GatherElements, and NonZero + GatherND.
-    """
+    """YOLO-style post-processing of [1, 25200, 85] predictions: TopK 100 + GatherElements, and NonZero + GatherND."""
     x = rng.random((1, 25200, 85), dtype=np.float32)
     value = helper.make_tensor_value_info
     ints = (lambda name, values: numpy_helper.from_array(np.array(values, np.int64), name))
@@ -117,14 +110,7 @@ def detection_workloads(rng) -> list[RuntimeWorkload]:
 
 
 def tiny_workload(rng) -> RuntimeWorkload:
-    """Shape then Gather of one element: the per-call overhead.
-
-    Args:
-        rng: NumPy's random generator for the data.
-
-    Returns:
-        The workload.
-    """
+    """Shape then Gather of one element: the per-call overhead."""
     x = rng.standard_normal((2, 3)).astype(np.float32)
     value = helper.make_tensor_value_info
     model = _model([helper.make_node("Shape", ["x"], ["shape"]),
@@ -137,14 +123,8 @@ def tiny_workload(rng) -> RuntimeWorkload:
 
 
 def runtime_workloads(seed: int = 0) -> list[RuntimeWorkload]:
-    """The models a user meets: GPT-2 embeddings (float32, float16, int8), detection, the tiny shape gather.
-
-    Args:
-        seed: NumPy's random seed.
-
-    Returns:
-        The workloads, in the report's order.
-    """
+    """The models a user meets, in the report's order: GPT-2 embeddings (float32, float16, int8), detection,
+    the tiny shape gather."""
     rng = np.random.default_rng(seed)
     gpt2 = rng.standard_normal((50257, 768)).astype(np.float32)
     half = gpt2.astype(np.float16)
@@ -175,18 +155,9 @@ def _sessions(workload: RuntimeWorkload):
 
 
 def measure(workload: RuntimeWorkload, repeats: int) -> RuntimeResult:
-    """Time one workload on every entry point and the copy floor, interleaved.
-
-    Args:
-        workload: the workload.
-        repeats: interleaved samples per call.
-
-    Returns:
-        Medians, 10th-90th percentile spreads, ratios to builtin, and each ratio on the odd and even samples.
-
-    Raises:
-        AssertionError: a rewritten run's output is not bit-identical to builtin's.
-    """
+    """Time one workload on every entry point and the copy floor, interleaved (``repeats`` samples each): medians,
+    10th-90th percentile spreads, ratios to builtin and each ratio on the odd and even samples. Raises
+    AssertionError when a rewritten run's output is not bit-identical to builtin's."""
     builtin, package, kernel, plain = _sessions(workload)
     expected = builtin.run(None, workload.feeds)
     for sess in (package, kernel, plain):
@@ -212,15 +183,7 @@ def measure(workload: RuntimeWorkload, repeats: int) -> RuntimeResult:
 
 
 def run_runtime_bench(repeats: int = 41, progress=None) -> list[RuntimeResult]:
-    """Time every workload of ``runtime_workloads``.
-
-    Args:
-        repeats: interleaved samples per call.
-        progress: called with each workload's name before it runs, or None.
-
-    Returns:
-        One result per workload.
-    """
+    """One ``measure`` per workload of ``runtime_workloads``; ``progress(name)`` is called before each."""
     results = []
     for workload in runtime_workloads():
         if progress:
@@ -230,14 +193,7 @@ def run_runtime_bench(repeats: int = 41, progress=None) -> list[RuntimeResult]:
 
 
 def format_runtime_report(results: list[RuntimeResult]) -> str:
-    """The report ``bench runtime`` prints.
-
-    Args:
-        results: what ``run_runtime_bench`` returned.
-
-    Returns:
-        The report's text.
-    """
+    """The report ``bench runtime`` prints for ``run_runtime_bench``'s results."""
     lines = []
     for r in results:
         lines.append(r.name + (f"  (target: InferenceSession {r.target})" if r.target else ""))
@@ -289,15 +245,8 @@ def _session_without(model: ModelProto, step: str):
 
 
 def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
-    """Calling-thread CPU time per run of tiny models, per call-path variant (each step switched off in turn).
-
-    Args:
-        repeats: interleaved samples per variant.
-        calls: runs per sample.
-
-    Returns:
-        One row per workload and variant: ``workload``, ``variant``, ``median_us``, ``p10_us``, ``p90_us``.
-    """
+    """Calling-thread CPU us per run of tiny models, per call-path variant (each step switched off in turn):
+    rows of ``workload``, ``variant``, ``median_us``, ``p10_us``, ``p90_us``."""
     rows = []
     _register_without(None)
     for workload in _call_path_workloads(np.random.default_rng(0)):
@@ -337,14 +286,7 @@ def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
 
 
 def format_call_path_breakdown(rows: list[dict]) -> str:
-    """The call-path breakdown as a Markdown table, each variant also minus builtin.
-
-    Args:
-        rows: what ``call_path_breakdown`` returned.
-
-    Returns:
-        The table's text.
-    """
+    """``call_path_breakdown``'s rows as a Markdown table, each variant also minus builtin."""
     lines = ["| workload | variant | calling-thread CPU us per run | p10-p90 | minus builtin |", "|---|---|---|---|---|"]
     builtin = {row["workload"]: row["median_us"] for row in rows if row["variant"] == "builtin"}
     for row in rows:
@@ -354,15 +296,7 @@ def format_call_path_breakdown(rows: list[dict]) -> str:
 
 
 def per_call_breakdown(repeats: int = 21, calls: int = 300) -> dict[str, float]:
-    """Median calling-thread CPU us per run of the tiny shape gather, per variant (call_path_breakdown).
-
-    Args:
-        repeats: interleaved samples per variant.
-        calls: runs per sample.
-
-    Returns:
-        The median by variant name.
-    """
+    """Median calling-thread CPU us per run of the tiny shape gather, by variant (``call_path_breakdown``)."""
     return {row["variant"]: row["median_us"] for row in call_path_breakdown(repeats, calls)
             if row["workload"].startswith("tiny")}
 
@@ -387,7 +321,8 @@ def _one_gather(op_type: str, data: np.ndarray, indices: np.ndarray, constant: b
 def _run_time_gather(data: np.ndarray, indices: np.ndarray):
     """A Gather whose ranks no inference finds (Reshape to a shape input): the rewrite aligns at run time."""
     value = helper.make_tensor_value_info
-    nodes = [helper.make_node("Reshape", ["flat", "shape"], ["x"]), helper.make_node("Gather", ["x", "i"], ["out"], axis=1)]
+    nodes = [helper.make_node("Reshape", ["flat", "shape"], ["x"]),
+             helper.make_node("Gather", ["x", "i"], ["out"], axis=1)]
     model = _model(nodes, [value("flat", TensorProto.FLOAT, [data.size]), value("shape", TensorProto.INT64, [None]),
                            value("i", TensorProto.INT64, None)], [value("out", TensorProto.FLOAT, None)])
     return model, {"flat": data.reshape(-1), "shape": np.array(data.shape, np.int64), "i": indices}
@@ -406,13 +341,8 @@ def _group_gathers(rng):
 
 
 def form_models(seed: int = 0) -> dict[str, tuple[ModelProto, dict]]:
-    """One small model per node form of the kernel path, each one bridge crossing a run (x [2, 16, 32]).
-
-    Args:
-        seed: NumPy's random seed.
-
-    Returns:
-        (original model, feeds) by form name."""
+    """(original model, feeds) by node form of the kernel path: small models over x [2, 16, 32], one bridge
+    crossing a run each."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((2, 16, 32)).astype(np.float32)
     return {
@@ -451,16 +381,9 @@ def _form_sessions(form: str, model: ModelProto):
 
 
 def form_breakdown(repeats: int = 31, calls: int = 200, seed: int = 0) -> list[dict]:
-    """Calling-thread CPU time per run of each ``form_models`` model: builtin, and the kernel path with and
-    without the fast plan (``CallPath.fast_plan``), interleaved, each output checked against builtin first.
-
-    Args:
-        repeats: interleaved samples per variant.
-        calls: runs per sample.
-        seed: NumPy's random seed of the models.
-
-    Returns:
-        One row per form: ``form``, ``crossings`` (a run's), and per variant ``median_us``, ``p10_us``, ``p90_us``."""
+    """Calling-thread CPU us per run of each ``form_models`` model: builtin, and the kernel path with and without
+    the fast plan (``CallPath.fast_plan``), interleaved, outputs checked against builtin first. Rows: ``form``,
+    ``crossings`` and per variant ``median_us``, ``p10_us``, ``p90_us``."""
     from ..ops.runtime.registration import CallPath, count_crossings, register
 
     rows = []
@@ -475,7 +398,8 @@ def form_breakdown(repeats: int = 31, calls: int = 200, seed: int = 0) -> list[d
                     raise AssertionError(f"{form}: the kernel path's output differs from builtin")
             register()
             crossings = count_crossings(lambda: kernel.run(None, feeds))[1]
-            runs = {"builtin": lambda: builtin.run(None, feeds), **{name: lambda: kernel.run(None, feeds) for name in paths}}
+            runs = {"builtin": lambda: builtin.run(None, feeds),
+                    **{name: lambda: kernel.run(None, feeds) for name in paths}}
             samples = interleaved(runs, repeats, warmups=3, clock=time.thread_time, scale=1e6, per_sample=calls,
                                   around=lambda name: _call_path(paths.get(name)))
             row: dict = {"form": form, "crossings": crossings}
@@ -499,13 +423,7 @@ def _call_path(path):
 
 
 def format_form_breakdown(rows: list[dict]) -> str:
-    """The per-form lines: µs per run over builtin, per crossing, with and without the fast plan.
-
-    Args:
-        rows: what ``form_breakdown`` returned.
-
-    Returns:
-        The table's text."""
+    """``form_breakdown``'s rows as a Markdown table: us per run over builtin, with and without the fast plan."""
     lines = ["| form (one crossing a run) | builtin us | fast plan: us over builtin | without: us over builtin "
              "| fast plan p10-p90 | crossings |", "|---|---|---|---|---|---|"]
     for row in rows:
@@ -548,16 +466,9 @@ def _rss_child(path: str, runs: int) -> dict:
 
 
 def rss_over_bound_table(table_mb: int = 150, runs: int = 1000, external: bool = False) -> dict:
-    """Resident memory of an InferenceSession over a bound float32 table, measured in a child process.
-
-    Args:
-        table_mb: the table's size in MB.
-        runs: how many [8, 512] runs the child makes after creating the session.
-        external: the table in external data (memory-mapped by ORT) instead of inline.
-
-    Returns:
-        RSS in bytes at each step, ``table_bytes``, ``session_over_table`` and ``growth_10_to_end``.
-    """
+    """Resident memory of an InferenceSession over a bound float32 table of ``table_mb`` MB (inline, or
+    ``external`` data memory-mapped by ORT) in a child process making ``runs`` [8, 512] runs: RSS in bytes at
+    each step, ``table_bytes``, ``session_over_table`` and ``growth_10_to_end``."""
     rows = table_mb * 10**6 // (768 * 4)
     table = np.random.default_rng(0).standard_normal((rows, 768)).astype(np.float32)
     model = _embedding("rss", table, np.zeros((8, 512), np.int64), "").model
@@ -578,15 +489,7 @@ def rss_over_bound_table(table_mb: int = 150, runs: int = 1000, external: bool =
 
 
 def format_rss(result: dict, external: bool) -> str:
-    """One line of the report for ``rss_over_bound_table``.
-
-    Args:
-        result: what ``rss_over_bound_table`` returned.
-        external: whether it was measured with external data.
-
-    Returns:
-        The line.
-    """
+    """One line of the report for ``rss_over_bound_table``'s result."""
     mib = (lambda b: f"{b / 2**20:.1f} MiB")
     runs = next(k for k in result if k.startswith("after_") and k != "after_10_runs")
     return (f"RSS over a bound {mib(result['table_bytes'])} table ({'external data, memory-mapped' if external else 'inline'}):"
