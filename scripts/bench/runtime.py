@@ -347,13 +347,13 @@ def form_models(seed: int = 0) -> dict[str, tuple[ModelProto, dict]]:
     x = rng.standard_normal((2, 16, 32)).astype(np.float32)
     return {
         "Gather (fixed axes)": _one_gather("Gather", x, rng.integers(0, 16, (5,)), axis=1),
-        "GatherElements (fixed axes)": _one_gather(GATHER_ELEMENTS, x, rng.integers(0, 32, (2, 16, 4)), axis=2),
-        "GatherND (fixed axes)": _one_gather(GATHER_ND, x, rng.integers(0, 2, (6, 2))),
+        f"{GATHER_ELEMENTS} (fixed axes)": _one_gather(GATHER_ELEMENTS, x, rng.integers(0, 32, (2, 16, 4)), axis=2),
+        f"{GATHER_ND} (fixed axes)": _one_gather(GATHER_ND, x, rng.integers(0, 2, (6, 2))),
         "Gather, run-time axes": _run_time_gather(x, rng.integers(0, 16, (5,))),
         "1-D shape arithmetic": (tiny_workload(rng).model, {"x": rng.standard_normal((2, 3)).astype(np.float32)}),
         "bound, embedding take": _one_gather("Gather", rng.standard_normal((1000, 64)).astype(np.float32),
                                              rng.integers(0, 1000, (1, 8)), constant=True, axis=0),
-        "bound, GatherElements": _one_gather(GATHER_ELEMENTS, x, rng.integers(0, 32, (2, 16, 4)), constant=True, axis=2),
+        f"bound, {GATHER_ELEMENTS}": _one_gather(GATHER_ELEMENTS, x, rng.integers(0, 32, (2, 16, 4)), constant=True, axis=2),
         "bound group of 2 tables": _group_gathers(rng),
         "plain op (session_options())": _one_gather("Gather", x, rng.integers(0, 16, (5,)), axis=1),
     }
