@@ -232,8 +232,8 @@ def _bound_output(indices, run_token, table) -> np.ndarray:
 # ---------------------------------------------------------------- the own invocation hook
 
 def _gather_call(data: np.ndarray, indices: np.ndarray, axes, mode: str) -> np.ndarray:
-    """gather_multiaxis, after its fast plan and an ``ndarray.take`` shortcut for tiny 1-D shape-arithmetic
-    gathers (as mode "error"); any refusal goes the general way, which names the offending index."""
+    """gather_multiaxis, after an ``ndarray.take`` shortcut for tiny 1-D shape-arithmetic gathers (as mode
+    "error") or else the fast plan; any refusal goes the general way, which names the offending index."""
     call_path = _state["call_path"]
     if data.ndim == 1 and indices.ndim == 1 and len(axes) == 1 and axes[0] in (0, -1) and (
             mode in CHECKING_MODE_VALUES) and call_path.take_1d:
