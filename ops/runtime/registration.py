@@ -20,6 +20,7 @@ from onnxruntime_extensions import PyCustomOpDef, get_library_path, onnx_op
 
 from .internals import pyop_id, pyop_internals
 from ..contract import CHECKING_MODE_VALUES, DATA_TYPES, INDEX_TYPES, OP_TYPE, GatherIndexError, Mode, normalize_axes
+from ..fast_plan import fast_gather
 from ..geometry import GatherGeometry
 from ..kernel import gather_multiaxis
 from .run_ops import (BOUND_OUTPUT_TYPES, FIXED_RUN_OP_TYPE, NARROWING_AXES_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE,
@@ -104,6 +105,7 @@ class CallPath(NamedTuple):
 
     take_1d: bool = True  # ndarray.take for the tiny 1-D gathers of shape arithmetic
     take_bound: bool = True  # ndarray.take for a bound table's embedding form
+    fast_plan: bool = True  # one NumPy call per (axes, mode, shapes), planned once (ops.fast_plan)
 
 
 _state: dict[str, Any] = {"registered": False, "handback": False, "opdefs": [], "hook": False, "registered_early": None,
@@ -164,7 +166,7 @@ def _axes_list(axes: np.ndarray) -> list:
 
 
 def _gather(data, indices, axes, mode, widen=None):
-    return _handed_back(_widen(gather_multiaxis(data, indices, _axes_list(axes), mode), widen))
+    return _handed_back(_widen(_gather_call(data, indices, _axes_list(axes), mode), widen))
 
 
 # ---------------------------------------------------------------- op bodies for the generic invoker
@@ -190,7 +192,7 @@ def _compute_run(input, indices, axes, run_token, mode):
 def _compute_fixed(input, indices, run_token, mode, axes):
     """GatherMultiaxisRunFixedAxes: axes from the attribute."""
     try:
-        return _handed_back(gather_multiaxis(input, indices, parse_axes(axes), mode))
+        return _handed_back(_gather_call(input, indices, parse_axes(axes), mode))
     except Exception as exc:  # noqa: BLE001
         RUN_ERRORS.record(int(run_token), exc)
         return _placeholder(exc, input.dtype, input.shape, indices.shape, parse_axes(axes))
@@ -212,6 +214,10 @@ def _bound_output(indices, run_token, table) -> np.ndarray:
             return _widen(take_table.take(indices, axis=0), bound.widen)
         except (IndexError, TypeError):
             pass
+    if _state["call_path"].fast_plan:
+        output = fast_gather(bound.array, indices, bound.axes, bound.mode, bound.indices_axes)
+        if output is not None:
+            return _widen(output, bound.widen)
     try:
         indices = bound.indices(indices)
         output = _widen(_gather_call(bound.array, indices, bound.axes, bound.mode), bound.widen)
@@ -226,14 +232,19 @@ def _bound_output(indices, run_token, table) -> np.ndarray:
 # ---------------------------------------------------------------- the own invocation hook
 
 def _gather_call(data: np.ndarray, indices: np.ndarray, axes, mode: str) -> np.ndarray:
-    """gather_multiaxis, with an ``ndarray.take`` shortcut for tiny 1-D shape-arithmetic gathers (as mode
-    "error"); any refusal goes the general way, which names the offending index."""
+    """gather_multiaxis, after an ``ndarray.take`` shortcut for tiny 1-D shape-arithmetic gathers (as mode
+    "error") or else the fast plan; any refusal goes the general way, which names the offending index."""
+    call_path = _state["call_path"]
     if data.ndim == 1 and indices.ndim == 1 and len(axes) == 1 and axes[0] in (0, -1) and (
-            mode in CHECKING_MODE_VALUES) and _state["call_path"].take_1d:
+            mode in CHECKING_MODE_VALUES) and call_path.take_1d:
         try:
             return data.take(indices)
         except (IndexError, TypeError):
             pass
+    elif call_path.fast_plan:
+        output = fast_gather(data, indices, tuple(axes), mode)
+        if output is not None:
+            return output
     return gather_multiaxis(data, indices, axes, mode)
 
 
@@ -286,7 +297,8 @@ def _hook_fixed(k_id, feed, attributes):
     input, indices, token = feed
     mode = attributes["mode"]
     axes, take_1d = _fixed_node(attributes["axes"], mode)
-    if take_1d and input.ndim == 1 and indices.ndim == 1 and input.dtype != object and _state["call_path"].take_1d:
+    call_path = _state["call_path"]
+    if take_1d and input.ndim == 1 and indices.ndim == 1 and input.dtype != object and call_path.take_1d:
         # the shape arithmetic of TorchScript exports: see _gather_call; a refusal goes the general way.
         # Indexing by a 1-D integer array is ndarray.take's semantics (negatives once, out of range
         # refused) and ~0.15 us faster on these tiny arrays.
@@ -295,6 +307,10 @@ def _hook_fixed(k_id, feed, attributes):
         except (IndexError, TypeError):
             pass
         else:  # take's output is a new C-contiguous array
+            return (k_id, output.shape, output if _state["handback"] else _payload(output))
+    elif call_path.fast_plan:
+        output = fast_gather(input, indices, axes, mode)
+        if output is not None:  # a new C-contiguous array
             return (k_id, output.shape, output if _state["handback"] else _payload(output))
     try:
         output = gather_multiaxis(input, indices, axes, mode)

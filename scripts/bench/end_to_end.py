@@ -36,6 +36,7 @@ class ModelRow:
     ratios: dict[str, float] = field(default_factory=dict)  # "COLUMN / builtin" and GOAL_KEY: the worse round's
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)  # per-round ratio min, max
     processes: int = 0
+    us_per_crossing: float | None = None  # kernel only: (its median - builtin's) / its crossings a run
     sessions: dict[str, dict[str, int]] = field(default_factory=dict)  # per session column: builtin_gathers,
     # crossings (PyOp bridge calls in one run), bound_tables (constant tables bound: no bridge copy per call)
     notes: list[str] = field(default_factory=list)
@@ -219,6 +220,9 @@ def _row(name: str, rounds: list[dict[str, dict]]) -> ModelRow:
         key = f"{name} / builtin"
         _, low, high = round_ratios([r[name]["samples"] for r in good], [r["builtin"]["samples"] for r in good])
         row.ratios[key], row.spread[key] = high, (low, high)  # the worse round counts
+    crossings = (row.sessions.get("kernel only") or {}).get("crossings")
+    if crossings:
+        row.us_per_crossing = (row.median_ms["kernel only"] - row.median_ms["builtin"]) * 1e3 / crossings
     worse = max(("rewrite --ort-optimize / builtin", "rewrite / builtin"), key=lambda key: row.ratios[key])
     row.ratios[GOAL_KEY], row.spread[GOAL_KEY] = row.ratios[worse], row.spread[worse]
     return row
@@ -254,12 +258,14 @@ def format_rows(rows: list[ModelRow]) -> str:
 
     ratio_keys = [GOAL_KEY] + [f"{name} / builtin" for name in TIMED]
     headers = ["model", "inputs", "gathers rewritten", "session (--ort-optimize): builtin gathers / bridge crossings "
-               "/ bound tables", "session (plain rewrite)", "kernel only", "bit-identical (sessions / lowered)",
+               "/ bound tables", "session (plain rewrite)", "kernel only", "kernel only: us a crossing",
+               "bit-identical (sessions / lowered)",
                "builtin ms", *ratio_keys]
     lines = ["| " + " | ".join(headers) + " |", "|---" * len(headers) + "|"]
     for row in rows:
         lines.append(f"| {row.model} | {row.shape} | {row.rewritten_gathers} | "
                      + " | ".join(session(row, column) for column in SESSION_COLUMNS)
+                     + (" | n/a" if row.us_per_crossing is None else f" | {row.us_per_crossing:.1f}")
                      + f" | {same(row.bit_identical)} / {same(row.lowered_bit_identical)} | "
                      + (f"{row.median_ms['builtin']:.3f}" if "builtin" in row.median_ms else "n/a") + " | "
                      + " | ".join(ratio(row, key) for key in ratio_keys) + " |")

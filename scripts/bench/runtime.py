@@ -76,14 +76,7 @@ def _int8_embedding(rng) -> RuntimeWorkload:
 
 
 def detection_workloads(rng) -> list[RuntimeWorkload]:
-    """YOLO-style post-processing of [1, 25200, 85] predictions.
-
-    Args:
-        rng: NumPy's random generator for the data.
-
-    Returns:
-        Two workloads: TopK 100 + GatherElements, and NonZero + GatherND.
-    """
+    """YOLO-style post-processing of [1, 25200, 85] predictions: TopK 100 + GatherElements, and NonZero + GatherND."""
     x = rng.random((1, 25200, 85), dtype=np.float32)
     value = helper.make_tensor_value_info
     ints = (lambda name, values: numpy_helper.from_array(np.array(values, np.int64), name))
@@ -117,14 +110,7 @@ def detection_workloads(rng) -> list[RuntimeWorkload]:
 
 
 def tiny_workload(rng) -> RuntimeWorkload:
-    """Shape then Gather of one element: the per-call overhead.
-
-    Args:
-        rng: NumPy's random generator for the data.
-
-    Returns:
-        The workload.
-    """
+    """Shape then Gather of one element: the per-call overhead."""
     x = rng.standard_normal((2, 3)).astype(np.float32)
     value = helper.make_tensor_value_info
     model = _model([helper.make_node("Shape", ["x"], ["shape"]),
@@ -137,14 +123,8 @@ def tiny_workload(rng) -> RuntimeWorkload:
 
 
 def runtime_workloads(seed: int = 0) -> list[RuntimeWorkload]:
-    """The models a user meets: GPT-2 embeddings (float32, float16, int8), detection, the tiny shape gather.
-
-    Args:
-        seed: NumPy's random seed.
-
-    Returns:
-        The workloads, in the report's order.
-    """
+    """The models a user meets, in the report's order: GPT-2 embeddings (float32, float16, int8), detection,
+    the tiny shape gather."""
     rng = np.random.default_rng(seed)
     gpt2 = rng.standard_normal((50257, 768)).astype(np.float32)
     half = gpt2.astype(np.float16)
@@ -175,18 +155,9 @@ def _sessions(workload: RuntimeWorkload):
 
 
 def measure(workload: RuntimeWorkload, repeats: int) -> RuntimeResult:
-    """Time one workload on every entry point and the copy floor, interleaved.
-
-    Args:
-        workload: the workload.
-        repeats: interleaved samples per call.
-
-    Returns:
-        Medians, 10th-90th percentile spreads, ratios to builtin, and each ratio on the odd and even samples.
-
-    Raises:
-        AssertionError: a rewritten run's output is not bit-identical to builtin's.
-    """
+    """Time one workload on every entry point and the copy floor, interleaved (``repeats`` samples each): medians,
+    10th-90th percentile spreads, ratios to builtin and each ratio on the odd and even samples. Raises
+    AssertionError when a rewritten run's output is not bit-identical to builtin's."""
     builtin, package, kernel, plain = _sessions(workload)
     expected = builtin.run(None, workload.feeds)
     for sess in (package, kernel, plain):
@@ -212,15 +183,7 @@ def measure(workload: RuntimeWorkload, repeats: int) -> RuntimeResult:
 
 
 def run_runtime_bench(repeats: int = 41, progress=None) -> list[RuntimeResult]:
-    """Time every workload of ``runtime_workloads``.
-
-    Args:
-        repeats: interleaved samples per call.
-        progress: called with each workload's name before it runs, or None.
-
-    Returns:
-        One result per workload.
-    """
+    """One ``measure`` per workload of ``runtime_workloads``; ``progress(name)`` is called before each."""
     results = []
     for workload in runtime_workloads():
         if progress:
@@ -230,14 +193,7 @@ def run_runtime_bench(repeats: int = 41, progress=None) -> list[RuntimeResult]:
 
 
 def format_runtime_report(results: list[RuntimeResult]) -> str:
-    """The report ``bench runtime`` prints.
-
-    Args:
-        results: what ``run_runtime_bench`` returned.
-
-    Returns:
-        The report's text.
-    """
+    """The report ``bench runtime`` prints for ``run_runtime_bench``'s results."""
     lines = []
     for r in results:
         lines.append(r.name + (f"  (target: InferenceSession {r.target})" if r.target else ""))
@@ -289,15 +245,8 @@ def _session_without(model: ModelProto, step: str):
 
 
 def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
-    """Calling-thread CPU time per run of tiny models, per call-path variant (each step switched off in turn).
-
-    Args:
-        repeats: interleaved samples per variant.
-        calls: runs per sample.
-
-    Returns:
-        One row per workload and variant: ``workload``, ``variant``, ``median_us``, ``p10_us``, ``p90_us``.
-    """
+    """Calling-thread CPU us per run of tiny models, per call-path variant (each step switched off in turn):
+    rows of ``workload``, ``variant``, ``median_us``, ``p10_us``, ``p90_us``."""
     rows = []
     _register_without(None)
     for workload in _call_path_workloads(np.random.default_rng(0)):
@@ -337,14 +286,7 @@ def call_path_breakdown(repeats: int = 21, calls: int = 300) -> list[dict]:
 
 
 def format_call_path_breakdown(rows: list[dict]) -> str:
-    """The call-path breakdown as a Markdown table, each variant also minus builtin.
-
-    Args:
-        rows: what ``call_path_breakdown`` returned.
-
-    Returns:
-        The table's text.
-    """
+    """``call_path_breakdown``'s rows as a Markdown table, each variant also minus builtin."""
     lines = ["| workload | variant | calling-thread CPU us per run | p10-p90 | minus builtin |", "|---|---|---|---|---|"]
     builtin = {row["workload"]: row["median_us"] for row in rows if row["variant"] == "builtin"}
     for row in rows:
@@ -354,17 +296,143 @@ def format_call_path_breakdown(rows: list[dict]) -> str:
 
 
 def per_call_breakdown(repeats: int = 21, calls: int = 300) -> dict[str, float]:
-    """Median calling-thread CPU us per run of the tiny shape gather, per variant (call_path_breakdown).
-
-    Args:
-        repeats: interleaved samples per variant.
-        calls: runs per sample.
-
-    Returns:
-        The median by variant name.
-    """
+    """Median calling-thread CPU us per run of the tiny shape gather, by variant (``call_path_breakdown``)."""
     return {row["variant"]: row["median_us"] for row in call_path_breakdown(repeats, calls)
             if row["workload"].startswith("tiny")}
+
+
+# ---------------------------------------------------------------- one crossing per kernel form
+
+FORM_VARIANTS = ("builtin", "fast plan", "without fast plan")
+
+
+def _one_gather(op_type: str, data: np.ndarray, indices: np.ndarray, constant: bool = False, **attributes):
+    """One standard gather of ``data`` (an input, or an initializer when ``constant``) at ``indices`` (an input)."""
+    value = helper.make_tensor_value_info
+    elem = helper.np_dtype_to_tensor_dtype(data.dtype)
+    inputs = [value("i", TensorProto.INT64, list(indices.shape))]
+    if not constant:
+        inputs.insert(0, value("x", elem, list(data.shape)))
+    model = _model([helper.make_node(op_type, ["x", "i"], ["out"], **attributes)], inputs,
+                   [value("out", elem, None)], [numpy_helper.from_array(data, "x")] if constant else [])
+    return model, ({"i": indices} if constant else {"x": data, "i": indices})
+
+
+def _run_time_gather(data: np.ndarray, indices: np.ndarray):
+    """A Gather whose ranks no inference finds (Reshape to a shape input): the rewrite aligns at run time."""
+    value = helper.make_tensor_value_info
+    nodes = [helper.make_node("Reshape", ["flat", "shape"], ["x"]),
+             helper.make_node("Gather", ["x", "i"], ["out"], axis=1)]
+    model = _model(nodes, [value("flat", TensorProto.FLOAT, [data.size]), value("shape", TensorProto.INT64, [None]),
+                           value("i", TensorProto.INT64, None)], [value("out", TensorProto.FLOAT, None)])
+    return model, {"flat": data.reshape(-1), "shape": np.array(data.shape, np.int64), "i": indices}
+
+
+def _group_gathers(rng):
+    """Two Gathers of constant float32 and int64 tables at the same indices (a tree ensemble's step)."""
+    value = helper.make_tensor_value_info
+    nodes = [helper.make_node("Gather", ["values", "i"], ["a"], axis=0),
+             helper.make_node("Gather", ["features", "i"], ["b"], axis=0)]
+    tables = [numpy_helper.from_array(rng.standard_normal(255).astype(np.float32), "values"),
+              numpy_helper.from_array(rng.integers(0, 16, 255), "features")]
+    model = _model(nodes, [value("i", TensorProto.INT64, [1, 32])],
+                   [value("a", TensorProto.FLOAT, None), value("b", TensorProto.INT64, None)], tables)
+    return model, {"i": rng.integers(0, 255, (1, 32))}
+
+
+def form_models(seed: int = 0) -> dict[str, tuple[ModelProto, dict]]:
+    """(original model, feeds) by node form of the kernel path: small models over x [2, 16, 32], one bridge
+    crossing a run each."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 16, 32)).astype(np.float32)
+    return {
+        "Gather (fixed axes)": _one_gather("Gather", x, rng.integers(0, 16, (5,)), axis=1),
+        f"{GATHER_ELEMENTS} (fixed axes)": _one_gather(GATHER_ELEMENTS, x, rng.integers(0, 32, (2, 16, 4)), axis=2),
+        f"{GATHER_ND} (fixed axes)": _one_gather(GATHER_ND, x, rng.integers(0, 2, (6, 2))),
+        "Gather, run-time axes": _run_time_gather(x, rng.integers(0, 16, (5,))),
+        "1-D shape arithmetic": (tiny_workload(rng).model, {"x": rng.standard_normal((2, 3)).astype(np.float32)}),
+        "bound, embedding take": _one_gather("Gather", rng.standard_normal((1000, 64)).astype(np.float32),
+                                             rng.integers(0, 1000, (1, 8)), constant=True, axis=0),
+        f"bound, {GATHER_ELEMENTS}": _one_gather(GATHER_ELEMENTS, x, rng.integers(0, 32, (2, 16, 4)), constant=True, axis=2),
+        "bound group of 2 tables": _group_gathers(rng),
+        "plain op (session_options())": _one_gather("Gather", x, rng.integers(0, 16, (5,)), axis=1),
+    }
+
+
+def _form_sessions(form: str, model: ModelProto):
+    """Builtin on the original, and the form's session on the rewrite: one intra-op thread each (ORT computes
+    on the calling thread, so its CPU time is the run's cost)."""
+    import onnxruntime as ort
+
+    from ..ops import session_options
+    from ..ops.runtime.session import InferenceSession
+
+    def options():
+        made = ort.SessionOptions()
+        made.intra_op_num_threads, made.log_severity_level = 1, 3
+        return made
+
+    rewritten = rewrite_model(model)[0]
+    builtin = ort.InferenceSession(model.SerializeToString(), options(), providers=["CPUExecutionProvider"])
+    if form.startswith("plain op"):
+        return builtin, ort.InferenceSession(rewritten.SerializeToString(), session_options(options()),
+                                             providers=["CPUExecutionProvider"])
+    return builtin, InferenceSession(rewritten, options(), providers=["CPUExecutionProvider"], run_builtin_gathers=False)
+
+
+def form_breakdown(repeats: int = 31, calls: int = 200, seed: int = 0) -> list[dict]:
+    """Calling-thread CPU us per run of each ``form_models`` model: builtin, and the kernel path with and without
+    the fast plan (``CallPath.fast_plan``), interleaved, outputs checked against builtin first. Rows: ``form``,
+    ``crossings`` and per variant ``median_us``, ``p10_us``, ``p90_us``."""
+    from ..ops.runtime.registration import CallPath, count_crossings, register
+
+    rows = []
+    paths = {"fast plan": CallPath(), "without fast plan": CallPath(fast_plan=False)}
+    try:
+        for form, (model, feeds) in form_models(seed).items():
+            builtin, kernel = _form_sessions(form, model)
+            expected = builtin.run(None, feeds)
+            for path in paths.values():
+                register(call_path=path)
+                if not all(bit_identical(a, e) for a, e in zip(kernel.run(None, feeds), expected)):
+                    raise AssertionError(f"{form}: the kernel path's output differs from builtin")
+            register()
+            crossings = count_crossings(lambda: kernel.run(None, feeds))[1]
+            runs = {"builtin": lambda: builtin.run(None, feeds),
+                    **{name: lambda: kernel.run(None, feeds) for name in paths}}
+            samples = interleaved(runs, repeats, warmups=3, clock=time.thread_time, scale=1e6, per_sample=calls,
+                                  around=lambda name: _call_path(paths.get(name)))
+            row: dict = {"form": form, "crossings": crossings}
+            for name, values in samples.items():
+                row[name] = {"median_us": float(np.median(values)), "p10_us": float(np.percentile(values, 10)),
+                             "p90_us": float(np.percentile(values, 90))}
+            rows.append(row)
+    finally:
+        register()
+    return rows
+
+
+@contextlib.contextmanager
+def _call_path(path):
+    """``path`` registered while a sample is taken (None: leave the registration as it is)."""
+    from ..ops.runtime.registration import register
+
+    if path is not None:
+        register(call_path=path)
+    yield
+
+
+def format_form_breakdown(rows: list[dict]) -> str:
+    """``form_breakdown``'s rows as a Markdown table: us per run over builtin, with and without the fast plan."""
+    lines = ["| form (one crossing a run) | builtin us | fast plan: us over builtin | without: us over builtin "
+             "| fast plan p10-p90 | crossings |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        base = row["builtin"]["median_us"]
+        over = {name: row[name]["median_us"] - base for name in FORM_VARIANTS[1:]}
+        fast = row["fast plan"]
+        lines.append(f"| {row['form']} | {base:.1f} | {over['fast plan']:+.1f} | {over['without fast plan']:+.1f} | "
+                     f"{fast['p10_us'] - base:+.1f}-{fast['p90_us'] - base:+.1f} | {row['crossings']} |")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- resident memory
@@ -398,16 +466,9 @@ def _rss_child(path: str, runs: int) -> dict:
 
 
 def rss_over_bound_table(table_mb: int = 150, runs: int = 1000, external: bool = False) -> dict:
-    """Resident memory of an InferenceSession over a bound float32 table, measured in a child process.
-
-    Args:
-        table_mb: the table's size in MB.
-        runs: how many [8, 512] runs the child makes after creating the session.
-        external: the table in external data (memory-mapped by ORT) instead of inline.
-
-    Returns:
-        RSS in bytes at each step, ``table_bytes``, ``session_over_table`` and ``growth_10_to_end``.
-    """
+    """Resident memory of an InferenceSession over a bound float32 table of ``table_mb`` MB (inline, or
+    ``external`` data memory-mapped by ORT) in a child process making ``runs`` [8, 512] runs: RSS in bytes at
+    each step, ``table_bytes``, ``session_over_table`` and ``growth_10_to_end``."""
     rows = table_mb * 10**6 // (768 * 4)
     table = np.random.default_rng(0).standard_normal((rows, 768)).astype(np.float32)
     model = _embedding("rss", table, np.zeros((8, 512), np.int64), "").model
@@ -428,15 +489,7 @@ def rss_over_bound_table(table_mb: int = 150, runs: int = 1000, external: bool =
 
 
 def format_rss(result: dict, external: bool) -> str:
-    """One line of the report for ``rss_over_bound_table``.
-
-    Args:
-        result: what ``rss_over_bound_table`` returned.
-        external: whether it was measured with external data.
-
-    Returns:
-        The line.
-    """
+    """One line of the report for ``rss_over_bound_table``'s result."""
     mib = (lambda b: f"{b / 2**20:.1f} MiB")
     runs = next(k for k in result if k.startswith("after_") and k != "after_10_runs")
     return (f"RSS over a bound {mib(result['table_bytes'])} table ({'external data, memory-mapped' if external else 'inline'}):"

@@ -138,12 +138,15 @@ class RuntimeJob(BenchJob):
         print(runtime_bench.format_runtime_report(results))
         print("per call, Python side of a tiny gather (median us): " + ", ".join(
             f"{name} {value:.2f}" for name, value in runtime_bench.per_call_breakdown().items()))
+        forms = runtime_bench.form_breakdown()
+        print("one crossing per kernel form, calling-thread CPU (one intra-op thread):")
+        print(runtime_bench.format_form_breakdown(forms))
         memory = [] if args.quick else [(external, runtime_bench.rss_over_bound_table(external=external))
                                         for external in (False, True)]
         for external, rss in memory:
             print(runtime_bench.format_rss(rss, external))
         if args.json:
-            write_json(args.json, {"workloads": [asdict(r) for r in results],
+            write_json(args.json, {"workloads": [asdict(r) for r in results], "forms": forms,
                                    "rss": [dict(rss, external=external) for external, rss in memory]},
                        force=args.force)
         return 0

@@ -32,7 +32,9 @@ def test_end_to_end_bundled_example(tmp_path, capsys):
     out = capsys.readouterr().out
     [line] = [line for line in out.splitlines() if line.startswith("| gathers.onnx |")]
     assert line.startswith(f"| gathers.onnx | [1, 16] | 6 | {default['builtin_gathers']} / 0 / 0 | ")
-    assert f"| 0 / {kernel['crossings']} / {kernel['bound_tables']} | yes / " in line
+    per_crossing = (row["median_ms"]["kernel only"] - row["median_ms"]["builtin"]) * 1e3 / kernel["crossings"]
+    assert row["us_per_crossing"] == pytest.approx(per_crossing)
+    assert f"| 0 / {kernel['crossings']} / {kernel['bound_tables']} | {per_crossing:.1f} | yes / " in line
     assert "| geometric mean |" in out and "goal: geometric mean of rewritten / builtin <= 1.4x" in out
     assert "goal: no model over 2.5x: worst gathers.onnx" in out and "fewer than 2 rounds" in out
 

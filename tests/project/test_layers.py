@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = {"scripts": "gathermultiaxis", "ops": "gathermultiaxis.ops", "graphs": "gathermultiaxis.graphs"}
 LAYERS = [  # (rank, name, pattern on the dotted module name); the first that matches wins
-    (0, "core", r"gathermultiaxis\.ops(\.(contract|geometry|alignment|kernel|reference|private_api))?$"),
+    (0, "core", r"gathermultiaxis\.ops(\.(contract|geometry|alignment|kernel|fast_plan|reference|private_api))?$"),
     (1, "variants", r"gathermultiaxis\.ops\.variants(\..*)?$"),
     (3, "runtime", r"gathermultiaxis\.ops\.runtime(\..*)?$"),
     (2, "graphs", r"gathermultiaxis\.graphs(\..*)?$"),

@@ -116,3 +116,60 @@ def test_threads_share_a_session(entry):
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+def form_session(case, elem_type, form):
+    """The session's node form ``form`` over ``case``: "run" (axes an input), "fixed" (axes constant), "bound"
+    (data and axes constant)."""
+    from onnx import numpy_helper
+
+    model = gather_multiaxis_model(elem_type, helper.np_dtype_to_tensor_dtype(case.indices.dtype), case.mode)
+    constants = {"axes": np.array(case.axes, dtype=np.int64)} if form != "run" else {}
+    if form == "bound":
+        constants["input"] = case.as_dtype(numpy_dtype(elem_type))
+    model.graph.initializer.extend(numpy_helper.from_array(value, name) for name, value in constants.items())
+    kept = [value for value in model.graph.input if value.name not in constants]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    return InferenceSession(model, providers=["CPUExecutionProvider"], run_builtin_gathers=False), {
+        name: value for name, value in {"input": case.as_dtype(numpy_dtype(elem_type)), "indices": case.indices,
+                                        "axes": np.array(case.axes, dtype=np.int64)}.items() if name not in constants}
+
+
+@settings(max_examples=30, deadline=None)
+@given(case=gather_cases())
+def test_the_fast_plan_changes_no_output_and_no_error(case):
+    """Every session form, with the fast plan and without it (``CallPath(fast_plan=False)``): the same bytes,
+    or the same error naming the same index; strings and bool included."""
+    from gathermultiaxis.ops.runtime.registration import CallPath
+
+    elem_type = (TensorProto.FLOAT, TensorProto.STRING, TensorProto.BOOL, TensorProto.INT64)[case.indices.size % 4]
+    try:
+        for form in ("run", "fixed", "bound"):
+            sess, feeds = form_session(case, elem_type, form)
+            outcomes = []
+            for call_path in (CallPath(), CallPath(fast_plan=False)):
+                register(call_path=call_path)
+                try:
+                    outcomes.append(sess.run(None, feeds)[0])
+                except Exception as error:  # noqa: BLE001 - compared below
+                    outcomes.append(f"{type(error).__name__}: {error}")
+            if isinstance(outcomes[1], str):
+                assert outcomes[0] == outcomes[1], form
+            else:
+                assert_bit_identical(outcomes[0], outcomes[1])
+    finally:
+        register()
+
+
+@pytest.mark.parametrize("form", ["run", "fixed", "bound"])
+def test_each_form_plans_once_and_reuses_the_plan(form):
+    from gathermultiaxis.ops.fast_plan import FAST_PLANS
+    from support import GatherCase
+
+    case = GatherCase(np.arange(24).reshape(2, 3, 4), np.array([[[2], [-1]]]), [1], "error")
+    sess, feeds = form_session(case, TensorProto.FLOAT, form)
+    FAST_PLANS.clear()
+    for _ in range(3):
+        assert_bit_identical(sess.run(None, feeds)[0], case.as_dtype(np.float32)[:, [2, 2], :])
+    assert len(FAST_PLANS) == 1 and FAST_PLANS((1,), "error", (2, 3, 4), (1, 2, 1)) is not None
