@@ -1,4 +1,5 @@
-"""Each single-gather form's plan (shape rules, no nodes): Gather, GatherElements, GatherND.
+"""Each single-gather form's plan (shape rules, no nodes): Gather, GatherElements, GatherND, for each lowering
+target (``ONNX_TARGET``, ``WEBNN_TARGET``).
 
 Each form takes only the modes whose raising it reproduces exactly, the statically known sizes deciding; where a
 form does not fit, NoForm says why and the lowering falls back to the general decomposition with those reasons.

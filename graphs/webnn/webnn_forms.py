@@ -1,5 +1,5 @@
-"""The three single-gather WebNN forms (gather, gatherElements, gatherND), the indices prepared for the node's
-mode (clamped into range, or moved to a zero slice for "zero"), and the empty output."""
+"""The WebNN nodes of the three single-gather plans (gather, gatherElements, gatherND), the indices prepared for
+the node's mode (clamped into range, or moved to a zero slice for "zero"), and the empty output."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The WebNN lowering as a pass: each main-graph GatherMultiaxis node takes the first WebNN form that computes
-it; what is left gets the standard lowering."""
+"""The WebNN lowering as a sequence of passes: static shapes, each main-graph GatherMultiaxis node in the first
+WebNN form that computes it (``lower.form_plans.WEBNN_TARGET``), the standard lowering of what is left."""
 
 from __future__ import annotations
 
@@ -138,15 +138,15 @@ class UnnameReplacedDims(ModelPass):
 
 @dataclass
 class LowerWhatIsLeft(ModelPass):
-    """The standard lowering of the GatherMultiaxis nodes WebNN cannot take: the model still runs anywhere
-    (outside WebNN's subset, as the report says, and ``webnn_check`` lists it). Only where a node is left: its
-    inference of the lowered model would cost memory and time for nothing."""
+    """The standard lowering of the GatherMultiaxis nodes WebNN cannot take, where one is left."""
 
     report: LowerReport
     external_data_folder: str | os.PathLike | None = None
 
     def call(self, model: ModelProto) -> PassResult:
         """Lower what is left; the report gets a row for each node even the standard lowering left."""
+        # What WebNN cannot take still runs anywhere (outside WebNN's subset, as the report says, and
+        # webnn_check lists it). Without a node left, its inference of the model would cost time for nothing.
         if not any(is_gather_multiaxis(node) for holder in node_holders(model) for node in holder.node):
             return PassResult(model, False)
         model, standard = lower_model(model, self.external_data_folder)
