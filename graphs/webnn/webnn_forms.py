@@ -152,7 +152,7 @@ def gather_form(lowering: WebNNLowering, facts: NodeFacts, plan: GatherPlan) -> 
     indices = prepared_indices(lowering, b, facts, shape, gather_index_dtype(lowering, facts))
     result = b.op(GATHER, [data, indices_value(lowering, b, indices)], "gathered", axis=start)
     finish_at_target(lowering, b, result, result_shape(shape), target)
-    return b.nodes
+    return list(b.nodes)
 
 
 def gather_elements_form(lowering: WebNNLowering, facts: NodeFacts, plan: ElementsPlan) -> list[NodeProto]:
@@ -170,7 +170,7 @@ def gather_elements_form(lowering: WebNNLowering, facts: NodeFacts, plan: Elemen
     data = data_read(lowering, b, facts, data_shape, [axis])
     result = b.op(GATHER_ELEMENTS, [data, indices_value(lowering, b, clamped)], "gathered", axis=axis)
     finish_at_target(lowering, b, result, full, result_targets(lowering, facts, flexible=False)[0])
-    return b.nodes
+    return list(b.nodes)
 
 
 def gather_nd_form(lowering: WebNNLowering, facts: NodeFacts, plan: CoordinatesPlan) -> list[NodeProto]:
@@ -216,7 +216,7 @@ def gather_nd_form(lowering: WebNNLowering, facts: NodeFacts, plan: CoordinatesP
     data = data_read(lowering, b, facts, data_view, list(range(start, start + k)))
     result = b.op(GATHER_ND, [data, indices_value(lowering, b, clamped)], "gathered")
     finish_at_target(lowering, b, result, result_shape(shape), target)
-    return b.nodes
+    return list(b.nodes)
 
 
 def emit_plan(lowering: WebNNLowering, facts: NodeFacts, plan: Plan) -> list[NodeProto]:
