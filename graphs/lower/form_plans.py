@@ -1,4 +1,5 @@
-"""Each single-gather form's plan (shape rules, no nodes): Gather, GatherElements, GatherND.
+"""Each single-gather form's plan (shape rules, no nodes): Gather, GatherElements, GatherND, for each lowering
+target (``ONNX_TARGET``, ``WEBNN_TARGET``).
 
 Each form takes only the modes whose raising it reproduces exactly, the statically known sizes deciding; where a
 form does not fit, NoForm says why and the lowering falls back to the general decomposition with those reasons.
@@ -7,6 +8,7 @@ form does not fit, NoForm says why and the lowering falls back to the general de
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
 from onnx import TensorProto
 
@@ -29,7 +31,7 @@ def refuse_string_blocks(semantics: Semantics, after: int) -> None:
     the graph does not prove may be string."""
     if possibly_string(semantics.data.elem_type) and any(
             semantics.input_size(d) != 1 for d in range(after + 1, semantics.rank)):
-        raise NoForm("ORT's string Gather is wrong for blocks of more than one element"
+        raise NoForm(f"ORT's string {GATHER} is wrong for blocks of more than one element"
                      + ("" if semantics.data.elem_type else ", and the input's element type is not known"))
 
 
@@ -45,7 +47,7 @@ class GatherPlan:
     def of(cls, semantics: Semantics) -> "GatherPlan":
         """The Gather form of a node."""
         if len(semantics.axes) != 1:
-            raise NoForm("Gather reads one axis")
+            raise NoForm(f"{GATHER} reads one axis")
         axis, roles = semantics.axes[0], semantics.roles()
         batch = [d for d, role in roles.items() if role == Role.BATCH]
         if batch:
@@ -62,7 +64,7 @@ class GatherPlan:
         # error_nonempty: checks every index, but none when the output is empty
         if semantics.mode.checks_indices and not semantics.mode.checks_when_empty \
                 and not semantics.copy_sizes_nonzero(copies):
-            raise NoForm("mode 'error_nonempty' checks nothing when the output is empty, Gather checks every "
+            raise NoForm(f"mode 'error_nonempty' checks nothing when the output is empty, {GATHER} checks every "
                          "index, and a copied dimension's size is not known to be above 0")
         return cls(low, tuple(d for d in range(low, high + 1) if d != axis),
                    tuple(d for d in range(semantics.rank) if not low <= d <= high))
@@ -79,13 +81,13 @@ class ElementsPlan:
     def of(cls, semantics: Semantics, opset: int) -> "ElementsPlan":
         """The GatherElements form of a node."""
         if len(semantics.axes) != 1:
-            raise NoForm("GatherElements reads one axis")
+            raise NoForm(f"{GATHER_ELEMENTS} reads one axis")
         if opset < GATHER_ELEMENTS_OPSET:
-            raise NoForm(f"GatherElements needs opset {GATHER_ELEMENTS_OPSET}")
+            raise NoForm(f"{GATHER_ELEMENTS} needs opset {GATHER_ELEMENTS_OPSET}")
         axis, roles = semantics.axes[0], semantics.roles()
         index = [d for d, role in roles.items() if role == Role.INDEX]
         if index:
-            raise NoForm(f"on dimension {index[0]} the indices are larger than the input (size 1): GatherElements "
+            raise NoForm(f"on dimension {index[0]} the indices are larger than the input (size 1): {GATHER_ELEMENTS} "
                          f"reads indices no larger than the input")
         refuse_unknown_roles(roles)
         expand = tuple(d for d, role in roles.items() if role == Role.COPY)
@@ -114,13 +116,13 @@ class NDPlan:
     def of(cls, semantics: Semantics, opset: int) -> "NDPlan":
         """The GatherND form of a node."""
         if opset < GATHER_ELEMENTS_OPSET:
-            raise NoForm(f"GatherND needs opset {GATHER_ELEMENTS_OPSET}")
+            raise NoForm(f"{GATHER_ND} needs opset {GATHER_ELEMENTS_OPSET}")
         axes, rank, k = semantics.axes, semantics.rank, len(semantics.axes)
         low = min(axes)
         if sorted(axes) != list(range(low, low + k)):
             raise NoForm(f"axes {list(axes)} are not adjacent")
         if low and opset < GATHER_ND_BATCH_OPSET:
-            raise NoForm(f"GatherND's batch_dims needs opset {GATHER_ND_BATCH_OPSET}")
+            raise NoForm(f"{GATHER_ND}'s batch_dims needs opset {GATHER_ND_BATCH_OPSET}")
         roles = semantics.roles()
         leading_index = [d for d in range(low) if roles[d] == Role.INDEX]
         if leading_index:
@@ -130,7 +132,7 @@ class NDPlan:
         late_batch = [d for d in after if roles[d] == Role.BATCH]
         if late_batch:
             raise NoForm(f"dimension {late_batch[0]}, after the axes, runs in both the input and the indices "
-                         f"(GatherND's batch dimensions lead)")
+                         f"({GATHER_ND}'s batch dimensions lead)")
         last_index = max((d for d in after if roles[d] == Role.INDEX), default=low + k - 1)
         copied_between = [d for d in range(low + k, last_index) if roles[d] == Role.COPY]
         if copied_between:
@@ -139,7 +141,7 @@ class NDPlan:
         expand = tuple(d for d in range(low) if roles[d] == Role.COPY)
         copies = [d for d in tail if roles[d] == Role.COPY] + list(expand)
         if semantics.mode.checks_when_empty and not semantics.copy_sizes_nonzero(copies):
-            raise NoForm("mode 'error' checks every index, GatherND nothing when the output is empty, and a "
+            raise NoForm(f"mode 'error' checks every index, {GATHER_ND} nothing when the output is empty, and a "
                          "copied dimension's size is not known to be above 0")
         if last_index < rank - 1:  # the last indices dimension holds exactly the k components
             squeeze, unfold = tuple(range(last_index + 1, rank - 1)), None
@@ -153,36 +155,122 @@ class NDPlan:
 
 
 
-def plan_forms(semantics: Semantics, opset: int) -> tuple[list[GatherPlan | ElementsPlan | NDPlan], list[str]]:
-    """Every form that computes the node exactly, in the order tried (Gather, GatherElements, GatherND), and
-    why each of the others does not (``opset``: the model's default-domain opset)."""
+@dataclass(frozen=True)
+class CoordinatesPlan:
+    """GatherND without batch_dims (WebNN's gatherND has none): tuples [the output position on each of the
+    ``start`` leading dims, the node's components in the data's order]; where the indices vary after the axes
+    (``indices_vary_after``), the data has size 1 there and is read without those dims."""
+
+    start: int
+    indices_vary_after: bool
+
+    @classmethod
+    def of(cls, semantics: Semantics, opset: int) -> "CoordinatesPlan":
+        """The coordinates form of a node (static shapes)."""
+        axes, rank, k = semantics.axes, semantics.rank, len(semantics.axes)
+        start = min(axes)
+        if sorted(axes) != list(range(start, start + k)):
+            raise NoForm(f"the axes {list(axes)} are not one block of adjacent dims")
+        varying = [d for d in range(start + k, rank) if semantics.logical_size(d) != 1]
+        wide = [d for d in range(start + k, rank) if semantics.input_size(d) != 1]
+        if varying and wide:
+            raise NoForm(f"after the axes, the indices vary on dim(s) {varying} and the data has size > 1 on "
+                         f"dim(s) {wide}")
+        return cls(start, bool(varying))
+
+
+def one_axis(semantics: Semantics) -> None:
+    """WebNN's refusal of several axes for its one-axis forms."""
+    if len(semantics.axes) != 1:
+        raise NoForm("several axes")
+
+
+def webnn_gather(semantics: Semantics, opset: int) -> GatherPlan:
+    """``GatherPlan.of`` on static shapes, refusing in WebNN's words."""
+    one_axis(semantics)
+    axis = semantics.axes[0]
+    varying = [d for d in range(semantics.rank) if d != axis and semantics.logical_size(d) != 1]
+    start, end = min(varying + [axis]), max(varying + [axis]) + 1
+    wide = [d for d in range(start, end) if d != axis and semantics.input_size(d) != 1]
+    if wide:
+        raise NoForm(f"the indices vary on dims {varying} and the data has size > 1 on dim(s) {wide} between "
+                     f"them and the axis")
+    return GatherPlan.of(semantics)
+
+
+def webnn_gather_elements(semantics: Semantics, opset: int) -> ElementsPlan:
+    """``ElementsPlan.of`` on static shapes, refusing in WebNN's words."""
+    one_axis(semantics)
+    axis = semantics.axes[0]
+    broadcast = [d for d in range(semantics.rank)
+                 if d != axis and semantics.logical_size(d) not in (1, semantics.input_size(d))]
+    if broadcast:
+        raise NoForm(f"the data has size 1 where the indices do not on dim(s) {broadcast}")
+    return ElementsPlan.of(semantics, opset)
+
+
+Plan = GatherPlan | ElementsPlan | NDPlan | CoordinatesPlan
+
+
+class FormTarget(NamedTuple):
+    """What a lowering target's single-gather forms are: each form's planner in the order tried, how a refusal
+    reads (``reason``, with ``form`` and ``why``), and the target's own refusals of a mode: ``where_types``, the
+    element types mode "zero" can zero (None: it zeroes without Where), ``bounds_opset``, the opset from which
+    the integer bounds of the non-checking modes exist (None: it has another way)."""
+
+    name: str
+    forms: tuple[tuple[str, Callable[[Semantics, int], Plan]], ...]
+    reason: str
+    where_types: tuple[int, ...] | None
+    bounds_opset: int | None
+
+
+# ONNX with ORT's kernels: GatherND with batch_dims, the ORT guards' refusals
+ONNX_TARGET = FormTarget("onnx", ((GATHER, lambda semantics, opset: GatherPlan.of(semantics)),
+                                  (GATHER_ELEMENTS, ElementsPlan.of), (GATHER_ND, NDPlan.of)),
+                         "{form}: {why}", WHERE_TYPES, BOUNDS_OPSET)
+# WebNN: static shapes (no size-0 dims, no strings), gatherND without batch_dims, "zero" by a zero slice
+WEBNN_TARGET = FormTarget("webnn", ((GATHER, webnn_gather), (GATHER_ELEMENTS, webnn_gather_elements),
+                                    (GATHER_ND, CoordinatesPlan.of)),
+                          "not one {form}: {why}", None, None)
+
+
+def form_choices(semantics: Semantics, opset: int, target: FormTarget = ONNX_TARGET) -> list[Plan | str]:
+    """Each of ``target``'s forms in the order tried: its plan, or why it does not compute the node exactly
+    (``opset``: the model's default-domain opset). A refusal of every form is one reason."""
     if not semantics.axes:
-        return [], ["no axes: the node broadcasts the input to the indices' shape, it gathers nothing"]
+        return ["no axes: the node broadcasts the input to the indices' shape, it gathers nothing"]
     unproven = [what for what, info in (("input", semantics.data), ("indices", semantics.indices)) if info.shape is None]
     if unproven:  # the op requires equal ranks: one known rank proves nothing of the other
-        return [], [f"the rank of the {' and the '.join(unproven)} is not known"]
+        return [f"the rank of the {' and the '.join(unproven)} is not known"]
     last, k = semantics.indices_size(semantics.rank - 1), len(semantics.axes)
     if k > 1 and last is not None and last % k:
-        return [], [f"the last indices dimension ({last}) is not a multiple of the {k} axes (the op raises)"]
+        return [f"the last indices dimension ({last}) is not a multiple of the {k} axes (the op raises)"]
     zero = semantics.mode.out_of_range is OutOfRange.ZERO
-    if zero and semantics.data.elem_type not in (*WHERE_TYPES, TensorProto.BOOL):
-        return [], [f"ORT's Where has no kernel for {TensorProto.DataType.Name(semantics.data.elem_type)} (mode 'zero')"]
-    if not semantics.mode.checks_indices and opset < BOUNDS_OPSET:
-        return [], [f"mode {semantics.mode.value!r} needs Min / Max on integers (opset {BOUNDS_OPSET})"]
-    plans: list[GatherPlan | ElementsPlan | NDPlan] = []
-    reasons: list[str] = []
-    for name, make in ((GATHER, lambda: GatherPlan.of(semantics)),
-                       (GATHER_ELEMENTS, lambda: ElementsPlan.of(semantics, opset)),
-                       (GATHER_ND, lambda: NDPlan.of(semantics, opset))):
+    if zero and target.where_types is not None and semantics.data.elem_type not in (*target.where_types,
+                                                                                    TensorProto.BOOL):
+        return [f"ORT's Where has no kernel for {TensorProto.DataType.Name(semantics.data.elem_type)} (mode 'zero')"]
+    if not semantics.mode.checks_indices and target.bounds_opset is not None and opset < target.bounds_opset:
+        return [f"mode {semantics.mode.value!r} needs Min / Max on integers (opset {target.bounds_opset})"]
+    choices: list[Plan | str] = []
+    for name, make in target.forms:
         try:
-            plans.append(make())
+            choices.append(make(semantics, opset))
         except NoForm as why:
-            reasons.append(f"{name}: {why}")
-    return plans, reasons
+            choices.append(target.reason.format(form=name, why=why))
+    return choices
 
 
+def plan_forms(semantics: Semantics, opset: int) -> tuple[list[GatherPlan | ElementsPlan | NDPlan], list[str]]:
+    """ONNX's forms that compute the node exactly, in the order tried (``form_choices``), and why each of the
+    others does not."""
+    choices = form_choices(semantics, opset, ONNX_TARGET)
+    return ([choice for choice in choices if isinstance(choice, (GatherPlan, ElementsPlan, NDPlan))],
+            [choice for choice in choices if isinstance(choice, str)])
 
-FORM_NAMES = {GatherPlan: GATHER, ElementsPlan: GATHER_ELEMENTS, NDPlan: GATHER_ND}
 
-__all__ = ["BOUNDS_OPSET", "FORM_NAMES", "GATHER_ELEMENTS_OPSET", "GATHER_ND_BATCH_OPSET", "WHERE_TYPES", "ElementsPlan",
-           "GatherPlan", "NDPlan", "plan_forms"]
+FORM_NAMES = {GatherPlan: GATHER, ElementsPlan: GATHER_ELEMENTS, NDPlan: GATHER_ND, CoordinatesPlan: GATHER_ND}
+
+__all__ = ["BOUNDS_OPSET", "FORM_NAMES", "GATHER_ELEMENTS_OPSET", "GATHER_ND_BATCH_OPSET", "ONNX_TARGET",
+           "WEBNN_TARGET", "WHERE_TYPES", "CoordinatesPlan", "ElementsPlan", "FormTarget", "GatherPlan", "NDPlan",
+           "Plan", "form_choices", "plan_forms"]

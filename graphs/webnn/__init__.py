@@ -3,8 +3,8 @@ a model fall outside what ONNX Runtime's WebNN execution provider runs (docs/web
 
 WebNN graphs have static shapes: the lowering fixes every input shape (the model's own static dims, or
 ``input_shapes``) and folds shape arithmetic to constants. Each GatherMultiaxis node of the main graph then
-takes the first of ``FORMS`` that computes it (the report gives each node's ``form``, and for the general one
-why no single gather fits):
+takes the first of ``FORMS`` that computes it, as ``graphs.lower.form_plans.WEBNN_TARGET`` plans it (the report
+gives each node's ``form``, and for the general one why no single gather fits):
 
 1. ``Gather``: one axis; off it the indices vary only on dims where the data has size 1, adjacent to the axis.
 2. ``GatherElements``: one axis; off it the indices have the data's size or size 1 (then expanded).

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from math import prod
+from typing import ClassVar
 
 import numpy as np
 from onnx import ModelProto, NodeProto, helper, numpy_helper
@@ -16,6 +18,7 @@ from ..ir.constant_view import ConstantView
 from ..ir.dead_nodes import remove_dead
 from ..ir.folding import SHAPE_FOLDING, fold
 from ..ir.walk import ONNX_DOMAINS, attribute, default_opset, holds_subgraph
+from ..passes import ModelPass, PassResult
 from .webnn_ops import INT64_MAX
 
 class NotStatic(ValueError):
@@ -119,3 +122,28 @@ def fold_shape_arithmetic(model: ModelProto, external_data_folder: str | os.Path
         constants = [node for node in model.graph.node if node.op_type == "Constant"]
         remove_dead(model.graph, constants, read, initializers="freed")
     return len(folded)
+
+
+@dataclass
+class FixInputShapes(ModelPass):
+    """``fix_input_shapes`` as a pass."""
+
+    input_shapes: dict[str, tuple[int, ...]] | None = None
+    in_place: ClassVar[bool] = True
+
+    def call(self, model: ModelProto) -> PassResult:
+        """Fix the input shapes (NotStatic where one stays symbolic)."""
+        fix_input_shapes(model, self.input_shapes)
+        return PassResult(model, True)
+
+
+@dataclass
+class FoldShapeArithmetic(ModelPass):
+    """One round of ``fold_shape_arithmetic`` as a pass (modified: it folded a node)."""
+
+    external_data_folder: str | os.PathLike | None = None
+    in_place: ClassVar[bool] = True
+
+    def call(self, model: ModelProto) -> PassResult:
+        """Fold what static shapes decide, once."""
+        return PassResult(model, fold_shape_arithmetic(model, self.external_data_folder) > 0)

@@ -1,17 +1,18 @@
-"""The three single-gather WebNN forms (gather, gatherElements, gatherND), the indices prepared for the node's
-mode (clamped into range, or moved to a zero slice for "zero"), and the empty output."""
+"""The WebNN nodes of the three single-gather plans (gather, gatherElements, gatherND), the indices prepared for
+the node's mode (clamped into range, or moved to a zero slice for "zero"), and the empty output."""
 
 from __future__ import annotations
 
 from math import prod
 
 import numpy as np
-from onnx import NodeProto, TensorProto, helper, numpy_helper
+from onnx import NodeProto, helper, numpy_helper
 
 from ...ops.alignment import GATHER, GATHER_ELEMENTS, GATHER_ND
 from ..ir.builder import NodeBuilder
 from ..lower import GENERAL
-from .reshape_chains import Unfit, choose_shapes, finish_at_target, reshape_chain, result_targets, view_as
+from ..lower.form_plans import CoordinatesPlan, ElementsPlan, GatherPlan, Plan
+from .reshape_chains import choose_shapes, finish_at_target, reshape_chain, result_targets, view_as
 from .webnn_facts import EmptyOutput, NodeFacts, WebNNLowering, indices_in_range, zero_fills
 from .webnn_ops import INT32_LIMIT
 
@@ -127,18 +128,10 @@ def indices_value(lowering: WebNNLowering, b: NodeBuilder, clamped, role: str = 
     return typed_constant(b, clamped, role) if isinstance(clamped, np.ndarray) else clamped
 
 
-def gather_form(lowering: WebNNLowering, facts: NodeFacts):
-    """One axis; the indices vary (size > 1) off the axis only on dims where the data has size 1, all
-    in one contiguous block with the axis: Gather(data without those dims, indices of the block)."""
-    if facts.k != 1:
-        return "not one Gather: several axes"
+def gather_form(lowering: WebNNLowering, facts: NodeFacts, plan: GatherPlan) -> list[NodeProto]:
+    """Gather(data without the block's other dims (size 1), indices of the block); Unfit where no shape fits."""
     axis, data_shape, logical = facts.axes[0], facts.data_shape, facts.logical
-    varying = [d for d in range(facts.rank) if d != axis and logical[d] != 1]
-    start, end = min(varying + [axis]), max(varying + [axis]) + 1
-    wide = [d for d in range(start, end) if d != axis and data_shape[d] != 1]
-    if wide:
-        return (f"not one Gather: the indices vary on dims {varying} and the data has size > 1 on dim(s) "
-                f"{wide} between them and the axis")
+    start, end = plan.axis, plan.axis + len(plan.data_squeeze) + 1  # the block of the axis and the indices' dims
     data_view = data_shape[:start] + (data_shape[axis],) + data_shape[end:]
     canonical = logical[start:end]
 
@@ -153,27 +146,18 @@ def gather_form(lowering: WebNNLowering, facts: NodeFacts):
             return middle if prod(middle) == prod(canonical) else None
         return None
 
-    try:
-        shape, target = choose_shapes(lowering, facts, canonical, result_shape, index_shape_for)
-    except Unfit as reason:
-        return f"not one Gather: {reason}"
+    shape, target = choose_shapes(lowering, facts, canonical, result_shape, index_shape_for)
     b = NodeBuilder(lowering.opset, lowering.names, facts.node.name or "gather_multiaxis")
     data = data_read(lowering, b, facts, data_view, [start])
     indices = prepared_indices(lowering, b, facts, shape, gather_index_dtype(lowering, facts))
     result = b.op(GATHER, [data, indices_value(lowering, b, indices)], "gathered", axis=start)
     finish_at_target(lowering, b, result, result_shape(shape), target)
-    return b.nodes, FORM_GATHER
+    return list(b.nodes)
 
 
-def gather_elements_form(lowering: WebNNLowering, facts: NodeFacts):
-    """One axis; off the axis the indices have the data's size or size 1 (then expanded to it):
-    GatherElements."""
-    if facts.k != 1:
-        return "not one GatherElements: several axes"
-    axis, data_shape, logical = facts.axes[0], facts.data_shape, facts.logical
-    broadcast = [d for d in range(facts.rank) if d != axis and logical[d] not in (1, data_shape[d])]
-    if broadcast:
-        return f"not one GatherElements: the data has size 1 where the indices do not on dim(s) {broadcast}"
+def gather_elements_form(lowering: WebNNLowering, facts: NodeFacts, plan: ElementsPlan) -> list[NodeProto]:
+    """GatherElements, the indices expanded to the data's size where they have size 1."""
+    axis, data_shape, logical = plan.axis, facts.data_shape, facts.logical
     b = NodeBuilder(lowering.opset, lowering.names, facts.node.name or "gather_multiaxis")
     clamped = prepared_indices(lowering, b, facts, facts.indices_shape, gather_index_dtype(lowering, facts))
     full = tuple(data_shape[d] if d != axis else logical[d] for d in range(facts.rank))
@@ -186,23 +170,15 @@ def gather_elements_form(lowering: WebNNLowering, facts: NodeFacts):
     data = data_read(lowering, b, facts, data_shape, [axis])
     result = b.op(GATHER_ELEMENTS, [data, indices_value(lowering, b, clamped)], "gathered", axis=axis)
     finish_at_target(lowering, b, result, full, result_targets(lowering, facts, flexible=False)[0])
-    return b.nodes, FORM_GATHER_ELEMENTS
+    return list(b.nodes)
 
 
-def gather_nd_form(lowering: WebNNLowering, facts: NodeFacts):
-    """Axes forming one contiguous block of dims after the leading (batch) dims, and after it the
-    indices of size 1, or the data of size 1 (then dropped: the tuples take those dims too, as an
-    aten.index export aligns them): GatherND of coordinate tuples [batch coordinates (constant), the
-    node's components in the data's order]."""
-    axes, rank, logical, data_shape = facts.axes, facts.rank, facts.logical, facts.data_shape
-    start, k = min(axes), facts.k
-    if sorted(axes) != list(range(start, start + k)):
-        return f"not one GatherND: the axes {list(axes)} are not one block of adjacent dims"
-    varying = [d for d in range(start + k, rank) if logical[d] != 1]
-    wide = [d for d in range(start + k, rank) if data_shape[d] != 1]
-    if varying and wide:
-        return (f"not one GatherND: after the axes, the indices vary on dim(s) {varying} and the data has "
-                f"size > 1 on dim(s) {wide}")
+def gather_nd_form(lowering: WebNNLowering, facts: NodeFacts, plan: CoordinatesPlan) -> list[NodeProto]:
+    """GatherND of coordinate tuples [batch coordinates (constant), the node's components in the data's
+    order]; where the indices vary after the axes, the data's size-1 dims there are dropped (the tuples take
+    those dims too, as an aten.index export aligns them). Unfit where no shape fits."""
+    axes, logical, data_shape = facts.axes, facts.logical, facts.data_shape
+    start, k, varying = plan.start, facts.k, plan.indices_vary_after
     data_view = data_shape[:start + k] if varying else data_shape  # (dropped: size-1 dims)
     canonical = (logical if varying else logical[:start + k]) + (k,)
     # The tuples' dims may take any shape of as many elements (the result then has it): the indices'
@@ -222,10 +198,7 @@ def gather_nd_form(lowering: WebNNLowering, facts: NodeFacts):
                 return tuples + (k,)
         return None
 
-    try:
-        shape, target = choose_shapes(lowering, facts, canonical, result_shape, index_shape_for)
-    except Unfit as reason:
-        return f"not one GatherND: {reason}"
+    shape, target = choose_shapes(lowering, facts, canonical, result_shape, index_shape_for)
     b = NodeBuilder(lowering.opset, lowering.names, facts.node.name or "gather_multiaxis")
     # int64: the one index type of ONNX's GatherND (ORT's WebNN EP runs int64 as int32 on a backend without it)
     clamped = prepared_indices(lowering, b, facts, shape, np.dtype(np.int64))
@@ -243,7 +216,19 @@ def gather_nd_form(lowering: WebNNLowering, facts: NodeFacts):
     data = data_read(lowering, b, facts, data_view, list(range(start, start + k)))
     result = b.op(GATHER_ND, [data, indices_value(lowering, b, clamped)], "gathered")
     finish_at_target(lowering, b, result, result_shape(shape), target)
-    return b.nodes, FORM_GATHER_ND
+    return list(b.nodes)
+
+
+def emit_plan(lowering: WebNNLowering, facts: NodeFacts, plan: Plan) -> list[NodeProto]:
+    """The WebNN nodes of one of ``form_plans.WEBNN_TARGET``'s plans; Unfit where no shape of it fits."""
+    match plan:
+        case GatherPlan():
+            return gather_form(lowering, facts, plan)
+        case ElementsPlan():
+            return gather_elements_form(lowering, facts, plan)
+        case CoordinatesPlan():
+            return gather_nd_form(lowering, facts, plan)
+    raise TypeError(f"not a WebNN plan: {plan!r}")  # (ONNX's NDPlan: batch_dims, which WebNN has not)
 
 
 def with_batch_coordinates(lowering: WebNNLowering, b: NodeBuilder, facts: NodeFacts, components, tuple_dims: tuple[int, ...]):

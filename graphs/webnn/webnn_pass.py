@@ -1,11 +1,11 @@
-"""The WebNN lowering as a pass: each main-graph GatherMultiaxis node takes the first WebNN form that computes
-it; what is left gets the standard lowering."""
+"""The WebNN lowering as a sequence of passes: static shapes, each main-graph GatherMultiaxis node in the first
+WebNN form that computes it (``lower.form_plans.WEBNN_TARGET``), the standard lowering of what is left."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from onnx import ModelProto, NodeProto, helper
 
@@ -14,12 +14,15 @@ from ..lower.ort_guards import check_emitted
 from ..ir.dead_nodes import remove_dead
 from ..ir.walk import ONNX_DOMAINS, node_holders
 from ..lower import LoweredNode, LowerReport, lower_model, unname_replaced_dims
-from ..passes import GraphScope, NotChanged, Visit, run_pass
+from ..lower.form_plans import FORM_NAMES, WEBNN_TARGET, form_choices
+from ..lower.form_semantics import Semantics
+from ..ranks.tensor_info import TensorInfo
+from ..passes import GraphScope, ModelPass, NodePass, NotChanged, PassResult, Repeat, Sequential, Visit
 from .flat_offsets import flat_offsets
-from .reshape_chains import narrowed
-from .static_shapes import FOLD_ROUNDS, fix_input_shapes, fold_shape_arithmetic, static_infos
-from .webnn_facts import EmptyOutput, NotLoweredForWebNN, WebNNLowering, node_facts
-from .webnn_forms import FORM_EMPTY, FORM_FLAT, empty_constant, gather_elements_form, gather_form, gather_nd_form
+from .reshape_chains import Unfit, narrowed
+from .static_shapes import FOLD_ROUNDS, FixInputShapes, FoldShapeArithmetic, static_infos
+from .webnn_facts import EmptyOutput, NodeFacts, NotLoweredForWebNN, WebNNLowering, node_facts
+from .webnn_forms import FORM_EMPTY, FORM_FLAT, emit_plan, empty_constant
 from .webnn_ops import MAX_RANK
 
 def lower_node(lowering: WebNNLowering, node: NodeProto, scope: GraphScope) -> tuple[list[NodeProto], str, str]:
@@ -50,20 +53,35 @@ def lowered_form(lowering: WebNNLowering, node: NodeProto) -> tuple[list[NodePro
         return flat_offsets(lowering, facts), FORM_FLAT, "no axes: a broadcast of the data, not a gather"
     reasons = []
     narrowed_facts = narrowed(lowering, facts)
-    for form in (gather_form, gather_elements_form, gather_nd_form):
-        outcome = form(lowering, narrowed_facts)
-        if isinstance(outcome, str):
-            reasons.append(outcome)
-        else:
-            return outcome[0], outcome[1], ""
+    for choice in form_choices(facts_semantics(narrowed_facts), lowering.opset, WEBNN_TARGET):
+        if isinstance(choice, str):
+            reasons.append(choice)
+            continue
+        try:
+            return emit_plan(lowering, narrowed_facts, choice), FORM_NAMES[type(choice)], ""
+        except Unfit as why:
+            reasons.append(WEBNN_TARGET.reason.format(form=FORM_NAMES[type(choice)], why=why))
     return flat_offsets(lowering, facts), FORM_FLAT, "; ".join(reasons)
 
 
+def facts_semantics(facts: NodeFacts) -> Semantics:
+    """What the form planner reads of a node with static shapes."""
+    index_type = helper.np_dtype_to_tensor_dtype(facts.index_dtype)
+    return Semantics(facts.rank, tuple(facts.axes), facts.mode, TensorInfo(facts.elem_type, facts.data_shape),
+                     TensorInfo(index_type, facts.indices_shape))
+
+
+class WebNNDetail(NamedTuple):
+    """What a visit made of a node: its form, and (for the flat and empty forms) the reason."""
+
+    form: str
+    reason: str
+
+
 @dataclass
-class WebNNPass:
-    """The WebNN lowering as a visit over ``graphs.passes.run_pass``: the copy gets its input shapes fixed
-    and its static shape arithmetic folded before the walk (``prepare``); each main-graph GatherMultiaxis
-    is lowered by ``WebNNLowering``, and the reshapes and Casts around it that the form absorbs go."""
+class WebNNPass(NodePass[WebNNDetail]):
+    """Each main-graph GatherMultiaxis lowered by ``WebNNLowering``, on a copy whose input shapes are fixed and
+    whose static shape arithmetic is folded first (``prepare``); the reshapes and Casts a form absorbs go."""
 
     input_shapes: dict[str, tuple[int, ...]] | None = None
     external_data_folder: str | os.PathLike | None = None  # the model's folder: where its external data is
@@ -72,33 +90,29 @@ class WebNNPass:
     drops_domain: ClassVar[bool] = True  # (the custom domain's import goes with its last node)
 
     def targets(self, node: NodeProto) -> bool:
-        """Whether the pass visits ``node``."""
+        """GatherMultiaxis nodes."""
         return is_gather_multiaxis(node)
 
     def prepare(self, model: ModelProto) -> None:
-        """Fixes the input shapes, folds the static shape arithmetic (up to FOLD_ROUNDS times), and makes
-        the lowering."""
-        fix_input_shapes(model, self.input_shapes)
-        for _ in range(FOLD_ROUNDS):  # a folded shape can make the next value's shape static: fold again
-            if not fold_shape_arithmetic(model, self.external_data_folder):
-                break
+        """Static shapes (``static_shapes``), then the lowering's state."""
+        Sequential(FixInputShapes(self.input_shapes),
+                   Repeat(FoldShapeArithmetic(self.external_data_folder), FOLD_ROUNDS))(model)
         self.lowering = WebNNLowering(model, self.report, self.external_data_folder)
 
-    def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str) -> LoweredNode:
-        """The report's row for a visited node."""
-        if visit is None:
+    def outcome(self, node: NodeProto, path: str, detail: WebNNDetail | None, reason: str) -> LoweredNode:
+        """The report's row."""
+        if detail is None:
             return LoweredNode(node.name, path, False, reason)
-        if visit.detail["form"] == FORM_EMPTY and visit.detail["reason"]:  # replaced, but outside WebNN's ranks
-            return LoweredNode(node.name, path, False, visit.detail["reason"], FORM_EMPTY, "semantics")
-        return LoweredNode(node.name, path, True, visit.detail["reason"], visit.detail["form"], "semantics")
+        if detail.form == FORM_EMPTY and detail.reason:  # replaced, but outside WebNN's ranks
+            return LoweredNode(node.name, path, False, detail.reason, FORM_EMPTY, "semantics")
+        return LoweredNode(node.name, path, True, detail.reason, detail.form, "semantics")
 
-    def visit(self, node: NodeProto, scope: GraphScope) -> Visit:
-        """The WebNN lowering of a main-graph GatherMultiaxis ``node``, with the reshapes and Casts it
-        absorbs removed."""
+    def visit(self, node: NodeProto, scope: GraphScope) -> Visit[WebNNDetail]:
+        """The lowering of a main-graph node, with the reshapes and Casts it absorbs removed."""
         if not scope.main:
             raise NotChanged("inside an If/Loop/Scan body (WebNN graphs have no control flow); lowered to standard "
                              "ONNX ops instead")
-        assert self.lowering is not None  # made by prepare(), which run_pass calls first
+        assert self.lowering is not None  # made by prepare(), which the driver calls first
         absorbed = set(self.lowering.absorbed)
         try:
             nodes, form, reason = lower_node(self.lowering, node, scope)
@@ -106,7 +120,59 @@ class WebNNPass:
             raise NotChanged(f"{why}; lowered to standard ONNX ops instead") from None
         # an absorbed reshape or Cast: the lowered node writes its output now
         removes = [scope.producers[name] for name in self.lowering.absorbed - absorbed]
-        return Visit(nodes, removes=removes, freed=set(self.lowering.freed), detail={"form": form, "reason": reason})
+        return Visit(nodes, removes=removes, freed=set(self.lowering.freed), detail=WebNNDetail(form, reason))
+
+
+@dataclass
+class UnnameReplacedDims(ModelPass):
+    """``lower.unname_replaced_dims`` against the model before the lowering."""
+
+    before: ModelProto
+    in_place: ClassVar[bool] = True
+
+    def call(self, model: ModelProto) -> PassResult:
+        """Drop the dim names the rewrite declared on replaced outputs."""
+        unname_replaced_dims(self.before, model)
+        return PassResult(model, True)
+
+
+@dataclass
+class LowerWhatIsLeft(ModelPass):
+    """The standard lowering of the GatherMultiaxis nodes WebNN cannot take, where one is left."""
+
+    report: LowerReport
+    external_data_folder: str | os.PathLike | None = None
+
+    def call(self, model: ModelProto) -> PassResult:
+        """Lower what is left; the report gets a row for each node even the standard lowering left."""
+        # What WebNN cannot take still runs anywhere (outside WebNN's subset, as the report says, and
+        # webnn_check lists it). Without a node left, its inference of the model would cost time for nothing.
+        if not any(is_gather_multiaxis(node) for holder in node_holders(model) for node in holder.node):
+            return PassResult(model, False)
+        model, standard = lower_model(model, self.external_data_folder)
+        self.report.outcomes.extend(LoweredNode(o.node, o.graph, False, f"not lowered at all: {o.reason}")
+                                    for o in standard.outcomes if not o.lowered)
+        return PassResult(model, True)
+
+
+class EmptyExpandsAsConstants(ModelPass):
+    """``empty_expands_as_constants`` as a pass."""
+
+    in_place: ClassVar[bool] = True
+
+    def call(self, model: ModelProto) -> PassResult:
+        """Replace the empty Expands."""
+        empty_expands_as_constants(model)
+        return PassResult(model, True)
+
+
+def webnn_lowering(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None,
+                   external_data_folder: str | os.PathLike | None = None,
+                   report: LowerReport | None = None) -> Sequential:
+    """The WebNN lowering of ``model`` as its steps, each filling ``report``."""
+    report = LowerReport() if report is None else report
+    return Sequential(WebNNPass(input_shapes, external_data_folder, report), UnnameReplacedDims(model),
+                      LowerWhatIsLeft(report, external_data_folder), EmptyExpandsAsConstants())
 
 
 def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] | None = None,
@@ -127,19 +193,8 @@ def lower_for_webnn(model: ModelProto, input_shapes: dict[str, tuple[int, ...]] 
     Raises:
         NotStatic: an input shape is not fixed.
     """
-    webnn = WebNNPass(input_shapes, external_data_folder)
-    result = run_pass(model, webnn)
-    unname_replaced_dims(model, result)
-    report = webnn.report
-    # What WebNN cannot take still runs anywhere: the standard lowering (it stays outside WebNN's subset,
-    # as the report says, and webnn_check lists it). Only where a node is left: its inference of the
-    # lowered model would cost memory and time for nothing.
-    if any(is_gather_multiaxis(node) for holder in node_holders(result) for node in holder.node):
-        result, standard = lower_model(result, external_data_folder)
-        report.outcomes.extend(LoweredNode(o.node, o.graph, False, f"not lowered at all: {o.reason}")
-                               for o in standard.outcomes if not o.lowered)
-    empty_expands_as_constants(result)
-    return result, report
+    report = LowerReport()
+    return webnn_lowering(model, input_shapes, external_data_folder, report)(model).model, report
 
 
 def empty_expands_as_constants(model: ModelProto) -> None:

@@ -14,8 +14,12 @@ from sessions import builtin_session, custom_session
 from support import assert_bit_identical, make_model, reversal_model
 
 from gathermultiaxis.graphs import lower_model, rewrite_model
+from gathermultiaxis.graphs.lower.form_plans import (WEBNN_TARGET, CoordinatesPlan, ElementsPlan, GatherPlan, NDPlan,
+                                                     form_choices, plan_forms)
+from gathermultiaxis.graphs.lower.form_semantics import Semantics
+from gathermultiaxis.graphs.ranks.tensor_info import TensorInfo
 from gathermultiaxis.graphs.provenance import KEY, replaced_gather
-from gathermultiaxis.ops import DOMAIN
+from gathermultiaxis.ops import DOMAIN, Mode
 
 CONTRIB = helper.make_opsetid(DOMAIN, 1)
 
@@ -286,3 +290,26 @@ def test_constant_indices_are_prepared_into_one_constant(shape, indices_shape, a
     assert [node.op_type for node in lowered.graph.node] == ["Constant", report.outcomes[0].form]
     x = rng.standard_normal(shape).astype(np.float32)
     assert_bit_identical(builtin_session(lowered).run(None, {"x": x})[0], custom_session(model).run(None, {"x": x})[0])
+
+
+def _static_semantics(data_shape, indices_shape, axes, mode=Mode.CLAMP, elem_type=TensorProto.FLOAT):
+    return Semantics(len(data_shape), tuple(axes), mode, TensorInfo(elem_type, tuple(data_shape)),
+                     TensorInfo(TensorProto.INT64, tuple(indices_shape)))
+
+
+def test_each_target_plans_its_own_forms_in_its_own_words():
+    two_axes = _static_semantics((4, 5, 3), (2, 1, 2), (0, 1))
+    plans, reasons = plan_forms(two_axes, 17)
+    assert plans == [NDPlan(0, (), (), None, None, (), 1)]
+    assert reasons == ["Gather: Gather reads one axis", "GatherElements: GatherElements reads one axis"]
+    assert plan_forms(two_axes, 17) == plan_forms(two_axes, 17)  # (pure)
+    assert form_choices(two_axes, 17, WEBNN_TARGET) == [
+        "not one Gather: several axes", "not one GatherElements: several axes", CoordinatesPlan(0, False)]
+    # a batch dimension before the axis: ONNX's GatherND takes it as batch_dims, WebNN's as coordinates
+    batched = _static_semantics((2, 5, 3), (2, 4, 1), (1,))
+    assert [type(p) for p in plan_forms(batched, 17)[0]] == [ElementsPlan, NDPlan]
+    assert [type(c) for c in form_choices(batched, 17, WEBNN_TARGET)] == [str, ElementsPlan, CoordinatesPlan]
+    # "zero" on int16: ORT's Where has no kernel, WebNN zeroes by a zero slice
+    int16 = _static_semantics((5, 3), (2, 1), (0,), Mode.ZERO, TensorProto.INT16)
+    assert plan_forms(int16, 17) == ([], ["ORT's Where has no kernel for INT16 (mode 'zero')"])
+    assert form_choices(int16, 17, WEBNN_TARGET)[0] == GatherPlan(0, (), (1,))

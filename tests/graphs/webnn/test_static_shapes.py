@@ -34,3 +34,14 @@ def test_shape_arithmetic_becomes_constants():
     assert [node.op_type for node in model.graph.node] == ["Constant", "Reshape"]  # (Shape's constant: unread)
     assert numpy_helper.to_array(model.graph.node[0].attribute[0].t).tolist() == [8, 6]
     assert [init.name for init in model.graph.initializer] == ["flat"]  # "two" was read by the Mul only
+
+
+def test_the_static_shape_steps_compose_as_passes():
+    from gathermultiaxis.graphs.passes import Repeat, Sequential
+    from gathermultiaxis.graphs.webnn.static_shapes import FixInputShapes, FoldShapeArithmetic
+
+    model = _shape_model(["n", 3])
+    result = Sequential(FixInputShapes({"x": (4, 3)}), Repeat(FoldShapeArithmetic(), 4))(model)
+    assert result.model is model and result.modified
+    assert [node.op_type for node in model.graph.node] == ["Constant", "Reshape"]
+    assert not FoldShapeArithmetic()(model).modified  # nothing left to fold: Repeat stops there

@@ -355,3 +355,25 @@ def test_a_folded_integer_table_is_stored_once():
     ids = np.array([[0, 9, -1], [3, 3, 5]])
     assert bit_identical(make_session(lowered, custom=False).run(None, {"ids": ids})[0],
                          make_session(model, custom=False).run(None, {"ids": ids})[0])
+
+
+def test_lower_for_webnn_is_a_sequence_of_passes():
+    from gathermultiaxis.graphs.lower import LowerReport
+    from gathermultiaxis.graphs.webnn.webnn_pass import (EmptyExpandsAsConstants, LowerWhatIsLeft, UnnameReplacedDims,
+                                                         WebNNPass, webnn_lowering)
+
+    node = helper.make_node(OP_TYPE, ["x", "i", "axes"], ["y"], domain=DOMAIN, mode="clamp")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 3]),
+                                            helper.make_tensor_value_info("i", TensorProto.INT64, [2, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.array([0], np.int64), "axes")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(DOMAIN, 1)])
+    report = LowerReport()
+    steps = webnn_lowering(model, None, None, report)
+    assert [type(step) for step in steps.passes] == [WebNNPass, UnnameReplacedDims, LowerWhatIsLeft,
+                                                     EmptyExpandsAsConstants]
+    result = steps(model)
+    assert result.model is not model and [n.op_type for n in model.graph.node] == [OP_TYPE]  # a copy
+    lowered, expected = lower_for_webnn(model)
+    assert result.model.SerializeToString() == lowered.SerializeToString()
+    assert report.as_dict() == expected.as_dict() and report.forms() == {"Gather": 1}
