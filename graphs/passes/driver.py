@@ -1,5 +1,4 @@
-"""The driver of every node pass (the walk and splice ``NodePass`` states), and ``run_pass``, which runs a pass
-written before the base existed: the same hooks, read by name."""
+"""The driver of every node pass: the walk and splice ``NodePass`` states."""
 
 from __future__ import annotations
 
@@ -7,7 +6,7 @@ import itertools
 import logging
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from onnx import GraphProto, ModelProto, NodeProto
 
@@ -26,20 +25,6 @@ from .scopes import GraphScope, InferredGraph
 
 # The package's name: the -v log lines read "gathermultiaxis.graphs.passes: RewritePass: ..."
 _log = logging.getLogger(__package__)  # silent unless the application configures logging (see the package root)
-
-
-class GraphPass(Protocol):
-    """A pass for ``run_pass``: a report, ``targets``, ``visit`` and ``outcome(node, path, visit | None,
-    reason)``, and any of NodePass's other hooks and attributes (``copies`` False for ``in_place``)."""
-
-    @property
-    def report(self) -> PassReport: ...
-
-    def targets(self, node: NodeProto) -> bool: ...
-
-    def visit(self, node: NodeProto, scope: GraphScope) -> Visit: ...
-
-    def outcome(self, node: NodeProto, path: str, visit: Visit | None, reason: str) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -76,16 +61,6 @@ class _Hooks:
                    outcome, own("prepare"), own("begin"), own("scope_infos"), own("observe"),
                    lambda: node_pass.external_data_folder, not node_pass.in_place, node_pass.infers_types,
                    node_pass.keeps_types, node_pass.drops_domain)
-
-    @classmethod
-    def of_graph_pass(cls, graph_pass: GraphPass) -> "_Hooks":
-        return cls(type(graph_pass).__name__, graph_pass.report, graph_pass.targets,
-                   getattr(graph_pass, "copy_targets", graph_pass.targets), graph_pass.visit, graph_pass.outcome,
-                   getattr(graph_pass, "prepare", None), getattr(graph_pass, "begin", None),
-                   getattr(graph_pass, "scope_infos", None), getattr(graph_pass, "observe", None),
-                   lambda: getattr(graph_pass, "external_data_folder", None), getattr(graph_pass, "copies", True),
-                   getattr(graph_pass, "infers_types", True), getattr(graph_pass, "keeps_types", False),
-                   getattr(graph_pass, "drops_domain", False))
 
 
 @dataclass
@@ -233,11 +208,6 @@ def run_node_pass(node_pass: NodePass, model: ModelProto) -> PassResult:
     return PassResult(result, modified, report)
 
 
-def run_pass(model: ModelProto, graph_pass: GraphPass, repeat: bool = False) -> ModelProto:
-    """Run a pass written as a ``GraphPass`` (NodePass's hooks, read by name; until every pass is a NodePass)."""
-    return _run(_Hooks.of_graph_pass(graph_pass), model, repeat)
-
-
 def _log_outcomes(pass_name: str, report: PassReport, outcomes: list) -> None:
     """What a pass did, for ``logging``: the counts at INFO, one line per node at DEBUG (``-v``, ``-vv``)."""
     if not _log.isEnabledFor(logging.INFO):
@@ -249,4 +219,4 @@ def _log_outcomes(pass_name: str, report: PassReport, outcomes: list) -> None:
                                                   if value not in ("", None)))
 
 
-__all__ = ["GraphPass", "drop_unused_domain", "run_node_pass", "run_pass", "splice"]
+__all__ = ["drop_unused_domain", "run_node_pass", "splice"]

@@ -64,9 +64,7 @@ class Visit(Generic[D]):
     nodes: Sequence[NodeProto] | None
     removes: list[NodeProto] = field(default_factory=list)
     freed: set[str] = field(default_factory=set)
-    # A dict by default while a pass run by ``driver.run_pass`` reads ``visit.detail`` by key (the NodePasses
-    # give their own typed detail: RewriteDetail, LowerDetail, BindDetail)
-    detail: D = field(default_factory=dict)  # type: ignore[assignment]
+    detail: D = field(kw_only=True)  # what the pass's ``outcome`` reads (its own typed record)
     in_place: bool = False
 
 

@@ -1,5 +1,4 @@
-"""graphs.passes.driver: the walk NodePass states, for a NodePass and for a pass run through ``run_pass`` alike:
-a pass on the caller's copy without inference changing nodes in place, repeats, splicing, the domain import."""
+"""graphs.passes.driver: the walk NodePass states: a pass on the caller's copy without inference changing nodes in place, repeats, splicing, the domain import."""
 
 from __future__ import annotations
 
@@ -8,11 +7,10 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import onnx
-import pytest
 from onnx import TensorProto, helper
 
 from gathermultiaxis.graphs.passes import driver
-from gathermultiaxis.graphs.passes.driver import drop_unused_domain, run_pass, splice
+from gathermultiaxis.graphs.passes.driver import drop_unused_domain, splice
 from gathermultiaxis.graphs.passes.pass_base import NodePass, NotChanged, Visit
 from gathermultiaxis.graphs.passes.pass_report import PassReport
 from gathermultiaxis.ops.contract import DOMAIN, OP_TYPE
@@ -51,28 +49,6 @@ class _Row:
 
 
 @dataclass
-class _OldStyle:
-    """A pass written before the base: hooks read by name."""
-
-    report: PassReport = field(default_factory=PassReport)
-    typing_copies: list = field(default_factory=list)
-    copies: ClassVar[bool] = False
-    infers_types: ClassVar[bool] = False
-
-    def targets(self, node):
-        return node.op_type == "Relu"
-
-    def begin(self, model, light):
-        self.typing_copies.append(light)
-
-    def outcome(self, node, path, visit, reason):
-        return (node.name, path, visit is not None)
-
-    def visit(self, node, scope):
-        return _rename_in_place(node, scope)
-
-
-@dataclass
 class _NewStyle(NodePass[dict]):
     report: PassReport = field(default_factory=PassReport)
     typing_copies: list = field(default_factory=list)
@@ -92,22 +68,17 @@ class _NewStyle(NodePass[dict]):
         return _rename_in_place(node, scope)
 
 
-@pytest.mark.parametrize("style", ["run_pass", "NodePass"])
-def test_a_pass_on_the_callers_copy_without_inference_changing_nodes_in_place(monkeypatch, style):
+def test_a_pass_on_the_callers_copy_without_inference_changing_nodes_in_place(monkeypatch):
     def no_inference(light):
         raise AssertionError("a pass without infers_types must not infer")
 
     monkeypatch.setattr(driver, "inferred", no_inference)
     model = _model_with_a_branch()
     first = model.graph.node[0]
-    if style == "run_pass":
-        graph_pass = _OldStyle()
-        result = run_pass(model, graph_pass)
-    else:
-        graph_pass = _NewStyle()
-        found = graph_pass(model)
-        result = found.model
-        assert found.modified and found.report is graph_pass.report
+    graph_pass = _NewStyle()
+    found = graph_pass(model)
+    result = found.model
+    assert found.modified and found.report is graph_pass.report
     assert result is model                     # no copy
     assert graph_pass.typing_copies == [None]  # no typing copy
     assert model.graph.node[0] is first        # changed where it is
