@@ -3,9 +3,11 @@ rewrite -> lower against the original on plain ORT (no custom op library), on ev
 checks; random GatherMultiaxis models in all modes against the reference OpRun and the kernel; and what
 the lowering leaves alone."""
 
+import importlib.util
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -377,15 +379,27 @@ def assert_lowered_matches_original(model, feed_sets, min_runtime_aligned=1):
     return raised
 
 
+def _rank_tests():
+    """tests/graphs/test_rewrite_ranks.py, also when this module runs alone (its folder is then not on sys.path)."""
+    module = sys.modules.get("test_rewrite_ranks")
+    if module is None:
+        spec = importlib.util.spec_from_file_location("test_rewrite_ranks",
+                                                      Path(__file__).parents[1] / "test_rewrite_ranks.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["test_rewrite_ranks"] = module
+        spec.loader.exec_module(module)
+    return module
+
+
 def test_run_time_aligned_example_with_unknown_ranks_everywhere():
-    from test_rewrite_ranks import strip_shapes
+    strip_shapes = _rank_tests().strip_shapes
 
     assert_lowered_matches_original(strip_shapes(onnx.load_model(str(EXAMPLE_PATH))), [example_inputs()],
                                     min_runtime_aligned=6)
 
 
 def test_run_time_aligned_torchscript_export_with_a_data_dependent_rank():
-    from test_rewrite_ranks import torch_data_dependent_model
+    torch_data_dependent_model = _rank_tests().torch_data_dependent_model
 
     rng = np.random.default_rng(3)
     feeds = [{"x": rng.standard_normal(shape).astype(np.float32), "i": np.array(i)}
