@@ -11,7 +11,7 @@ from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
 from ...ops.contract import OP_TYPE, Mode, is_gather_multiaxis
 from ..ranks.tensor_info import TensorInfo
-from ..ir.walk import MOVING_OPS, ONNX_DOMAINS, moves_elements, node_holders, round_trip_cast
+from ..ir.walk import MOVING_OPS, ONNX_DOMAINS, any_node, model_nodes, moves_elements, node_holders, round_trip_cast
 from ..passes import GraphScope, InferredGraph, NodePass, NotChanged, Visit
 from ..provenance import MODEL_KEY, unmark_rewritten
 from ..rewrite.rank_layers import RankLayers
@@ -290,8 +290,8 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
     lowering = LowerPass(external_data_folder=external_data_folder, single_gather_only=single_gather_only)
     result = lowering(model).model
     unname_replaced_dims(model, result)
-    if not single_gather_only and any(entry.key == MODEL_KEY for entry in result.metadata_props) and not any(
-            is_gather_multiaxis(node) for holder in node_holders(result) for node in holder.node):
+    if not single_gather_only and any(entry.key == MODEL_KEY for entry in result.metadata_props) and not any_node(
+            result, is_gather_multiaxis):
         # plain ONNX again: the rewrite's note on how to run the file no longer holds (the session's own
         # single-gather lowering keeps it: its model stands for the rewritten file)
         if result is model:
@@ -310,16 +310,15 @@ def unname_replaced_dims(before: ModelProto, after: ModelProto) -> None:
     GatherMultiaxis computes any more, and of what the rewrite's restoring ops write from it, loses its dim
     names: the rewrite declared them, and tract refuses a declared name that meets a size."""
     def outputs(model: ModelProto) -> set[str]:
-        return {node.output[0] for holder in node_holders(model) for node in holder.node if is_gather_multiaxis(node)}
+        return {node.output[0] for node in model_nodes(model) if is_gather_multiaxis(node)}
 
     replaced = outputs(before) - outputs(after)
     # and what the rewrite's restoring ops (Squeeze, Reshape, a Cast back) write from them: the replaced
     # gather's own output, which the rewrite typed too
     readers: dict[str, list[NodeProto]] = {}
-    for holder in node_holders(before):
-        for node in holder.node:
-            if node.input and node.op_type in _RESTORING_OPS:
-                readers.setdefault(node.input[0], []).append(node)
+    for node in model_nodes(before):
+        if node.input and node.op_type in _RESTORING_OPS:
+            readers.setdefault(node.input[0], []).append(node)
     frontier = set(replaced)
     for _ in range(_RESTORING_DEPTH):
         frontier = {output for name in frontier for node in readers.get(name, ()) for output in node.output} - replaced

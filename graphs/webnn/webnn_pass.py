@@ -12,7 +12,7 @@ from onnx import ModelProto, NodeProto, helper
 from ...ops.contract import is_gather_multiaxis
 from ..lower.ort_guards import check_emitted
 from ..ir.dead_nodes import remove_dead
-from ..ir.walk import ONNX_DOMAINS, node_holders
+from ..ir.walk import ONNX_DOMAINS, any_node
 from ..lower import LoweredNode, LowerReport, lower_model, unname_replaced_dims
 from ..lower.form_plans import FORM_NAMES, WEBNN_TARGET, form_choices
 from ..lower.form_semantics import Semantics
@@ -147,7 +147,7 @@ class LowerWhatIsLeft(ModelPass):
         """Lower what is left; the report gets a row for each node even the standard lowering left."""
         # What WebNN cannot take still runs anywhere (outside WebNN's subset, as the report says, and
         # webnn_check lists it). Without a node left, its inference of the model would cost time for nothing.
-        if not any(is_gather_multiaxis(node) for holder in node_holders(model) for node in holder.node):
+        if not any_node(model, is_gather_multiaxis):
             return PassResult(model, False)
         model, standard = lower_model(model, self.external_data_folder)
         self.report.outcomes.extend(LoweredNode(o.node, o.graph, False, f"not lowered at all: {o.reason}")

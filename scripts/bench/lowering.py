@@ -76,10 +76,10 @@ def op_counts(model: ModelProto) -> dict[str, int]:
     Returns:
         The count by op type.
     """
-    from ..graphs.ir.walk import node_holders
+    from ..graphs.ir.walk import model_nodes
 
     counts = collections.Counter(node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
-                                 for holder in node_holders(model) for node in holder.node
+                                 for node in model_nodes(model)
                                  if not (node.op_type == "Constant" and node.domain in ("", "ai.onnx")))
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
@@ -211,9 +211,9 @@ def prepare(subject: Subject, stem: Path) -> LoweringRow:
     """
     from ..graphs import lower_model, rewrite_model
     from ..graphs.lower import GENERAL
-    from ..graphs.ir.walk import node_holders
+    from ..graphs.ir.walk import model_nodes
     from ..harness import difference, make_session
-    from ..ops.contract import DOMAIN, OP_TYPE
+    from ..ops.contract import DOMAIN, OP_TYPE, is_gather_multiaxis
 
     row = LoweringRow(subject.name, subject.kind, subject.baseline, subject.inputs)
     if subject.multiaxis is None:
@@ -223,8 +223,7 @@ def prepare(subject: Subject, stem: Path) -> LoweringRow:
             row.notes.append(f"the rewrite left {rewrite_report.left} gather(s) as they were")
     else:
         multiaxis = subject.multiaxis
-    row.gathers_rewritten = sum(node.op_type == OP_TYPE and node.domain == DOMAIN
-                                for holder in node_holders(multiaxis) for node in holder.node)
+    row.gathers_rewritten = sum(map(is_gather_multiaxis, model_nodes(multiaxis)))
     lowered, lower_report = lower_model(multiaxis)
     row.not_lowered = [f"{o.node} ({o.graph}): {o.reason}" for o in lower_report.left_outcomes()]
     row.forms = lower_report.forms()

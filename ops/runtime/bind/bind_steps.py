@@ -13,7 +13,7 @@ from onnx import ModelProto, TensorProto, helper
 from ...contract import DOMAIN, is_gather_multiaxis
 from ..run_ops import GROUP_MAX, GROUP_TYPES, bound_op_type, group_attributes, group_op_type, is_bridge_node
 from ....graphs.ir.dead_nodes import remove_dead
-from ....graphs.ir.walk import ONNX_DOMAINS, all_names, any_node, attribute, node_holders
+from ....graphs.ir.walk import ONNX_DOMAINS, all_names, any_node, attribute, model_nodes, node_holders
 from ....graphs.passes import ModelPass, PassResult
 from .bind_pass import BindPass, PreparedModel
 
@@ -98,7 +98,7 @@ def copy_scan_body_outputs(model: ModelProto) -> int:
 def bridge_crossings(model: ModelProto) -> int:
     """The GatherMultiaxis nodes of ``model`` (every op type of the domain): each crosses the PyOp bridge
     once per call (counted in the graph: a node in a Loop body counts once, both branches of an If count)."""
-    return sum(is_bridge_node(node) for holder in node_holders(model) for node in holder.node)
+    return sum(map(is_bridge_node, model_nodes(model)))
 
 
 # ---------------------------------------------------------------- the steps
