@@ -52,7 +52,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
                                    options=options)
 
 
-def _load(path_or_bytes) -> tuple[ModelProto, str | None]:
+def load_model(path_or_bytes) -> tuple[ModelProto, str | None]:
     """The model without its external data, and the folder of its file (None for bytes or a ModelProto)."""
     if isinstance(path_or_bytes, ModelProto):
         model = ModelProto()
@@ -75,12 +75,12 @@ def _configured_folder(options: ort.SessionOptions | None) -> str:
         return ""
 
 
-def _external_data_folder(model_folder: str | None, options: ort.SessionOptions | None) -> str | None:
+def external_data_folder(model_folder: str | None, options: ort.SessionOptions | None) -> str | None:
     """The options' EXTERNAL_DATA_FOLDER, else the model file's folder; None for bytes without the entry."""
     return _configured_folder(options) or model_folder
 
 
-class _ExternalDataFolder:
+class ExternalDataFolder:
     """Points ``options`` at ``folder`` while ORT creates the session, so ORT memory-maps the external data
     itself with its own checks; the caller's entry comes back afterwards ("": the working folder)."""
 
@@ -168,6 +168,23 @@ def _refuse_model_writing(options: ort.SessionOptions) -> None:
             "gathermultiaxis.session_options() instead")
 
 
+def share_bound_initializers(options: ort.SessionOptions, prepared: PreparedModel) -> list[ort.OrtValue]:
+    """Hand ORT the bound arrays it reads too (no copy), on the session's own options only (never on options the
+    caller keeps using); the OrtValues must live as long as the session."""
+    shared: list[ort.OrtValue] = []
+    if is_own_copy(options):
+        for name, (array, elem_type) in prepared.shared.items():
+            value = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.ascontiguousarray(array), elem_type)
+            options.add_initializer(name, value)
+            shared.append(value)
+    return shared
+
+
+def is_own_copy(options: ort.SessionOptions) -> bool:
+    """Whether ``own_options`` made ``options`` (the session's own: no caller uses them)."""
+    return options in _own_copies
+
+
 def _bridge_written_outputs(model: ModelProto) -> frozenset[str]:
     """The graph outputs a PyOp node writes itself (checked when pre-allocated: see ``preallocated``)."""
     return frozenset(output for node in model.graph.node if node.domain == DOMAIN for output in node.output
@@ -218,8 +235,8 @@ class InferenceSession(ort.InferenceSession):
             raise ValueError("ORT format models are not supported: pass the ONNX model")
         if sess_options is not None:
             _refuse_model_writing(sess_options)
-        model, model_folder = _load(path_or_bytes)
-        folder = _external_data_folder(model_folder, sess_options)
+        model, model_folder = load_model(path_or_bytes)
+        folder = external_data_folder(model_folder, sess_options)
         try:
             prepared = prepare_model(model, folder, bind=bind_constants, builtin_gathers=run_builtin_gathers,
                                      options=BindOptions() if bind_options is None else bind_options)
@@ -235,14 +252,9 @@ class InferenceSession(ort.InferenceSession):
                    prepared.builtin_gathers, len(prepared.tables), prepared.crossings)
         ortop.publish_bound_tables(prepared.tables)
         options = own_options(sess_options)
-        self._gathermultiaxis_shared = []  # OrtValues over bound arrays that ORT reads too: alive with the session
-        if options in _own_copies:  # never add initializers to options the caller keeps using
-            for name, (array, elem_type) in prepared.shared.items():
-                value = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.ascontiguousarray(array), elem_type)
-                options.add_initializer(name, value)
-                self._gathermultiaxis_shared.append(value)
+        self._gathermultiaxis_shared = share_bound_initializers(options, prepared)
         # External data not bound stays external: ORT maps it from ``folder`` (the bytes stay small).
-        pointed = _ExternalDataFolder(options, folder, prepared.model, owned=options in _own_copies)
+        pointed = ExternalDataFolder(options, folder, prepared.model, owned=is_own_copy(options))
         serialized = prepared.model.SerializeToString()
         del model, prepared
         with pointed:
