@@ -18,7 +18,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 
 from . import bind as bind_step
 from .bind import RUN_TOKEN, BindOptions, PreparedModel  # noqa: F401 - public here too
-from ...graphs.ir.walk import subgraphs
+from ...graphs.ir.walk import node_holders, subgraphs
 from ...graphs.modelfile import ExternalDataError, external_tensors
 from . import registration as ortop
 from .bridge_strings import refuse_unsafe_string_feeds
@@ -139,9 +139,10 @@ _REFUSED_KEYS = ("session.optimized_model_filepath", "session.save_model_format"
                  "session.optimized_model_external_initializers_file_name")
 
 
-def own_options(options: ort.SessionOptions | None) -> ort.SessionOptions:
+def own_options(options: ort.SessionOptions | None, library: bool = True) -> ort.SessionOptions:
     """``options`` itself when ``session_options()`` registered the library on it, else a copy (public
-    properties and ``CONFIG_KEYS``) with the library registered. Why a copy: onnxruntime-extensions crashes on
+    properties and ``CONFIG_KEYS``) with the library registered (not ``library``: a model of ORT's own
+    domains only, as one left without GatherMultiaxis, needs none). Why a copy: onnxruntime-extensions crashes on
     options registered before a PyOp was defined and refuses options registered twice. What ORT cannot read
     back (initializers, free dimension overrides, custom op libraries) is not copied: see the README."""
     if options is not None:
@@ -157,7 +158,16 @@ def own_options(options: ort.SessionOptions | None) -> ort.SessionOptions:
             if value is not None:
                 copy.add_session_config_entry(key, value)
     _own_copies.add(copy)
-    return ortop.register_library(copy, every_type=False)
+    return ortop.register_library(copy, every_type=False) if library else copy
+
+
+# ORT's own operator domains: a model whose nodes are all in these needs no custom op library.
+ORT_DOMAINS = frozenset(("", "ai.onnx", "ai.onnx.ml", "com.microsoft"))
+
+
+def needs_library(model: ModelProto) -> bool:
+    """Whether a node of ``model`` (any graph or function) is of a domain ORT does not hold itself."""
+    return any(node.domain not in ORT_DOMAINS for holder in node_holders(model) for node in holder.node)
 
 
 def _refuse_model_writing(options: ort.SessionOptions) -> None:
@@ -279,7 +289,7 @@ class InferenceSession(ort.InferenceSession):
         _log.debug("session: %d nodes run as builtin gathers, %d constant tables bound, %d bridge crossings a run",
                    prepared.builtin_gathers, len(prepared.tables), prepared.crossings)
         ortop.publish_bound_tables(prepared.tables)
-        options = own_options(sess_options)
+        options = own_options(sess_options, library=needs_library(prepared.model))
         self._gathermultiaxis_shared = share_bound_initializers(options, prepared)
         # External data not bound stays external: ORT maps it from ``folder`` (the bytes stay small).
         pointed = ExternalDataFolder(options, folder, prepared.model, owned=is_own_copy(options))

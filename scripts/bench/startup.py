@@ -49,7 +49,7 @@ def staged_creation(path: str) -> dict[str, float]:
     stage("bind")
     if prepared.tokened:
         session.place_session_types(prepared.model)
-    options = session.own_options(None)
+    options = session.own_options(None, library=session.needs_library(prepared.model))
     stage("options+registration")
     shared = session.share_bound_initializers(options, prepared)
     serialized = prepared.model.SerializeToString()
