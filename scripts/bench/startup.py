@@ -31,7 +31,7 @@ def staged_creation(path: str) -> dict[str, float]:
     from ..ops.runtime import session
     from ..ops.runtime.bind.bind_steps import holds_gather
 
-    clock, ms = time.process_time, {}
+    clock, ms = time.process_time, dict[str, float]()
     start = mark = clock()
 
     def stage(name: str) -> None:
