@@ -14,7 +14,6 @@ from onnx import ModelProto, TensorProto
 
 from ...graphs.ir.walk import node_holders, subgraphs
 from ..contract import DOMAIN
-from .run_ops import is_session_domain
 
 NOT_UTF8 = ("holds bytes that are not UTF-8: onnxruntime-extensions' PyOp bridge decodes every string it passes "
             "to the op as UTF-8 and ends the process when that fails")
@@ -86,7 +85,7 @@ def unsafe_string_constant(model: ModelProto) -> str | None:
                 read += [name for sub in inner for inside in sub.node for name in inside.input if name in origin]
                 if not read:
                     continue
-                if node.domain == DOMAIN or is_session_domain(node.domain):
+                if node.domain == DOMAIN:
                     return origin[read[0]]
                 reached = list(node.output) + [value.name for sub in inner for value in sub.input]
                 for name in reached:

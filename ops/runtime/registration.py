@@ -23,7 +23,7 @@ from ..contract import CHECKING_MODE_VALUES, DATA_TYPES, INDEX_TYPES, OP_TYPE, G
 from ..geometry import GatherGeometry
 from ..kernel import gather_multiaxis
 from .run_ops import (BOUND_OUTPUT_TYPES, FIXED_RUN_OP_TYPE, NARROWING_AXES_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE,
-                      RUN_OP_TYPE, SESSION_DOMAIN_PREFIX, BoundTable,
+                      RUN_OP_TYPE, BoundTable,
                       bound_op_type, group_op_type, group_signatures, parse_axes, parse_group)
 from .run_errors import ERRORS, RUN_ERRORS, guard_onnxruntime_sessions, guard_sessions_made_with  # noqa: F401 - guard_onnxruntime_sessions: public here too (README)
 
@@ -429,63 +429,9 @@ def library_registered_in_process() -> bool | None:
     return probe() == int(ort.__version__.split(".")[1])
 
 
-@functools.lru_cache(maxsize=1)
-def _session_definitions() -> dict[str, list[tuple]]:
-    """Every session op type (``run_ops``) and its typed definitions: (inputs, output, attrs, body, hook), one
-    per (data, index) type pair. Typed: a dynamically typed input would let float16 data reach the bridge,
-    which ends the process; a typed one makes ORT refuse the model instead."""
-    string, int64, float32 = PyCustomOpDef.dt_string, PyCustomOpDef.dt_int64, PyCustomOpDef.dt_float
-    index_types = [_BRIDGE_TYPES[t] for t in INDEX_TYPES]
-    data_pairs = [(_BRIDGE_TYPES[elem_type], index) for elem_type in DATA_TYPES for index in index_types]
-    table: dict[str, list[tuple]] = {
-        RUN_OP_TYPE: [([data, index, int64, int64], data, {"mode": string}, _compute_run, _hook_run)
-                      for data, index in data_pairs],
-        FIXED_RUN_OP_TYPE: [([data, index, int64], data, {"mode": string, "axes": string}, _compute_fixed,
-                             _hook_fixed) for data, index in data_pairs],
-        NARROWING_RUN_OP_TYPE: [([float32, index, int64], PyCustomOpDef.dt_float16, {"mode": string, "axes": string},
-                                 _compute_narrowing, _hook_narrowing) for index in index_types],
-        NARROWING_AXES_RUN_OP_TYPE: [([float32, index, int64, int64], PyCustomOpDef.dt_float16, {"mode": string},
-                                      _compute_narrowing_axes, _hook_narrowing_axes) for index in index_types]}
-    for elem_type in BOUND_OUTPUT_TYPES:
-        table[bound_op_type(elem_type)] = [([index, int64], _BRIDGE_OUTPUT_TYPES[elem_type], {"table": string},
-                                            _compute_bound, _hook_bound) for index in index_types]
-    for elem_types in group_signatures():
-        table[group_op_type(elem_types)] = [([index, int64], [_BRIDGE_TYPES[t] for t in elem_types],
-                                             {"tables": string, "slots": string}, _compute_bound_group,
-                                             _hook_bound_group) for index in index_types]
-    return table
-
-
-# Where each session op type is defined: a domain of its own batch, SESSION_DOMAIN_PREFIX + number. The
-# extensions keep one vector of PyOps per domain and hand every options object they register pointers into
-# each vector (pyop/pyfunc.cc): more ops in a registered domain reallocate it (the segfault of
-# EARLY_REGISTRATION), while a new domain touches no old vector, and registrations made before it do not see it.
-_session_domains: dict[str, str] = {}
-_batches = [0]
-
-
-def define_session_types(op_types) -> dict[str, str]:
-    """The domain each session op type of ``op_types`` is defined in; those not yet defined are defined
-    now, together, in a new domain (``register`` first if needed)."""
-    with _lock:
-        if not _state["registered"]:
-            register()
-        missing = [op_type for op_type in dict.fromkeys(op_types) if op_type not in _session_domains]
-        if missing:
-            definitions = _session_definitions()
-            domain = f"{SESSION_DOMAIN_PREFIX}{_batches[0]}"
-            _batches[0] += 1
-            for op_type in missing:
-                for definition in definitions[op_type]:
-                    _define(f"{domain}::{op_type}", *definition)
-                _session_domains[op_type] = domain
-        return {op_type: _session_domains[op_type] for op_type in op_types}
-
-
 def register(handback: bool | None = None, hook: bool | None = None, call_path: CallPath | None = None) -> None:
-    """Define the file-level GatherMultiaxis op type for every (data, index) type pair with the PyOp bridge,
-    and install the package's invocation hook. Idempotent. The session's own op types (``run_ops``) are
-    defined when a session first needs them (``define_session_types``).
+    """Define every GatherMultiaxis op type (plain and ``run_ops``') for every (data, index) type pair with
+    the PyOp bridge, and install the package's invocation hook. Idempotent.
 
     Args:
         handback: False: the bridge's list output path; True or None: the array handback when the bridge
@@ -497,12 +443,29 @@ def register(handback: bool | None = None, hook: bool | None = None, call_path: 
             _state["registered_early"] = library_registered_in_process()  # options that would crash after this
             if _state["registered_early"]:
                 warnings.warn(EARLY_REGISTRATION, RuntimeWarning, stacklevel=2)
-            # The file-level type stays in DOMAIN, all at once: defined there after a registration, it crashes.
+            string, int64 = PyCustomOpDef.dt_string, PyCustomOpDef.dt_int64
             for elem_type in DATA_TYPES:
                 data_type = _BRIDGE_TYPES[elem_type]
                 for index_type in (_BRIDGE_TYPES[t] for t in INDEX_TYPES):
-                    _define(OP_TYPE, [data_type, index_type, PyCustomOpDef.dt_int64], data_type,
-                            {"mode": PyCustomOpDef.dt_string}, _compute, _hook_plain)
+                    _define(OP_TYPE, [data_type, index_type, int64], data_type, {"mode": string}, _compute,
+                            _hook_plain)
+                    _define(RUN_OP_TYPE, [data_type, index_type, int64, int64], data_type, {"mode": string},
+                            _compute_run, _hook_run)
+                    _define(FIXED_RUN_OP_TYPE, [data_type, index_type, int64], data_type,
+                            {"mode": string, "axes": string}, _compute_fixed, _hook_fixed)
+            for index_type in (_BRIDGE_TYPES[t] for t in INDEX_TYPES):
+                _define(NARROWING_RUN_OP_TYPE, [PyCustomOpDef.dt_float, index_type, int64], PyCustomOpDef.dt_float16,
+                        {"mode": string, "axes": string}, _compute_narrowing, _hook_narrowing)
+                _define(NARROWING_AXES_RUN_OP_TYPE, [PyCustomOpDef.dt_float, index_type, int64, int64],
+                        PyCustomOpDef.dt_float16, {"mode": string}, _compute_narrowing_axes, _hook_narrowing_axes)
+            for elem_type in BOUND_OUTPUT_TYPES:
+                for index_type in (_BRIDGE_TYPES[t] for t in INDEX_TYPES):
+                    _define(bound_op_type(elem_type), [index_type, int64], _BRIDGE_OUTPUT_TYPES[elem_type],
+                            {"table": string}, _compute_bound, _hook_bound)
+            for elem_types in group_signatures():
+                for index_type in (_BRIDGE_TYPES[t] for t in INDEX_TYPES):
+                    _define(group_op_type(elem_types), [index_type, int64], [_BRIDGE_TYPES[t] for t in elem_types],
+                            {"tables": string, "slots": string}, _compute_bound_group, _hook_bound_group)
             _state["registered"] = True
             _state["handback_supported"] = _handback_works(_state["opdefs"][0])
         _state["handback"] = _state["handback_supported"] if handback is None else (
@@ -561,14 +524,11 @@ def registered_by_us(options: ort.SessionOptions) -> bool:
     return options in _registered_options
 
 
-def register_library(options: ort.SessionOptions, every_type: bool = True) -> ort.SessionOptions:
-    """Register the extensions library on ``options`` once: with every GatherMultiaxis op type, or (not
-    ``every_type``: a session's own options) with those defined so far."""
+def register_library(options: ort.SessionOptions) -> ort.SessionOptions:
+    """Register the extensions library (with every GatherMultiaxis op type) on ``options`` once."""
     with _lock:
         if not _state["registered"]:
             register()
-        if every_type:  # options a caller keeps, maybe for an InferenceSession later: it sees no later domain
-            define_session_types(_session_definitions())
         if options not in _registered_options:
             options.register_custom_ops_library(get_library_path())
             _registered_options.add(options)

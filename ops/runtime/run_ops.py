@@ -70,19 +70,9 @@ def axes_attribute(axes) -> str:
     return ",".join(str(int(axis)) for axis in axes)
 
 
-# The domains the session's op types are defined in, one per batch of definitions (``registration``).
-SESSION_DOMAIN_PREFIX = "gathermultiaxis.session"
-
-
-def is_session_domain(domain: str) -> bool:
-    """Whether ``domain`` is one of the session op types' domains (SESSION_DOMAIN_PREFIX + a number)."""
-    return domain.startswith(SESSION_DOMAIN_PREFIX) and domain[len(SESSION_DOMAIN_PREFIX):].isdigit()
-
-
 def is_bridge_node(node) -> bool:
-    """Whether ``node`` is one of the GatherMultiaxis op types, in DOMAIN or a session domain (each crosses
-    the PyOp bridge)."""
-    return (node.domain == DOMAIN or is_session_domain(node.domain)) and node.op_type.startswith(OP_TYPE)
+    """Whether ``node`` is one of the session's GatherMultiaxis op types (each crosses the PyOp bridge)."""
+    return node.domain == DOMAIN and node.op_type.startswith(OP_TYPE)
 
 
 @dataclass(frozen=True)
@@ -119,5 +109,5 @@ class BoundTable:
 
 
 __all__ = ["BOUND_OP_PREFIX", "BOUND_OUTPUT_TYPES", "FIXED_RUN_OP_TYPE", "GROUP_MAX", "GROUP_OP_PREFIX", "GROUP_TYPES",
-           "NARROWING_AXES_RUN_OP_TYPE", "NARROWING_RUN_OP_TYPE", "RUN_OP_TYPE", "SESSION_DOMAIN_PREFIX", "BoundTable", "axes_attribute", "bound_op_type", "group_attributes",
-           "group_op_type", "group_signatures", "is_bridge_node", "is_session_domain", "parse_axes", "parse_group"]
+           "NARROWING_AXES_RUN_OP_TYPE", "NARROWING_RUN_OP_TYPE", "RUN_OP_TYPE", "BoundTable", "axes_attribute", "bound_op_type", "group_attributes",
+           "group_op_type", "group_signatures", "is_bridge_node", "parse_axes", "parse_group"]

@@ -18,15 +18,14 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 
 from . import bind as bind_step
 from .bind import RUN_TOKEN, BindOptions, PreparedModel  # noqa: F401 - public here too
-from ...graphs.ir.walk import node_holders, subgraphs
+from ...graphs.ir.walk import node_holders
 from ...graphs.modelfile import ExternalDataError, external_tensors
 from . import registration as ortop
 from .bridge_strings import refuse_unsafe_string_feeds
-from ..contract import DOMAIN, OP_TYPE
+from ..contract import DOMAIN
 from .internals import c_ort_value, session_internals, session_state, set_inputs_meta
 from .preallocated import run_with_preallocated_fetches_checked, run_with_preallocated_outputs_checked
 from .run_errors import RUN_ERRORS
-from .run_ops import is_bridge_node, is_session_domain
 
 _log = logging.getLogger("gathermultiaxis.ops.session")  # the name -v has always shown
 
@@ -158,7 +157,7 @@ def own_options(options: ort.SessionOptions | None, library: bool = True) -> ort
             if value is not None:
                 copy.add_session_config_entry(key, value)
     _own_copies.add(copy)
-    return ortop.register_library(copy, every_type=False) if library else copy
+    return ortop.register_library(copy) if library else copy
 
 
 # ORT's own operator domains: a model whose nodes are all in these needs no custom op library.
@@ -197,34 +196,10 @@ def is_own_copy(options: ort.SessionOptions) -> bool:
     return options in _own_copies
 
 
-def _holders_under(root):
-    """``root`` (the main graph or a function) and every subgraph nested in it."""
-    pending = [root]
-    while pending:
-        holder = pending.pop()
-        yield holder
-        pending.extend(sub for node in holder.node for attribute in node.attribute for sub in subgraphs(attribute))
-
-
-def place_session_types(model: ModelProto) -> None:
-    """Move the session's op types (``run_ops``) to the domains ``registration`` defines them in, defining
-    those a session needs for the first time; each graph's model or function imports those domains."""
-    for root, imports in ((model.graph, model.opset_import), *((f, f.opset_import) for f in model.functions)):
-        nodes = [node for holder in _holders_under(root) for node in holder.node
-                 if node.domain == DOMAIN and node.op_type != OP_TYPE and is_bridge_node(node)]
-        if not nodes:
-            continue
-        domains = ortop.define_session_types([node.op_type for node in nodes])
-        for node in nodes:
-            node.domain = domains[node.op_type]
-        known = {opset.domain for opset in imports}
-        imports.extend(onnx.helper.make_opsetid(domain, 1) for domain in sorted(set(domains.values()) - known))
-
-
 def _bridge_written_outputs(model: ModelProto) -> frozenset[str]:
     """The graph outputs a PyOp node writes itself (checked when pre-allocated: see ``preallocated``)."""
-    return frozenset(output for node in model.graph.node if node.domain == DOMAIN or is_session_domain(node.domain)
-                     for output in node.output if output) & {value.name for value in model.graph.output}
+    return frozenset(output for node in model.graph.node if node.domain == DOMAIN for output in node.output
+                     if output) & {value.name for value in model.graph.output}
 
 
 _own_copies: "weakref.WeakSet[ort.SessionOptions]" = weakref.WeakSet()
@@ -278,8 +253,6 @@ class InferenceSession(ort.InferenceSession):
                                      options=BindOptions() if bind_options is None else bind_options)
         except ExternalDataError as error:  # ORT's exception type for the same refusal
             raise Fail(f"cannot load the model: {error}") from error
-        if prepared.tokened:
-            place_session_types(prepared.model)
         self._gathermultiaxis_token_name = prepared.token if prepared.tokened else None
         self._gathermultiaxis_string_inputs = prepared.string_inputs
         self._gathermultiaxis_bridge_outputs = _bridge_written_outputs(prepared.model)

@@ -47,8 +47,6 @@ def staged_creation(path: str) -> dict[str, float]:
     stage("lowering")
     prepared = session.prepare_model(model, folder, builtin_gathers=False)
     stage("bind")
-    if prepared.tokened:
-        session.place_session_types(prepared.model)
     options = session.own_options(None, library=session.needs_library(prepared.model))
     stage("options+registration")
     shared = session.share_bound_initializers(options, prepared)

@@ -40,47 +40,7 @@ def test_registered_types():
     # plain, Run, RunFixedAxes and Bound op types; Bound with float16 output; RunFixedAxesToFloat16 and
     # RunToFloat16; BoundGroup: 2 to 4 outputs of float and int64 (12 signatures), for both index types
     assert len(group_signatures()) == 12
-    session_options()  # options a caller keeps see every op type: all are defined before they are registered
     assert bridge_info()["registrations"] == 4 * 24 + 2 + 2 + 2 + 12 * 2
-
-
-LAZY_CASE = """
-import numpy as np, onnxruntime as ort, gathermultiaxis
-from onnx import TensorProto
-from gathermultiaxis.graphs import rewrite_model
-from gathermultiaxis.ops import bridge_info
-from support import gather_multiaxis_model
-from session_cases import embedding_model, table_tensor
-gathermultiaxis.ops.register()
-assert bridge_info()["registrations"] == 24, bridge_info()  # the file-level type only
-plain = gathermultiaxis.InferenceSession(gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64),
-                                         run_builtin_gathers=False)
-after_first = bridge_info()["registrations"]
-assert after_first == 24 + 24, after_first  # GatherMultiaxisRun, in the first session domain
-kept = gathermultiaxis.session_options()  # every type defined before these options are registered
-table = table_tensor(TensorProto.FLOAT, [10, 4], np.random.default_rng(1))
-rewritten, _ = rewrite_model(embedding_model(table, [2]))
-bound = gathermultiaxis.InferenceSession(rewritten, kept, run_builtin_gathers=False)
-assert bound.bound_tables == 1 and bridge_info()["registrations"] == 126
-ids = np.array([3, 1])
-np.testing.assert_array_equal(bound.run(None, {"ids": ids})[0], np.asarray(
-    __import__("onnx").numpy_helper.to_array(table))[ids])
-feeds = {"input": np.arange(6, dtype=np.float32).reshape(2, 3), "indices": np.array([[2, 0]]), "axes": np.array([1])}
-np.testing.assert_array_equal(plain.run(None, feeds)[0], [[2, 0], [5, 3]])  # the first session still runs
-print("OK", after_first, bridge_info()["registrations"])
-"""
-
-
-def test_session_types_are_defined_when_a_session_first_needs_them():
-    """A fresh process defines the file-level type only; a session defines what it runs in a new domain;
-    options a caller keeps (session_options) see every type, so an InferenceSession given them later runs."""
-    import os
-    import subprocess
-    import sys
-
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    child = subprocess.run([sys.executable, "-c", LAZY_CASE], cwd=here, capture_output=True, text=True, timeout=300)
-    assert child.returncode == 0 and child.stdout.strip().startswith("OK"), child.stderr[-3000:]
 
 
 @settings(max_examples=300, deadline=None)

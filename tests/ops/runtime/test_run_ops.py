@@ -4,8 +4,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from gathermultiaxis.ops.runtime.run_ops import (BoundTable, axes_attribute, bound_op_type, group_attributes,
-                                                 group_op_type, is_bridge_node, is_session_domain, parse_axes,
-                                                 parse_group)
+                                                 group_op_type, is_bridge_node, parse_axes, parse_group)
 
 
 def test_attribute_forms_round_trip():
@@ -21,10 +20,6 @@ def test_is_bridge_node_takes_every_op_type_of_the_family_in_the_domain():
     assert is_bridge_node(helper.make_node(bound_op_type(TensorProto.FLOAT), [], [], domain="ai.onnx.contrib"))
     assert not is_bridge_node(helper.make_node("GatherMultiaxisRun", [], []))  # the default domain
     assert not is_bridge_node(helper.make_node("Gather", [], [], domain="ai.onnx.contrib"))
-    # the session domains the session's op types move to (registration.define_session_types)
-    assert is_bridge_node(helper.make_node("GatherMultiaxisRun", [], [], domain="gathermultiaxis.session12"))
-    assert not is_bridge_node(helper.make_node("GatherMultiaxisRun", [], [], domain="gathermultiaxis.sessionX"))
-    assert is_session_domain("gathermultiaxis.session0") and not is_session_domain("ai.onnx.contrib")
 
 
 def test_bound_table_takes_the_embedding_form_only_for_checking_modes():
