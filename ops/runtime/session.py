@@ -18,6 +18,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 
 from . import bind as bind_step
 from .bind import RUN_TOKEN, BindOptions, PreparedModel  # noqa: F401 - public here too
+from ...graphs.ir.walk import node_holders
 from ...graphs.modelfile import ExternalDataError, external_tensors
 from . import registration as ortop
 from .bridge_strings import refuse_unsafe_string_feeds
@@ -52,7 +53,7 @@ def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = T
                                    options=options)
 
 
-def _load(path_or_bytes) -> tuple[ModelProto, str | None]:
+def load_model(path_or_bytes) -> tuple[ModelProto, str | None]:
     """The model without its external data, and the folder of its file (None for bytes or a ModelProto)."""
     if isinstance(path_or_bytes, ModelProto):
         model = ModelProto()
@@ -75,12 +76,12 @@ def _configured_folder(options: ort.SessionOptions | None) -> str:
         return ""
 
 
-def _external_data_folder(model_folder: str | None, options: ort.SessionOptions | None) -> str | None:
+def external_data_folder(model_folder: str | None, options: ort.SessionOptions | None) -> str | None:
     """The options' EXTERNAL_DATA_FOLDER, else the model file's folder; None for bytes without the entry."""
     return _configured_folder(options) or model_folder
 
 
-class _ExternalDataFolder:
+class ExternalDataFolder:
     """Points ``options`` at ``folder`` while ORT creates the session, so ORT memory-maps the external data
     itself with its own checks; the caller's entry comes back afterwards ("": the working folder)."""
 
@@ -137,9 +138,10 @@ _REFUSED_KEYS = ("session.optimized_model_filepath", "session.save_model_format"
                  "session.optimized_model_external_initializers_file_name")
 
 
-def own_options(options: ort.SessionOptions | None) -> ort.SessionOptions:
+def own_options(options: ort.SessionOptions | None, library: bool = True) -> ort.SessionOptions:
     """``options`` itself when ``session_options()`` registered the library on it, else a copy (public
-    properties and ``CONFIG_KEYS``) with the library registered. Why a copy: onnxruntime-extensions crashes on
+    properties and ``CONFIG_KEYS``) with the library registered (not ``library``: a model of ORT's own
+    domains only, as one left without GatherMultiaxis, needs none). Why a copy: onnxruntime-extensions crashes on
     options registered before a PyOp was defined and refuses options registered twice. What ORT cannot read
     back (initializers, free dimension overrides, custom op libraries) is not copied: see the README."""
     if options is not None:
@@ -155,7 +157,16 @@ def own_options(options: ort.SessionOptions | None) -> ort.SessionOptions:
             if value is not None:
                 copy.add_session_config_entry(key, value)
     _own_copies.add(copy)
-    return ortop.register_library(copy)
+    return ortop.register_library(copy) if library else copy
+
+
+# ORT's own operator domains: a model whose nodes are all in these needs no custom op library.
+ORT_DOMAINS = frozenset(("", "ai.onnx", "ai.onnx.ml", "com.microsoft"))
+
+
+def needs_library(model: ModelProto) -> bool:
+    """Whether a node of ``model`` (any graph or function) is of a domain ORT does not hold itself."""
+    return any(node.domain not in ORT_DOMAINS for holder in node_holders(model) for node in holder.node)
 
 
 def _refuse_model_writing(options: ort.SessionOptions) -> None:
@@ -166,6 +177,23 @@ def _refuse_model_writing(options: ort.SessionOptions) -> None:
             "the model it runs is internal (bound tables, a hidden input, op types of its own). Optimize the "
             "rewritten model with `gathermultiaxis rewrite --ort-optimize` or with onnxruntime and "
             "gathermultiaxis.session_options() instead")
+
+
+def share_bound_initializers(options: ort.SessionOptions, prepared: PreparedModel) -> list[ort.OrtValue]:
+    """Hand ORT the bound arrays it reads too (no copy), on the session's own options only (never on options the
+    caller keeps using); the OrtValues must live as long as the session."""
+    shared: list[ort.OrtValue] = []
+    if is_own_copy(options):
+        for name, (array, elem_type) in prepared.shared.items():
+            value = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.ascontiguousarray(array), elem_type)
+            options.add_initializer(name, value)
+            shared.append(value)
+    return shared
+
+
+def is_own_copy(options: ort.SessionOptions) -> bool:
+    """Whether ``own_options`` made ``options`` (the session's own: no caller uses them)."""
+    return options in _own_copies
 
 
 def _bridge_written_outputs(model: ModelProto) -> frozenset[str]:
@@ -218,8 +246,8 @@ class InferenceSession(ort.InferenceSession):
             raise ValueError("ORT format models are not supported: pass the ONNX model")
         if sess_options is not None:
             _refuse_model_writing(sess_options)
-        model, model_folder = _load(path_or_bytes)
-        folder = _external_data_folder(model_folder, sess_options)
+        model, model_folder = load_model(path_or_bytes)
+        folder = external_data_folder(model_folder, sess_options)
         try:
             prepared = prepare_model(model, folder, bind=bind_constants, builtin_gathers=run_builtin_gathers,
                                      options=BindOptions() if bind_options is None else bind_options)
@@ -234,15 +262,10 @@ class InferenceSession(ort.InferenceSession):
         _log.debug("session: %d nodes run as builtin gathers, %d constant tables bound, %d bridge crossings a run",
                    prepared.builtin_gathers, len(prepared.tables), prepared.crossings)
         ortop.publish_bound_tables(prepared.tables)
-        options = own_options(sess_options)
-        self._gathermultiaxis_shared = []  # OrtValues over bound arrays that ORT reads too: alive with the session
-        if options in _own_copies:  # never add initializers to options the caller keeps using
-            for name, (array, elem_type) in prepared.shared.items():
-                value = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.ascontiguousarray(array), elem_type)
-                options.add_initializer(name, value)
-                self._gathermultiaxis_shared.append(value)
+        options = own_options(sess_options, library=needs_library(prepared.model))
+        self._gathermultiaxis_shared = share_bound_initializers(options, prepared)
         # External data not bound stays external: ORT maps it from ``folder`` (the bytes stay small).
-        pointed = _ExternalDataFolder(options, folder, prepared.model, owned=options in _own_copies)
+        pointed = ExternalDataFolder(options, folder, prepared.model, owned=is_own_copy(options))
         serialized = prepared.model.SerializeToString()
         del model, prepared
         with pointed:

@@ -128,9 +128,13 @@ class RuntimeJob(BenchJob):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         BenchOptions(SUPPRESSED, quick=True).add_to(parser)
+        parser.add_argument("--startup", nargs="*", metavar="MODEL|FOLDER", default=None,
+                            help="also session start-up against ORT's own, split by stage, 2 fresh processes per "
+                                 "model (no models: the bench's small ones)")
 
     def run(self, args: argparse.Namespace) -> int:
         from ..bench import runtime as runtime_bench
+        from ..bench import startup as startup_bench
         output = Output(args.verbose)
         results = runtime_bench.run_runtime_bench(args.repeats or 41,
                                                   progress=lambda name: output.progress(0, None, name))
@@ -145,9 +149,15 @@ class RuntimeJob(BenchJob):
                                         for external in (False, True)]
         for external, rss in memory:
             print(runtime_bench.format_rss(rss, external))
+        startup = None if getattr(args, "startup", None) is None else startup_bench.startup_report(
+            args.startup, progress=lambda name: output.progress(0, None, name))
+        if startup is not None:
+            output.end_progress()
+            print(startup[0])
         if args.json:
             write_json(args.json, {"workloads": [asdict(r) for r in results], "forms": forms,
-                                   "rss": [dict(rss, external=external) for external, rss in memory]},
+                                   "rss": [dict(rss, external=external) for external, rss in memory]}
+                       | ({} if startup is None else {"startup": [asdict(r) for r in startup[1]]}),
                        force=args.force)
         return 0
 
