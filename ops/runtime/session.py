@@ -48,7 +48,9 @@ def evaluate_constants(model: ModelProto, base_dir: str | None) -> list[np.ndarr
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True,
                   builtin_gathers: bool = False, options: BindOptions = BindOptions()) -> PreparedModel:
     """The bind step for the installed bridge: float16 outputs where it hands arrays back, tables by ORT."""
-    return bind_step.prepare_model(model, base_dir, bind, float16_outputs=ortop.bridge_info()["handback_supported"],
+    # asked only when a node is kept for the kernel: the question registers the PyOps (a first session whose
+    # gathers all run as builtins then registers nothing)
+    return bind_step.prepare_model(model, base_dir, bind, float16_outputs=lambda: ortop.bridge_info()["handback_supported"],
                                    evaluate=evaluate_constants, builtin_gathers=builtin_gathers,
                                    options=options)
 

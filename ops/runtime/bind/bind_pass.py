@@ -84,7 +84,7 @@ class BindPass(NodePass[BindDetail]):
 
     base_dir: str | None
     bind: bool
-    float16_outputs: bool
+    float16_outputs: bool | Callable[[], bool]  # a callable is asked only when a node could narrow
     options: BindOptions = BindOptions()
     report: BindReport = field(default_factory=BindReport)
     prepared: PreparedModel | None = None
@@ -103,7 +103,9 @@ class BindPass(NodePass[BindDetail]):
     @property
     def narrow_float16(self) -> bool:
         """Whether the op may return float16 and the ``float16_output`` bind form is on."""
-        return self.float16_outputs and self.options.float16_output
+        if not self.options.float16_output:
+            return False
+        return self.float16_outputs() if callable(self.float16_outputs) else self.float16_outputs
 
     def targets(self, node: onnx.NodeProto) -> bool:
         """Whether the pass visits ``node``."""

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 from onnx import ModelProto
 
@@ -38,11 +39,11 @@ def bind_sequence(binding: BindPass) -> Sequential:
 
 
 def prepare_model(model: ModelProto, base_dir: str | None = None, bind: bool = True, *,
-                  float16_outputs: bool, evaluate=None, builtin_gathers: bool = False,
+                  float16_outputs: bool | Callable[[], bool], evaluate=None, builtin_gathers: bool = False,
                   options: BindOptions = BindOptions()) -> PreparedModel:
     """Turn ``model`` (changed in place: pass a copy) into what the session runs.
     ``base_dir``: the folder of external data (None: tables in external data are not bound).
-    ``float16_outputs``: whether the bridge hands float16 arrays back. ``evaluate(model, base_dir)``: a small
+    ``float16_outputs``: whether the bridge hands float16 arrays back (a callable: asked when needed). ``evaluate(model, base_dir)``: a small
     standard model's outputs as ORT computes them (None: tables computed from constants are not bound).
 
     Raises:
