@@ -51,8 +51,14 @@ def subgraphs(attribute: AttributeProto) -> list[GraphProto]:
     return []
 
 
+# The standard ops with graph attributes: no other op of the ONNX domain holds a graph.
+SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+
+
 def holds_subgraph(node: NodeProto) -> bool:
     """Whether a node has a graph attribute (If, Loop, Scan, ...). A plain loop: called for every node."""
+    if node.op_type not in SUBGRAPH_OPS and node.domain in ONNX_DOMAINS:
+        return False
     for attribute in node.attribute:
         if attribute.type == AttributeProto.GRAPH or attribute.type == AttributeProto.GRAPHS:
             return True
@@ -134,6 +140,6 @@ def any_node(model: ModelProto, predicate: Callable[[NodeProto], bool]) -> bool:
     return any(predicate(node) for node in model_nodes(model))
 
 
-__all__ = ["MOVING_OPS", "ONNX_DOMAINS", "all_names", "any_node", "attribute", "constant_value", "default_opset",
+__all__ = ["MOVING_OPS", "ONNX_DOMAINS", "SUBGRAPH_OPS", "all_names", "any_node", "attribute", "constant_value", "default_opset",
            "holds_subgraph", "model_nodes", "moves_elements", "names_read", "node_holders", "nodes_within",
            "round_trip_cast", "subgraphs"]
