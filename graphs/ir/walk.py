@@ -19,7 +19,8 @@ def node_holders(model: ModelProto) -> Iterator[GraphProto | FunctionProto]:
     while pending:
         holder = pending.pop()
         yield holder
-        pending.extend(sub for node in holder.node for attribute in node.attribute for sub in subgraphs(attribute))
+        pending.extend(sub for node in holder.node if holds_subgraph(node)
+                       for attribute in node.attribute for sub in subgraphs(attribute))
 
 
 def all_names(model: ModelProto) -> set[str]:
@@ -36,8 +37,7 @@ def all_names(model: ModelProto) -> set[str]:
             names.update((*holder.input, *holder.output))
             names.update(v.name for v in getattr(holder, "value_info", ()))
         for node in holder.node:
-            names.update(node.input)
-            names.update(node.output)
+            names.update(node.input, node.output)
             names.add(node.name)
     return names
 
@@ -77,9 +77,10 @@ def nodes_within(nodes) -> Iterator[NodeProto]:
     """Nodes and, recursively, the nodes of their subgraphs."""
     for node in nodes:
         yield node
-        for attribute in node.attribute:
-            for sub in subgraphs(attribute):
-                yield from nodes_within(sub.node)
+        if holds_subgraph(node):
+            for attribute in node.attribute:
+                for sub in subgraphs(attribute):
+                    yield from nodes_within(sub.node)
 
 
 def attribute(node: NodeProto, name: str, default=None):
