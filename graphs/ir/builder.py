@@ -14,6 +14,8 @@ from ...ops.contract import DOMAIN, OP_TYPE
 
 INT64_MAX = int(np.iinfo(np.int64).max)  # a Slice end meaning "to the end of the axis"
 
+TEMPLATE_LIMIT = 64  # elements of the largest int64 constant kept as a template (the cache holds small values only)
+
 # A key of attributes a template can stand for: (name, int | str | tuple of ints), sorted by name.
 AttributeKey = tuple[tuple[str, "int | str | tuple[int, ...]"], ...]
 
@@ -114,6 +116,8 @@ class NodeBuilder:
         """An int64 constant; below opset 9 (Constant-1 holds floats only) a double Constant Cast to int64,
         ValueError for a value with no exact double form."""
         array = np.asarray(values, dtype=np.int64)
+        if self.opset >= 9 and array.size > TEMPLATE_LIMIT:  # made once: no template kept for it
+            return self._emit("Constant", [], role, value=numpy_helper.from_array(array, name=""))
         if self.opset >= 9:
             output = self.names.fresh(f"{self.prefix}/{role}")
             self._append(int64_constant_template(array.shape, array.tobytes()), [], [output], output)

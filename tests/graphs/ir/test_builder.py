@@ -5,7 +5,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from gathermultiaxis.graphs.ir.builder import NameScope, NodeBuilder, attribute_key, node_template
+from gathermultiaxis.graphs.ir.builder import (TEMPLATE_LIMIT, NameScope, NodeBuilder, attribute_key,
+                                               int64_constant_template, node_template)
 
 
 def test_fresh_names_are_never_handed_out_twice():
@@ -74,3 +75,13 @@ def test_only_plain_attribute_values_have_a_template_key():
     tensor = numpy_helper.from_array(np.zeros(1, np.float32), name="")
     assert all(attribute_key(values) is None
                for values in ({"value": tensor}, {"axes": []}, {"alpha": 1.0}, {"flag": True}, {"to": None}))
+
+
+def test_a_large_int64_constant_is_made_whole_and_not_kept():
+    builder = NodeBuilder(17, NameScope(set()), "p")
+    values = np.arange(TEMPLATE_LIMIT + 1)
+    before = int64_constant_template.cache_info().currsize
+    name = builder.constant(values, "big")
+    want = helper.make_node("Constant", [], [name], name=name, value=numpy_helper.from_array(values, name=""))
+    assert builder.nodes[-1].SerializeToString() == want.SerializeToString()
+    assert int64_constant_template.cache_info().currsize == before
