@@ -185,7 +185,6 @@ def _part_model(written: ModelProto, loaded: ModelProto, new: list[NodeProto], m
         key = signature(nodes, group_readers)
         if key not in seen:
             seen.add(key)
-            seen.add(signature)
             part.node.extend(nodes)
             checked_readers.update((id(node), node) for node in group_readers)
     produced = set(_outputs(part.node))
@@ -301,7 +300,7 @@ class _Signature:
     def __call__(self, group: list[NodeProto], readers: list[NodeProto]) -> tuple:
         numbers: dict[str, int] = {}
         forms, wanted, value_info = self.outside_forms, self.wanted, self.value_info
-        signature = []
+        signature: list[tuple] = []
         for node in (*group, *readers):
             numbered = len(signature) < len(group)
             ins = tuple([(numbers[name] if name in numbers else forms.get(name, name)) if name else ""

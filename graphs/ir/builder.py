@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, MutableSequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from onnx import NodeProto, TensorProto, helper, numpy_helper
@@ -39,8 +40,8 @@ def node_template(op_type: str, domain: str | None, attributes: AttributeKey) ->
     """``helper.make_node(op_type, [], [], domain=domain, **attributes)``, made once: a node copied from it and
     given inputs, outputs and a name serializes to the same bytes as one ``make_node`` builds whole (protobuf
     writes fields in field-number order). Never change the template itself."""
-    return helper.make_node(op_type, [], [], domain=domain,
-                            **{name: list(value) if isinstance(value, tuple) else value for name, value in attributes})
+    values: dict[str, Any] = {name: list(value) if isinstance(value, tuple) else value for name, value in attributes}
+    return helper.make_node(op_type, [], [], domain=domain, **values)
 
 
 @functools.lru_cache(maxsize=1024)
