@@ -35,40 +35,34 @@ def changed_part(loaded: ModelProto, written: ModelProto,
     if not _same_but_nodes(loaded, written):
         return None
     before, after = loaded.graph, written.graph
-    originals: dict[int, int] = {}  # hash of a node's identity -> its position (the node itself compared below)
-    for position, node in enumerate(before.node):
-        if originals.setdefault(hash(_identity(node)), position) != position:
-            return None  # two alike nodes (or a hash collision): which one stayed cannot be told
-    kept: set[int] = set()  # positions in ``before`` of the nodes ``written`` keeps as they were
-    new: list[NodeProto] = []
-    for node in after.node:
-        original = originals.get(hash(_identity(node)))
-        if original is not None and original not in kept and node == before.node[original]:
-            kept.add(original)
-        else:
-            new.append(node)
-    del originals
-    if not new:
+    before_nodes = list(before.node)
+    split = _split(before_nodes, after)
+    if split is None:
         return None
+    kept, new = split
     made: dict[str, int] = {}  # each new name -> the new node that makes it
     for i, node in enumerate(new):
         for name in node.output:
             if name and made.setdefault(name, i) != i:  # a name made twice
                 return None
-    removed = {name for position, node in enumerate(before.node) if position not in kept
+    removed = {name for position, node in enumerate(before_nodes) if position not in kept
                for name in node.output if name}
     if not _fresh(loaded, made.keys() - removed):
         return None
     dropped_domains = {o.domain for o in loaded.opset_import} - {o.domain for o in written.opset_import}
+    if "" in dropped_domains:
+        dropped_domains.add("ai.onnx")
     wanted: dict[str, list[NodeProto]] = {}  # new values the unchanged nodes read -> those nodes
+    reads: dict[int, tuple[str, ...]] = {}  # id(node) -> _reads(node), of the new nodes and their readers
     for position in sorted(kept):
-        node = before.node[position]
-        for inner in nodes_within([node]):
-            if inner.domain in dropped_domains or (inner.domain == "ai.onnx" and "" in dropped_domains):
-                return None
-        for name in _reads(node):
+        node = before_nodes[position]
+        if dropped_domains and any(inner.domain in dropped_domains for inner in nodes_within([node])):
+            return None
+        node_reads = _reads(node)
+        for name in node_reads:
             if name in made:
                 wanted.setdefault(name, []).append(node)
+                reads[id(node)] = node_reads
             elif name in removed:  # read, and its producer is gone
                 return None
     for value in after.output:
@@ -79,8 +73,29 @@ def changed_part(loaded: ModelProto, written: ModelProto,
     declared = _new_value_info(before, after, made)
     if declared is None:
         return None
-    del kept, removed
-    return _part_model(written, loaded, new, made, wanted, declared, types)
+    del kept, removed, before_nodes
+    reads.update((id(node), _reads(node)) for node in new)
+    return _part_model(written, loaded, new, made, wanted, declared, types, reads)
+
+
+def _split(before_nodes: list[NodeProto], after: GraphProto) -> tuple[set[int], list[NodeProto]] | None:
+    """The positions in ``before_nodes`` of the nodes ``after`` keeps as they were, and its other (new) nodes;
+    None where two nodes of ``before_nodes`` are alike (or their identities' hashes collide): which one
+    stayed cannot be told."""
+    originals: dict[int, int] = {}  # hash of a node's identity -> its position (the node itself compared below)
+    for position, node in enumerate(before_nodes):
+        if originals.setdefault(hash(_identity(node)), position) != position:
+            return None
+    kept: set[int] = set()
+    new: list[NodeProto] = []
+    before_names = {node.name for node in before_nodes}  # another name: another identity (cheaper to tell)
+    for node in after.node:
+        original = originals.get(hash(_identity(node))) if node.name in before_names else None
+        if original is not None and original not in kept and node == before_nodes[original]:
+            kept.add(original)
+        else:
+            new.append(node)
+    return (kept, new) if new else None
 
 
 def _fresh(loaded: ModelProto, names: set[str]) -> bool:
@@ -89,7 +104,10 @@ def _fresh(loaded: ModelProto, names: set[str]) -> bool:
         for values in (graph.input, graph.output, graph.value_info, graph.initializer):
             if any(value.name in names for value in values):
                 return False
-        if any(name in names for node in graph.node for name in (*node.input, *node.output)):
+        used: set[str] = set()
+        for node in graph.node:
+            used.update(node.input, node.output)
+        if not names.isdisjoint(used):
             return False
     return True
 
@@ -143,11 +161,11 @@ def _new_value_info(before: GraphProto, after: GraphProto, made: Mapping[str, in
 
 def _part_model(written: ModelProto, loaded: ModelProto, new: list[NodeProto], made: dict[str, int],
                 wanted: dict[str, list[NodeProto]], declared: list[ValueInfoProto],
-                types: Mapping[str, TensorInfo] | None) -> ModelProto | None:
+                types: Mapping[str, TensorInfo] | None, reads: dict[int, tuple[str, ...]]) -> ModelProto | None:
     """The new nodes, each distinct group once, with the unchanged nodes that read what a group makes
     (their outputs renamed: they are there for ORT to infer them on the group's declared outputs)."""
     readers = [node for nodes in wanted.values() for node in nodes]
-    outside = {name for node in (*new, *readers) for name in _reads(node) if name not in made}
+    outside = {name for node in (*new, *readers) for name in reads[id(node)] if name not in made}
     constants = _small_constants(loaded.graph, outside)
     types = _input_model_types(loaded, (outside - set(constants)) | set(wanted), types)
     del outside, readers
@@ -155,15 +173,18 @@ def _part_model(written: ModelProto, loaded: ModelProto, new: list[NodeProto], m
         return None
     value_info = {value.name: value for value in declared}
     part = GraphProto(name="changed part")
-    values = {name: tensor.SerializeToString() for name, tensor in constants.items()}
+    # what an outside name stands for in a signature: a constant's value, else an input's type
+    outside_forms: dict[str, tuple] = {name: ("input", info) for name, info in types.items()}
+    outside_forms.update((name, ("constant", tensor.SerializeToString())) for name, tensor in constants.items())
+    signature = _Signature(outside_forms, wanted, value_info, reads)
     seen: set[tuple] = set()
     checked_readers: dict[int, NodeProto] = {}  # id -> reader: one copy of a reader of several groups
-    for group in _groups(new, made):
+    for group in _groups(new, made, reads):
         nodes = [new[i] for i in group]
         group_readers = list({id(node): node for name in _outputs(nodes) for node in wanted.get(name, ())}.values())
-        signature = _signature(nodes, group_readers, values, types, wanted, value_info)
-        if signature not in seen:
-            seen.add(signature)
+        key = signature(nodes, group_readers)
+        if key not in seen:
+            seen.add(key)
             part.node.extend(nodes)
             checked_readers.update((id(node), node) for node in group_readers)
     produced = set(_outputs(part.node))
@@ -245,7 +266,7 @@ def _small_constants(graph: GraphProto, names: set[str]) -> dict[str, TensorProt
     return constants
 
 
-def _groups(nodes: list[NodeProto], producer: Mapping[str, int]) -> list[list[int]]:
+def _groups(nodes: list[NodeProto], producer: Mapping[str, int], reads: Mapping[int, tuple[str, ...]]) -> list[list[int]]:
     """The connected groups of ``nodes`` (a node and those whose outputs it reads: ``producer`` maps each
     output to its node's index), in node order."""
     parent = list(range(len(nodes)))
@@ -257,7 +278,7 @@ def _groups(nodes: list[NodeProto], producer: Mapping[str, int]) -> list[list[in
         return i
 
     for i, node in enumerate(nodes):
-        for name in _reads(node):
+        for name in reads[id(node)]:
             j = producer.get(name)
             if j is not None:
                 parent[root(i)] = root(j)
@@ -267,39 +288,37 @@ def _groups(nodes: list[NodeProto], producer: Mapping[str, int]) -> list[list[in
     return list(groups.values())
 
 
-def _signature(group: list[NodeProto], readers: list[NodeProto], constants: dict[str, bytes],
-               types: dict[str, TensorInfo], wanted: dict[str, list[NodeProto]],
-               value_info: dict[str, ValueInfoProto]) -> tuple:
-    """The group and its readers with the group's own names numbered in order of appearance and outside
-    names replaced by what they are (a constant's value, an input's type): equal for groups that ORT
-    loads alike."""
-    numbers: dict[str, int] = {}
+class _Signature:
+    """A group and its readers with the group's own names numbered in order of appearance and outside names
+    replaced by what they are (``outside_forms``: a constant's value, an input's type; any other name, one
+    only a subgraph reads or defines or another group's, as it is): equal for groups that ORT loads alike."""
 
-    def canonical(name: str):
-        if not name:
-            return ""
-        if name in numbers:
-            return numbers[name]
-        if name in constants:
-            return "constant", constants[name]
-        if name in types:
-            return "input", types[name]
-        return name  # a name only a subgraph reads or defines, or another group's: as it is
+    def __init__(self, outside_forms: dict[str, tuple], wanted: Mapping[str, list[NodeProto]],
+                 value_info: Mapping[str, ValueInfoProto], reads: Mapping[int, tuple[str, ...]]):
+        self.outside_forms, self.wanted, self.value_info, self.reads = outside_forms, wanted, value_info, reads
 
-    def form(node: NodeProto, numbered: bool) -> tuple:
-        inner = sorted(set(_reads(node)) - set(node.input)) if holds_subgraph(node) else ()
-        ins = tuple(canonical(name) for name in node.input)
-        outer = tuple((name, canonical(name)) for name in inner)
-        outs: tuple = ()
-        if numbered:
-            for name in node.output:
-                numbers.setdefault(name, len(numbers))
-            outs = tuple((canonical(name), name in wanted,
-                          value_info[name].type.SerializeToString() if name in value_info else b"")
-                         for name in node.output)
-        return node.domain, node.op_type, ins, outer, outs, tuple(a.SerializeToString() for a in node.attribute)
-
-    return tuple(form(node, True) for node in group) + tuple(form(node, False) for node in readers)
+    def __call__(self, group: list[NodeProto], readers: list[NodeProto]) -> tuple:
+        numbers: dict[str, int] = {}
+        forms, wanted, value_info = self.outside_forms, self.wanted, self.value_info
+        signature: list[tuple] = []
+        for node in (*group, *readers):
+            numbered = len(signature) < len(group)
+            ins = tuple([(numbers[name] if name in numbers else forms.get(name, name)) if name else ""
+                         for name in node.input])
+            outer: tuple = ()
+            if holds_subgraph(node):
+                outer = tuple((name, numbers[name] if name in numbers else forms.get(name, name))
+                              for name in sorted(set(self.reads[id(node)]) - set(node.input)))
+            outs: tuple = ()
+            if numbered:
+                for name in node.output:
+                    numbers.setdefault(name, len(numbers))
+                outs = tuple([(numbers[name] if name else "", name in wanted,
+                               value_info[name].type.SerializeToString() if name in value_info else b"")
+                              for name in node.output])
+            signature.append((node.domain, node.op_type, ins, outer, outs,
+                              tuple([a.SerializeToString() for a in node.attribute])))
+        return tuple(signature)
 
 
 __all__ = ["changed_part"]

@@ -3,8 +3,10 @@ nodes (not initializers) so that the same code serves the main graph, subgraphs 
 
 from __future__ import annotations
 
-from collections.abc import MutableSequence
+import functools
+from collections.abc import Mapping, MutableSequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from onnx import NodeProto, TensorProto, helper, numpy_helper
@@ -12,6 +14,42 @@ from onnx import NodeProto, TensorProto, helper, numpy_helper
 from ...ops.contract import DOMAIN, OP_TYPE
 
 INT64_MAX = int(np.iinfo(np.int64).max)  # a Slice end meaning "to the end of the axis"
+
+TEMPLATE_LIMIT = 64  # elements of the largest int64 constant kept as a template (the cache holds small values only)
+
+# A key of attributes a template can stand for: (name, int | str | tuple of ints), sorted by name.
+AttributeKey = tuple[tuple[str, "int | str | tuple[int, ...]"], ...]
+
+
+def attribute_key(attributes: Mapping[str, object]) -> AttributeKey | None:
+    """``attributes`` as a template's key, or None where a value is of another kind (a tensor, a graph, a
+    float, None, an empty list): such a node is made by ``helper.make_node`` itself."""
+    items: list[tuple[str, int | str | tuple[int, ...]]] = []
+    for name, value in sorted(attributes.items()):
+        if type(value) is int or type(value) is str:
+            items.append((name, value))
+        elif isinstance(value, (list, tuple)) and value and all(type(v) is int for v in value):
+            items.append((name, tuple(value)))
+        else:
+            return None
+    return tuple(items)
+
+
+@functools.lru_cache(maxsize=1024)
+def node_template(op_type: str, domain: str | None, attributes: AttributeKey) -> NodeProto:
+    """``helper.make_node(op_type, [], [], domain=domain, **attributes)``, made once: a node copied from it and
+    given inputs, outputs and a name serializes to the same bytes as one ``make_node`` builds whole (protobuf
+    writes fields in field-number order). Never change the template itself."""
+    values: dict[str, Any] = {name: list(value) if isinstance(value, tuple) else value for name, value in attributes}
+    return helper.make_node(op_type, [], [], domain=domain, **values)
+
+
+@functools.lru_cache(maxsize=1024)
+def int64_constant_template(shape: tuple[int, ...], data: bytes) -> NodeProto:
+    """The Constant node of an int64 value (its bytes, native order), made once: the same template use as
+    ``node_template``."""
+    array = np.frombuffer(data, dtype=np.int64).reshape(shape)
+    return helper.make_node("Constant", [], [], value=numpy_helper.from_array(array, name=""))
 
 
 @dataclass
@@ -51,8 +89,25 @@ class NodeBuilder:
 
     def _emit(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
         output = self.names.fresh(f"{self.prefix}/{role}")  # the node takes its output's (unique) name
-        self.nodes.append(helper.make_node(op_type, inputs, [output], name=output, **attributes))
+        key = attribute_key(attributes)
+        if key is None:
+            self.nodes.append(helper.make_node(op_type, inputs, [output], name=output, **attributes))
+        else:
+            self._append(node_template(op_type, None, key), inputs, [output], output)
         return output
+
+    def _append(self, template: NodeProto, inputs: list[str], outputs: list[str], name: str) -> None:
+        """A copy of ``template`` with these inputs, outputs and name, appended (made in place in a repeated
+        field)."""
+        add = getattr(self.nodes, "add", None)
+        node = add() if add is not None else NodeProto()
+        node.CopyFrom(template)
+        node.input.extend(inputs)
+        node.output.extend(outputs)
+        if name:
+            node.name = name
+        if add is None:
+            self.nodes.append(node)
 
     def op(self, op_type: str, inputs: list[str], role: str, **attributes) -> str:
         """Any standard op with one output (the run-time alignment's shape arithmetic)."""
@@ -62,8 +117,12 @@ class NodeBuilder:
         """An int64 constant; below opset 9 (Constant-1 holds floats only) a double Constant Cast to int64,
         ValueError for a value with no exact double form."""
         array = np.asarray(values, dtype=np.int64)
-        if self.opset >= 9:
+        if self.opset >= 9 and array.size > TEMPLATE_LIMIT:  # made once: no template kept for it
             return self._emit("Constant", [], role, value=numpy_helper.from_array(array, name=""))
+        if self.opset >= 9:
+            output = self.names.fresh(f"{self.prefix}/{role}")
+            self._append(int64_constant_template(array.shape, array.tobytes()), [], [output], output)
+            return output
         as_double = array.astype(np.float64)
         if not np.array_equal(as_double.astype(np.int64), array):
             raise ValueError(f"int64 constant {array.tolist()} has no exact double form for opset {self.opset}")
@@ -115,8 +174,7 @@ class NodeBuilder:
                          mode: str) -> None:
         """Append a GatherMultiaxis node."""
         axes_input = axes if isinstance(axes, str) else self.constant(axes, "axes")
-        self.nodes.append(helper.make_node(OP_TYPE, [data, indices, axes_input], [output], name=name,
-                                           domain=DOMAIN, mode=mode))
+        self._append(node_template(OP_TYPE, DOMAIN, (("mode", mode),)), [data, indices, axes_input], [output], name)
 
     def rename_last_output(self, output: str) -> None:
         """Make the last emitted node write ``output`` (the replaced node's output name)."""

@@ -19,7 +19,8 @@ def node_holders(model: ModelProto) -> Iterator[GraphProto | FunctionProto]:
     while pending:
         holder = pending.pop()
         yield holder
-        pending.extend(sub for node in holder.node for attribute in node.attribute for sub in subgraphs(attribute))
+        pending.extend(sub for node in holder.node if holds_subgraph(node)
+                       for attribute in node.attribute for sub in subgraphs(attribute))
 
 
 def all_names(model: ModelProto) -> set[str]:
@@ -36,8 +37,7 @@ def all_names(model: ModelProto) -> set[str]:
             names.update((*holder.input, *holder.output))
             names.update(v.name for v in getattr(holder, "value_info", ()))
         for node in holder.node:
-            names.update(node.input)
-            names.update(node.output)
+            names.update(node.input, node.output)
             names.add(node.name)
     return names
 
@@ -51,8 +51,14 @@ def subgraphs(attribute: AttributeProto) -> list[GraphProto]:
     return []
 
 
+# The standard ops with graph attributes: no other op of the ONNX domain holds a graph.
+SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+
+
 def holds_subgraph(node: NodeProto) -> bool:
     """Whether a node has a graph attribute (If, Loop, Scan, ...). A plain loop: called for every node."""
+    if node.op_type not in SUBGRAPH_OPS and node.domain in ONNX_DOMAINS:
+        return False
     for attribute in node.attribute:
         if attribute.type == AttributeProto.GRAPH or attribute.type == AttributeProto.GRAPHS:
             return True
@@ -71,9 +77,10 @@ def nodes_within(nodes) -> Iterator[NodeProto]:
     """Nodes and, recursively, the nodes of their subgraphs."""
     for node in nodes:
         yield node
-        for attribute in node.attribute:
-            for sub in subgraphs(attribute):
-                yield from nodes_within(sub.node)
+        if holds_subgraph(node):
+            for attribute in node.attribute:
+                for sub in subgraphs(attribute):
+                    yield from nodes_within(sub.node)
 
 
 def attribute(node: NodeProto, name: str, default=None):
@@ -134,6 +141,6 @@ def any_node(model: ModelProto, predicate: Callable[[NodeProto], bool]) -> bool:
     return any(predicate(node) for node in model_nodes(model))
 
 
-__all__ = ["MOVING_OPS", "ONNX_DOMAINS", "all_names", "any_node", "attribute", "constant_value", "default_opset",
+__all__ = ["MOVING_OPS", "ONNX_DOMAINS", "SUBGRAPH_OPS", "all_names", "any_node", "attribute", "constant_value", "default_opset",
            "holds_subgraph", "model_nodes", "moves_elements", "names_read", "node_holders", "nodes_within",
            "round_trip_cast", "subgraphs"]

@@ -118,8 +118,11 @@ def type_by_rank_rule(node: NodeProto, scope: GraphScope) -> None:
     infos, constants = scope.infos, scope.constants
     folded = scope.cache.setdefault("folded", {})
     if all(known_rank(infos.get(name)) and infos[name].elem_type and not _shape_vector(infos[name])
-           for name in node.output if name) and not _foldable(node):
-        return
+           for name in node.output if name):
+        # every output typed: only a fold is left to do, and it needs every input's value
+        if not _foldable(node) or not all(not name or name in folded or constants.size(name) is not None
+                                          for name in node.input):
+            return
 
     def constant(name: str) -> np.ndarray | None:
         if name in folded:

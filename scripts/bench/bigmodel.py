@@ -1,10 +1,11 @@
 """``bench big-model`` / ``big-graph``: ``rewrite`` on a model over protobuf's 2 GB limit / of many nodes.
 
 The big model's table is a sparse external-data file (holes read as zeros). The big graph's floors are
-``onnx.load`` + shape inference and ORT loading it."""
+``onnx.load`` + shape inference + ``onnx.save`` and ORT loading it."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from ..harness import IR_VERSION
+from .rewrite_profile import RewriteProfile, profile_rewrite
 
 WIDTH = 1024
 _MARKED_ROWS = (0, 3, -1)
@@ -106,7 +108,7 @@ def _rows_match(source: Path, target: Path) -> bool:
             and len({row.tobytes() for row in want}) == len(feeds["ids"]))
 
 
-# -- many nodes: rewrite time and memory against onnx.load + infer_shapes ----------------------------
+# -- many nodes: rewrite time and memory against onnx.load + infer_shapes + save ---------------------
 
 def build_big_graph(gathers: int) -> ModelProto:
     """A chain of ``gathers`` x (Gather + Add), each link reversing 8 columns and adding one."""
@@ -152,11 +154,15 @@ class BigGraphRun:
     model_bytes: int
     repeats: int
     rewrite: Measured             # `gathermultiaxis rewrite` as a user runs it (a fresh process)
-    load_and_infer: Measured      # onnx.load + onnx.shape_inference.infer_shapes (a fresh process)
+    load_infer_save: Measured     # onnx.load + onnx.shape_inference.infer_shapes + onnx.save (a fresh process)
     ort_load: Measured            # ORT loading the input as `rewrite` checks it (a fresh process)
     python_startup: Measured      # `python -c "import onnx"`: the floor under both
-    rewrite_over_load_and_infer: dict[str, float]  # seconds and peak RSS, ratios of medians
+    rewrite_over_load_infer_save: dict[str, float]  # seconds, CPU seconds and peak RSS, ratios of medians
     output_loads: bool
+    output_sha256: str = ""       # of the rewritten file
+    against: Measured | None = None  # the rewrite by another installation's Python (``against``), interleaved
+    against_over_load_infer_save: dict[str, float] | None = None
+    same_output: bool | None = None  # whether that rewrite wrote the same bytes, in every round
 
 
 # Each child reports its own peak RSS (VmHWM, which exec resets) as it exits: ``ru_maxrss`` from wait4
@@ -168,7 +174,8 @@ _REPORT_PEAK = ("import atexit, sys\n"
                 "        kib = next(line.split()[1] for line in status if line.startswith('VmHWM'))\n"
                 f"    sys.stderr.write('\\n{_PEAK_MARK} ' + kib + '\\n')\n"
                 "atexit.register(_report_peak)\n")
-_LOAD_AND_INFER = _REPORT_PEAK + "import onnx; onnx.shape_inference.infer_shapes(onnx.load(sys.argv[1]))"
+_LOAD_INFER_SAVE = _REPORT_PEAK + ("import onnx; "
+                                   "onnx.save(onnx.shape_inference.infer_shapes(onnx.load(sys.argv[1])), sys.argv[2])")
 _ORT_LOAD = _REPORT_PEAK + ("from gathermultiaxis import session_options; "
                             "from gathermultiaxis.graphs.modelfile import ort_load_error; "
                             "assert not ort_load_error(sys.argv[1], session_options=session_options)")
@@ -194,48 +201,75 @@ def _timed(command: list[str]) -> tuple[int, float, float, float, str]:
     return os.waitstatus_to_exitcode(status), seconds, usage.ru_utime + usage.ru_stime, peak_mib, stderr
 
 
-def measure_big_graph(gathers: int = 50_000, repeats: int = 1, folder: Path | None = None) -> BigGraphRun:
+def _measure_rounds(commands: dict[str, list[str]], repeats: int, after_round=None) -> dict[str, Measured]:
+    """Each command once per round, in order, for ``repeats`` rounds (``after_round()`` after each)."""
+    results = {name: Measured([], []) for name in commands}
+    for _ in range(repeats):
+        for name, command in commands.items():
+            status, seconds, cpu, peak, stderr = _timed(command)
+            if status != 0:
+                raise RuntimeError(f"{' '.join(command[:4])} ... failed (exit {status}): {stderr.strip()[-500:]}")
+            results[name].seconds.append(round(seconds, 2))
+            results[name].cpu_seconds.append(round(cpu, 2))
+            results[name].peak_rss_mib.append(round(peak, 1))
+        if after_round is not None:
+            after_round()
+    return results
+
+
+def _ratios(measured: Measured, baseline: Measured) -> dict[str, float]:
+    return {"seconds": measured.median_seconds / baseline.median_seconds,
+            "cpu_seconds": measured.median_cpu_seconds / baseline.median_cpu_seconds,
+            "peak_rss": measured.median_peak_rss_mib / baseline.median_peak_rss_mib}
+
+
+def measure_big_graph(gathers: int = 50_000, repeats: int = 1, folder: Path | None = None,
+                      against: str | None = None) -> BigGraphRun:
     """Time ``rewrite`` of ``build_big_graph(gathers)`` against its floors, in interleaved fresh processes.
 
     Args:
         gathers: the number of Gather + Add links.
         repeats: interleaved rounds of fresh processes.
         folder: where the scratch folder goes (None: the system's temporary folder).
+        against: another Python whose ``gathermultiaxis rewrite`` is timed in the same rounds (another
+            checkout's environment), its output compared byte for byte with this one's.
 
     Returns:
         Each command's wall and CPU seconds and peak RSS, and whether every Gather was rewritten.
     """
-    commands: dict[str, list[str] | None] = {"rewrite": None, "load_and_infer": None, "ort_load": None,
-                "python_startup": [sys.executable, "-c", _REPORT_PEAK + "import onnx"]}
-    results = {name: Measured([], []) for name in commands}
-    with tempfile.TemporaryDirectory(prefix="gathermultiaxis-graph-", dir=folder) as scratch:
-        source, target = Path(scratch) / "graph.onnx", Path(scratch) / "rewritten.onnx"
+    with tempfile.TemporaryDirectory(prefix="gathermultiaxis-graph-", dir=folder) as scratch_name:
+        scratch = Path(scratch_name)
+        source, target, other = scratch / "graph.onnx", scratch / "rewritten.onnx", scratch / "rewritten_against.onnx"
         model = build_big_graph(gathers)
         nodes = len(model.graph.node)
         onnx.save_model(model, str(source))
         del model
-        commands["rewrite"] = [sys.executable, "-c", _REWRITE, "rewrite", str(source), "-o", str(target),
-                               "--force", "-q"]
-        commands["load_and_infer"] = [sys.executable, "-c", _LOAD_AND_INFER, str(source)]
-        commands["ort_load"] = [sys.executable, "-c", _ORT_LOAD, str(source)]
-        for _ in range(repeats):
-            for name, command in commands.items():
-                assert command is not None  # every entry is set above
-                status, seconds, cpu, peak, stderr = _timed(command)
-                if status != 0:
-                    raise RuntimeError(f"{' '.join(command[:4])} ... failed (exit {status}): {stderr.strip()[-500:]}")
-                results[name].seconds.append(round(seconds, 2))
-                results[name].cpu_seconds.append(round(cpu, 2))
-                results[name].peak_rss_mib.append(round(peak, 1))
+        commands = {"rewrite": [sys.executable, "-c", _REWRITE, "rewrite", str(source), "-o", str(target), "--force", "-q"]}
+        if against is not None:
+            commands["against"] = [against, "-c", _REWRITE, "rewrite", str(source), "-o", str(other), "--force", "-q"]
+        commands |= {"load_infer_save": [sys.executable, "-c", _LOAD_INFER_SAVE, str(source), str(scratch / "saved.onnx")],
+                     "ort_load": [sys.executable, "-c", _ORT_LOAD, str(source)],
+                     "python_startup": [sys.executable, "-c", _REPORT_PEAK + "import onnx"]}
+        same: list[bool] = []
+        results = _measure_rounds(commands, repeats, None if against is None else
+                                  lambda: same.append(target.read_bytes() == other.read_bytes()))
         output_loads = _graph_output_loads(target)
+        digest = hashlib.sha256(target.read_bytes()).hexdigest()
         model_bytes = source.stat().st_size
-    rewrite, baseline = results["rewrite"], results["load_and_infer"]
-    return BigGraphRun(gathers, nodes, model_bytes, repeats, rewrite, baseline, results["ort_load"],
-                       results["python_startup"],
-                       {"seconds": rewrite.median_seconds / baseline.median_seconds,
-                        "cpu_seconds": rewrite.median_cpu_seconds / baseline.median_cpu_seconds,
-                        "peak_rss": rewrite.median_peak_rss_mib / baseline.median_peak_rss_mib},
-                       output_loads)
+    baseline = results["load_infer_save"]
+    measured_against = results.get("against")
+    return BigGraphRun(gathers, nodes, model_bytes, repeats, results["rewrite"], baseline, results["ort_load"],
+                       results["python_startup"], _ratios(results["rewrite"], baseline), output_loads, digest,
+                       measured_against, None if measured_against is None else _ratios(measured_against, baseline),
+                       None if against is None else all(same))
+
+
+def profile_big_graph(gathers: int, folder: Path | None = None) -> RewriteProfile:
+    """``rewrite`` of ``build_big_graph(gathers)`` under cProfile in a fresh process (``rewrite_profile``)."""
+    with tempfile.TemporaryDirectory(prefix="gathermultiaxis-graph-", dir=folder) as scratch:
+        source = Path(scratch) / "graph.onnx"
+        onnx.save_model(build_big_graph(gathers), str(source))
+        return profile_rewrite(source, child_environment())
 
 
 def _graph_output_loads(target: Path) -> bool:
@@ -246,23 +280,30 @@ def _graph_output_loads(target: Path) -> bool:
 
 
 def format_big_graph(run: BigGraphRun) -> str:
-    """The report ``bench big-graph`` prints: a Markdown table and the ratios to onnx.load + infer_shapes."""
+    """The report ``bench big-graph`` prints: a Markdown table and the ratios to onnx.load + infer_shapes + save."""
 
     def row(name: str, measured: Measured) -> str:
         return (f"| {name} | {measured.median_seconds:.2f} [{min(measured.seconds):.2f}-{max(measured.seconds):.2f}] | "
-                f"{measured.median_cpu_seconds:.2f} | "
+                f"{measured.median_cpu_seconds:.2f} [{min(measured.cpu_seconds):.2f}-{max(measured.cpu_seconds):.2f}] | "
                 f"{measured.median_peak_rss_mib:.0f} [{min(measured.peak_rss_mib):.0f}-"
                 f"{max(measured.peak_rss_mib):.0f}] |")
 
-    return "\n".join([
-        f"{run.nodes} nodes, {run.gathers} Gathers, {run.model_bytes / 2**20:.1f} MiB; fresh processes, "
-        f"{run.repeats} interleaved repeat(s), median [min-max]",
-        "| command | seconds | CPU seconds | peak RSS MiB |", "|---|---|---|---|",
-        row("gathermultiaxis rewrite", run.rewrite),
-        row("onnx.load + infer_shapes", run.load_and_infer),
-        row("ORT loads the input (rewrite's input check)", run.ort_load),
-        row("python -c 'import onnx'", run.python_startup),
-        f"rewrite / (load + infer_shapes): {run.rewrite_over_load_and_infer['seconds']:.2f}x time, "
-        f"{run.rewrite_over_load_and_infer['cpu_seconds']:.2f}x CPU time, "
-        f"{run.rewrite_over_load_and_infer['peak_rss']:.2f}x peak RSS; every Gather rewritten: "
-        f"{'yes' if run.output_loads else 'NO'}"])
+    def ratios(name: str, ratio: dict[str, float]) -> str:
+        return (f"{name} / (load + infer_shapes + save): {ratio['cpu_seconds']:.2f}x CPU time, "
+                f"{ratio['seconds']:.2f}x time, {ratio['peak_rss']:.2f}x peak RSS")
+
+    lines = [f"{run.nodes} nodes, {run.gathers} Gathers, {run.model_bytes / 2**20:.1f} MiB; fresh processes, "
+             f"{run.repeats} interleaved round(s), median [min-max]",
+             "| command | seconds | CPU seconds (user + sys) | peak RSS MiB |", "|---|---|---|---|",
+             row("gathermultiaxis rewrite", run.rewrite)]
+    if run.against is not None:
+        lines.append(row("gathermultiaxis rewrite (--against)", run.against))
+    lines += [row("onnx.load + infer_shapes + save", run.load_infer_save),
+              row("ORT loads the input (rewrite's input check)", run.ort_load),
+              row("python -c 'import onnx'", run.python_startup),
+              ratios("rewrite", run.rewrite_over_load_infer_save)
+              + f"; every Gather rewritten: {'yes' if run.output_loads else 'NO'}; output sha256 {run.output_sha256[:16]}"]
+    if run.against_over_load_infer_save is not None:
+        lines.append(ratios("rewrite (--against)", run.against_over_load_infer_save)
+                     + f"; same output bytes in every round: {'yes' if run.same_output else 'NO'}")
+    return "\n".join(lines)

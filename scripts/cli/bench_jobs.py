@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -304,23 +305,37 @@ class BuildExportsJob(BenchJob):
 
 
 class BigGraphJob(BenchJob):
-    """bench big-graph: rewrite time and peak memory on a model of many nodes (bigmodel.measure_big_graph)."""
+    """bench big-graph: rewrite time and peak memory on models of many nodes (bigmodel.measure_big_graph)."""
 
     name = "big-graph"
-    help = ("seconds and peak memory of `rewrite` on a chain of GATHERS x (Gather + Add) nodes (default 50000: "
-            "100k nodes) against onnx.load + infer_shapes of it, in fresh processes")
+    help = ("CPU seconds and peak memory of `rewrite` on chains of GATHERS x (Gather + Add) nodes (default 10000 "
+            "and 50000: 20k and 100k nodes) against onnx.load + infer_shapes + save of them, in fresh processes")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("big_graph", type=positive_int, nargs="?", default=50_000, metavar="GATHERS")
+        parser.add_argument("big_graph", type=positive_int, nargs="*", default=[10_000, 50_000], metavar="GATHERS")
         super().add_arguments(parser)
+        parser.add_argument("--profile", action="store_true", default=SUPPRESSED,
+                            help="also profile one rewrite per size (cProfile, grouped by part)")
+        parser.add_argument("--against", metavar="PYTHON", default=SUPPRESSED,
+                            help="also time the rewrite of another installation's Python in the same rounds, "
+                                 "and compare its output bytes")
 
     def run(self, args: argparse.Namespace) -> int:
-        from ..bench import bigmodel
-        run = bigmodel.measure_big_graph(args.big_graph, repeats=args.repeats or 1)
-        print(bigmodel.format_big_graph(run))
+        from ..bench import bigmodel, rewrite_profile
+        sizes = args.big_graph if isinstance(args.big_graph, list) else [args.big_graph]  # --big-graph N: one
+        against, runs = getattr(args, "against", None), []
+        if against is not None and shutil.which(against) is None:
+            raise CommandError(f"big-graph --against {against}: no such program")
+        for gathers in sizes:
+            run = bigmodel.measure_big_graph(gathers, repeats=args.repeats or 2, against=against)
+            print(bigmodel.format_big_graph(run))
+            runs.append(run)
+            if getattr(args, "profile", False):
+                print(rewrite_profile.format_profile(bigmodel.profile_big_graph(gathers)))
+            print()
         if args.json:
-            write_json(args.json, asdict(run), force=args.force)
-        return 0 if run.output_loads else 1
+            write_json(args.json, [asdict(run) for run in runs], force=args.force)
+        return 0 if all(run.output_loads and run.same_output is not False for run in runs) else 1
 
 
 class BigModelJob(BenchJob):

@@ -1,10 +1,14 @@
-"""bench.bigmodel: the models the big-model benchmarks build compute what they say they do."""
+"""bench.bigmodel: the models the big-model benchmarks build compute what they say they do; the big graph's
+rewrite against another installation's."""
+
+import sys
 
 import numpy as np
 import onnx
 import pytest
 
-from gathermultiaxis.bench.bigmodel import WIDTH, Measured, build_big_graph, build_big_model
+from gathermultiaxis.bench.bigmodel import (WIDTH, Measured, build_big_graph, build_big_model, format_big_graph,
+                                            measure_big_graph)
 
 
 def test_big_graph_is_a_chain_of_column_reversals_plus_one():
@@ -37,3 +41,13 @@ def test_big_model_reads_its_external_table(tmp_path):
 def test_measured_medians():
     measured = Measured(seconds=[3.0, 1.0, 2.0], peak_rss_mib=[10.0, 30.0, 20.0], cpu_seconds=[0.5, 0.7, 0.1])
     assert (measured.median_seconds, measured.median_peak_rss_mib, measured.median_cpu_seconds) == (2.0, 20.0, 0.5)
+
+
+def test_big_graph_against_another_python_compares_the_output_bytes(tmp_path):
+    run = measure_big_graph(5, repeats=1, folder=tmp_path, against=sys.executable)
+    assert run.output_loads and run.same_output and len(run.output_sha256) == 64
+    assert run.against is not None and run.against.cpu_seconds[0] > 0
+    assert run.rewrite_over_load_infer_save["cpu_seconds"] > 0 and run.against_over_load_infer_save is not None
+    report = format_big_graph(run)
+    assert "| gathermultiaxis rewrite (--against) |" in report and "same output bytes in every round: yes" in report
+    assert "| onnx.load + infer_shapes + save |" in report

@@ -30,7 +30,8 @@ def test_the_chosen_job(argv, job):
 
 def test_job_defaults():
     args = parse("big-graph")
-    assert (args.big_graph, args.repeats) == (50_000, None)
+    assert (args.big_graph, args.repeats) == ([10_000, 50_000], None)
+    assert parse("big-graph", "20", "30", "--profile").big_graph == [20, 30]
     args = parse("big-model")
     assert (args.big_model, args.big_model_folder, args.ort_optimize) == (2.2, None, False)
     assert parse("end-to-end", "m.onnx").processes == 2 and parse("end-to-end", "m.onnx").load == 0
@@ -41,6 +42,7 @@ def test_job_defaults():
     (["end-to-end", "/no/such.onnx"], "end-to-end /no/such.onnx: no such file or folder"),
     (["lowering", "--no-kernels"], "lowering: nothing to measure (no model given, and --no-kernels)"),
     (["big-model", "--folder", "/no/such/dir"], "big-model --folder /no/such/dir: no such folder"),
+    (["big-graph", "20", "--against", "/no/such/python"], "big-graph --against /no/such/python: no such program"),
     (["build-exports", "/no/such/dir"], "build-exports /no/such/dir: no such folder"),
 ])
 def test_jobs_refuse_before_measuring(capsys, argv, error):

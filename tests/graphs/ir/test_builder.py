@@ -2,10 +2,11 @@
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from gathermultiaxis.graphs.ir.builder import NameScope, NodeBuilder
+from gathermultiaxis.graphs.ir.builder import (TEMPLATE_LIMIT, NameScope, NodeBuilder, attribute_key,
+                                               int64_constant_template, node_template)
 
 
 def test_fresh_names_are_never_handed_out_twice():
@@ -48,3 +49,39 @@ def test_the_last_output_takes_the_replaced_nodes_name():
 def test_a_cast_of_a_constant_runs():
     builder = NodeBuilder(17, NameScope(set()), "p")
     assert np.array_equal(_run(builder, builder.cast(builder.constant([1], "one"), TensorProto.FLOAT, "f"), 17), [1.0])
+
+
+def test_nodes_from_templates_have_the_bytes_make_node_gives():
+    graph = onnx.GraphProto()
+    for nodes in ([], graph.node):  # a list, and a repeated field (nodes made in place)
+        builder = NodeBuilder(17, NameScope({"x", "i"}), "p", nodes)
+        aligned = builder.unsqueeze("x", [0, 2], "align")
+        builder.gather_multiaxis(aligned, "i", [1], "y", "g", "raise")
+        builder.cast("y", TensorProto.FLOAT, "f")
+        axes = numpy_helper.from_array(np.array([0, 2], np.int64), name="")
+        want = [helper.make_node("Constant", [], ["p/align_axes"], name="p/align_axes", value=axes),
+                helper.make_node("Unsqueeze", ["x", "p/align_axes"], ["p/align"], name="p/align"),
+                helper.make_node("Constant", [], ["p/axes"], name="p/axes",
+                                 value=numpy_helper.from_array(np.array([1], np.int64), name="")),
+                helper.make_node("GatherMultiaxis", ["p/align", "i", "p/axes"], ["y"], name="g",
+                                 domain="ai.onnx.contrib", mode="raise"),
+                helper.make_node("Cast", ["y"], ["p/f"], name="p/f", to=TensorProto.FLOAT)]
+        assert [node.SerializeToString() for node in nodes] == [node.SerializeToString() for node in want]
+    assert not node_template("Cast", None, (("to", TensorProto.FLOAT),)).output  # the template stays empty
+
+
+def test_only_plain_attribute_values_have_a_template_key():
+    assert attribute_key({"to": 1, "axes": [0, 1], "mode": "clip"}) == (("axes", (0, 1)), ("mode", "clip"), ("to", 1))
+    tensor = numpy_helper.from_array(np.zeros(1, np.float32), name="")
+    assert all(attribute_key(values) is None
+               for values in ({"value": tensor}, {"axes": []}, {"alpha": 1.0}, {"flag": True}, {"to": None}))
+
+
+def test_a_large_int64_constant_is_made_whole_and_not_kept():
+    builder = NodeBuilder(17, NameScope(set()), "p")
+    values = np.arange(TEMPLATE_LIMIT + 1)
+    before = int64_constant_template.cache_info().currsize
+    name = builder.constant(values, "big")
+    want = helper.make_node("Constant", [], [name], name=name, value=numpy_helper.from_array(values, name=""))
+    assert builder.nodes[-1].SerializeToString() == want.SerializeToString()
+    assert int64_constant_template.cache_info().currsize == before

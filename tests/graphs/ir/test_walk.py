@@ -50,6 +50,10 @@ def test_subgraphs_and_holders():
     model = _model()
     relu, branch = model.graph.node
     assert not holds_subgraph(relu) and holds_subgraph(branch)
+    body = branch.attribute[0].g
+    assert holds_subgraph(helper.make_node("Custom", [], ["c"], domain="com.example", body=body))
+    # a standard op other than If, Loop, Scan and SequenceMap has no graph attribute (ORT refuses one)
+    assert not holds_subgraph(helper.make_node("Relu", ["x"], ["y"], body=body))
     assert [graph.name for attribute_proto in branch.attribute for graph in subgraphs(attribute_proto)] == ["else", "then"]  # (make_node sorts attributes)
 
 
