@@ -15,8 +15,7 @@ import numpy as np
 from onnx import GraphProto, NodeProto, TensorProto
 
 from .tensor_info import Dim, TensorInfo
-from ..ir import folding
-from ..ir.folding import RANK_FOLDING, slice_length
+from ..ir.folding import slice_length
 from ..ir.walk import attribute
 
 if TYPE_CHECKING:
@@ -365,17 +364,6 @@ def holder_output_ranks(node: NodeProto, bodies: dict[str, tuple[GraphProto, dic
         else:
             result[k] = ranked(out.elem_type, out.rank + 1)
     return result
-
-# ---- values of small integer constants: the rank layers fold by ir.folding's RANK_FOLDING -------------
-
-FOLD_LIMIT = RANK_FOLDING.max_elements  # elements of a folded value
-FOLDABLE_OPS = RANK_FOLDING.ops
-
-
-def fold(node: NodeProto, values: Sequence["np.ndarray | None"]) -> "np.ndarray | None":
-    """``ir.folding.fold`` under ``RANK_FOLDING`` (its NumPy engine reads no opset)."""
-    return folding.fold(node, values, RANK_FOLDING.min_opset, RANK_FOLDING)
-
 
 def apply_rank_rule(node: NodeProto, inputs: Sequence[TensorInfo | None], constants: Constants,
                     rules: Mapping[tuple[str, str], RankRule]) -> list[TensorInfo] | None:

@@ -19,8 +19,8 @@ from ..ranks.tensor_info import TensorInfo, declared_ranks, known_rank, learn, w
 from ..modelfile import ModelFileError
 from ..passes import ConstantView, GraphScope, InferredGraph
 from ..ranks.element_types import output_elem_types
-from ..ranks.rank_rules import (FOLD_LIMIT, FOLDABLE_OPS, RANK_RULES as GENERIC_RANK_RULES, RankRule, apply_rank_rule, fold,
-                               holder_output_ranks)
+from ..ir.folding import RANK_FOLDING, fold
+from ..ranks.rank_rules import RANK_RULES as GENERIC_RANK_RULES, RankRule, apply_rank_rule, holder_output_ranks
 from ..sources.registry import SOURCE_RANK_RULES
 from ..ir.walk import ONNX_DOMAINS
 
@@ -142,7 +142,7 @@ def type_by_rank_rule(node: NodeProto, scope: GraphScope) -> None:
     if _foldable(node):
         values = [_small_constant(name, folded, constants) if name else None for name in node.input]
         if all(value is not None for name, value in zip(node.input, values) if name):
-            value = fold(node, values)
+            value = fold(node, values, RANK_FOLDING.min_opset, RANK_FOLDING)  # (its NumPy engine reads no opset)
             if value is not None:
                 folded[node.output[0]] = value
     if any(name and not (infos.get(name) and infos[name].elem_type) for name in node.output):
@@ -154,16 +154,16 @@ def type_by_rank_rule(node: NodeProto, scope: GraphScope) -> None:
 
 
 def _foldable(node: NodeProto) -> bool:
-    return node.domain in ONNX_DOMAINS and node.op_type in FOLDABLE_OPS
+    return node.domain in ONNX_DOMAINS and node.op_type in RANK_FOLDING.ops
 
 
 def _small_constant(name: str, folded: dict[str, np.ndarray], constants: ConstantView) -> np.ndarray | None:
-    """The value of ``name`` when it is a folded value or a constant of at most FOLD_LIMIT integers (its
+    """The value of ``name`` when it is a folded value or a constant of at most RANK_FOLDING.max_elements integers (its
     size and type read from the proto first: no larger payload is read)."""
     if name in folded:
         return folded[name]
     size, dtype = constants.size(name), constants.dtype(name)
-    if size is None or size > FOLD_LIMIT or dtype not in (np.dtype(np.int64), np.dtype(np.int32)):
+    if size is None or size > RANK_FOLDING.max_elements or dtype not in (np.dtype(np.int64), np.dtype(np.int32)):
         return None
     try:
         return constants[name]

@@ -19,8 +19,13 @@ from gathermultiaxis.graphs.ranks.tensor_info import TensorInfo
 from gathermultiaxis.graphs.rewrite.rank_layers import RANK_RULES
 from gathermultiaxis.graphs.ranks import rank_rules
 from gathermultiaxis.graphs.ranks.element_types import output_elem_types
-from gathermultiaxis.graphs.ranks.rank_rules import fold
+from gathermultiaxis.graphs.ir.folding import RANK_FOLDING, fold as fold_under
 
+
+
+def fold(node, values):
+    """The rank layers' folding: ir.folding under RANK_FOLDING (its NumPy engine reads no opset)."""
+    return fold_under(node, values, RANK_FOLDING.min_opset, RANK_FOLDING)
 
 def apply_rank_rule(node, inputs, constants):
     return rank_rules.apply_rank_rule(node, inputs, constants, RANK_RULES)

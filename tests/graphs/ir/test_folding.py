@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from gathermultiaxis.graphs.ranks import rank_rules as rank_inference
 from gathermultiaxis.graphs.ir.builder import NameScope
 from gathermultiaxis.graphs.ir.folding import BUILDER_FOLDING, GUARD_FOLDING, RANK_FOLDING, SHAPE_FOLDING, fold, slice_length
 from gathermultiaxis.graphs.lower.lowering_builder import LoweringBuilder
@@ -47,7 +46,6 @@ def test_empty_squeeze_axes_by_policy():
     lowering's guards (as they have always read it)."""
     node, values = _node("Squeeze", 2), [np.arange(3).reshape(1, 3, 1), np.array([], np.int64)]
     assert fold(node, values, 17, RANK_FOLDING).shape == (3,)
-    assert rank_inference.fold(node, values).shape == (3,)  # the rank layers' folder is RANK_FOLDING's
     assert fold(node, values, 17, GUARD_FOLDING).shape == (1, 3, 1)
     for policy in (RANK_FOLDING, GUARD_FOLDING):
         assert fold(node, [values[0], np.array([0])], 17, policy).shape == (3, 1)
