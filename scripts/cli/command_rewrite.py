@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..ops.alignment import GATHER_ELEMENTS, GATHER_ND
 from .command_base import Command
 from .model_io import transform_file
 from .option_groups import ModelFileOptions, VerbosityOptions
@@ -26,16 +25,16 @@ class RewriteCommand(Command):
     """``rewrite``: ``graphs.rewrite_model`` on a model file."""
 
     name = "rewrite"
-    help = f"replace Gather, {GATHER_ELEMENTS} and {GATHER_ND} nodes by GatherMultiaxis"
+    help = "replace Gather, GatherElements and GatherND nodes by GatherMultiaxis"
     groups = (VerbosityOptions(), ModelFileOptions())
 
     def parser_options(self) -> dict[str, Any]:
-        return {"description": f"Rewrite every Gather, {GATHER_ELEMENTS} and {GATHER_ND} node of a model (subgraphs and "
+        return {"description": "Rewrite every Gather, GatherElements and GatherND node of a model (subgraphs and "
                                "model-local functions included) as GatherMultiaxis plus rank-alignment nodes."}
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--ops", type=op_list, default=None, metavar="OPS",
-                            help=f"comma-separated op types to rewrite (default: Gather,{GATHER_ELEMENTS},{GATHER_ND}; "
+                            help="comma-separated op types to rewrite (default: Gather,GatherElements,GatherND; "
                                  "GatherBlockQuantized (com.microsoft) only when listed)")
         parser.add_argument("--static-ranks-only", action="store_true",
                             help="leave a gather whose rank only the run time knows as it is, instead of aligning it "

@@ -77,7 +77,7 @@ class InputOptions:
 # The onnx node-test modules whose cases hold a gather (84 cases in onnx 1.23: Gather, GatherElements and
 # GatherND tests, and the function expansions of AffineGrid, Attention, CenterCropPad, FlexAttention,
 # NegativeLogLikelihoodLoss and RotaryEmbedding). Each module computes its cases' data when imported:
-# these 9 take ~1/10 of the time of all 1,884 node tests. tests/conformance/test_cases_default_suite.py checks
+# these 9 take ~1/10 of the time of all 1,884 node tests. tests/conformance/test_cases.py checks
 # that the full collection finds no other case.
 NODE_TEST_MODULES = ("affinegrid", "attention", "center_crop_pad", "flexattention", "gather", "gatherelements",
                      "gathernd", "negativeloglikelihoodloss", "rotaryembedding")

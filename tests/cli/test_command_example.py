@@ -1,13 +1,8 @@
 """``example OUT``: the bundled model, byte for byte; an existing file only with --force."""
 
-import onnx
 
 from gathermultiaxis.cli import main
-from gathermultiaxis.examples import EXAMPLE_PATH, build_example_model
-
-
-def test_shipped_example_is_what_the_builder_makes():
-    assert onnx.load_model(str(EXAMPLE_PATH)) == build_example_model()
+from gathermultiaxis.examples import EXAMPLE_PATH
 
 
 def test_example_command(tmp_path, capsys):
