@@ -11,8 +11,8 @@ from typing import assert_never
 import numpy as np
 from onnx import ModelProto, NodeProto, TensorProto, helper
 
-from ...ops.contract import (DOMAIN, OP_TYPE, GatherShapeError, Mode, OutOfRange, logical_indices_dims,
-                             normalize_axes, output_dims)
+from ...ops.contract import (GatherShapeError, Mode, OutOfRange, is_gather_multiaxis,
+                             logical_indices_dims, normalize_axes, output_dims)
 from ...ops.alignment import GATHER, GATHER_ELEMENTS, GATHER_ND
 from ..lower.ort_guards import possibly_string
 from ..ir.builder import NameScope
@@ -186,7 +186,7 @@ def computed_range(lowering: WebNNLowering, name: str, depth: int) -> tuple[int,
     if node is None:
         return None
     ranges = [value_range(lowering, i, depth + 1) if i else None for i in node.input]
-    if node.op_type == OP_TYPE and node.domain == DOMAIN:  # the other GatherMultiaxis nodes
+    if is_gather_multiaxis(node):  # the other GatherMultiaxis nodes
         zero = reads_zero(attribute(node, "mode"))
         return None if ranges[0] is None else range_union(ranges[0], (0, 0)) if zero else ranges[0]
     if node.domain not in ONNX_DOMAINS:
