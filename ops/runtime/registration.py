@@ -512,6 +512,11 @@ def bridge_info() -> dict:
             "registrations": len(_state["opdefs"])}
 
 
+def definitions() -> int:
+    """How many op definitions this process has made so far (0 before the first ``register``; registers nothing)."""
+    return len(_state["opdefs"])
+
+
 def count_crossings(call):
     """``call()``'s result and how many PyOp calls the bridge made meanwhile (any op type), for benchmarks;
     other PyOps run meanwhile would be counted too."""

@@ -88,7 +88,7 @@ def measure_in_this_process(path: str, variant: str, creations: int = 8, split: 
         result["split_ms"] = {name: float(np.median([s[name] for s in stages[1:]])) for name in (*STAGES, "total")}
         result["first_split_ms"] = stages[0]
     if variant == "gma":
-        result["registrations"] = registration.bridge_info()["registrations"]
+        result["registrations"] = registration.definitions()
     return result
 
 

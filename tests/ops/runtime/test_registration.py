@@ -1,5 +1,7 @@
 """GatherMultiaxis inside ONNX Runtime sessions: bit-identical to the kernel for every registered type."""
 
+import subprocess
+import sys
 import threading
 from functools import lru_cache
 
@@ -173,3 +175,33 @@ def test_each_form_plans_once_and_reuses_the_plan(form):
     for _ in range(3):
         assert_bit_identical(sess.run(None, feeds)[0], case.as_dtype(np.float32)[:, [2, 2], :])
     assert len(FAST_PLANS) == 1 and FAST_PLANS((1,), "error", (2, 3, 4), (1, 2, 1)) is not None
+
+
+_BUILTIN_ONLY_THEN_KERNEL = """
+import numpy as np
+from onnx import TensorProto, helper
+import gathermultiaxis
+from gathermultiaxis.graphs import rewrite_model
+from gathermultiaxis.ops.runtime import registration
+graph = helper.make_graph([helper.make_node("Gather", ["x", "i"], ["y"], axis=1)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                           helper.make_tensor_value_info("i", TensorProto.INT64, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+model = rewrite_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))[0]
+feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "i": np.array([2, 0, 1, 2])}
+builtin = gathermultiaxis.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+print(registration.definitions())
+kernel = gathermultiaxis.InferenceSession(model.SerializeToString(), run_builtin_gathers=False).run(None, feeds)[0]
+print(registration.definitions(), builtin.tobytes() == kernel.tobytes())
+"""
+
+
+def test_a_session_whose_gathers_all_run_as_builtins_defines_no_pyop():
+    """In a fresh process: the builtin-only session defines nothing; a kernel session then defines the ops."""
+    run = subprocess.run([sys.executable, "-c", _BUILTIN_ONLY_THEN_KERNEL], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    first, after = run.stdout.split("\n")[:2]
+    assert first == "0"
+    count, same = after.split()
+    assert int(count) > 0 and same == "True"
