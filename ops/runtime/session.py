@@ -18,7 +18,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 
 from . import bind as bind_step
 from .bind import RUN_TOKEN, BindOptions, PreparedModel  # noqa: F401 - public here too
-from ...graphs.ir.walk import node_holders
+from ...graphs.ir.walk import any_node
 from ...graphs.modelfile import ExternalDataError, external_tensors
 from . import registration as ortop
 from .bridge_strings import refuse_unsafe_string_feeds
@@ -168,7 +168,7 @@ ORT_DOMAINS = frozenset(("", "ai.onnx", "ai.onnx.ml", "com.microsoft"))
 
 def needs_library(model: ModelProto) -> bool:
     """Whether a node of ``model`` (any graph or function) is of a domain ORT does not hold itself."""
-    return any(node.domain not in ORT_DOMAINS for holder in node_holders(model) for node in holder.node)
+    return any_node(model, lambda node: node.domain not in ORT_DOMAINS)
 
 
 def _refuse_model_writing(options: ort.SessionOptions) -> None:
