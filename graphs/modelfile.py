@@ -120,11 +120,19 @@ def path_kind(path: Path) -> str:
     return "not a regular file"
 
 
-def load_model(path: str | os.PathLike, *, session_options: SessionOptionsFactory) -> tuple[ModelProto, Path | None]:
+def load_model(path: str | os.PathLike, *, session_options: SessionOptionsFactory,
+               loaded_by: Callable[[ModelProto], bool] | None = None) -> tuple[ModelProto, Path | None]:
     """Load a model ORT accepts without reading its large external data; the model and the folder its
     external data are relative to (for :func:`save_model`), or ``None``. External tensors up to 64 KiB are
-    read in (shape inference needs small constants). Raises ModelFileError with the reason."""
+    read in (shape inference needs small constants). Raises ModelFileError with the reason.
+
+    ``loaded_by(model)``: the caller's own ORT session of the model as read (with ``session_options``, the
+    model with only outputs and nodes added), True when it loaded: that proves the file loads, and ORT is
+    not asked again. Asked only of a model without external data; False: ORT's load of the file decides.
+    """
     model, folder = read_model(path, inline_small=False)
+    if folder is None and loaded_by is not None and loaded_by(model):
+        return model, folder
     ort_refusal = ort_load_error(str(path), session_options=session_options)
     if ort_refusal:
         raise ModelFileError(f"{path}: invalid ONNX model, ONNX Runtime cannot load it ({ort_refusal})")

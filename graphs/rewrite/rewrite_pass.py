@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import ClassVar, NamedTuple
@@ -165,7 +166,8 @@ def _report_function_gathers(model: ModelProto, ops: tuple[str, ...], report: Re
 def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_OPS,
                   ort_optimize: bool = False, runtime_alignment: bool = True, *,
                   session_options: SessionOptionsFactory | None = None, ort_value_types: bool = True,
-                  external_data_folder: str | Path | None = None) -> tuple[ModelProto, RewriteReport]:
+                  external_data_folder: str | Path | None = None,
+                  ort_types_read: Mapping[str, onnx.TypeProto] | None = None) -> tuple[ModelProto, RewriteReport]:
     """Return a rewritten copy of ``model`` and the report of what happened to every gather node.
 
     The copy keeps everything but the replaced nodes, and adds ``ai.onnx.contrib`` 1, a value_info per replaced
@@ -183,15 +185,19 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
             else plain ones for ORT's types (a model holding GatherMultiaxis then gets the rewrite's types).
         ort_value_types: declare replaced main-graph outputs with ORT's types of the original.
         external_data_folder: the folder of ``model``'s external data (ORT reads the model for its types).
+        ort_types_read: ORT's types of ``ort_type_names(model, ops)``, read already (``graphs.ort_types``, by
+            the session that checked the model loads); None: read here (with ``ort_value_types``).
 
     Returns:
         The rewritten copy and the RewriteReport.
 
     Raises:
-        ValueError: an op type that cannot be rewritten.
+        ValueError: an op type that cannot be rewritten; ``ort_types_read`` with ``ort_optimize``.
         OrtOptimizeError: ORT cannot load or optimize the model (with ``ort_optimize``).
     """
     if ort_optimize:
+        if ort_types_read is not None:
+            raise ValueError("ort_types_read are the given model's types, and ort_optimize changes the model")
         if session_options is None:
             # Imported here, on the one call that loads the model in ORT: the rewriter itself runs without
             # ORT's runtime (tests/project/test_imports.py allows this one import in graphs/).
@@ -205,7 +211,9 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
                          f"{list(GATHER_OPS + OPT_IN_OPS)}")
     rewrite = RewritePass(ops, runtime_alignment)
     value_types = "the rewrite's inference (ORT's types not asked for)"
-    if ort_value_types:
+    if ort_value_types and ort_types_read is not None:
+        rewrite.ort_types, value_types = dict(ort_types_read), ORT_TYPES
+    elif ort_value_types:
         value_types = _read_ort_types(model, rewrite, session_options, external_data_folder)
     result = rewrite(model).model
     report = rewrite.report
@@ -218,15 +226,25 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
     return result, report
 
 
+ORT_TYPES = "ONNX Runtime's load-time types"  # the report's value_types where ORT gave them
+
+
+def ort_type_names(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_OPS) -> list[str]:
+    """The values ``rewrite_model(model, ops)`` declares with ORT's types: the outputs of the main graph's
+    gathers of ``ops`` that the graph does not declare."""
+    declared = {value.name for value in (*model.graph.value_info, *model.graph.output)}
+    ops = tuple(ops)
+    return [node.output[0] for node in model.graph.node
+            if node.output and _rule(node, ops) is not None and node.output[0] not in declared]
+
+
 def _read_ort_types(model: ModelProto, rewrite: RewritePass, session_options: SessionOptionsFactory | None,
                     external_data_folder: str | Path | None) -> str:
     """Give ``rewrite`` ORT's types of the undeclared main-graph gather outputs; returns the report's ``value_types``."""
     # (before the pass: ORT's session is gone before the pass's memory peaks)
-    declared = {value.name for value in (*model.graph.value_info, *model.graph.output)}
-    names = [node.output[0] for node in model.graph.node
-             if node.output and rewrite.targets(node) and node.output[0] not in declared]
+    names = ort_type_names(model, rewrite.ops)
     if not names:
-        return "ONNX Runtime's load-time types"
+        return ORT_TYPES
     try:
         rewrite.ort_types = ort_types.ort_value_types(
             model, names, session_options=session_options or ort_types.plain_session_options,
@@ -235,7 +253,7 @@ def _read_ort_types(model: ModelProto, rewrite: RewritePass, session_options: Se
         return f"the rewrite's inference (onnxruntime cannot be imported: {error})"
     except ort_types.OrtTypesError as error:
         return f"the rewrite's inference (ONNX Runtime cannot load the model for its types: {error})"
-    return "ONNX Runtime's load-time types"
+    return ORT_TYPES
 
 
-__all__ = ["RewriteDetail", "RewritePass", "rewrite_model"]
+__all__ = ["ORT_TYPES", "RewriteDetail", "RewritePass", "ort_type_names", "rewrite_model"]

@@ -27,7 +27,7 @@ PARTS: tuple[tuple[str, tuple[Term, ...]], ...] = (
     ("save (without the load check)", (("graphs/modelfile.py", "save_model", None, 1),
                                       ("graphs/modelfile.py", "loads_in_ort", None, -1))),
 )
-PASS = ("graphs/passes/driver.py", "run_pass")  # the whole pass: what no part above names is "other pass work"
+PASS = ("graphs/passes/driver.py", "run_node_pass")  # the whole pass: what no part above names is "other pass work"
 PASS_PARTS = ("inference", "rewrite visits", "rank rules", "splice")
 
 _PROFILED = ("import cProfile, runpy, sys\n"

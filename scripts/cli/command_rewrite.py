@@ -47,8 +47,32 @@ class RewriteCommand(Command):
         from ..graphs import GATHER_OPS, rewrite_model
         from ..harness import session_options
 
-        transform_file(args, lambda model, folder: rewrite_model(model, args.ops or GATHER_OPS,
-                                                              runtime_alignment=not args.static_ranks_only,
-                                                              session_options=session_options,
-                                                              external_data_folder=folder))
+        ops = args.ops or GATHER_OPS
+        # without --ort-optimize the rewrite reads ORT's types of the input itself: that session checks the input
+        input_types = None if args.ort_optimize else InputTypes(ops)
+        transform_file(args, lambda model, folder: rewrite_model(
+            model, ops, runtime_alignment=not args.static_ranks_only, session_options=session_options,
+            external_data_folder=folder, ort_types_read=input_types.read if input_types else None), loaded_by=input_types)
         return 0
+
+
+class InputTypes:
+    """ORT's types of the values the rewrite declares (``graphs.ort_types``), read as the input's load check:
+    called with the input model, True when that session loaded (then ``read`` holds them)."""
+
+    def __init__(self, ops: list[str] | tuple[str, ...]):
+        self.ops, self.read = ops, None
+
+    def __call__(self, model: Any) -> bool:
+        from ..graphs.ort_types import OrtTypesError, ort_value_types
+        from ..graphs.rewrite.rewrite_pass import ort_type_names
+        from ..harness import session_options
+
+        names = ort_type_names(model, self.ops)
+        if not names:
+            return False
+        try:
+            self.read = ort_value_types(model, names, session_options=session_options)
+        except OrtTypesError:  # ORT's load of the file says why, or the rewrite asks again and reports it
+            return False
+        return True

@@ -73,9 +73,11 @@ def refuse_clobbering(args: argparse.Namespace, source: Path, target: Path) -> l
     return [source, *source_data] if args.in_place else []
 
 
-def transform_file(args: argparse.Namespace, transform: Callable[[Any, Path | None], Any]) -> Any:
+def transform_file(args: argparse.Namespace, transform: Callable[[Any, Path | None], Any],
+                   loaded_by: Callable[[Any], bool] | None = None) -> Any:
     """Load ``args.model``, apply ``transform(model, external_data_folder) -> (model, report)`` (after ORT's
-    optimizer with --ort-optimize), save the result where -o / --in-place says, print and return the report."""
+    optimizer with --ort-optimize), save the result where -o / --in-place says, print and return the report.
+    ``loaded_by``: the transform's own ORT session of the input, which proves it loads (``load_model``'s)."""
     from ..graphs.modelfile import ModelFileError, check_target, load_model, same_file, save_model
     from ..graphs.rewrite.ort_optimizer import ort_optimized
     from ..harness import session_options
@@ -84,7 +86,7 @@ def transform_file(args: argparse.Namespace, transform: Callable[[Any, Path | No
     replaceable = refuse_clobbering(args, source, target)
     try:
         # ORT loads it (or the command stops here)
-        loaded, data_folder = load_model(source, session_options=session_options)
+        loaded, data_folder = load_model(source, session_options=session_options, loaded_by=loaded_by)
         external = data_folder is not None
         for path in [target] + ([target.parent / (target.name + ".data")] if external else []):
             check_target(path, overwrite=args.force or any(same_file(path, other) for other in replaceable))

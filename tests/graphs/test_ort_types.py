@@ -46,3 +46,41 @@ def test_plain_session_options_keeps_given_options():
     options = ort.SessionOptions()
     assert plain_session_options(options) is options
     assert isinstance(plain_session_options(), ort.SessionOptions)
+
+
+def test_scalars_and_unknown_ranks_are_told_apart():
+    # "first": a Gather by a scalar constant (its Shape asked at once); "total": a scalar ORT shows as [] like an
+    # unknown shape (asked again with its Shape); "reshaped": a rank ORT cannot know (a shape input of unknown length)
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "zero"], ["first"], axis=0),
+             helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+             helper.make_node("Reshape", ["x", "target"], ["reshaped"]),
+             helper.make_node("Relu", ["x"], ["relu"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3]),
+                                           helper.make_tensor_value_info("target", TensorProto.INT64, ["k"])],
+                              [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in ("reshaped",)],
+                              [helper.make_tensor("zero", TensorProto.INT64, [], [0])])
+    graph.output.add().CopyFrom(helper.make_tensor_value_info("first", TensorProto.INT64, None))
+    original = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    types = ort_value_types(original, ["first", "total", "reshaped", "relu"], session_options=plain_session_options)
+    assert types["first"].tensor_type.HasField("shape") and dims(types["first"]) == []
+    assert types["total"].tensor_type.HasField("shape") and dims(types["total"]) == []
+    assert not types["reshaped"].tensor_type.HasField("shape")  # the rank is not known: no shape at all
+    assert dims(types["relu"]) == ["batch", 3]
+
+
+def test_one_session_where_every_rank_shows(monkeypatch):
+    import onnxruntime as ort
+
+    made = []
+    real = ort.InferenceSession
+
+    def counted(*args, **kwargs):
+        made.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ort, "InferenceSession", counted)
+    types = ort_value_types(model(), ["y", "z"], session_options=plain_session_options)
+    assert dims(types["y"]) == dims(types["z"]) == ["batch", 3]
+    assert len(made) == 1 and b"ort_type_shape" not in made[0]  # outputs only: no Shape node was needed
+
