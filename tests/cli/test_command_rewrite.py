@@ -96,3 +96,25 @@ def test_rewrite_static_ranks_only_reaches_the_rewriter(tmp_path, monkeypatch):
     assert main(["rewrite", str(EXAMPLE_PATH), "-o", str(tmp_path / "out.onnx"), "--static-ranks-only", "-q"]) == 0
     (ops, options), = calls
     assert ops == graphs.GATHER_OPS and options["runtime_alignment"] is False
+
+
+def test_the_input_is_checked_by_the_session_that_reads_its_types(tmp_path, monkeypatch):
+    # one ORT session of the input (its types, which proves it loads) and one of the changed part; the same
+    # bytes as with the input loaded on its own first (--ort-optimize reads the types of another model)
+    import onnxruntime as ort
+
+    made = []
+    real = ort.InferenceSession
+
+    def counted(model, *args, **kwargs):
+        made.append(model if isinstance(model, str) else "bytes")
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(ort, "InferenceSession", counted)
+    assert main(["rewrite", str(EXAMPLE_PATH), "-o", str(tmp_path / "one.onnx"), "-q"]) == 0
+    assert made == ["bytes", "bytes"]
+    monkeypatch.setattr("gathermultiaxis.cli.command_rewrite.InputTypes.__call__", lambda self, model: False)
+    made.clear()
+    assert main(["rewrite", str(EXAMPLE_PATH), "-o", str(tmp_path / "two.onnx"), "-q"]) == 0
+    assert made == [str(EXAMPLE_PATH), "bytes", "bytes"]  # the file, the types, the changed part
+    assert (tmp_path / "one.onnx").read_bytes() == (tmp_path / "two.onnx").read_bytes()

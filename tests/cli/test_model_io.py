@@ -181,3 +181,21 @@ def test_load_check_loads_what_changed():
     assert load_check(model, onnx.ModelProto(), rewritten, None) is loads_in_ort  # optimized by ORT: all of it
     check = load_check(model, model, rewritten, None)
     assert check is loads_in_ort or check.func is loads_in_ort
+
+
+def test_the_cycle_collector_is_off_during_a_transform_and_back_after():
+    import gc
+
+    from gathermultiaxis.cli.model_io import without_cycle_collection
+
+    assert gc.isenabled()
+    with without_cycle_collection():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:  # a caller that had it off keeps it off
+        with without_cycle_collection():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -31,6 +31,51 @@ def test_a_model_ort_refuses_gets_ort_reason(tmp_path, capsys):
     assert err.count("\n") == 1 and not (tmp_path / "out.onnx").exists()
 
 
+
+def bad_gather_model(declared: bool):
+    """A Gather ORT refuses (axis 3 of a rank-2 table), its output a graph output or read by a Relu."""
+    nodes = [helper.make_node("Gather", ["data", "ids"], ["out"], axis=3, name="bad_axis")]
+    if not declared:
+        nodes.append(helper.make_node("Relu", ["out"], ["relu"]))
+    return make_model(nodes, [helper.make_tensor_value_info("data", TensorProto.FLOAT, [2, 3]),
+                              helper.make_tensor_value_info("ids", TensorProto.INT64, [2])],
+                      [helper.make_tensor_value_info("out" if declared else "relu", TensorProto.FLOAT, None)])
+
+
+def test_a_refused_gather_the_rewrite_types_gets_ort_reason(tmp_path, capsys):
+    # the input check is then the rewrite's own types session; it fails, and ORT's load of the file says why
+    onnx.save_model(bad_gather_model(declared=False), str(tmp_path / "bad.onnx"))
+    assert main(["rewrite", str(tmp_path / "bad.onnx"), "-o", str(tmp_path / "out.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert "ONNX Runtime cannot load it" in err and "axis must be in [-r, r-1]" in err, err
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_load_model_trusts_the_callers_session_only_where_it_loaded(tmp_path):
+    path = tmp_path / "bad.onnx"
+    onnx.save_model(bad_gather_model(declared=True), str(path))
+    asked = []
+
+    def loaded_by(answer):
+        def session(model):
+            asked.append(model.graph.node[0].name)
+            return answer
+        return session
+
+    model, folder = model_io.load_model(path, session_options=session_options, loaded_by=loaded_by(True))
+    assert folder is None and model.graph.node[0].name == "bad_axis"  # ORT was not asked again
+    with pytest.raises(model_io.ModelFileError, match="ONNX Runtime cannot load it"):
+        model_io.load_model(path, session_options=session_options, loaded_by=loaded_by(False))
+    assert asked == ["bad_axis", "bad_axis"]
+    data_path = tmp_path / "external.onnx"  # with external data the caller's session proves nothing: not asked
+    external = bad_gather_model(declared=True)
+    external.graph.initializer.add().CopyFrom(numpy_helper.from_array(np.zeros(300, np.float32), "unused"))
+    onnx.save_model(external, str(data_path), save_as_external_data=True, location="external.onnx.data",
+                    size_threshold=0)
+    with pytest.raises(model_io.ModelFileError, match="ONNX Runtime cannot load it"):
+        model_io.load_model(data_path, session_options=session_options, loaded_by=loaded_by(True))
+    assert len(asked) == 2
+
 def test_ort_internal_and_contrib_ops_and_outputs_without_shapes_are_accepted(tmp_path):
     """LayerNormalization in the ONNX domain at opset 13 and SimplifiedLayerNormalization exist only in
     ORT (onnx.checker refuses them: "No Op registered"); FastGelu is com.microsoft."""

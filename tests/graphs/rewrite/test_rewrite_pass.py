@@ -79,3 +79,20 @@ def test_the_rewrite_pass_is_a_node_pass_whose_detail_says_run_time_alignment():
     row = rewrite.outcome(model.graph.node[0], "main graph", RewriteDetail("why", runtime_aligned=True), "")
     assert (row.rewritten, row.reason, row.runtime_aligned) == (True, "why", True)
     assert rewrite.outcome(model.graph.node[0], "main graph", None, "left").reason == "left"
+
+
+def test_types_read_already_are_the_ones_it_would_read():
+    pytest.importorskip("onnxruntime", reason="ORT's types are read by onnxruntime")
+    from gathermultiaxis.graphs.ort_types import ort_value_types, plain_session_options
+    from gathermultiaxis.graphs.rewrite.rewrite_pass import ORT_TYPES, ort_type_names
+
+    model = two_gathers()
+    assert ort_type_names(model) == ["rows"]  # "out" is declared by the graph
+    assert ort_type_names(model, ("GatherElements",)) == []
+    read = ort_value_types(model, ort_type_names(model), session_options=plain_session_options)
+    given, given_report = rewrite_model(model, ort_types_read=read)
+    asked, asked_report = rewrite_model(model)
+    assert given.SerializeToString() == asked.SerializeToString()
+    assert given_report.value_types == asked_report.value_types == ORT_TYPES
+    with pytest.raises(ValueError, match="ort_optimize"):
+        rewrite_model(model, ort_optimize=True, ort_types_read=read)
