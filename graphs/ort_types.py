@@ -106,27 +106,39 @@ class _Reader:
 
 
 def _types(names: list[str], seen: dict[str, tuple[str, list, int | None]]) -> dict[str, TypeProto]:
+    """The TypeProto of each answer (values typed alike share one: callers copy it, never change it)."""
+    made: dict[tuple, TypeProto | None] = {}
     types = {}
     for name in names:
         kind, dims, rank = seen[name]
-        elem_type = _ELEM_TYPES.get(kind)
-        if elem_type is None:
-            continue
-        type_proto = TypeProto()
-        type_proto.tensor_type.elem_type = elem_type
-        if rank is None:  # no Shape asked: ORT showed dims, so it knows the rank
-            rank = len(dims)
-        if rank >= 0:  # ORT knows the rank
-            shape = type_proto.tensor_type.shape
-            shape.SetInParent()  # a scalar: a shape with no dims
-            for size in dims if len(dims) == rank else [None] * rank:
-                dim = shape.dim.add()
-                if isinstance(size, int):
-                    dim.dim_value = size
-                elif isinstance(size, str):
-                    dim.dim_param = size
-        types[name] = type_proto
+        key = (kind, tuple(dims), rank)
+        if key not in made:
+            made[key] = _type_proto(kind, dims, rank)
+        type_proto = made[key]
+        if type_proto is not None:
+            types[name] = type_proto
     return types
+
+
+def _type_proto(kind: str, dims: list, rank: int | None) -> TypeProto | None:
+    """ORT's answer for one value as a TypeProto; None for a type other than a tensor."""
+    elem_type = _ELEM_TYPES.get(kind)
+    if elem_type is None:
+        return None
+    type_proto = TypeProto()
+    type_proto.tensor_type.elem_type = elem_type
+    if rank is None:  # no Shape asked: ORT showed dims, so it knows the rank
+        rank = len(dims)
+    if rank >= 0:  # ORT knows the rank
+        shape = type_proto.tensor_type.shape
+        shape.SetInParent()  # a scalar: a shape with no dims
+        for size in dims if len(dims) == rank else [None] * rank:
+            dim = shape.dim.add()
+            if isinstance(size, int):
+                dim.dim_value = size
+            elif isinstance(size, str):
+                dim.dim_param = size
+    return type_proto
 
 
 def _maybe_scalars(model: ModelProto, names: list[str]) -> set[str]:

@@ -17,6 +17,7 @@ from .sources.registry import RECORDED_ATTRIBUTES
 
 KEY = "gathermultiaxis.replaces"
 MODEL_KEY = "gathermultiaxis"
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))  # json.dumps' own, made once
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class ReplacedGather:
                  "attributes": self.attributes, "name": self.name}
         if self.domain is not None:
             value["domain"] = self.domain
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+        return _ENCODER.encode(value)
 
     @classmethod
     def from_text(cls, text: str) -> "ReplacedGather | None":

@@ -52,6 +52,13 @@ def int64_constant_template(shape: tuple[int, ...], data: bytes) -> NodeProto:
     return helper.make_node("Constant", [], [], value=numpy_helper.from_array(array, name=""))
 
 
+@functools.lru_cache(maxsize=1024)
+def int64_list_template(values: tuple[int, ...]) -> NodeProto:
+    """``int64_constant_template`` of a 1-D list of Python ints (raises OverflowError past int64)."""
+    array = np.array(values, dtype=np.int64)
+    return int64_constant_template(array.shape, array.tobytes())
+
+
 @dataclass
 class NameScope:
     """Hands out tensor and node names that are not used anywhere in the model yet."""
@@ -116,6 +123,11 @@ class NodeBuilder:
     def constant(self, values, role: str) -> str:
         """An int64 constant; below opset 9 (Constant-1 holds floats only) a double Constant Cast to int64,
         ValueError for a value with no exact double form."""
+        if self.opset >= 9 and type(values) is list and len(values) <= TEMPLATE_LIMIT \
+                and all(type(v) is int for v in values):  # the common case, without numpy
+            output = self.names.fresh(f"{self.prefix}/{role}")
+            self._append(int64_list_template(tuple(values)), [], [output], output)
+            return output
         array = np.asarray(values, dtype=np.int64)
         if self.opset >= 9 and array.size > TEMPLATE_LIMIT:  # made once: no template kept for it
             return self._emit("Constant", [], role, value=numpy_helper.from_array(array, name=""))
