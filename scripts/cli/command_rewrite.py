@@ -61,7 +61,8 @@ class InputTypes:
     called with the input model, True when that session loaded (then ``read`` holds them)."""
 
     def __init__(self, ops: list[str] | tuple[str, ...]):
-        self.ops, self.read = ops, None
+        self.ops = ops
+        self.read: dict[str, Any] | None = None
 
     def __call__(self, model: Any) -> bool:
         from ..graphs.ort_types import OrtTypesError, ort_value_types
