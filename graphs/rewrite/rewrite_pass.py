@@ -185,8 +185,7 @@ def rewrite_model(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_O
             else plain ones for ORT's types (a model holding GatherMultiaxis then gets the rewrite's types).
         ort_value_types: declare replaced main-graph outputs with ORT's types of the original.
         external_data_folder: the folder of ``model``'s external data (ORT reads the model for its types).
-        ort_types_read: ORT's types of ``ort_type_names(model, ops)``, read already (``graphs.ort_types``, by
-            the session that checked the model loads); None: read here (with ``ort_value_types``).
+        ort_types_read: ORT's types of ``ort_type_names(model, ops)``, read already; None: read here.
 
     Returns:
         The rewritten copy and the RewriteReport.
@@ -230,8 +229,7 @@ ORT_TYPES = "ONNX Runtime's load-time types"  # the report's value_types where O
 
 
 def ort_type_names(model: ModelProto, ops: tuple[str, ...] | list[str] = GATHER_OPS) -> list[str]:
-    """The values ``rewrite_model(model, ops)`` declares with ORT's types: the outputs of the main graph's
-    gathers of ``ops`` that the graph does not declare."""
+    """The values ``rewrite_model(model, ops)`` types by ORT: its main-graph gathers' undeclared outputs."""
     declared = {value.name for value in (*model.graph.value_info, *model.graph.output)}
     ops = tuple(ops)
     return [node.output[0] for node in model.graph.node

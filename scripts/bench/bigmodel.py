@@ -299,7 +299,7 @@ def format_big_graph(run: BigGraphRun) -> str:
     if run.against is not None:
         lines.append(row("gathermultiaxis rewrite (--against)", run.against))
     lines += [row("onnx.load + infer_shapes + save", run.load_infer_save),
-              row("ORT loads the input (rewrite's input check)", run.ort_load),
+              row("ORT loads the input (a plain session)", run.ort_load),
               row("python -c 'import onnx'", run.python_startup),
               ratios("rewrite", run.rewrite_over_load_infer_save)
               + f"; every Gather rewritten: {'yes' if run.output_loads else 'NO'}; output sha256 {run.output_sha256[:16]}"]

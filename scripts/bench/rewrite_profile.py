@@ -14,8 +14,9 @@ from pathlib import Path
 Term = tuple[str, str, "str | None", int]
 PARTS: tuple[tuple[str, tuple[Term, ...]], ...] = (
     ("read the input (onnx.load)", (("graphs/modelfile.py", "read_model", "load_model", 1),)),
-    ("ORT loads the input (the input check)", (("graphs/modelfile.py", "ort_load_error", "load_model", 1),)),
-    ("ORT's types of the replaced outputs", (("graphs/ort_types.py", "ort_value_types", None, 1),)),
+    ("ORT loads the input (the input check, where ORT's types do not prove it)",
+     (("graphs/modelfile.py", "ort_load_error", "load_model", 1),)),
+    ("ORT's types of the replaced outputs (the input check too)", (("graphs/ort_types.py", "ort_value_types", None, 1),)),
     ("inference: typing copy, onnx infer_shapes, layer 1", (("graphs/ranks/typing_copy.py", "typing_copy", "_run", 1),
                                                              ("graphs/ranks/shape_inference.py", "inferred", "_run", 1),
                                                              ("graphs/passes/scopes.py", "of", "_run", 1))),
