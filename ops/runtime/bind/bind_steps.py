@@ -16,6 +16,7 @@ from ....graphs.ir.dead_nodes import remove_dead
 from ....graphs.ir.walk import ONNX_DOMAINS, all_names, any_node, attribute, model_nodes, node_holders
 from ....graphs.passes import ModelPass, PassResult
 from .bind_pass import BindPass, PreparedModel
+from .recorded_nodes import remove_recorded_alignments
 
 
 def holds_gather(model: ModelProto) -> bool:
@@ -153,6 +154,13 @@ class GroupSharedIndices(BindStep):
 
     def apply(self, model: ModelProto, prepared: PreparedModel) -> bool:
         return group_shared_indices(model.graph)
+
+
+class RemoveRecordedAlignments(BindStep):
+    """``remove_recorded_alignments`` (after the steps that remove nodes by identity: it rebuilds node lists)."""
+
+    def apply(self, model: ModelProto, prepared: PreparedModel) -> bool:
+        return remove_recorded_alignments(model, self.binding.recorded_freed)
 
 
 class DropUnreadConstants(BindStep):

@@ -20,7 +20,7 @@ from ....graphs.modelfile import ExternalDataError
 from ....graphs.passes import ModelPass, Sequential
 from .bind_pass import BindOptions, BindPass, PreparedModel
 from .bind_steps import (CopyScanBodyOutputs, CountCrossings, DropUnreadConstants, DropValueInfo, GroupSharedIndices,
-                         RemoveDeadFeeders, ShareBoundInitializers, holds_gather)
+                         RemoveDeadFeeders, RemoveRecordedAlignments, ShareBoundInitializers, holds_gather)
 
 
 def bind_sequence(binding: BindPass) -> Sequential:
@@ -31,7 +31,7 @@ def bind_sequence(binding: BindPass) -> Sequential:
         steps.append(RemoveDeadFeeders(binding))
         if options.group_shared_indices:
             steps.append(GroupSharedIndices(binding))
-    steps += [DropUnreadConstants(binding), CopyScanBodyOutputs(binding)]
+    steps += [RemoveRecordedAlignments(binding), DropUnreadConstants(binding), CopyScanBodyOutputs(binding)]
     if bind:
         steps.append(ShareBoundInitializers(binding))
     steps.append(CountCrossings(binding))
