@@ -19,7 +19,7 @@ from ....graphs.passes.pass_report import PassReport
 from ....graphs.ir.walk import ONNX_DOMAINS, attribute
 from .bound_operands import (Deferred, fixed_axes, float16_cast_after, narrowed_output, resolve,
                              unsqueezed_indices, widened_float16)
-from .recorded_nodes import recorded_node
+from .recorded_nodes import aligned_at_run_time, recorded_node
 
 
 RUN_TOKEN = "gathermultiaxis::run_token"
@@ -213,7 +213,8 @@ class BindPass(NodePass[BindDetail]):
             self.freed_axes.add(node.input[2])
         if bound is None:
             self.crosses_bridge = True
-            recorded = recorded_node(node, scope, token, mode) if axes is None and self.options.recorded_form else None
+            recorded = (recorded_node(node, scope, token, mode) if self.options.recorded_form
+                        and (axes is None or aligned_at_run_time(node, scope)) else None)
             if recorded is not None:  # its alignment goes after the identity-based removals (RemoveRecordedAlignments)
                 self.recorded_freed |= recorded.freed
                 return Visit(None, removes=recorded.tail, in_place=True, detail=BindDetail(False, RECORDED_OP_TYPE))

@@ -53,6 +53,21 @@ def is_constant(scope: GraphScope, name: str) -> bool:
     return scope.constants.initializer(name) is not None or (producer is not None and producer.op_type == "Constant")
 
 
+# The run-time alignment's nodes that feed GatherMultiaxis: their operands past the first are computed.
+_ALIGNING_OPS = frozenset(("Unsqueeze", "Slice", "Reshape", "Pad"))
+
+
+def aligned_at_run_time(node: NodeProto, scope: GraphScope) -> bool:
+    """Whether ``node``'s data or indices come from an alignment computed at run time (its axes may still be
+    constant: GatherElements' cut of the data to the indices' extents)."""
+    for name in node.input[:2]:
+        producer = scope.producers.get(name)
+        if (producer is not None and producer.op_type in _ALIGNING_OPS
+                and any(operand and operand not in scope.constants for operand in producer.input[1:])):
+            return True
+    return False
+
+
 def recorded_node(node: NodeProto, scope: GraphScope, token: str, mode: str | None) -> RecordedNode | None:
     """``node`` changed in place into GatherMultiaxisRecorded where its record holds, else None (unchanged).
     The scope's producers, consumers and readers must have been read before any node of it changed."""
