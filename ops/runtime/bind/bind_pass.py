@@ -185,8 +185,9 @@ class BindPass(NodePass[BindDetail]):
         return prepared.token
 
     def visit(self, node: onnx.NodeProto, scope: GraphScope) -> Visit[BindDetail]:
-        """The node changed in place (``Visit.in_place``): the scope's producers (and the main graph's
-        readers, the only ones read) are read first, so that they describe the graph before its first change."""
+        """The node changed in place (``Visit.in_place``): the scope's producers and readers (the main graph's,
+        and every scope's for the recorded form) are read first, so that they describe the graph before its first
+        change."""
         scope.producers  # noqa: B018 - computed (and cached) before any node of the scope changes
         if scope.main or self.options.recorded_form:
             scope.readers  # noqa: B018 - with ``consumers``

@@ -1,5 +1,6 @@
 """The bind step's steps after the visit, each a ``ModelPass`` over the whole model: dropped value_info, dead
-feeders, grouped bound gathers, unread constants, Scan body outputs, what the session hands ORT."""
+feeders, grouped bound gathers, recorded nodes' alignments, unread constants, Scan body outputs, what the session
+hands ORT."""
 
 
 from __future__ import annotations
