@@ -16,7 +16,6 @@ from ..run_ops import RECORDED_OP_TYPE, recorded_attribute
 from ....graphs.ir.dead_nodes import remove_dead
 from ....graphs.ir.walk import node_holders
 from ....graphs.passes import GraphScope
-from ....graphs.provenance import replaced_gather
 from ....graphs.ranks.tensor_info import TensorInfo
 
 RECORDED_GATHERS = frozenset((GATHER, GATHER_ELEMENTS, GATHER_ND))
@@ -53,8 +52,9 @@ def is_constant(scope: GraphScope, name: str) -> bool:
     return scope.constants.initializer(name) is not None or (producer is not None and producer.op_type == "Constant")
 
 
-# The run-time alignment's nodes that feed GatherMultiaxis: their operands past the first are computed.
-_ALIGNING_OPS = frozenset(("Unsqueeze", "Slice", "Reshape", "Pad"))
+# The nodes of a run-time alignment that feed GatherMultiaxis, and their operand that places the dims, computed
+# there (a static alignment's are constants; its GatherElements Slice computes only its ends).
+_PLACING_OPERAND = {"Unsqueeze": 1, "Reshape": 1, "Pad": 1, "Slice": 3}
 
 
 def aligned_at_run_time(node: NodeProto, scope: GraphScope) -> bool:
@@ -62,8 +62,8 @@ def aligned_at_run_time(node: NodeProto, scope: GraphScope) -> bool:
     constant: GatherElements' cut of the data to the indices' extents)."""
     for name in node.input[:2]:
         producer = scope.producers.get(name)
-        if (producer is not None and producer.op_type in _ALIGNING_OPS
-                and any(operand and operand not in scope.constants for operand in producer.input[1:])):
+        at = _PLACING_OPERAND.get(producer.op_type, 0) if producer is not None else 0
+        if at and len(producer.input) > at and producer.input[at] and producer.input[at] not in scope.constants:
             return True
     return False
 
@@ -71,6 +71,8 @@ def aligned_at_run_time(node: NodeProto, scope: GraphScope) -> bool:
 def recorded_node(node: NodeProto, scope: GraphScope, token: str, mode: str | None) -> RecordedNode | None:
     """``node`` changed in place into GatherMultiaxisRecorded where its record holds, else None (unchanged).
     The scope's producers, consumers and readers must have been read before any node of it changed."""
+    from ....graphs.provenance import replaced_gather  # here: as the lowering below, only for such nodes
+
     record = replaced_gather(node)
     if record is None or mode is None or record.op_type not in RECORDED_GATHERS or is_constant(scope, record.data):
         return None
@@ -78,7 +80,7 @@ def recorded_node(node: NodeProto, scope: GraphScope, token: str, mode: str | No
     if declared.elem_type and declared.elem_type not in _BRIDGED:  # float16, bfloat16: never through the bridge
         return None
     typed = _DataTyped(scope, record.data, TensorInfo(declared.elem_type or STAND_IN_TYPE, declared.shape))
-    from ....graphs.lower.recorded_form import recorded_form  # here: sessions without such nodes load no lowering
+    from ....graphs.lower.recorded_form import recorded_form  # here: a session without such nodes loads no lowering
 
     form = recorded_form(node, cast(GraphScope, typed))
     if form is None:

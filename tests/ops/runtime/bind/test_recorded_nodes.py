@@ -274,3 +274,17 @@ def test_remove_recorded_alignments_drops_only_what_nothing_reads():
     assert not remove_recorded_alignments(model, set())
     assert remove_recorded_alignments(model, {"n"})
     assert [node.output[0] for node in model.graph.node] == ["kept"]
+
+
+def test_a_static_alignment_is_not_taken_for_a_run_time_one():
+    """GatherElements of known ranks cuts its data with computed ends but constant axes: the fixed-axes path, no
+    proof tried; of unknown ranks its Slice's axes are computed: recorded."""
+    node = helper.make_node("GatherElements", ["data", "indices"], ["y"], axis=1)
+    ranked = make_model([node], [helper.make_tensor_value_info("data", TensorProto.FLOAT, ["a", "b"]),
+                                 helper.make_tensor_value_info("indices", TensorProto.INT64, ["c", "d"])],
+                        [unranked("y", TensorProto.FLOAT)])
+    rewritten, _ = rewrite_model(ranked)
+    assert "Slice" in [node.op_type for node in rewritten.graph.node]
+    types = prepared_types(rewritten)
+    assert "GatherMultiaxisRunFixedAxes" in types and RECORDED_OP_TYPE not in types
+    assert RECORDED_OP_TYPE in prepared_types(rewrite_model(unranked_gather("GatherElements", axis=1))[0])
