@@ -288,3 +288,15 @@ def test_a_static_alignment_is_not_taken_for_a_run_time_one():
     types = prepared_types(rewritten)
     assert "GatherMultiaxisRunFixedAxes" in types and RECORDED_OP_TYPE not in types
     assert RECORDED_OP_TYPE in prepared_types(rewrite_model(unranked_gather("GatherElements", axis=1))[0])
+
+
+def test_a_proof_that_fails_keeps_the_run_path(monkeypatch):
+    import gathermultiaxis.graphs.lower.recorded_form as recorded_form_module
+
+    def broken(node, scope):
+        raise RuntimeError("a proof that breaks")
+
+    monkeypatch.setattr(recorded_form_module, "recorded_form", broken)
+    rewritten, _ = rewrite_model(unranked_gather("Gather", axis=0))
+    types = prepared_types(rewritten)
+    assert RUN_OP_TYPE in types and RECORDED_OP_TYPE not in types
