@@ -23,8 +23,9 @@ from ..contract import CHECKING_MODE_VALUES, DATA_TYPES, INDEX_TYPES, OP_TYPE, G
 from ..fast_plan import fast_gather
 from ..geometry import GatherGeometry
 from ..kernel import gather_multiaxis
+from .recorded_op import recorded_output
 from .run_ops import (BOUND_OUTPUT_TYPES, FIXED_RUN_OP_TYPE, NARROWING_AXES_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE,
-                      RUN_OP_TYPE, BoundTable,
+                      RECORDED_OP_TYPE, RUN_OP_TYPE, BoundTable,
                       bound_op_type, group_op_type, group_signatures, parse_axes, parse_group)
 from .run_errors import ERRORS, RUN_ERRORS, guard_onnxruntime_sessions, guard_sessions_made_with  # noqa: F401 - guard_onnxruntime_sessions: public here too (README)
 
@@ -352,6 +353,17 @@ def _compute_narrowing_axes(input, indices, axes, run_token, mode):
     return _handed_back(_narrowed_gather(input, indices, axes, mode, run_token))
 
 
+def _hook_recorded(k_id, feed, attributes):
+    data, indices, token = feed
+    return _answer(k_id, recorded_output(data, indices, attributes["gather"], attributes["mode"], token,
+                                         _state["call_path"].fast_plan))
+
+
+def _compute_recorded(data, indices, run_token, gather, mode):
+    """GatherMultiaxisRecorded: the recorded gather, aligned by the op (``recorded_op``)."""
+    return _handed_back(recorded_output(data, indices, gather, mode, run_token, _state["call_path"].fast_plan))
+
+
 def _hook_bound(k_id, feed, attributes):
     indices, token = feed
     return _answer(k_id, _bound_output(indices, token, attributes["table"]))
@@ -469,6 +481,8 @@ def register(handback: bool | None = None, hook: bool | None = None, call_path: 
                             _compute_run, _hook_run)
                     _define(FIXED_RUN_OP_TYPE, [data_type, index_type, int64], data_type,
                             {"mode": string, "axes": string}, _compute_fixed, _hook_fixed)
+                    _define(RECORDED_OP_TYPE, [data_type, index_type, int64], data_type,
+                            {"gather": string, "mode": string}, _compute_recorded, _hook_recorded)
             for index_type in (_BRIDGE_TYPES[t] for t in INDEX_TYPES):
                 _define(NARROWING_RUN_OP_TYPE, [PyCustomOpDef.dt_float, index_type, int64], PyCustomOpDef.dt_float16,
                         {"mode": string, "axes": string}, _compute_narrowing, _hook_narrowing)

@@ -17,6 +17,8 @@ FIXED_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxes"
 NARROWING_RUN_OP_TYPE = "GatherMultiaxisRunFixedAxesToFloat16"  # float32 data holding float16 values
 NARROWING_AXES_RUN_OP_TYPE = "GatherMultiaxisRunToFloat16"  # the same, axes an input (computed at run time)
 BOUND_OP_PREFIX = "GatherMultiaxisBound"
+# The rewrite's recorded gather (data and indices as the original read them), aligned per call by the op itself
+RECORDED_OP_TYPE = "GatherMultiaxisRecorded"
 
 # Output types a bound node may have beyond DATA_TYPES: float16 comes back through the bridge as it is.
 BOUND_OUTPUT_TYPES = (*DATA_TYPES, TensorProto.FLOAT16)
@@ -70,6 +72,18 @@ def axes_attribute(axes) -> str:
     return ",".join(str(int(axis)) for axis in axes)
 
 
+def recorded_attribute(op_type: str, attributes: dict[str, int]) -> str:
+    """The ``gather`` attribute of a GatherMultiaxisRecorded node: "Gather;axis=1" (attributes sorted)."""
+    return ";".join([op_type, *(f"{key}={int(value)}" for key, value in sorted(attributes.items()))])
+
+
+@functools.lru_cache(maxsize=256)
+def parse_recorded(text: str) -> tuple[str, dict[str, int]]:
+    """The op type and integer attributes a ``gather`` attribute names (``recorded_attribute``'s inverse)."""
+    op_type, *pairs = text.split(";")
+    return op_type, {key: int(value) for key, value in (pair.split("=") for pair in pairs)}
+
+
 def is_bridge_node(node) -> bool:
     """Whether ``node`` is one of the session's GatherMultiaxis op types (each crosses the PyOp bridge)."""
     return node.domain == DOMAIN and node.op_type.startswith(OP_TYPE)
@@ -109,5 +123,6 @@ class BoundTable:
 
 
 __all__ = ["BOUND_OP_PREFIX", "BOUND_OUTPUT_TYPES", "FIXED_RUN_OP_TYPE", "GROUP_MAX", "GROUP_OP_PREFIX", "GROUP_TYPES",
-           "NARROWING_AXES_RUN_OP_TYPE", "NARROWING_RUN_OP_TYPE", "RUN_OP_TYPE", "BoundTable", "axes_attribute", "bound_op_type", "group_attributes",
-           "group_op_type", "group_signatures", "is_bridge_node", "parse_axes", "parse_group"]
+           "NARROWING_AXES_RUN_OP_TYPE", "NARROWING_RUN_OP_TYPE", "RECORDED_OP_TYPE", "RUN_OP_TYPE", "BoundTable", "axes_attribute",
+           "bound_op_type", "group_attributes", "group_op_type", "group_signatures", "is_bridge_node", "parse_axes",
+           "parse_group", "parse_recorded", "recorded_attribute"]

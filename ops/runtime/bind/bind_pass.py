@@ -12,13 +12,14 @@ import onnx
 from onnx import ModelProto, TensorProto, helper
 
 from ...contract import DOMAIN, OP_TYPE, is_gather_multiaxis
-from ..run_ops import (FIXED_RUN_OP_TYPE, NARROWING_AXES_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, RUN_OP_TYPE, BoundTable,
-                       axes_attribute, bound_op_type)
+from ..run_ops import (FIXED_RUN_OP_TYPE, NARROWING_AXES_RUN_OP_TYPE, NARROWING_RUN_OP_TYPE, RECORDED_OP_TYPE,
+                       RUN_OP_TYPE, BoundTable, axes_attribute, bound_op_type)
 from ....graphs.passes import GraphScope, NodePass, Visit
 from ....graphs.passes.pass_report import PassReport
 from ....graphs.ir.walk import ONNX_DOMAINS, attribute
 from .bound_operands import (Deferred, fixed_axes, float16_cast_after, narrowed_output, resolve,
                              unsqueezed_indices, widened_float16)
+from .recorded_nodes import aligned_at_run_time, recorded_node
 
 
 RUN_TOKEN = "gathermultiaxis::run_token"
@@ -48,6 +49,7 @@ class BindOptions(NamedTuple):
     absorb_alignment: bool = True  # the indices' alignment Unsqueeze absorbed into bound nodes
     float16_output: bool = True  # float16 outputs instead of widened float32
     group_shared_indices: bool = True  # bound gathers sharing their indices in one call
+    recorded_form: bool = True  # run-time-aligned nodes whose record holds as one GatherMultiaxisRecorded node
 
 
 # ---------------------------------------------------------------- the visit
@@ -92,6 +94,7 @@ class BindPass(NodePass[BindDetail]):
     dropped_value_info: set = field(default_factory=set)
     bound_initializers: dict = field(default_factory=dict)
     freed_axes: set = field(default_factory=set)       # axes operands no node reads any more
+    recorded_freed: set = field(default_factory=set)   # what recorded nodes' old inputs were (maybe dead now)
     evaluate: Callable[[ModelProto, str | None], list[np.ndarray]] | None = None  # see prepare_model
     prefetched: bool = False
     crosses_bridge: bool = False
@@ -182,11 +185,12 @@ class BindPass(NodePass[BindDetail]):
         return prepared.token
 
     def visit(self, node: onnx.NodeProto, scope: GraphScope) -> Visit[BindDetail]:
-        """The node changed in place (``Visit.in_place``): the scope's producers (and the main graph's
-        readers, the only ones read) are read first, so that they describe the graph before its first change."""
+        """The node changed in place (``Visit.in_place``): the scope's producers and readers (the main graph's,
+        and every scope's for the recorded form) are read first, so that they describe the graph before its first
+        change."""
         scope.producers  # noqa: B018 - computed (and cached) before any node of the scope changes
-        if scope.main:
-            scope.readers  # noqa: B018
+        if scope.main or self.options.recorded_form:
+            scope.readers  # noqa: B018 - with ``consumers``
         token = self._token(scope)
         number, self.visited = self.visited, self.visited + 1
         mode = attribute(node, "mode")
@@ -210,6 +214,11 @@ class BindPass(NodePass[BindDetail]):
             self.freed_axes.add(node.input[2])
         if bound is None:
             self.crosses_bridge = True
+            recorded = (recorded_node(node, scope, token, mode) if self.options.recorded_form
+                        and (axes is None or aligned_at_run_time(node, scope)) else None)
+            if recorded is not None:  # its alignment goes after the identity-based removals (RemoveRecordedAlignments)
+                self.recorded_freed |= recorded.freed
+                return Visit(None, removes=recorded.tail, in_place=True, detail=BindDetail(False, RECORDED_OP_TYPE))
             found = (float16_cast_after(scope, node.output[0])
                      if scope.main and self.narrow_float16 and widened_float16(scope, node.input[0]) else None)
             if axes is None or not self.options.fixed_axes:

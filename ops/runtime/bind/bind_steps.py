@@ -1,5 +1,6 @@
 """The bind step's steps after the visit, each a ``ModelPass`` over the whole model: dropped value_info, dead
-feeders, grouped bound gathers, unread constants, Scan body outputs, what the session hands ORT."""
+feeders, grouped bound gathers, recorded nodes' alignments, unread constants, Scan body outputs, what the session
+hands ORT."""
 
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ....graphs.ir.dead_nodes import remove_dead
 from ....graphs.ir.walk import ONNX_DOMAINS, all_names, any_node, attribute, model_nodes, node_holders
 from ....graphs.passes import ModelPass, PassResult
 from .bind_pass import BindPass, PreparedModel
+from .recorded_nodes import remove_recorded_alignments
 
 
 def holds_gather(model: ModelProto) -> bool:
@@ -153,6 +155,13 @@ class GroupSharedIndices(BindStep):
 
     def apply(self, model: ModelProto, prepared: PreparedModel) -> bool:
         return group_shared_indices(model.graph)
+
+
+class RemoveRecordedAlignments(BindStep):
+    """``remove_recorded_alignments`` (after the steps that remove nodes by identity: it rebuilds node lists)."""
+
+    def apply(self, model: ModelProto, prepared: PreparedModel) -> bool:
+        return remove_recorded_alignments(model, self.binding.recorded_freed)
 
 
 class DropUnreadConstants(BindStep):

@@ -5,8 +5,10 @@
   ``run_ops`` op type, constant axes as an attribute, float16 data round-tripped through ORT's Cast;
 * a main-graph node with constant data (``bound_operands``) is bound: its table goes to the kernel once
   (``PreparedModel.tables``);
+* a run-time-aligned node whose record holds runs as that gather (``recorded_nodes``): one node, its
+  alignment dropped;
 * then the steps of ``bind_steps`` (``bind_sequence``): dead feeders dropped, nodes sharing indices grouped,
-  unread constants dropped, Scan body outputs copied."""
+  recorded nodes' alignments and unread constants dropped, Scan body outputs copied."""
 
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ....graphs.modelfile import ExternalDataError
 from ....graphs.passes import ModelPass, Sequential
 from .bind_pass import BindOptions, BindPass, PreparedModel
 from .bind_steps import (CopyScanBodyOutputs, CountCrossings, DropUnreadConstants, DropValueInfo, GroupSharedIndices,
-                         RemoveDeadFeeders, ShareBoundInitializers, holds_gather)
+                         RemoveDeadFeeders, RemoveRecordedAlignments, ShareBoundInitializers, holds_gather)
 
 
 def bind_sequence(binding: BindPass) -> Sequential:
@@ -31,6 +33,8 @@ def bind_sequence(binding: BindPass) -> Sequential:
         steps.append(RemoveDeadFeeders(binding))
         if options.group_shared_indices:
             steps.append(GroupSharedIndices(binding))
+    if options.recorded_form:  # after the steps that remove nodes by identity
+        steps.append(RemoveRecordedAlignments(binding))
     steps += [DropUnreadConstants(binding), CopyScanBodyOutputs(binding)]
     if bind:
         steps.append(ShareBoundInitializers(binding))

@@ -39,10 +39,10 @@ def run(case, elem_type):
 
 def test_registered_types():
     assert len(DATA_TYPES) == 12 and len(INDEX_TYPES) == 2
-    # plain, Run, RunFixedAxes and Bound op types; Bound with float16 output; RunFixedAxesToFloat16 and
-    # RunToFloat16; BoundGroup: 2 to 4 outputs of float and int64 (12 signatures), for both index types
+    # plain, Run, RunFixedAxes, Recorded and Bound op types; Bound with float16 output; RunFixedAxesToFloat16
+    # and RunToFloat16; BoundGroup: 2 to 4 outputs of float and int64 (12 signatures), for both index types
     assert len(group_signatures()) == 12
-    assert bridge_info()["registrations"] == 4 * 24 + 2 + 2 + 2 + 12 * 2
+    assert bridge_info()["registrations"] == 5 * 24 + 2 + 2 + 2 + 12 * 2
 
 
 @settings(max_examples=300, deadline=None)

@@ -28,8 +28,10 @@ def step_names(binding):
 
 def test_the_steps_follow_the_options():
     assert step_names(BindPass(None, True, False)) == [
-        "BindPass", "DropValueInfo", "RemoveDeadFeeders", "GroupSharedIndices", "DropUnreadConstants",
-        "CopyScanBodyOutputs", "ShareBoundInitializers", "CountCrossings"]
+        "BindPass", "DropValueInfo", "RemoveDeadFeeders", "GroupSharedIndices", "RemoveRecordedAlignments",
+        "DropUnreadConstants", "CopyScanBodyOutputs", "ShareBoundInitializers", "CountCrossings"]
     assert "GroupSharedIndices" not in step_names(BindPass(None, True, False, BindOptions(group_shared_indices=False)))
+    assert "RemoveRecordedAlignments" not in step_names(BindPass(None, True, False, BindOptions(recorded_form=False)))
     assert step_names(BindPass(None, False, False)) == [
-        "BindPass", "DropValueInfo", "DropUnreadConstants", "CopyScanBodyOutputs", "CountCrossings"]
+        "BindPass", "DropValueInfo", "RemoveRecordedAlignments", "DropUnreadConstants", "CopyScanBodyOutputs",
+        "CountCrossings"]
