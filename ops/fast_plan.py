@@ -111,11 +111,13 @@ def make_fast_plan(axes: Sequence[int], mode, data_shape: tuple[int, ...], indic
 
 
 class FastPlans:
-    """The fast plans by call key, at most ``max_plans`` (the oldest dropped first); thread-safe."""
+    """The fast plans by call key, at most ``max_plans`` (the oldest dropped first); thread-safe. ``on_clear``:
+    callables run by ``clear``, which empty the caches their owners keep of these plans."""
 
     def __init__(self, max_plans: int = 4096):
         self.max_plans = max_plans
         self.plans: dict[tuple, GatherCall | None] = {}
+        self.on_clear: list[Callable[[], None]] = []
         self._lock = threading.Lock()
 
     def __call__(self, axes: tuple[int, ...], mode, data_shape: tuple[int, ...], indices_shape: tuple[int, ...],
@@ -142,6 +144,8 @@ class FastPlans:
         """Forget every plan."""
         with self._lock:
             self.plans.clear()
+            for clear in self.on_clear:
+                clear()
 
 
 FAST_PLANS = FastPlans()

@@ -20,7 +20,7 @@ from onnxruntime_extensions import PyCustomOpDef, get_library_path, onnx_op
 
 from .internals import pyop_id, pyop_internals
 from ..contract import CHECKING_MODE_VALUES, DATA_TYPES, INDEX_TYPES, OP_TYPE, GatherIndexError, Mode, normalize_axes
-from ..fast_plan import fast_gather
+from ..fast_plan import FAST_PLANS, GatherCall, fast_gather
 from ..geometry import GatherGeometry
 from ..kernel import gather_multiaxis
 from .recorded_op import recorded_output
@@ -294,27 +294,56 @@ def _fixed_node(axes_text: str, mode: str) -> tuple[tuple[int, ...], bool]:
     return node
 
 
+# A fixed-axes call's one NumPy call, by (op definition id, axes text, mode, data shape, indices shape), or None
+# for the kernel: the definition fixes the data and index types, so one lookup stands for the node's parse,
+# the type checks, the 1-D shortcut's test and the fast plan's key. Emptied when the plans or the call path change.
+_fixed_calls: dict[tuple, GatherCall | None] = {}
+FIXED_CALLS_MAX = 4096
+_STRING_DATA: set[int] = set()  # op definition ids whose data input is a string tensor
+
+
+def _index_rows(data: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    # Indexing by a 1-D integer array is ndarray.take's semantics (negatives once, out of range refused) and
+    # ~0.15 us faster on these tiny arrays: the shape arithmetic of TorchScript exports.
+    return data[indices]
+
+
+def _plan_fixed_call(key: tuple) -> GatherCall | None:
+    k_id, axes_text, mode, data_shape, indices_shape = key
+    call: GatherCall | None = None
+    if k_id not in _STRING_DATA:  # strings take the kernel's path, which checks them for the bridge
+        axes, take_1d = _fixed_node(axes_text, mode)
+        call_path = _state["call_path"]
+        if take_1d and len(data_shape) == 1 and len(indices_shape) == 1 and call_path.take_1d:
+            call = _index_rows
+        elif call_path.fast_plan:
+            call = FAST_PLANS(axes, mode, data_shape, indices_shape)
+    if len(_fixed_calls) >= FIXED_CALLS_MAX:
+        _fixed_calls.clear()
+    _fixed_calls[key] = call
+    return call
+
+
+FAST_PLANS.on_clear.append(_fixed_calls.clear)
+
+
 def _hook_fixed(k_id, feed, attributes):
     input, indices, token = feed
-    mode = attributes["mode"]
-    axes, take_1d = _fixed_node(attributes["axes"], mode)
-    call_path = _state["call_path"]
-    if take_1d and input.ndim == 1 and indices.ndim == 1 and input.dtype != object and call_path.take_1d:
-        # the shape arithmetic of TorchScript exports: see _gather_call; a refusal goes the general way.
-        # Indexing by a 1-D integer array is ndarray.take's semantics (negatives once, out of range
-        # refused) and ~0.15 us faster on these tiny arrays.
-        try:
-            output = input[indices]
-        except (IndexError, TypeError):
-            pass
-        else:  # take's output is a new C-contiguous array
-            return (k_id, output.shape, output if _state["handback"] else _payload(output))
-    elif call_path.fast_plan:
-        output = fast_gather(input, indices, axes, mode)
-        if output is not None:  # a new C-contiguous array
-            return (k_id, output.shape, output if _state["handback"] else _payload(output))
+    key = (k_id, attributes["axes"], attributes["mode"], input.shape, indices.shape)
     try:
-        output = gather_multiaxis(input, indices, axes, mode)
+        call = _fixed_calls[key]
+    except KeyError:
+        call = _plan_fixed_call(key)
+    if call is not None:
+        try:  # a refusal goes the general way, which names the offending index
+            output = call(input, indices)
+        except (IndexError, TypeError, ValueError):
+            pass
+        else:  # a new C-contiguous array
+            return (k_id, output.shape, output if _state["handback"] else _payload(output))
+    axes = _fixed_node(key[1], key[2])[0]
+    try:
+        output = gather_multiaxis(input, indices, axes, key[2])
         if output.dtype == object:
             _check_strings(output)
     except Exception as exc:  # noqa: BLE001
@@ -417,6 +446,8 @@ def _define(op_type, inputs, output, attrs, body, hook):
         opdef.cast_attributes = _string_attributes
     _state["opdefs"].append(opdef)
     _HOOKS[pyop_id(opdef)] = hook
+    if inputs[0] == PyCustomOpDef.dt_string:
+        _STRING_DATA.add(pyop_id(opdef))
     return opdef
 
 
@@ -501,6 +532,7 @@ def register(handback: bool | None = None, hook: bool | None = None, call_path: 
         _state["handback"] = _state["handback_supported"] if handback is None else (
             handback and _state["handback_supported"])
         _state["call_path"] = CallPath() if call_path is None else call_path
+        _fixed_calls.clear()
         use_hook = hook is None or hook
         if use_hook != _state["hook"]:
             pyop_internals().install_hook(_invoke if use_hook else _generic_invoker)

@@ -37,8 +37,9 @@ class ModelRow:
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)  # per-round ratio min, max
     processes: int = 0
     us_per_crossing: float | None = None  # kernel only: (its median - builtin's) / its crossings a run
-    sessions: dict[str, dict[str, int]] = field(default_factory=dict)  # per session column: builtin_gathers,
-    # crossings (PyOp bridge calls in one run), bound_tables (constant tables bound: no bridge copy per call)
+    sessions: dict[str, dict] = field(default_factory=dict)  # per session column: builtin_gathers, crossings
+    # (PyOp bridge calls in one run), bound_tables (constant tables bound: no bridge copy per call) and
+    # reasons (``crossing_reasons``: why each bridge node is left, by reason)
     notes: list[str] = field(default_factory=list)
 
 
@@ -104,6 +105,49 @@ def _session(column: str, model):
                         run_builtin_gathers=column != "kernel only")
 
 
+KERNEL_ONLY_ASKED = "kernel only asked"
+NO_BUILTIN_FORM = "no builtin form"
+BOUND_TABLE = "bound table"
+BOUND_GROUP = "group of bound tables"
+
+
+def crossing_reasons(model, column: str) -> dict[str, int]:
+    """Why each bridge node of the column's in-memory model is left: reason -> nodes (a node in a Loop body
+    crosses once an iteration). ``model``: the rewritten model, not changed."""
+    from ..graphs.ir.walk import model_nodes
+    from ..graphs.lower import KEPT_FOR_KERNEL, lower_single_gathers
+    from ..ops.runtime.run_ops import BOUND_OP_PREFIX, GROUP_OP_PREFIX, is_bridge_node
+    from ..ops.runtime.session import prepare_model
+
+    builtin = column != "kernel only"
+    kept: dict[str, str] = {}
+    if builtin:  # the session lowers the same way: the reasons of the nodes it keeps
+        _, lowering = lower_single_gathers(_copy(model), None)
+        kept = {o.node: o.reason.removeprefix(KEPT_FOR_KERNEL).lstrip(": ") for o in lowering.left_outcomes()}
+    reasons: dict[str, int] = {}
+    for node in model_nodes(prepare_model(_copy(model), None, builtin_gathers=builtin).model):
+        if not is_bridge_node(node):
+            continue
+        if node.op_type.startswith(GROUP_OP_PREFIX):
+            reason = BOUND_GROUP
+        elif node.op_type.startswith(BOUND_OP_PREFIX):
+            reason = BOUND_TABLE
+        elif not builtin:
+            reason = KERNEL_ONLY_ASKED
+        else:
+            reason = f"{NO_BUILTIN_FORM}: {kept[node.name]}" if kept.get(node.name) else NO_BUILTIN_FORM
+        reasons[reason] = reasons.get(reason, 0) + 1
+    return dict(sorted(reasons.items(), key=lambda item: (-item[1], item[0])))
+
+
+def _copy(model):
+    import onnx
+
+    copied = onnx.ModelProto()
+    copied.CopyFrom(model)
+    return copied
+
+
 def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: int = 16,
                             column: str = "builtin") -> dict:
     """One column of one model in this (child) process: samples in ms. One session per process: ORT's
@@ -125,7 +169,7 @@ def measure_in_this_process(path: str, repeats: int, batch: int = 1, sequence: i
         from ..ops.runtime.registration import count_crossings
 
         facts = {"builtin_gathers": sess.builtin_gathers, "crossings": count_crossings(lambda: sess.run(None, feeds))[1],
-                 "bound_tables": sess.bound_tables}
+                 "bound_tables": sess.bound_tables, "reasons": crossing_reasons(model, column)}
     samples = interleaved({column: lambda: sess.run(None, feeds)}, repeats)[column]
     return {"shape": shape, "rewritten_gathers": None if report is None else report.rewritten, "column": column,
             "bit_identical": same, "lowering_left": None if lowering is None else lowering.left, "samples": samples,
@@ -275,7 +319,19 @@ def format_rows(rows: list[ModelRow]) -> str:
     lines.append(f"(ratios: the worse round's, [per-round min-max]; {GOAL_KEY}: per model the worse of the two "
                  "rewrites, run as users run them)")
     notes = [f"{row.model}: {note}" for row in rows for note in row.notes]
-    return "\n".join(lines + [f"note: {note}" for note in notes] + goal_lines(rows))
+    return "\n".join(lines + reason_lines(rows) + [f"note: {note}" for note in notes] + goal_lines(rows))
+
+
+def reason_lines(rows: list[ModelRow]) -> list[str]:
+    """Per model and session column with bridge crossings: the crossings a run and why its bridge nodes are left."""
+    lines = []
+    for row in rows:
+        for column in SESSION_COLUMNS:
+            facts = row.sessions.get(column) or {}
+            if facts.get("crossings") and facts.get("reasons") is not None:
+                why = ", ".join(f"{count} {reason}" for reason, count in facts["reasons"].items())
+                lines.append(f"crossings left: {row.model}, {column}: {facts['crossings']} a run; bridge nodes: {why}")
+    return lines
 
 
 def goal_lines(rows: list[ModelRow]) -> list[str]:

@@ -29,12 +29,15 @@ def test_end_to_end_bundled_example(tmp_path, capsys):
     assert default["crossings"] == 0 and default["builtin_gathers"] >= 1
     assert kernel["builtin_gathers"] == 0 and 1 <= kernel["crossings"] <= default["builtin_gathers"]
     assert 0 <= kernel["bound_tables"] <= kernel["crossings"]
+    assert default["reasons"] == {} and set(kernel["reasons"]) <= {"kernel only asked", "bound table",
+                                                                    "group of bound tables"}
     out = capsys.readouterr().out
     [line] = [line for line in out.splitlines() if line.startswith("| gathers.onnx |")]
     assert line.startswith(f"| gathers.onnx | [1, 16] | 6 | {default['builtin_gathers']} / 0 / 0 | ")
     per_crossing = (row["median_ms"]["kernel only"] - row["median_ms"]["builtin"]) * 1e3 / kernel["crossings"]
     assert row["us_per_crossing"] == pytest.approx(per_crossing)
     assert f"| 0 / {kernel['crossings']} / {kernel['bound_tables']} | {per_crossing:.1f} | yes / " in line
+    assert f"crossings left: gathers.onnx, kernel only: {kernel['crossings']} a run; bridge nodes: " in out
     assert "| geometric mean |" in out and "goal: geometric mean of rewritten / builtin <= 1.4x" in out
     assert "goal: no model over 2.5x: worst gathers.onnx" in out and "fewer than 2 rounds" in out
 
@@ -127,3 +130,28 @@ def test_bench_jobs_and_their_old_flags(tmp_path, capsys, argv, note):
     assert row["processes"] == 1 and row["bit_identical"] and len(row["spread"]) == len(end_to_end.TIMED) + 1
     err = capsys.readouterr().err
     assert ("note: `bench --end-to-end` is now `bench end-to-end MODEL|FOLDER...`" in err) == note
+
+
+def test_crossing_reasons_say_why_each_bridge_node_is_left():
+    """Axes known only at run time: the default session keeps the node for that reason; kernel only was asked;
+    a constant table is bound; the reason lines show them with the crossings a run."""
+    from onnx import TensorProto, helper, numpy_helper
+    from support import gather_multiaxis_model, make_model
+
+    run_time_axes = gather_multiaxis_model(TensorProto.FLOAT, TensorProto.INT64)
+    assert end_to_end.crossing_reasons(run_time_axes, "rewrite --ort-optimize") == {
+        "no builtin form: axes or ranks known only at run time": 1}
+    assert end_to_end.crossing_reasons(run_time_axes, "kernel only") == {"kernel only asked": 1}
+    node = helper.make_node("GatherMultiaxis", ["table", "ids", "axes"], ["rows"], domain="ai.onnx.contrib",
+                            mode="error")
+    bound = make_model([node], [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 2])],
+                       [helper.make_tensor_value_info("rows", TensorProto.FLOAT, None)],
+                       [numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3), "table"),
+                        numpy_helper.from_array(np.array([0, 1], np.int64), "axes")],
+                       extra_opsets=[helper.make_opsetid("ai.onnx.contrib", 1)])
+    assert end_to_end.crossing_reasons(bound, "kernel only") == {"bound table": 1}
+    row = end_to_end.ModelRow("m.onnx", "-", 1, True, None, sessions={
+        "rewrite --ort-optimize": {"crossings": 0, "reasons": {}},
+        "kernel only": {"crossings": 3, "reasons": {"kernel only asked": 2, "bound table": 1}}})
+    assert end_to_end.reason_lines([row]) == [
+        "crossings left: m.onnx, kernel only: 3 a run; bridge nodes: 2 kernel only asked, 1 bound table"]
