@@ -40,7 +40,7 @@ class LowerDetail(NamedTuple):
 # -- step 1: the gather the rewrite replaced ------------------------------------------------------------
 
 
-def _replaced_form(node: NodeProto, scope: GraphScope) -> Visit[LowerDetail] | None:
+def replaced_form(node: NodeProto, scope: GraphScope) -> Visit[LowerDetail] | None:
     """Step 1: the recorded gather, where ``recorded_form`` finds the graph proves it."""
     form = recorded_form(node, scope)
     if form is None:
@@ -136,7 +136,7 @@ class LowerPass(NodePass[LowerDetail]):
         """The standard ONNX replacement of ``node`` (NotChanged: wrong arity, axes not 1-D int64, not lowerable)."""
         if len(node.input) != 3 or len(node.output) != 1:
             raise NotChanged("a GatherMultiaxis node takes 3 inputs and gives 1 output")
-        replaced = _replaced_form(node, scope)
+        replaced = replaced_form(node, scope)
         if replaced is not None:
             return replaced
         data, indices = scope.info(node.input[0]), scope.info(node.input[1])
@@ -282,7 +282,7 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
         model: the model; it is not changed.
         external_data_folder: the model's folder, where external constant indices are read; None when
             none is needed.
-        single_gather_only: lower only the nodes one standard gather computes (``lower_single_gathers``).
+        single_gather_only: lower only the nodes one standard gather computes (``session_lowering.lower_single_gathers``).
 
     Returns:
         The lowered copy and the LowerReport.
@@ -331,11 +331,4 @@ def unname_replaced_dims(before: ModelProto, after: ModelProto) -> None:
                         dim.ClearField("dim_param")
 
 
-def lower_single_gathers(model: ModelProto, external_data_folder: str | os.PathLike | None = None
-                         ) -> tuple[ModelProto, LowerReport]:
-    """``lower_model`` restricted to the nodes one standard gather computes (steps 1 and 2), as the session
-    runs them on ORT's builtin kernels; the others are left for the kernel (``KEPT_FOR_KERNEL``)."""
-    return lower_model(model, external_data_folder, single_gather_only=True)
-
-
-__all__ = ["LowerDetail", "LowerPass", "lower_model", "lower_single_gathers", "unname_replaced_dims"]
+__all__ = ["LowerDetail", "LowerPass", "lower_model", "replaced_form", "unname_replaced_dims"]

@@ -46,6 +46,7 @@ class _Hooks:
     infers_types: bool
     keeps_types: bool
     drops_domain: bool
+    partial_types: bool
 
     @classmethod
     def of_node_pass(cls, node_pass: NodePass) -> "_Hooks":
@@ -60,7 +61,7 @@ class _Hooks:
         return cls(kind.__name__, node_pass.report, node_pass.targets, node_pass.copy_targets, node_pass.visit,
                    outcome, own("prepare"), own("begin"), own("scope_infos"), own("observe"),
                    lambda: node_pass.external_data_folder, not node_pass.in_place, node_pass.infers_types,
-                   node_pass.keeps_types, node_pass.drops_domain)
+                   node_pass.keeps_types, node_pass.drops_domain, node_pass.partial_types)
 
 
 @dataclass
@@ -77,7 +78,8 @@ class _Driver:
         infos = hooks.scope_infos(graph, twin, outer_infos, main) if hooks.scope_infos else {**outer_infos, **twin.infos}
         constants = ConstantView(graph, outer_constants, hooks.external_data_folder())
         original = len(graph.node)
-        scope = GraphScope(graph, path, self.opset, self.names, infos, constants, original, main, self.outcomes)
+        scope = GraphScope(graph, path, self.opset, self.names, infos, constants, original, main, self.outcomes,
+                           partial_types=hooks.partial_types)
         observe, targets = hooks.observe, hooks.targets
         counts: dict[int, int] = {}  # position of a replaced node -> how many nodes replace it
         removed: set[int] = set()    # ids of superseded nodes

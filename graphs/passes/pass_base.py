@@ -83,7 +83,8 @@ class NodePass(ModelPass, Generic[D]):
        ``keeps_types`` keeps the main graph's types in the report. Hooks not overridden cost nothing.
 
     ``skip_without_targets``: a model without a target comes back as it is. ``external_data_folder``: where
-    the scopes' constants read external data.
+    the scopes' constants read external data. ``partial_types``: the pass's ``scope_infos`` know less than
+    the inference would (its scopes say so: a guard then decides what it does not know as refusing).
     """
 
     report: PassReport
@@ -92,6 +93,7 @@ class NodePass(ModelPass, Generic[D]):
     drops_domain: ClassVar[bool] = False
     repeat: ClassVar[bool] = False
     skip_without_targets: ClassVar[bool] = False
+    partial_types: ClassVar[bool] = False
     external_data_folder: str | os.PathLike | None = None
 
     @abstractmethod
