@@ -19,9 +19,11 @@ from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
 from ...ops.alignment import GATHER, GATHER_ELEMENTS, GATHER_ND
 from ...ops.contract import is_gather_multiaxis
-from ..ir.walk import constant_value, nodes_within
+from ..ir.builder import NameScope
+from ..ir.constant_view import ConstantView
+from ..ir.walk import constant_value, default_opset, model_nodes
 from ..passes import GraphScope, InferredGraph, NodePass, Visit
-from ..provenance import replaced_gather
+from ..provenance import ReplacedGather, replaced_gather
 from ..ranks.tensor_info import TensorInfo, known_rank, tensor_info
 from ..ranks.typing_copy import is_large
 from ..rewrite.rank_layers import type_by_rank_rule
@@ -36,10 +38,6 @@ _PROVEN_HERE = frozenset({GATHER, GATHER_ND, GATHER_ELEMENTS})
 
 class NeedsAnalysis(Exception):
     """A node the record-first pass cannot decide as the full analysis would."""
-
-
-def _ranks_only(info: TensorInfo | None) -> TensorInfo | None:
-    return None if info is None else TensorInfo(info.elem_type, None if info.shape is None else (None,) * len(info.shape))
 
 
 def _constant_info(tensor: TensorProto) -> TensorInfo:
@@ -104,53 +102,115 @@ def derive_ranks(names: list[str], scope: GraphScope, elem_type_only: bool = Fal
             type_by_rank_rule(node, scope)
 
 
+def proof_infos(node: NodeProto, record: ReplacedGather, scope: GraphScope, facts: dict[str, TensorInfo]
+                ) -> dict[str, TensorInfo]:
+    """What the proof of ``record`` may read of its inputs (sizes only where the analysis has the same: a fact,
+    or for GatherElements both facts); ``NeedsAnalysis`` where the record-first pass cannot prove it."""
+    if record.op_type not in _PROVEN_HERE:
+        raise NeedsAnalysis(f"{node.name!r}: a record of {record.op_type}")
+    static = node.input[2] in scope.constants
+    if static:  # a static alignment: the proof needs both ranks
+        derive_ranks([record.data, record.indices], scope)
+    else:  # aligned at run time: right for every rank, only the data's element type matters
+        derive_ranks([record.data], scope, elem_type_only=True)
+    known = {name: scope.infos[name] for name in (record.data, record.indices) if name in scope.infos}
+    are_facts = [facts.get(name) == info for name, info in known.items()]
+    infos = {}
+    for (name, info), fact in zip(known.items(), are_facts):
+        keep = fact and (record.op_type != GATHER_ELEMENTS or (len(are_facts) == 2 and all(are_facts)))
+        infos[name] = info if keep else TensorInfo(info.elem_type, None if info.shape is None else (None,) * info.rank)
+    data, indices = (infos.get(name, GraphScope.UNKNOWN) for name in (record.data, record.indices))
+    if not data.elem_type:
+        raise NeedsAnalysis(f"{node.name!r}: the element type of {record.data!r} is not known without the analysis")
+    if static and not (known_rank(data) and known_rank(indices)):
+        raise NeedsAnalysis(f"{node.name!r}: the ranks its alignment needs are not known without the analysis")
+    if static and record.op_type == GATHER_ND and not (indices.rank and isinstance(indices.shape[-1], int)):
+        raise NeedsAnalysis(f"{node.name!r}: the coordinate size is not known without the analysis")
+    return infos
+
+
+def main_graph_scope(model: ModelProto, external_data_folder: str | os.PathLike | None
+                     ) -> tuple[GraphScope, dict[str, TensorInfo]]:
+    """The main graph's scope as the record-first pass sees it (``fact_infos``), on ``model`` itself, and its facts."""
+    infos, facts = fact_infos(model.graph, {}, True)
+    return GraphScope(model.graph, "main graph", default_opset(model), NameScope(set()), infos,
+                      ConstantView(model.graph, None, external_data_folder), len(model.graph.node), True,
+                      partial_types=True), facts
+
+
+def undecided(model: ModelProto, scope: GraphScope, facts: dict[str, TensorInfo]) -> str:
+    """Why the record-first pass could not decide some node of ``model`` ("": it may decide every one), found
+    before it copies anything: a node in a subgraph or function, or one whose proof lacks what it reads."""
+    targets = [node for node in model.graph.node if is_gather_multiaxis(node) and len(node.input) == 3
+               and len(node.output) == 1]
+    if sum(1 for node in model_nodes(model) if is_gather_multiaxis(node)) != len(targets):
+        return "a GatherMultiaxis node in a subgraph or function (or of another arity)"
+    records = [replaced_gather(node) for node in targets]
+    for node, record in zip(targets, records):  # what needs no rank first
+        if record is not None and record.op_type not in _PROVEN_HERE:
+            return f"{node.name!r}: a record of {record.op_type}"
+        if record is not None and record.op_type == GATHER_ND and node.input[2] in scope.constants and (
+                record.indices not in facts):  # (its coordinate size is read only from a fact)
+            return f"{node.name!r}: the coordinate size is not known without the analysis"
+        if record is None and node.input[2] in scope.constants:
+            return f"{node.name!r}: constant axes and no record"
+    for node, record in zip(targets, records):
+        try:
+            if record is not None:
+                proof_infos(node, record, scope, facts)
+            else:
+                _check_kept(node, scope)
+        except NeedsAnalysis as reason:
+            return str(reason)
+    return ""
+
+
+def _check_kept(node: NodeProto, scope: GraphScope) -> None:
+    """A node without a record is decided only where the analysis keeps it too: axes of run-time, of a known type."""
+    if node.input[2] in scope.constants:
+        raise NeedsAnalysis(f"{node.name!r}: constant axes and no record")
+    derive_ranks([node.input[2]], scope, elem_type_only=True)
+    if not scope.info(node.input[2]).elem_type:
+        raise NeedsAnalysis(f"{node.name!r}: the axes' element type is not known")
+
+
 @dataclass
 class RecordFirstPass(LowerPass):
-    """``LowerPass`` for the session without the whole-model inference: recorded nodes by their records, nodes
-    of run-time axes kept; ``NeedsAnalysis`` for any other node."""
+    """``LowerPass`` for the session without the whole-model inference, on the main graph: recorded nodes by
+    their records, nodes of run-time axes kept; ``NeedsAnalysis`` for any other node. ``main_infos`` and
+    ``facts``: what ``main_graph_scope`` found (and ``derive_ranks`` added) on the model before its copy."""
 
+    main_infos: dict[str, TensorInfo] = field(default_factory=dict)
+    facts: dict[str, TensorInfo] = field(default_factory=dict)
     infers_types: ClassVar[bool] = False
     partial_types: ClassVar[bool] = True
     observe = NodePass.observe  # (no rank layers as the walk goes: ``derive_ranks`` on demand)
-    facts: dict[str, TensorInfo] = field(default_factory=dict)  # every scope's, by name
 
     def scope_infos(self, graph: GraphProto, twin: InferredGraph, outer: dict[str, TensorInfo],
                     main: bool) -> dict[str, TensorInfo]:
-        """``fact_infos``."""
-        infos, facts = fact_infos(graph, outer, main)
-        self.facts.update(facts)
-        return infos
+        """``main_infos`` for the main graph (a subgraph holds no target)."""
+        return self.main_infos if main else {}
 
     def visit(self, node: NodeProto, scope: GraphScope) -> Visit[LowerDetail]:
         """The recorded gather where proven, a node of run-time axes kept; else ``NeedsAnalysis``."""
         if len(node.input) != 3 or len(node.output) != 1:
             return super().visit(node, scope)  # (NotChanged whatever the types)
+        if not scope.main:
+            raise NeedsAnalysis(f"{node.name!r}: in a subgraph")
         record = replaced_gather(node)
-        if record is not None:
-            if record.op_type not in _PROVEN_HERE:
-                raise NeedsAnalysis(f"{node.name!r}: a record of {record.op_type}")
-            if scope.constants.get(node.input[2]) is not None:  # a static alignment: the proof needs both ranks
-                derive_ranks([record.data, record.indices], scope)
-            else:  # aligned at run time: right for every rank, only the data's element type matters
-                derive_ranks([record.data], scope, elem_type_only=True)
-            known = {name: scope.infos[name] for name in (record.data, record.indices) if name in scope.infos}
-            facts = [self.facts.get(name) == info for name, info in known.items()]
-            for (name, info), fact in zip(known.items(), facts):  # sizes where the analysis has the same
-                if not fact or (record.op_type == GATHER_ELEMENTS and not (len(facts) == 2 and all(facts))):
-                    scope.infos[name] = _ranks_only(info)  # type: ignore[assignment]  # (not None: info is not)
-            try:
-                replaced = replaced_form(node, scope)
-            finally:
-                scope.infos.update(known)
-            if replaced is None:
-                raise NeedsAnalysis(f"{node.name!r}: its record is not proven without the analysis")
-            return replaced
-        if scope.constants.get(node.input[2]) is not None:
-            raise NeedsAnalysis(f"{node.name!r}: constant axes and no record")
-        derive_ranks([node.input[2]], scope)
-        if not scope.info(node.input[2]).elem_type:
-            raise NeedsAnalysis(f"{node.name!r}: the axes' element type is not known")
-        return super().visit(node, scope)  # (kept: run-time axes, as the full analysis keeps it)
+        if record is None:
+            _check_kept(node, scope)
+            return super().visit(node, scope)  # (kept: run-time axes, as the full analysis keeps it)
+        infos = proof_infos(node, record, scope, self.facts)
+        known = {name: scope.infos[name] for name in infos}
+        scope.infos.update(infos)
+        try:
+            replaced = replaced_form(node, scope)
+        finally:
+            scope.infos.update(known)
+        if replaced is None:
+            raise NeedsAnalysis(f"{node.name!r}: its record is not proven without the analysis")
+        return replaced
 
 
 def lower_single_gathers(model: ModelProto, external_data_folder: str | os.PathLike | None = None
@@ -165,8 +225,10 @@ def lower_single_gathers(model: ModelProto, external_data_folder: str | os.PathL
 
     Returns:
         The lowered copy and the LowerReport."""
-    if not any(is_gather_multiaxis(node) for function in model.functions for node in nodes_within(function.node)):
-        quick = RecordFirstPass(external_data_folder=external_data_folder, single_gather_only=True)
+    scope, facts = main_graph_scope(model, external_data_folder)
+    if not undecided(model, scope, facts):
+        quick = RecordFirstPass(external_data_folder=external_data_folder, single_gather_only=True,
+                                main_infos=scope.infos, facts=facts)
         try:
             result = quick(model).model
         except NeedsAnalysis:
@@ -177,4 +239,5 @@ def lower_single_gathers(model: ModelProto, external_data_folder: str | os.PathL
     return lower_model(model, external_data_folder, single_gather_only=True)
 
 
-__all__ = ["NeedsAnalysis", "RecordFirstPass", "derive_ranks", "fact_infos", "lower_single_gathers"]
+__all__ = ["NeedsAnalysis", "RecordFirstPass", "derive_ranks", "fact_infos", "lower_single_gathers",
+           "main_graph_scope", "proof_infos", "undecided"]

@@ -41,6 +41,7 @@ class _Hooks:
     begin: Callable[[ModelProto, ModelProto | None], None] | None
     scope_infos: Callable[[GraphProto, InferredGraph, dict, bool], dict[str, TensorInfo]] | None
     observe: Callable[[NodeProto, GraphScope], None] | None
+    walks_again: Callable[[ModelProto, list], bool] | None
     external_data_folder: Callable[[], Any]
     copies: bool
     infers_types: bool
@@ -59,7 +60,7 @@ class _Hooks:
             return node_pass.outcome(node, path, None if visit is None else visit.detail, reason)
 
         return cls(kind.__name__, node_pass.report, node_pass.targets, node_pass.copy_targets, node_pass.visit,
-                   outcome, own("prepare"), own("begin"), own("scope_infos"), own("observe"),
+                   outcome, own("prepare"), own("begin"), own("scope_infos"), own("observe"), own("walks_again"),
                    lambda: node_pass.external_data_folder, not node_pass.in_place, node_pass.infers_types,
                    node_pass.keeps_types, node_pass.drops_domain, node_pass.partial_types)
 
@@ -189,7 +190,8 @@ def _run(hooks: _Hooks, model: ModelProto, repeat: bool) -> ModelProto:
             break
         done = [o for o in driver.outcomes if getattr(o, report.DONE)]
         report.outcomes.extend(done)
-        if not (done and len(done) < len(driver.outcomes)):
+        if not (done and len(done) < len(driver.outcomes)) or (
+                hooks.walks_again is not None and not hooks.walks_again(result, driver.outcomes)):
             report.outcomes.extend(o for o in driver.outcomes if not getattr(o, report.DONE))
             break
     remove_dead_in_model(result, freed)

@@ -77,8 +77,8 @@ class NodePass(ModelPass, Generic[D]):
     2. with ``infers_types``, infers a typing copy for ``begin`` (else ``begin`` gets None);
     3. walks each scope, subgraphs before their node: ``observe`` every node, ``visit`` each target (a ``Visit``
        or ``NotChanged``), ``outcome`` makes its row;
-    4. with ``repeat``, walks again while some change and some are left (onnx < 1.19 stops inference at a
-       custom op);
+    4. with ``repeat``, walks again while some change, some are left and ``walks_again`` says so (onnx < 1.19
+       stops inference at a custom op);
     5. removes what the visits freed and nothing reads; ``drops_domain`` drops the unused domain import;
        ``keeps_types`` keeps the main graph's types in the report. Hooks not overridden cost nothing.
 
@@ -117,6 +117,11 @@ class NodePass(ModelPass, Generic[D]):
 
     def observe(self, node: NodeProto, scope: GraphScope) -> None:
         """Called for every node of a scope, in graph order, before its visit; by default nothing."""
+
+    def walks_again(self, model: ModelProto, outcomes: list) -> bool:
+        """With ``repeat``, after a walk that changed some targets and left others (``outcomes``: its rows):
+        whether another walk of ``model`` may change more; by default yes."""
+        return True
 
     @abstractmethod
     def visit(self, node: NodeProto, scope: GraphScope) -> Visit[D]:
