@@ -225,8 +225,11 @@ def lower_single_gathers(model: ModelProto, external_data_folder: str | os.PathL
 
     Returns:
         The lowered copy and the LowerReport."""
-    scope, facts = main_graph_scope(model, external_data_folder)
-    if not undecided(model, scope, facts):
+    in_main_graph = sum(1 for node in model.graph.node if is_gather_multiaxis(node))
+    if in_main_graph == sum(1 for node in model_nodes(model) if is_gather_multiaxis(node)):  # (cheap: first)
+        scope, facts = main_graph_scope(model, external_data_folder)
+        if undecided(model, scope, facts):
+            return lower_model(model, external_data_folder, single_gather_only=True)
         quick = RecordFirstPass(external_data_folder=external_data_folder, single_gather_only=True,
                                 main_infos=scope.infos, facts=facts)
         try:
