@@ -143,7 +143,8 @@ def _template(op_type: str, attributes: tuple[tuple[str, int], ...], data: Tenso
               opset: int) -> tuple[tuple[NodeProto, ...], dict[str, np.ndarray]] | None:
     """The rewrite's replacement of such a gather between the names ``_STAND_INS`` (it reads no other name), and
     its constants' values by output name."""
-    replaced = helper.make_node(op_type, list(_STAND_INS[:2]), [_STAND_INS[2]], **dict(attributes))
+    replaced = helper.make_node(op_type, list(_STAND_INS[:2]), [_STAND_INS[2]],
+                                **dict(attributes))  # type: ignore[arg-type]  # ints: node attributes
     builder = NodeBuilder(opset, NameScope(set(_STAND_INS)), _PREFIX)
     try:
         emit_replacement(replaced, data, indices, builder)

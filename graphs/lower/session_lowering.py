@@ -118,13 +118,13 @@ def proof_infos(node: NodeProto, record: ReplacedGather, scope: GraphScope, fact
     infos = {}
     for (name, info), fact in zip(known.items(), are_facts):
         keep = fact and (record.op_type != GATHER_ELEMENTS or (len(are_facts) == 2 and all(are_facts)))
-        infos[name] = info if keep else TensorInfo(info.elem_type, None if info.shape is None else (None,) * info.rank)
+        infos[name] = info if keep or info.shape is None else TensorInfo(info.elem_type, (None,) * len(info.shape))
     data, indices = (infos.get(name, GraphScope.UNKNOWN) for name in (record.data, record.indices))
     if not data.elem_type:
         raise NeedsAnalysis(f"{node.name!r}: the element type of {record.data!r} is not known without the analysis")
     if static and not (known_rank(data) and known_rank(indices)):
         raise NeedsAnalysis(f"{node.name!r}: the ranks its alignment needs are not known without the analysis")
-    if static and record.op_type == GATHER_ND and not (indices.rank and isinstance(indices.shape[-1], int)):
+    if static and record.op_type == GATHER_ND and not (indices.shape and isinstance(indices.shape[-1], int)):
         raise NeedsAnalysis(f"{node.name!r}: the coordinate size is not known without the analysis")
     return infos
 
