@@ -17,7 +17,8 @@ The model's own default opset decides what may be emitted; models keep their IR 
 
 from ...ops.contract import is_gather_multiaxis
 from .general_form import MIN_OPSET
-from .lower_pass import LowerPass, lower_model, lower_single_gathers, unname_replaced_dims
+from .lower_pass import LowerPass, lower_model, unname_replaced_dims
+from .session_lowering import lower_single_gathers
 from .lower_report import GENERAL, KEPT_FOR_KERNEL, LoweredNode, LowerReport
 
 __all__ = [

@@ -11,9 +11,10 @@ from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
 from ...ops.contract import OP_TYPE, Mode, is_gather_multiaxis
 from ..ranks.tensor_info import TensorInfo
-from ..ir.walk import MOVING_OPS, ONNX_DOMAINS, any_node, model_nodes, moves_elements, node_holders, round_trip_cast
+from ..ir.walk import (MOVING_OPS, ONNX_DOMAINS, any_node, model_nodes, moves_elements, node_holders, nodes_within,
+                       round_trip_cast, subgraphs)
 from ..passes import GraphScope, InferredGraph, NodePass, NotChanged, Visit
-from ..provenance import MODEL_KEY, unmark_rewritten
+from ..provenance import MODEL_KEY, replaced_gather, unmark_rewritten
 from ..rewrite.rank_layers import RankLayers
 from .form_emitter import FormEmitter, emit_form
 from .form_plans import FORM_NAMES, ElementsPlan, GatherPlan, NDPlan, plan_forms
@@ -40,7 +41,7 @@ class LowerDetail(NamedTuple):
 # -- step 1: the gather the rewrite replaced ------------------------------------------------------------
 
 
-def _replaced_form(node: NodeProto, scope: GraphScope) -> Visit[LowerDetail] | None:
+def replaced_form(node: NodeProto, scope: GraphScope) -> Visit[LowerDetail] | None:
     """Step 1: the recorded gather, where ``recorded_form`` finds the graph proves it."""
     form = recorded_form(node, scope)
     if form is None:
@@ -108,6 +109,9 @@ class LowerPass(NodePass[LowerDetail]):
     # ranks behind one are known only once it is lowered: the driver repeats while it lowers and leaves.
     repeat: ClassVar[bool] = True
     layers: RankLayers = field(init=False)
+    # this walk's: the outputs of the nodes lowered, the inputs of the nodes left that another walk may lower
+    lowered_outputs: set[str] = field(init=False, default_factory=set)
+    left_inputs: set[str] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
         # No layer 2: ORT's symbolic inference imports sympy (0.5-3 s), and the session lowers at start-up.
@@ -132,11 +136,30 @@ class LowerPass(NodePass[LowerDetail]):
             return LoweredNode(node.name, path, False, reason)
         return LoweredNode(node.name, path, True, detail.reason, detail.form, detail.source)
 
+    def walks_again(self, model: ModelProto, outcomes: list) -> bool:
+        """Only where a node left has a record or constant axes, and an input computed from the output of a node
+        lowered in this walk: nothing else knows more in another walk."""
+        again = bool(self.left_inputs) and not self.left_inputs.isdisjoint(
+            downstream(model.graph, set(self.lowered_outputs)))
+        self.lowered_outputs, self.left_inputs = set(), set()
+        return again
+
     def visit(self, node: NodeProto, scope: GraphScope) -> Visit[LowerDetail]:
         """The standard ONNX replacement of ``node`` (NotChanged: wrong arity, axes not 1-D int64, not lowerable)."""
+        try:
+            visit = self._visit(node, scope)
+        except NotChanged:
+            if replaced_gather(node) is not None or (len(node.input) > 2 and node.input[2] in scope.constants):
+                self.left_inputs.update(node.input[:2])
+            raise
+        self.lowered_outputs.update(node.output)
+        self.lowered_outputs.update(name for made in visit.nodes or () for name in made.output)
+        return visit
+
+    def _visit(self, node: NodeProto, scope: GraphScope) -> Visit[LowerDetail]:
         if len(node.input) != 3 or len(node.output) != 1:
             raise NotChanged("a GatherMultiaxis node takes 3 inputs and gives 1 output")
-        replaced = _replaced_form(node, scope)
+        replaced = replaced_form(node, scope)
         if replaced is not None:
             return replaced
         data, indices = scope.info(node.input[0]), scope.info(node.input[1])
@@ -272,6 +295,21 @@ def _narrow_source(x: str, data: TensorInfo, scope: GraphScope, builder: Lowerin
     return name, source.elem_type
 
 
+def downstream(graph: GraphProto, sources: set[str]) -> set[str]:
+    """``sources`` and every name computed from them in ``graph`` (graph order is topological); everything
+    within a node holding subgraphs that reads one, or whose subgraphs compute one."""
+    reached = sources
+    for node in graph.node:
+        inner = [sub for attribute in node.attribute for sub in subgraphs(attribute)]
+        for sub in inner:
+            reached = downstream(sub, reached)
+        inner_names = {name for sub in inner for n in nodes_within(sub.node) for name in (*n.input, *n.output)}
+        if not reached.isdisjoint(node.input) or not reached.isdisjoint(inner_names):
+            reached.update(node.output)
+            reached |= inner_names
+    return reached
+
+
 def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | None = None, *,
                 single_gather_only: bool = False) -> tuple[ModelProto, LowerReport]:
     """Return a copy of ``model`` with every GatherMultiaxis node replaced by an equivalent standard ONNX
@@ -282,7 +320,7 @@ def lower_model(model: ModelProto, external_data_folder: str | os.PathLike | Non
         model: the model; it is not changed.
         external_data_folder: the model's folder, where external constant indices are read; None when
             none is needed.
-        single_gather_only: lower only the nodes one standard gather computes (``lower_single_gathers``).
+        single_gather_only: lower only the nodes one standard gather computes (``session_lowering.lower_single_gathers``).
 
     Returns:
         The lowered copy and the LowerReport.
@@ -331,11 +369,4 @@ def unname_replaced_dims(before: ModelProto, after: ModelProto) -> None:
                         dim.ClearField("dim_param")
 
 
-def lower_single_gathers(model: ModelProto, external_data_folder: str | os.PathLike | None = None
-                         ) -> tuple[ModelProto, LowerReport]:
-    """``lower_model`` restricted to the nodes one standard gather computes (steps 1 and 2), as the session
-    runs them on ORT's builtin kernels; the others are left for the kernel (``KEPT_FOR_KERNEL``)."""
-    return lower_model(model, external_data_folder, single_gather_only=True)
-
-
-__all__ = ["LowerDetail", "LowerPass", "lower_model", "lower_single_gathers", "unname_replaced_dims"]
+__all__ = ["LowerDetail", "LowerPass", "downstream", "lower_model", "replaced_form", "unname_replaced_dims"]

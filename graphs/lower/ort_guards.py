@@ -89,8 +89,9 @@ class _Search:
                 if node is None or node.domain not in ONNX_DOMAINS:  # a graph input, or an enclosing graph's value
                     self.foldable[name] = False
                 elif node.op_type == "Shape":
-                    shape = self.scope.info(node.input[0]).shape
-                    self.foldable[name] = shape is not None and all(isinstance(d, int) for d in shape)
+                    shape = self.scope.info(node.input[0]).shape  # (partial types: an unknown shape may be fixed)
+                    self.foldable[name] = self.scope.partial_types or (
+                        shape is not None and all(isinstance(d, int) for d in shape))
                 else:
                     self.foldable[name] = all(self.may_fold(i) for i in node.input if i)
         return self.foldable[name]

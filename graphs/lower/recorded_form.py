@@ -11,6 +11,7 @@ record that does not hold is ignored, and so is one that ``ort_guards`` refuses.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,7 +65,9 @@ class _Comparison:
     """The rewrite's replacement, made again, against the graph: ``same(made, found)`` proves that the value
     ``found`` is computed as ``made`` is, from the same leaves (the recorded inputs) or equal constants."""
 
-    def __init__(self, made: list[NodeProto], leaves: set[str], scope: GraphScope):
+    def __init__(self, made: list[NodeProto], leaves: set[str], scope: GraphScope,
+                 values: dict[str, np.ndarray] | None = None):
+        self.values = values or {}  # the made constants' values, by output name, where known already
         self.producers = {output: node for node in made for output in node.output if output}
         self.readers: dict[str, list[NodeProto]] = {}
         for node in made:
@@ -94,14 +97,18 @@ class _Comparison:
         return result
 
     def _same_constant(self, constant: NodeProto, found: str) -> bool:
-        tensor = constant_value(constant)
-        if tensor is None or found not in self.scope.constants:
+        want = self.values.get(constant.output[0])
+        if want is None:
+            tensor = constant_value(constant)
+            if tensor is None:
+                return False
+            want = numpy_helper.to_array(tensor)
+        if found not in self.scope.constants:
             return False
         try:
             value = self.scope.constants[found]
         except Exception:  # noqa: BLE001 - unreadable: not proven
             return False
-        want = numpy_helper.to_array(tensor)
         return value.dtype == want.dtype and value.shape == want.shape and bool(np.array_equal(value, want))
 
     def tail(self, gathered: str, node: NodeProto, output: str) -> list[NodeProto] | None:
@@ -127,16 +134,60 @@ class _Comparison:
         return tail if found_value == output else None
 
 
-def _made_again(record: ReplacedGather, data: TensorInfo, indices: TensorInfo, opset: int) -> list[NodeProto] | None:
-    """The rewrite's replacement of the recorded gather, for inputs known as ``data`` and ``indices``."""
-    replaced = helper.make_node(record.op_type, [record.data, record.indices], [record.output],
-                                **record.attributes)  # type: ignore[arg-type]  # ints: node attributes
-    builder = NodeBuilder(opset, NameScope({record.data, record.indices, record.output}), "gathermultiaxis.record")
+_PREFIX = "gathermultiaxis.record"
+_STAND_INS = (f"{_PREFIX}.data", f"{_PREFIX}.indices", f"{_PREFIX}.output")
+
+
+@functools.lru_cache(maxsize=256)
+def _template(op_type: str, attributes: tuple[tuple[str, int], ...], data: TensorInfo, indices: TensorInfo,
+              opset: int) -> tuple[tuple[NodeProto, ...], dict[str, np.ndarray]] | None:
+    """The rewrite's replacement of such a gather between the names ``_STAND_INS`` (it reads no other name), and
+    its constants' values by output name."""
+    replaced = helper.make_node(op_type, list(_STAND_INS[:2]), [_STAND_INS[2]],
+                                **dict(attributes))  # type: ignore[arg-type]  # ints: node attributes
+    builder = NodeBuilder(opset, NameScope(set(_STAND_INS)), _PREFIX)
     try:
         emit_replacement(replaced, data, indices, builder)
     except (LeftUnchanged, ValueError):
         return None
-    return list(builder.nodes)
+    values = {}
+    for node in builder.nodes:
+        tensor = constant_value(node) if node.op_type == "Constant" else None
+        if tensor is not None and node.output[0] not in _STAND_INS:
+            values[node.output[0]] = numpy_helper.to_array(tensor)
+            values[node.output[0]].flags.writeable = False
+    return tuple(builder.nodes), values
+
+
+def _made_again(record: ReplacedGather, data: TensorInfo, indices: TensorInfo, opset: int
+                ) -> tuple[list[NodeProto], dict[str, np.ndarray]] | None:
+    """The rewrite's replacement of the recorded gather, for inputs known as ``data`` and ``indices``: its
+    template for such a gather, between the record's names (made anew where one of them is like the template's
+    own, which it would then collide with)."""
+    names = (record.data, record.indices, record.output)
+    if any(name.startswith(_PREFIX) for name in names):
+        replaced = helper.make_node(record.op_type, [record.data, record.indices], [record.output],
+                                    **record.attributes)  # type: ignore[arg-type]  # ints: node attributes
+        builder = NodeBuilder(opset, NameScope(set(names)), _PREFIX)
+        try:
+            emit_replacement(replaced, data, indices, builder)
+        except (LeftUnchanged, ValueError):
+            return None
+        return list(builder.nodes), {}
+    template = _template(record.op_type, tuple(sorted(record.attributes.items())), data, indices, opset)
+    if template is None:
+        return None
+    rename = dict(zip(_STAND_INS, names))
+    made = []
+    for node in template[0]:
+        copy = NodeProto()
+        copy.CopyFrom(node)
+        for field in (copy.input, copy.output):
+            for position, name in enumerate(field):
+                if name in rename:
+                    field[position] = rename[name]
+        made.append(copy)
+    return made, template[1]
 
 
 def _inputs_to_try(record: ReplacedGather, data: TensorInfo, indices: TensorInfo) -> list[tuple[TensorInfo, TensorInfo]]:
@@ -165,11 +216,11 @@ def recorded_form(node: NodeProto, scope: GraphScope) -> RecordedForm | None:
         return None
     tail = None
     for known_data, known_indices in _inputs_to_try(record, data, indices):
-        made = _made_again(record, known_data, known_indices, scope.opset)
-        gathers = [n for n in made or () if n.op_type == node.op_type and n.domain == node.domain]
+        made, values = _made_again(record, known_data, known_indices, scope.opset) or ([], {})
+        gathers = [n for n in made if n.op_type == node.op_type and n.domain == node.domain]
         if len(gathers) != 1:
             continue
-        comparison = _Comparison(made or [], {record.data, record.indices}, scope)
+        comparison = _Comparison(made, {record.data, record.indices}, scope, values)
         if not (_same_op(gathers[0], node) and all(comparison.same(a, b) for a, b in zip(gathers[0].input, node.input))):
             continue
         tail = comparison.tail(gathers[0].output[0], node, record.output)

@@ -41,11 +41,13 @@ class _Hooks:
     begin: Callable[[ModelProto, ModelProto | None], None] | None
     scope_infos: Callable[[GraphProto, InferredGraph, dict, bool], dict[str, TensorInfo]] | None
     observe: Callable[[NodeProto, GraphScope], None] | None
+    walks_again: Callable[[ModelProto, list], bool] | None
     external_data_folder: Callable[[], Any]
     copies: bool
     infers_types: bool
     keeps_types: bool
     drops_domain: bool
+    partial_types: bool
 
     @classmethod
     def of_node_pass(cls, node_pass: NodePass) -> "_Hooks":
@@ -58,9 +60,9 @@ class _Hooks:
             return node_pass.outcome(node, path, None if visit is None else visit.detail, reason)
 
         return cls(kind.__name__, node_pass.report, node_pass.targets, node_pass.copy_targets, node_pass.visit,
-                   outcome, own("prepare"), own("begin"), own("scope_infos"), own("observe"),
+                   outcome, own("prepare"), own("begin"), own("scope_infos"), own("observe"), own("walks_again"),
                    lambda: node_pass.external_data_folder, not node_pass.in_place, node_pass.infers_types,
-                   node_pass.keeps_types, node_pass.drops_domain)
+                   node_pass.keeps_types, node_pass.drops_domain, node_pass.partial_types)
 
 
 @dataclass
@@ -77,7 +79,8 @@ class _Driver:
         infos = hooks.scope_infos(graph, twin, outer_infos, main) if hooks.scope_infos else {**outer_infos, **twin.infos}
         constants = ConstantView(graph, outer_constants, hooks.external_data_folder())
         original = len(graph.node)
-        scope = GraphScope(graph, path, self.opset, self.names, infos, constants, original, main, self.outcomes)
+        scope = GraphScope(graph, path, self.opset, self.names, infos, constants, original, main, self.outcomes,
+                           partial_types=hooks.partial_types)
         observe, targets = hooks.observe, hooks.targets
         counts: dict[int, int] = {}  # position of a replaced node -> how many nodes replace it
         removed: set[int] = set()    # ids of superseded nodes
@@ -187,7 +190,8 @@ def _run(hooks: _Hooks, model: ModelProto, repeat: bool) -> ModelProto:
             break
         done = [o for o in driver.outcomes if getattr(o, report.DONE)]
         report.outcomes.extend(done)
-        if not (done and len(done) < len(driver.outcomes)):
+        if not (done and len(done) < len(driver.outcomes)) or (
+                hooks.walks_again is not None and not hooks.walks_again(result, driver.outcomes)):
             report.outcomes.extend(o for o in driver.outcomes if not getattr(o, report.DONE))
             break
     remove_dead_in_model(result, freed)

@@ -77,13 +77,14 @@ class NodePass(ModelPass, Generic[D]):
     2. with ``infers_types``, infers a typing copy for ``begin`` (else ``begin`` gets None);
     3. walks each scope, subgraphs before their node: ``observe`` every node, ``visit`` each target (a ``Visit``
        or ``NotChanged``), ``outcome`` makes its row;
-    4. with ``repeat``, walks again while some change and some are left (onnx < 1.19 stops inference at a
-       custom op);
+    4. with ``repeat``, walks again while some change, some are left and ``walks_again`` says so (onnx < 1.19
+       stops inference at a custom op);
     5. removes what the visits freed and nothing reads; ``drops_domain`` drops the unused domain import;
        ``keeps_types`` keeps the main graph's types in the report. Hooks not overridden cost nothing.
 
     ``skip_without_targets``: a model without a target comes back as it is. ``external_data_folder``: where
-    the scopes' constants read external data.
+    the scopes' constants read external data. ``partial_types``: the pass's ``scope_infos`` know less than
+    the inference would (its scopes say so: a guard then decides what it does not know as refusing).
     """
 
     report: PassReport
@@ -92,6 +93,7 @@ class NodePass(ModelPass, Generic[D]):
     drops_domain: ClassVar[bool] = False
     repeat: ClassVar[bool] = False
     skip_without_targets: ClassVar[bool] = False
+    partial_types: ClassVar[bool] = False
     external_data_folder: str | os.PathLike | None = None
 
     @abstractmethod
@@ -115,6 +117,11 @@ class NodePass(ModelPass, Generic[D]):
 
     def observe(self, node: NodeProto, scope: GraphScope) -> None:
         """Called for every node of a scope, in graph order, before its visit; by default nothing."""
+
+    def walks_again(self, model: ModelProto, outcomes: list) -> bool:
+        """With ``repeat``, after a walk that changed some targets and left others (``outcomes``: its rows):
+        whether another walk of ``model`` may change more; by default yes."""
+        return True
 
     @abstractmethod
     def visit(self, node: NodeProto, scope: GraphScope) -> Visit[D]:

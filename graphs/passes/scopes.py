@@ -71,6 +71,7 @@ class GraphScope:
     main: bool
     outcomes: list = field(default_factory=list)  # the report's rows, in walk order (``observe`` may add)
     cache: dict = field(default_factory=dict)     # a pass's own per-graph memo
+    partial_types: bool = False  # ``infos`` know less than the whole-model inference (``NodePass.partial_types``)
 
     UNKNOWN = TensorInfo(0, None)
 

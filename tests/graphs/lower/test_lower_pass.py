@@ -517,3 +517,25 @@ def test_the_lower_pass_is_a_node_pass_with_a_typed_detail():
         LoweredNode("gma", "main graph", True, "", "Gather", "rewrite record")
     left = LowerPass()
     assert not left(single("sideways")).modified and "unknown mode" in left.report.outcomes[0].reason
+
+
+def test_downstream_follows_values_and_subgraphs():
+    from gathermultiaxis.graphs.lower.lower_pass import downstream
+
+    body = helper.make_graph([helper.make_node("Neg", ["b"], ["inner"])], "body", [],
+                             [helper.make_tensor_value_info("inner", TensorProto.FLOAT, None)])
+    graph = helper.make_graph([helper.make_node("Abs", ["a"], ["b"]), helper.make_node("Relu", ["c"], ["d"]),
+                               helper.make_node("If", ["cond"], ["e"], then_branch=body, else_branch=body),
+                               helper.make_node("Add", ["e", "d"], ["f"])], "g", [], [])
+    assert downstream(graph, {"a"}) == {"a", "b", "inner", "e", "f"}
+    assert downstream(graph, {"c"}) == {"c", "d", "f"}
+
+
+def test_the_lowering_walks_again_only_for_a_left_node_behind_a_lowered_one():
+    node_pass = LowerPass(single_gather_only=True)
+    model = helper.make_model(helper.make_graph([helper.make_node("Abs", ["x"], ["y"])], "g", [], []))
+    node_pass.lowered_outputs, node_pass.left_inputs = {"x"}, {"z"}
+    assert not node_pass.walks_again(model, [])
+    node_pass.lowered_outputs, node_pass.left_inputs = {"x"}, {"y"}
+    assert node_pass.walks_again(model, [])
+    assert not node_pass.lowered_outputs and not node_pass.left_inputs  # each walk's own

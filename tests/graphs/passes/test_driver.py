@@ -184,3 +184,18 @@ def test_the_counts_are_logged_under_the_packages_name(caplog):
     records = [r for r in caplog.records if r.name == "gathermultiaxis.graphs.passes"]
     assert records[0].getMessage() == "_NewStyle: 3 done, 0 left as they were"
     assert [r.levelno for r in records] == [logging.INFO] + [logging.DEBUG] * 3  # one line a node at DEBUG
+
+
+def test_walks_again_decides_whether_a_repeat_pass_walks_again():
+    class Once(_OneAtATime):
+        def walks_again(self, model, outcomes):
+            self.asked = [(row.name, row.done) for row in outcomes]
+            return False
+
+    relus = [helper.make_node("Relu", [f"v{i}"], [f"v{i + 1}"], name=f"n{i}") for i in range(3)]
+    graph = helper.make_graph(relus, "g", [_value("v0")], [_value("v3")])
+    node_pass = Once()
+    result = node_pass(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert [node.op_type for node in result.model.graph.node] == ["Neg", "Relu", "Relu"]
+    assert node_pass.asked == [("n0", True), ("n1", False), ("n2", False)]
+    assert [(row.name, row.done) for row in node_pass.report.outcomes] == [("n0", True), ("n1", False), ("n2", False)]
