@@ -340,6 +340,12 @@ def _group_gathers(rng):
     return model, {"i": rng.integers(0, 255, (1, 32))}
 
 
+# The same model twice: the recorded form (one node that aligns per call), and the Run op with its ~25 ORT shape
+# nodes (the recorded form switched off: what a node whose record the graph does not prove runs).
+RUN_TIME_ALIGNED = "Gather, aligned at run time (recorded)"
+RUN_TIME_ALIGNED_RUN_OP = "Gather, aligned at run time (Run op)"
+
+
 def form_models(seed: int = 0) -> dict[str, tuple[ModelProto, dict]]:
     """(original model, feeds) by node form of the kernel path: small models over x [2, 16, 32], one bridge
     crossing a run each."""
@@ -349,7 +355,8 @@ def form_models(seed: int = 0) -> dict[str, tuple[ModelProto, dict]]:
         "Gather (fixed axes)": _one_gather("Gather", x, rng.integers(0, 16, (5,)), axis=1),
         f"{GATHER_ELEMENTS} (fixed axes)": _one_gather(GATHER_ELEMENTS, x, rng.integers(0, 32, (2, 16, 4)), axis=2),
         f"{GATHER_ND} (fixed axes)": _one_gather(GATHER_ND, x, rng.integers(0, 2, (6, 2))),
-        "Gather, run-time axes": _run_time_gather(x, rng.integers(0, 16, (5,))),
+        RUN_TIME_ALIGNED: _run_time_gather(x, rng.integers(0, 16, (5,))),
+        RUN_TIME_ALIGNED_RUN_OP: _run_time_gather(x, rng.integers(0, 16, (5,))),
         "1-D shape arithmetic": (tiny_workload(rng).model, {"x": rng.standard_normal((2, 3)).astype(np.float32)}),
         "bound, embedding take": _one_gather("Gather", rng.standard_normal((1000, 64)).astype(np.float32),
                                              rng.integers(0, 1000, (1, 8)), constant=True, axis=0),
@@ -377,7 +384,11 @@ def _form_sessions(form: str, model: ModelProto):
     if form.startswith("plain op"):
         return builtin, ort.InferenceSession(rewritten.SerializeToString(), session_options(options()),
                                              providers=["CPUExecutionProvider"])
-    return builtin, InferenceSession(rewritten, options(), providers=["CPUExecutionProvider"], run_builtin_gathers=False)
+    from ..ops.runtime.bind import BindOptions
+
+    bind_options = BindOptions(recorded_form=form != RUN_TIME_ALIGNED_RUN_OP)
+    return builtin, InferenceSession(rewritten, options(), providers=["CPUExecutionProvider"], run_builtin_gathers=False,
+                                     bind_options=bind_options)
 
 
 def form_breakdown(repeats: int = 31, calls: int = 200, seed: int = 0) -> list[dict]:

@@ -22,12 +22,15 @@ def test_form_breakdown_has_one_row_per_kernel_form():
     and without the fast plan (checked inside ``form_breakdown``); every variant is timed."""
     import onnx
 
-    from gathermultiaxis.bench.runtime import FORM_VARIANTS, form_breakdown, form_models, format_form_breakdown
+    from gathermultiaxis.bench.runtime import (FORM_VARIANTS, RUN_TIME_ALIGNED, RUN_TIME_ALIGNED_RUN_OP, form_breakdown,
+                                               form_models, format_form_breakdown)
+    from gathermultiaxis.ops.runtime.bind import BindOptions
     from gathermultiaxis.graphs import rewrite_model
     from gathermultiaxis.ops.runtime.session import prepare_model
 
     expected = {"Gather (fixed axes)": "GatherMultiaxisRunFixedAxes", "GatherElements (fixed axes)": "GatherMultiaxisRunFixedAxes",
-                "GatherND (fixed axes)": "GatherMultiaxisRunFixedAxes", "Gather, run-time axes": "GatherMultiaxisRun",
+                "GatherND (fixed axes)": "GatherMultiaxisRunFixedAxes", RUN_TIME_ALIGNED: "GatherMultiaxisRecorded",
+                RUN_TIME_ALIGNED_RUN_OP: "GatherMultiaxisRun",
                 "1-D shape arithmetic": "GatherMultiaxisRunFixedAxes", "bound, embedding take": "GatherMultiaxisBoundFloat",
                 "bound, GatherElements": "GatherMultiaxisBoundFloat", "bound group of 2 tables": "GatherMultiaxisBoundGroupFloatInt64",
                 "plain op (session_options())": "GatherMultiaxis"}
@@ -36,7 +39,8 @@ def test_form_breakdown_has_one_row_per_kernel_form():
         if form.startswith("plain op"):
             nodes = rewritten.graph.node
         else:
-            nodes = prepare_model(onnx.load_from_string(rewritten.SerializeToString())).model.graph.node
+            options = BindOptions(recorded_form=form != RUN_TIME_ALIGNED_RUN_OP)
+            nodes = prepare_model(onnx.load_from_string(rewritten.SerializeToString()), options=options).model.graph.node
         assert expected[form] in [node.op_type for node in nodes], (form, [node.op_type for node in nodes])
     rows = form_breakdown(repeats=2, calls=2)
     assert [row["form"] for row in rows] == list(expected)
