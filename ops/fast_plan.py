@@ -26,8 +26,10 @@ TAKE_MAX_ELEMENTS = 1 << 26
 _INDEX_DTYPES = frozenset(INDEX_DTYPES)  # a set lookup: half the time of the tuple's comparisons
 
 
-def _rows(data: np.ndarray, indices: np.ndarray) -> np.ndarray:
-    return data[indices]  # 1-D indices along axis 0: ndarray.take's result, ~0.15 us faster on tiny arrays
+def index_rows(data: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """``data.take(indices, axis=0)`` for 1-D integer ``indices`` (negatives once, out of range refused): indexing
+    is ~0.15 us faster on tiny arrays, such as the shape arithmetic of TorchScript exports."""
+    return data[indices]
 
 
 def _take_call(axis: int, count: int | None) -> GatherCall:
@@ -45,7 +47,7 @@ def _take_form(geometry: GatherGeometry, indices_shape: tuple[int, ...]) -> Gath
     count = logical[axis]
     if indices_shape != (count,):
         return _take_call(axis, count)
-    return _rows if axis == 0 else _take_call(axis, None)
+    return index_rows if axis == 0 else _take_call(axis, None)
 
 
 def _lead_rank(geometry: GatherGeometry) -> int:
@@ -180,4 +182,4 @@ def fast_gather(data: np.ndarray, indices: np.ndarray, axes: tuple[int, ...], mo
 
 
 __all__ = ["FANCY_MAX_ELEMENTS", "FAST_PLANS", "TAKE_MAX_ELEMENTS", "FastPlans", "GatherCall", "fast_gather",
-           "make_fast_plan"]
+           "index_rows", "make_fast_plan"]

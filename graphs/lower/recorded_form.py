@@ -138,25 +138,35 @@ _PREFIX = "gathermultiaxis.record"
 _STAND_INS = (f"{_PREFIX}.data", f"{_PREFIX}.indices", f"{_PREFIX}.output")
 
 
+def _emitted(op_type: str, attributes: dict[str, int], names: tuple[str, str, str], data: TensorInfo,
+             indices: TensorInfo, opset: int) -> list[NodeProto] | None:
+    """The rewrite's replacement of ``op_type`` reading ``names[:2]`` and writing ``names[2]``; None where the
+    rewrite would leave it."""
+    replaced = helper.make_node(op_type, list(names[:2]), [names[2]],
+                                **attributes)  # type: ignore[arg-type]  # ints: node attributes
+    builder = NodeBuilder(opset, NameScope(set(names)), _PREFIX)
+    try:
+        emit_replacement(replaced, data, indices, builder)
+    except (LeftUnchanged, ValueError):
+        return None
+    return list(builder.nodes)
+
+
 @functools.lru_cache(maxsize=256)
 def _template(op_type: str, attributes: tuple[tuple[str, int], ...], data: TensorInfo, indices: TensorInfo,
               opset: int) -> tuple[tuple[NodeProto, ...], dict[str, np.ndarray]] | None:
     """The rewrite's replacement of such a gather between the names ``_STAND_INS`` (it reads no other name), and
     its constants' values by output name."""
-    replaced = helper.make_node(op_type, list(_STAND_INS[:2]), [_STAND_INS[2]],
-                                **dict(attributes))  # type: ignore[arg-type]  # ints: node attributes
-    builder = NodeBuilder(opset, NameScope(set(_STAND_INS)), _PREFIX)
-    try:
-        emit_replacement(replaced, data, indices, builder)
-    except (LeftUnchanged, ValueError):
+    nodes = _emitted(op_type, dict(attributes), _STAND_INS, data, indices, opset)
+    if nodes is None:
         return None
     values = {}
-    for node in builder.nodes:
+    for node in nodes:
         tensor = constant_value(node) if node.op_type == "Constant" else None
         if tensor is not None and node.output[0] not in _STAND_INS:
             values[node.output[0]] = numpy_helper.to_array(tensor)
             values[node.output[0]].flags.writeable = False
-    return tuple(builder.nodes), values
+    return tuple(nodes), values
 
 
 def _made_again(record: ReplacedGather, data: TensorInfo, indices: TensorInfo, opset: int
@@ -166,14 +176,8 @@ def _made_again(record: ReplacedGather, data: TensorInfo, indices: TensorInfo, o
     own, which it would then collide with)."""
     names = (record.data, record.indices, record.output)
     if any(name.startswith(_PREFIX) for name in names):
-        replaced = helper.make_node(record.op_type, [record.data, record.indices], [record.output],
-                                    **record.attributes)  # type: ignore[arg-type]  # ints: node attributes
-        builder = NodeBuilder(opset, NameScope(set(names)), _PREFIX)
-        try:
-            emit_replacement(replaced, data, indices, builder)
-        except (LeftUnchanged, ValueError):
-            return None
-        return list(builder.nodes), {}
+        nodes = _emitted(record.op_type, record.attributes, names, data, indices, opset)
+        return None if nodes is None else (nodes, {})
     template = _template(record.op_type, tuple(sorted(record.attributes.items())), data, indices, opset)
     if template is None:
         return None

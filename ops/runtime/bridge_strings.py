@@ -20,6 +20,17 @@ NOT_UTF8 = ("holds bytes that are not UTF-8: onnxruntime-extensions' PyOp bridge
 HOLDS_NUL = ("holds a NUL character: onnxruntime-extensions' PyOp bridge passes strings as C strings, which end at "
              "the first NUL (the op would see them cut)")
 
+# What the op refuses to hand back: a string it gathered that the bridge would cut at its NUL.
+NUL_LIMIT = ("a string holding a NUL character cannot cross onnxruntime-extensions' PyOp bridge (it passes "
+             "strings as C strings, which end at the first NUL)")
+
+
+def check_output_strings(output: np.ndarray) -> None:
+    """Raise ValueError (``NUL_LIMIT``) where a string of the op's ``output`` holds a NUL."""
+    for value in output.flat:  # the bridge would cut the string at the NUL: refuse instead
+        if "\x00" in value if isinstance(value, str) else b"\x00" in value:
+            raise ValueError(NUL_LIMIT)
+
 
 def _problem(values) -> str | None:
     """Why strings (bytes or str) cannot cross the bridge intact, or None."""

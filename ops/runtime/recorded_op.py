@@ -14,6 +14,7 @@ from ..alignment import GATHER, GATHER_ELEMENTS, GATHER_ND, Alignment, Alignment
 from ..contract import CHECKING_MODE_VALUES
 from ..fast_plan import fast_gather
 from ..kernel import gather_multiaxis
+from .bridge_strings import check_output_strings
 from .run_errors import RUN_ERRORS
 from .run_ops import parse_recorded
 
@@ -131,10 +132,7 @@ def _aligned_output(data: np.ndarray, indices: np.ndarray, plan: RecordedPlan, m
             indices = np.expand_dims(indices, alignment.indices_unsqueeze)
         output = gather_multiaxis(data, indices, alignment.axes, mode)
         if output.dtype == object:
-            from .registration import NUL_LIMIT  # here: registration imports this module
-
-            if any("\x00" in value if isinstance(value, str) else b"\x00" in value for value in output.flat):
-                raise ValueError(NUL_LIMIT)
+            check_output_strings(output)
     return _squeezed(output, alignment.output_squeeze)
 
 

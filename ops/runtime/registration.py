@@ -18,9 +18,10 @@ from onnx import TensorProto
 from . import extensions  # noqa: F401, I001 - first: onnxruntime_extensions without transformers/torch
 from onnxruntime_extensions import PyCustomOpDef, get_library_path, onnx_op
 
+from .bridge_strings import check_output_strings
 from .internals import pyop_id, pyop_internals
 from ..contract import CHECKING_MODE_VALUES, DATA_TYPES, INDEX_TYPES, OP_TYPE, GatherIndexError, Mode, normalize_axes
-from ..fast_plan import FAST_PLANS, GatherCall, fast_gather
+from ..fast_plan import FAST_PLANS, GatherCall, fast_gather, index_rows
 from ..geometry import GatherGeometry
 from ..kernel import gather_multiaxis
 from .recorded_op import recorded_output
@@ -113,20 +114,10 @@ _state: dict[str, Any] = {"registered": False, "handback": False, "opdefs": [], 
                           "call_path": CallPath()}
 _lock = threading.RLock()
 
-NUL_LIMIT = ("a string holding a NUL character cannot cross onnxruntime-extensions' PyOp bridge (it passes "
-              "strings as C strings, which end at the first NUL)")
-
-
-def _check_strings(output: np.ndarray) -> None:
-    for value in output.flat:  # the bridge would cut the string at the NUL: refuse instead
-        if "\x00" in value if isinstance(value, str) else b"\x00" in value:
-            raise ValueError(NUL_LIMIT)
-
-
 def _handed_back(output: np.ndarray):
     """The op's return value for ``output``, in the form the generic invoker's output path needs."""
     if output.dtype == object:
-        _check_strings(output)
+        check_output_strings(output)
         return output
     if not _state["handback"] and output.dtype != np.float16:  # float16 has no list path (only the array)
         # the list path rebuilds an array from Python ints: uint64 above 2**63 would go through float64
@@ -223,7 +214,7 @@ def _bound_output(indices, run_token, table) -> np.ndarray:
         indices = bound.indices(indices)
         output = _widen(_gather_call(bound.array, indices, bound.axes, bound.mode), bound.widen)
         if output.dtype == object:
-            _check_strings(output)
+            check_output_strings(output)
         return output
     except Exception as exc:  # noqa: BLE001
         RUN_ERRORS.record(int(run_token), exc)
@@ -259,7 +250,7 @@ def _hook_plain(k_id, feed, attributes):
     try:
         output = _gather_call(input, indices, _axes_list(axes), mode)
         if output.dtype == object:
-            _check_strings(output)
+            check_output_strings(output)
     except Exception as exc:  # noqa: BLE001
         ERRORS.record(exc)
         output = _placeholder_array(exc, input.dtype, input.shape, indices.shape, axes.reshape(-1).tolist())
@@ -271,7 +262,7 @@ def _hook_run(k_id, feed, attributes):
     try:
         output = _gather_call(input, indices, _axes_list(axes), attributes["mode"])
         if output.dtype == object:
-            _check_strings(output)
+            check_output_strings(output)
     except Exception as exc:  # noqa: BLE001
         RUN_ERRORS.record(int(token), exc)
         output = _placeholder_array(exc, input.dtype, input.shape, indices.shape, axes.reshape(-1).tolist())
@@ -302,12 +293,6 @@ FIXED_CALLS_MAX = 4096
 _STRING_DATA: set[int] = set()  # op definition ids whose data input is a string tensor
 
 
-def _index_rows(data: np.ndarray, indices: np.ndarray) -> np.ndarray:
-    # Indexing by a 1-D integer array is ndarray.take's semantics (negatives once, out of range refused) and
-    # ~0.15 us faster on these tiny arrays: the shape arithmetic of TorchScript exports.
-    return data[indices]
-
-
 def _plan_fixed_call(key: tuple) -> GatherCall | None:
     k_id, axes_text, mode, data_shape, indices_shape = key
     call: GatherCall | None = None
@@ -315,7 +300,7 @@ def _plan_fixed_call(key: tuple) -> GatherCall | None:
         axes, take_1d = _fixed_node(axes_text, mode)
         call_path = _state["call_path"]
         if take_1d and len(data_shape) == 1 and len(indices_shape) == 1 and call_path.take_1d:
-            call = _index_rows
+            call = index_rows
         elif call_path.fast_plan:
             call = FAST_PLANS(axes, mode, data_shape, indices_shape)
     if len(_fixed_calls) >= FIXED_CALLS_MAX:
@@ -345,7 +330,7 @@ def _hook_fixed(k_id, feed, attributes):
     try:
         output = gather_multiaxis(input, indices, axes, key[2])
         if output.dtype == object:
-            _check_strings(output)
+            check_output_strings(output)
     except Exception as exc:  # noqa: BLE001
         RUN_ERRORS.record(int(token), exc)
         output = _placeholder_array(exc, input.dtype, input.shape, indices.shape, axes)

@@ -21,7 +21,7 @@ from .bind import RUN_TOKEN, BindOptions, PreparedModel  # noqa: F401 - public h
 from ...graphs.ir.walk import any_node
 from ...graphs.modelfile import ExternalDataError, external_tensors
 from . import registration as ortop
-from .bridge_strings import refuse_unsafe_string_feeds
+from .bridge_strings import NUL_LIMIT, refuse_unsafe_string_feeds
 from ..contract import DOMAIN
 from .internals import c_ort_value, session_internals, session_state, set_inputs_meta
 from .preallocated import run_with_preallocated_fetches_checked, run_with_preallocated_outputs_checked
@@ -331,7 +331,7 @@ class InferenceSession(ort.InferenceSession):
             if values.dtype.kind in "OUS" and any("\x00" in v if isinstance(v, str) else b"\x00" in v
                                                   for v in values.reshape(-1).tolist()
                                                   if isinstance(v, (str, bytes))):
-                raise ValueError(f"input {name!r}: {ortop.NUL_LIMIT}")
+                raise ValueError(f"input {name!r}: {NUL_LIMIT}")
 
     def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
             run_options: ort.RunOptions | None = None) -> list[Any]:
